@@ -1,0 +1,103 @@
+"""``@prove.rollout``: declare a rollout on a test or on a ``fn(cfg, seed)``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar, overload
+
+import pytest
+
+from .spec import Axis, Declaration, SpecError
+
+__all__ = ["ROLLOUT_ATTR", "declaration_of", "rollout"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The attribute a decorated function carries its declaration in.
+ROLLOUT_ATTR: Final = "__prove_rollout__"
+
+
+def _axes(axes: Mapping[str, Any]) -> tuple[Axis, ...]:
+    found: list[Axis] = []
+    for name, spec in axes.items():
+        if isinstance(spec, Mapping):
+            kind = spec.get("type", "categorical")
+            values = spec.get("values")
+        else:
+            kind, values = "categorical", spec
+        if isinstance(values, str) or not isinstance(values, Iterable):
+            raise SpecError(f"axis {name!r} needs a list of values, got {values!r}")
+        found.append(Axis(name, tuple(values), kind))
+    return tuple(found)
+
+
+@overload
+def rollout(fn: F, /) -> F: ...
+@overload
+def rollout(*, replicates: int = ..., failures: Iterable[str] = ...,
+            successes: Iterable[str] = ..., outcomes: Iterable[str] = ...,
+            t_unit: str | None = ..., concurrency: int | None = ...,
+            axes: Mapping[str, Any] | None = ..., id: str | None = ...,
+            capture: Mapping[str, Any] | None = ...) -> Callable[[F], F]: ...
+
+
+def rollout(
+    fn: F | None = None,
+    /,
+    *,
+    replicates: int = 100,
+    failures: Iterable[str] = (),
+    successes: Iterable[str] = (),
+    outcomes: Iterable[str] = (),
+    t_unit: str | None = None,
+    concurrency: int | None = None,
+    axes: Mapping[str, Any] | None = None,
+    id: str | None = None,  # noqa: A002 - it is the rollout's id
+    capture: Mapping[str, Any] | None = None,
+) -> F | Callable[[F], F]:
+    """Declare a rollout.
+
+    On a test function (its axes are its ``pytest.mark.parametrize`` arguments)::
+
+        @prove.rollout(replicates=200, failures=["unresolved"], successes=["resolved"])
+        @pytest.mark.parametrize("ticket", ["refund", "password"])
+        def test_support(ticket, prove_seed):
+            return prove.Episode("resolved" if handle(ticket, prove_seed) else "unresolved")
+
+    Or on a plain ``fn(cfg, seed)`` with ``axes={"ticket": ["refund", "password"]}``,
+    which the plugin collects like a sweep spec.  ``id`` names the rollout in the
+    store (default: its test node id); keep it stable so that baselines pair.
+    """
+    if fn is not None:
+        raise TypeError(
+            "@prove.rollout needs its declaration: @prove.rollout(failures=[...], "
+            "successes=[...], replicates=N)"
+        )
+    declaration = Declaration(
+        failures=tuple(failures),
+        successes=tuple(successes),
+        outcomes=tuple(outcomes),
+        replicates=replicates,
+        t_unit=t_unit,
+        concurrency=concurrency,
+        axes=None if axes is None else _axes(axes),
+        rollout_id=id,
+        capture=capture,
+    )
+
+    def decorate(target: F) -> F:
+        if not callable(target):
+            raise TypeError(f"@prove.rollout decorates a function, got {target!r}")
+        setattr(target, ROLLOUT_ATTR, declaration)
+        if declaration.axes is None:
+            # A test function: one item per replicate needs the block parameter.
+            return pytest.mark.usefixtures("prove_block")(target)  # type: ignore[no-any-return]
+        return target
+
+    return decorate
+
+
+def declaration_of(obj: object) -> Declaration | None:
+    """The declaration ``@prove.rollout`` attached to ``obj``, if any."""
+    found = getattr(obj, ROLLOUT_ATTR, None)
+    return found if isinstance(found, Declaration) else None

@@ -1,0 +1,114 @@
+"""What a rollout returns, and the checks an ending must pass.
+
+An :class:`Episode` is checked where it is made (numbers, ``meta``) and again
+against the rollout's declaration when the plugin receives it (the outcome).
+Every message names the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Final, final
+
+__all__ = ["Episode", "NoOutcome", "RolloutContractError", "check_meta", "check_number"]
+
+
+class RolloutContractError(ValueError):
+    """A rollout broke its contract: a wrong return value, an undeclared outcome..."""
+
+
+@final
+class NoOutcome(Exception):  # noqa: N818 - it reads as what it means: the episode had no outcome
+    """Raise in a rollout when the episode could not end in any outcome.
+
+    The episode is stored with no outcome (and the reason), left out of every
+    comparison, and the pytest item is skipped: ``raise prove.NoOutcome("rate limited")``.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason: Final = reason
+
+
+def check_number(name: str, value: object) -> float | int | None:
+    """``value`` as a finite real number, or ``None``; anything else is an error."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RolloutContractError(
+            f"Episode {name} must be a number or None, got {value!r} ({type(value).__name__})"
+        )
+    if not math.isfinite(value):
+        raise RolloutContractError(f"Episode {name} must be finite, got {value!r}")
+    return value
+
+
+def check_meta(meta: object) -> dict[str, Any]:
+    """``meta`` as a JSON-serialisable dict with string keys, or an error that says why not."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise RolloutContractError(
+            f"Episode meta must be a dict, got {type(meta).__name__}: {meta!r:.80}"
+        )
+    for key in meta:
+        if not isinstance(key, str):
+            raise RolloutContractError(
+                f"Episode meta keys must be strings, got the key {key!r} ({type(key).__name__})"
+            )
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RolloutContractError(
+            f"Episode meta must be JSON-serialisable (str, int, float, bool, None, list, dict): {exc}"
+        ) from None
+    case_id = meta.get("case_id")
+    if case_id is not None and (isinstance(case_id, bool) or not isinstance(case_id, str | int)):
+        raise RolloutContractError(
+            f"Episode meta['case_id'] must be a string or an int, got {case_id!r}"
+        )
+    return meta
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """How one case ended on one seed.
+
+    ``outcome`` is one of the rollout's declared outcomes.  ``t`` (when it ended,
+    in the rollout's ``t_unit``) and ``horizon`` (the most ``t`` could have been)
+    are numbers with ``0 <= t <= horizon``; when ``t`` is ``None`` and the rollout
+    recorded steps with ``prove.step``, ``t`` is the number of steps.  ``meta`` is a
+    JSON-serialisable dict; ``meta["case_id"]`` names the case the episode ran.
+    """
+
+    outcome: str
+    t: float | int | None = None
+    horizon: float | int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.outcome, str) or not self.outcome:
+            raise RolloutContractError(
+                f"Episode outcome must be a non-empty string naming a declared outcome, "
+                f"got {self.outcome!r}"
+            )
+        t = check_number("t", self.t)
+        horizon = check_number("horizon", self.horizon)
+        if t is not None and t < 0:
+            raise RolloutContractError(f"Episode t must be >= 0, got t={t}")
+        if horizon is not None and horizon < 0:
+            raise RolloutContractError(f"Episode horizon must be >= 0, got horizon={horizon}")
+        if t is not None and horizon is not None and t > horizon:
+            raise RolloutContractError(
+                f"Episode t must be within [0, horizon], got t={t} with horizon={horizon}"
+            )
+        object.__setattr__(self, "meta", check_meta(self.meta))
+
+    @property
+    def case_id(self) -> str | int | None:
+        """The case this episode ran, when the rollout recorded one."""
+        value = self.meta.get("case_id")
+        return value if isinstance(value, str | int) else None

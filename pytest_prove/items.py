@@ -1,0 +1,175 @@
+"""Pytest items for rollouts: one item per (condition, block of replicates).
+
+Decorated test functions stay ordinary pytest ``Function`` items (the plugin
+adds the replicate parameter); sweep specs and ``@prove.rollout(axes=...)``
+functions ``fn(cfg, seed)`` become :class:`RolloutItem` s collected here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .execute import execute_rollout
+from .spec import Declaration, Scalar, SpecError, SweepSpec, condition_key, load_spec
+from .state import PLAN_KEY, SETTINGS_KEY, ItemPlan
+
+__all__ = [
+    "PLAN_KEY",
+    "ItemPlan",
+    "RolloutCollector",
+    "RolloutItem",
+    "SpecFile",
+    "block_id",
+    "blocks",
+    "condition_id",
+]
+
+
+
+
+def blocks(replicates: int, concurrency: int) -> list[tuple[int, ...]]:
+    """Replicates 0..n-1 cut into blocks of ``concurrency``."""
+    size = max(1, concurrency)
+    return [tuple(range(start, min(start + size, replicates)))
+            for start in range(0, replicates, size)]
+
+
+def block_id(block: tuple[int, ...], replicates: int) -> str:
+    """``r017`` for one replicate, ``r016-031`` for a block, zero-padded to the sweep."""
+    width = max(3, len(str(max(replicates - 1, 0))))
+    if len(block) == 1:
+        return f"r{block[0]:0{width}d}"
+    return f"r{block[0]:0{width}d}-{block[-1]:0{width}d}"
+
+
+def condition_id(condition: Mapping[str, Scalar]) -> str:
+    """The condition part of an item id: its values joined by '-', as pytest ids are."""
+    return "-".join(v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)
+                    for v in condition.values())
+
+
+def check_target_signature(fn: Callable[..., Any], where: str) -> None:
+    """``fn`` must take ``(cfg, seed)``; say so before any rollout runs."""
+    try:
+        inspect.signature(fn).bind({}, 0)
+    except TypeError:
+        raise SpecError(
+            f"{where}: the target must be a function fn(cfg, seed); "
+            f"{getattr(fn, '__qualname__', fn)!r} has signature {inspect.signature(fn)}"
+        ) from None
+    except ValueError:
+        return
+
+
+def import_target(spec: SweepSpec) -> Callable[..., Any]:
+    """Import ``module:function`` with the spec's own folder first on the import path."""
+    module_name, _, attr = spec.target.partition(":")
+    folder = str(spec.path.parent.resolve())
+    if sys.path[:1] != [folder]:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the spec's to fix
+        raise SpecError(
+            f"{spec.path}: cannot import target module {module_name!r} "
+            f"(searched {folder} first): {type(exc).__name__}: {exc}"
+        ) from None
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise SpecError(
+            f"{spec.path}: module {module_name!r} has no function {attr!r}; "
+            f"target must be 'module:function'"
+        )
+    return fn  # type: ignore[no-any-return]
+
+
+class _RolloutSource:
+    """What :class:`SpecFile` and :class:`RolloutCollector` share: items for every cell."""
+
+    def _items(self, parent: pytest.Collector, fn: Callable[..., Any], declaration: Declaration,
+               rollout_id: str, label: str, replicates: int,
+               concurrency: int) -> Iterator[RolloutItem]:
+        for condition in declaration.conditions():
+            key = condition_key(condition)
+            cid = condition_id(condition)
+            for block in blocks(replicates, declaration.concurrency or concurrency):
+                bid = block_id(block, replicates)
+                name = f"{label}[{cid}-{bid}]" if cid else f"{label}[{bid}]"
+                plan = ItemPlan(rollout_id=rollout_id, label=label, declaration=declaration,
+                                condition=condition, condition_key=key, replicates=block,
+                                total=replicates)
+                yield RolloutItem.from_parent(parent, name=name, fn=fn, plan=plan)
+
+
+class SpecFile(pytest.File, _RolloutSource):
+    """A ``prove_*.toml`` sweep spec, collected as one item per cell and block."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            spec = load_spec(self.path)
+            fn = import_target(spec)
+            check_target_signature(fn, str(self.path))
+        except SpecError as exc:
+            raise self.CollectError(str(exc)) from None
+        settings = self.config.stash[SETTINGS_KEY]
+        replicates = settings.replicates or spec.declaration.replicates
+        yield from self._items(self, fn, spec.declaration, spec.target_id, spec.target_id,
+                               replicates, settings.concurrency)
+
+
+class RolloutCollector(pytest.Collector, _RolloutSource):
+    """A ``@prove.rollout(axes=...)`` function ``fn(cfg, seed)`` in a test module."""
+
+    def __init__(self, *, fn: Callable[..., Any], declaration: Declaration,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+        self.declaration = declaration
+
+    def collect(self) -> Iterator[pytest.Item]:
+        where = f"{self.nodeid}"
+        try:
+            check_target_signature(self.fn, where)
+        except SpecError as exc:
+            raise self.CollectError(str(exc)) from None
+        settings = self.config.stash[SETTINGS_KEY]
+        replicates = settings.replicates or self.declaration.replicates
+        rollout_id = self.declaration.rollout_id or self.nodeid
+        # The items hang off this collector's parent, so their ids read module::fn[...].
+        for item in self._items(self, self.fn, self.declaration, rollout_id, self.name,
+                                replicates, settings.concurrency):
+            yield item
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+
+class RolloutItem(pytest.Item):
+    """One (condition, block) of a ``fn(cfg, seed)`` rollout."""
+
+    def __init__(self, *, fn: Callable[..., Any], plan: ItemPlan, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+        self.stash[PLAN_KEY] = plan
+
+    def runtest(self) -> None:
+        plan = self.stash[PLAN_KEY]
+        fn = self.fn
+        execute_rollout(self, lambda ident: fn(dict(plan.condition), ident.seed),
+                        is_async=inspect.iscoroutinefunction(fn))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> Any:
+        return super().repr_failure(excinfo, style=style)
+
+

@@ -1,0 +1,493 @@
+"""The pytest glue: options, collection, fixtures, the report hand-off and the gate."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .api import declaration_of
+from .execute import execute_rollout, identities_of
+from .items import RolloutCollector, SpecFile, block_id, blocks
+from .runner import Identity
+from .seeds import new_salt
+from .spec import Declaration, SpecError, condition_key
+from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
+from .stats import design_check
+from .store import Store, StoreError, check_name
+
+SESSION_NAME = "prove_session"
+PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
+
+
+# ---------------------------------------------------------------------------
+# options
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
+    return value
+
+
+def _name(text: str) -> str:
+    try:
+        return check_name(text)
+    except StoreError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _run_name(text: str) -> str:
+    return text if text == "latest" else _name(text)
+
+
+_FAIL_ON = ("worse", "too-small")
+
+
+def _fail_on(text: str) -> frozenset[str]:
+    words = frozenset(w.strip() for w in text.split(",") if w.strip())
+    unknown = sorted(words - set(_FAIL_ON))
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(_FAIL_ON)}, got {text!r}"
+        )
+    return words
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("prove", "pytest-prove: did this change make the agent fail more?")
+    group.addoption("--prove-store", metavar="DIR", default=None,
+                    help="folder of runs and baselines (default: ini prove_store, else "
+                         ".prove under rootdir)")
+    group.addoption("--prove-name", metavar="NAME", type=_name, default=None,
+                    help="name this run (default: its run id)")
+    group.addoption("--prove-baseline", metavar="NAME", type=_name, default=None,
+                    help="pair this run with baseline NAME, compare, and fail on a worse verdict")
+    group.addoption("--prove-save-baseline", metavar="NAME", type=_name, default=None,
+                    help="write this run as baseline NAME (.prove/baselines/NAME.jsonl) once "
+                         "it is complete")
+    group.addoption("--prove-update-baseline", action="store_true", default=False,
+                    help="replace the --prove-baseline file with this run once it is complete")
+    group.addoption("--prove-resume", metavar="RUN", type=_run_name, default=None,
+                    help="run only the replicates that run RUN is missing, appending to it")
+    group.addoption("--prove-plan", action="store_true", default=False,
+                    help="collect, print the plan and the design check, and run nothing")
+    group.addoption("--prove-replicates", metavar="N", type=_positive_int, default=None,
+                    help="replicates per condition for every rollout, overriding declarations")
+    group.addoption("--prove-concurrency", metavar="K", type=_positive_int, default=None,
+                    help="run K replicates at once in each item (threads, or asyncio tasks "
+                         "for async rollouts)")
+    group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
+                    help="compare this outcome (repeatable; default: every declared failure "
+                         "and success)")
+    group.addoption("--prove-fail-on", metavar="WORDS", type=_fail_on, default=None,
+                    help="verdicts that fail the session: worse (default), too-small, or both "
+                         "comma-separated")
+    group.addoption("--prove-q", metavar="Q", type=_fraction, default=None,
+                    help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
+    group.addoption("--prove-max-mde", metavar="D", type=_fraction, default=None,
+                    help="the largest change you accept not being able to see; default 0.20")
+    group.addoption("--prove-allow-underpowered", action="store_true", default=None,
+                    help="run even when the design check says a condition could not see "
+                         "--prove-max-mde")
+    parser.addini("prove_store", "folder of runs and baselines (relative to rootdir)",
+                  default=".prove")
+    parser.addini("prove_specs", "sweep spec files to collect besides prove_*.toml",
+                  type="paths", default=[])
+    parser.addini("prove_q", "default for --prove-q", default="0.05")
+    parser.addini("prove_max_mde", "default for --prove-max-mde", default="0.20")
+    parser.addini("prove_fail_on", "default for --prove-fail-on", default="worse")
+    parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
+                  type="bool", default=False)
+
+
+def _ini_fraction(config: pytest.Config, name: str) -> float:
+    raw = str(config.getini(name))
+    try:
+        return _fraction(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option {name}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------
+# configure
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "prove_rollout: set by @prove.rollout; do not apply by hand")
+    opt = config.option
+    q = opt.prove_q or _ini_fraction(config, "prove_q")
+    max_mde = opt.prove_max_mde or _ini_fraction(config, "prove_max_mde")
+    try:
+        fail_on = opt.prove_fail_on or _fail_on(str(config.getini("prove_fail_on")))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
+    store_root = Path(opt.prove_store) if opt.prove_store else (
+        config.rootpath / str(config.getini("prove_store")))
+    if opt.prove_update_baseline and not opt.prove_baseline:
+        raise pytest.UsageError(
+            "--prove-update-baseline replaces the baseline named by --prove-baseline; "
+            "add --prove-baseline NAME (or use --prove-save-baseline NAME for a new one)")
+    if opt.prove_plan:
+        # The plan is read on one process: no workers are started for it.
+        opt.dist = "no"
+    settings = Settings(
+        store=store_root.resolve(),
+        replicates=opt.prove_replicates,
+        concurrency=opt.prove_concurrency or 1,
+        q=q,
+        max_mde=max_mde,
+        allow_underpowered=bool(opt.prove_allow_underpowered
+                                or config.getini("prove_allow_underpowered")),
+        paired=opt.prove_baseline is not None or opt.prove_resume is not None,
+        plan_only=opt.prove_plan,
+    )
+    config.stash[SETTINGS_KEY] = settings
+    config.stash[PLANNED_KEY] = {}
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # An xdist worker: the controller decided the salt and what is already done.
+        settings.is_worker = True
+        settings.salt = workerinput["prove_salt"]
+        settings.done = frozenset(tuple(k.split("\x1f", 2)[:2]) + (int(k.split("\x1f")[2]),)
+                                  for k in workerinput.get("prove_done", ()))  # type: ignore[misc]
+        config.pluginmanager.register(_Collection(config), "prove_collection")
+        return
+
+    from .session import ProveSession
+
+    store = Store(settings.store)
+    try:
+        baseline = store.load_baseline(opt.prove_baseline) if opt.prove_baseline else None
+        resume = store.load(opt.prove_resume) if opt.prove_resume else None
+    except StoreError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if resume is not None:
+        settings.salt = resume.salt
+        settings.done = frozenset(_done_keys(resume.episodes))
+        if baseline is not None and resume.salt != baseline.salt:
+            raise pytest.UsageError(
+                f"run {resume.name!r} was not paired with baseline {baseline.name!r} (their "
+                "salts differ), so resuming it against that baseline would break the pairing; "
+                "drop --prove-baseline or start a new run")
+    elif baseline is not None:
+        settings.salt = baseline.salt
+    else:
+        settings.salt = new_salt()
+    session = ProveSession(
+        config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
+        save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
+        events=tuple(opt.prove_event), fail_on=fail_on)
+    config.pluginmanager.register(session, SESSION_NAME)
+    config.pluginmanager.register(_Collection(config), "prove_collection")
+    if config.pluginmanager.hasplugin("xdist"):
+        from .xdist import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(session), "prove_xdist")
+
+
+def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
+    """Replicates a resumed run needs no more: those that ended (errors are run again)."""
+    done = set()
+    for record in episodes:
+        error = record.get("error")
+        if error is None or error.get("kind") == "no_outcome":
+            done.add((record["rollout"], record["condition_key"], int(record["replicate"])))
+    return done
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in (SESSION_NAME, "prove_collection", "prove_xdist"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
+
+
+# ---------------------------------------------------------------------------
+# collection
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix != ".toml":
+        return None
+    listed = {Path(p).resolve() for p in parent.config.getini("prove_specs")}
+    if file_path.name.startswith("prove_") or file_path.resolve() in listed:
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str,
+                              obj: object) -> Generator[None, Any, Any]:
+    declaration = declaration_of(obj)
+    if declaration is not None and declaration.axes is not None and callable(obj):
+        yield  # let the other implementations see it, then answer for this object
+        return RolloutCollector.from_parent(collector, name=name, fn=obj,
+                                            declaration=declaration)
+    return (yield)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    declaration = declaration_of(metafunc.function)
+    if declaration is None or declaration.axes is not None:
+        return
+    if "prove_block" not in metafunc.fixturenames:
+        return
+    settings = metafunc.config.stash[SETTINGS_KEY]
+    replicates = settings.replicates or declaration.replicates
+    chunks = blocks(replicates, declaration.concurrency or settings.concurrency)
+    metafunc.parametrize("prove_block", chunks,
+                         ids=[block_id(b, replicates) for b in chunks])
+
+
+def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    enum_name = getattr(value, "name", None)
+    if isinstance(enum_name, str) and type(value).__module__ != "builtins":
+        return enum_name
+    text = repr(value)
+    if " at 0x" in text:
+        raise pytest.UsageError(
+            f"{item.nodeid}: the parameter {name}={text} has no stable value to key the "
+            "condition by; parametrize with strings or numbers (and pass ids=...)")
+    return text
+
+
+def _plan_for_function(item: pytest.Function, declaration: Declaration) -> ItemPlan:
+    callspec = getattr(item, "callspec", None)
+    params = dict(callspec.params) if callspec is not None else {}
+    block = params.pop("prove_block", (0,))
+    condition = {k: _json_scalar(k, v, item) for k, v in params.items()}
+    settings = item.config.stash[SETTINGS_KEY]
+    rollout_id = declaration.rollout_id or item.nodeid.split("[", 1)[0]
+    return ItemPlan(rollout_id=rollout_id, label=item.originalname, declaration=declaration,
+                    condition=condition, condition_key=condition_key(condition),
+                    replicates=tuple(block),
+                    total=settings.replicates or declaration.replicates)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every rollout item its plan, and note the whole sweep before any deselection."""
+    planned = config.stash[PLANNED_KEY]
+    for item in items:
+        if isinstance(item, pytest.Function) and PLAN_KEY not in item.stash:
+            declaration = declaration_of(item.obj)
+            if declaration is None or declaration.axes is not None:
+                continue
+            item.stash[PLAN_KEY] = _plan_for_function(item, declaration)
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is None:
+            continue
+        info = planned.setdefault(plan.rollout_id, {
+            "label": plan.label, "declaration": plan.declaration.to_json(),
+            "conditions": {}, "replicates": plan.total})
+        info["declaration"]["replicates"] = plan.total
+        info["conditions"][plan.condition_key] = plan.condition
+
+
+class _Collection:
+    """After pytest's own selection: resume, the design check, and the plan."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        settings = config.stash[SETTINGS_KEY]
+        if settings.done:
+            keep, drop = [], []
+            for item in items:
+                plan = item.stash.get(PLAN_KEY, None)
+                if plan is not None and all(
+                        (plan.rollout_id, plan.condition_key, r) in settings.done
+                        for r in plan.replicates):
+                    drop.append(item)
+                else:
+                    keep.append(item)
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = keep
+        selected: dict[str, tuple[ItemPlan, set[str]]] = {}
+        for item in items:
+            plan = item.stash.get(PLAN_KEY, None)
+            if plan is not None:
+                selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
+        if not selected:
+            if settings.plan_only:
+                self._print(["pytest-prove plan: no rollout collected"])
+                config.hook.pytest_deselected(items=list(items))
+                items[:] = []
+            return
+        m = sum(len(keys) * len(plan.declaration.events) for plan, keys in selected.values())
+        replicates = min(plan.total for plan, _ in selected.values())
+        check = design_check(replicates, m, paired=settings.paired, q=settings.q,
+                             max_mde=settings.max_mde)
+        cells = sum(len(keys) for _, keys in selected.values())
+        episodes = sum(len(keys) * plan.total for plan, keys in selected.values())
+        method = "the paired test" if settings.paired else "Fisher's exact test"
+        lines = [
+            f"pytest-prove plan: {episodes:,} episodes: {len(selected)} rollout(s), "
+            f"{cells} condition(s), {replicates} replicates or more each",
+            f"design check: the smallest rise one condition alone would be flagged for is "
+            f"{check.worst_limit:.3f} at its worst base rate, {check.worst_base_rate:.3f} "
+            f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
+            f"{settings.max_mde:.3f})",
+        ]
+        if settings.plan_only:
+            self._print(lines)
+            config.hook.pytest_deselected(items=list(items))
+            items[:] = []
+            return
+        if not check.ok and not settings.allow_underpowered:
+            raise pytest.UsageError(
+                f"design check failed: with {replicates} replicates a condition and {m} tests, "
+                f"one condition alone could only be flagged for a rise of "
+                f"{check.worst_limit:.3f} (at base rate {check.worst_base_rate:.3f}), more than "
+                f"the {settings.max_mde:.3f} you accept. Use {check.replicates_needed} "
+                f"replicates a condition (replicates= or --prove-replicates), fewer "
+                f"conditions or events, a larger --prove-max-mde, or run anyway with "
+                f"--prove-allow-underpowered")
+
+    def _print(self, lines: list[str]) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        for line in lines:
+            reporter.write_line(line)
+
+
+# ---------------------------------------------------------------------------
+# fixtures
+
+
+def _plan_of(request: pytest.FixtureRequest) -> ItemPlan:
+    plan = request.node.stash.get(PLAN_KEY, None)
+    if plan is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: prove_* fixtures are for rollouts; decorate the test "
+            "with @prove.rollout(...)")
+    return plan
+
+
+@pytest.fixture
+def prove_block() -> tuple[int, ...]:
+    """The replicates this item runs (set by @prove.rollout; one unless --prove-concurrency)."""
+    return (0,)
+
+
+@pytest.fixture
+def prove_replicate(request: pytest.FixtureRequest) -> int:
+    """The replicate number of the running episode."""
+    return _plan_of(request).replicates[0]
+
+
+@pytest.fixture
+def prove_seed(request: pytest.FixtureRequest) -> int:
+    """The seed of the running episode: seed every random choice of the agent from it."""
+    return identities_of(request.node)[0].seed
+
+
+@pytest.fixture
+def prove_cfg(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The condition of the running episode, as a dict of axis values."""
+    return dict(_plan_of(request).condition)
+
+
+# ---------------------------------------------------------------------------
+# running
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    plan = pyfuncitem.stash.get(PLAN_KEY, None)
+    if plan is None:
+        return None
+    function = pyfuncitem.obj
+    names = [n for n, p in inspect.signature(function).parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    base = {n: pyfuncitem.funcargs[n] for n in names if n in pyfuncitem.funcargs}
+
+    def call(ident: Identity) -> Any:
+        kwargs = dict(base)
+        if "prove_seed" in kwargs:
+            kwargs["prove_seed"] = ident.seed
+        if "prove_replicate" in kwargs:
+            kwargs["prove_replicate"] = ident.replicate
+        if "prove_cfg" in kwargs:
+            kwargs["prove_cfg"] = dict(ident.condition)
+        return function(**kwargs)
+
+    execute_rollout(pyfuncitem, call, is_async=inspect.iscoroutinefunction(function))
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    plan = item.stash.get(PLAN_KEY, None)
+    if plan is None:
+        return report
+    if report.when == "setup":
+        # Sent ahead so that the controller can account for these replicates if the
+        # worker running them dies.
+        report.prove_pending = [i.to_json() for i in identities_of(item)]
+        report.prove_rollout = {"id": plan.rollout_id, "label": plan.label,
+                                "declaration": plan.declaration.to_json()}
+    elif report.when == "call":
+        report.prove_episodes = item.stash.get(RESULTS_KEY, [])
+    return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None:
+        return
+    if settings.is_worker:
+        config.workeroutput["prove_plan"] = json.loads(  # type: ignore[attr-defined]
+            json.dumps(config.stash[PLANNED_KEY]))
+        return
+    prove = config.pluginmanager.get_plugin(SESSION_NAME)
+    if prove is None:
+        return
+    prove.merge_plan(config.stash[PLANNED_KEY])
+    prove.finish(session, exitstatus)
+    if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    prove = config.pluginmanager.get_plugin(SESSION_NAME)
+    if prove is None:
+        return
+    lines = prove.summary_lines(verbose=config.get_verbosity() > 0)
+    if not lines:
+        return
+    terminalreporter.section("pytest-prove")
+    for line in lines:
+        terminalreporter.write_line(line)

@@ -1,0 +1,90 @@
+"""Per-episode state: the steps a rollout records, and the tokens it used.
+
+Everything lives in a context variable, never a global, so replicates that run
+at once (threads of a block, asyncio tasks) never see each other's steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, final
+
+__all__ = ["EpisodeLog", "current_log", "recording", "step", "usage"]
+
+
+@final
+@dataclass(slots=True)
+class EpisodeLog:
+    """What one running episode has recorded so far."""
+
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    _depth: int = 0
+
+
+_current: ContextVar[EpisodeLog | None] = ContextVar("pytest_prove_episode", default=None)
+
+
+def current_log() -> EpisodeLog | None:
+    """The log of the episode running in this context, if any."""
+    return _current.get()
+
+
+@contextmanager
+def recording(log: EpisodeLog) -> Iterator[EpisodeLog]:
+    """Make ``log`` the current episode's log for the duration of the block."""
+    token = _current.set(log)
+    try:
+        yield log
+    finally:
+        _current.reset(token)
+
+
+def _log_or_error(what: str) -> EpisodeLog:
+    log = _current.get()
+    if log is None:
+        raise RuntimeError(
+            f"prove.{what} was called outside a rollout; call it from inside a function "
+            "decorated with @prove.rollout (or a sweep spec's target) while it runs"
+        )
+    return log
+
+
+@contextmanager
+def step(name: str) -> Iterator[None]:
+    """Record a named step of the running episode: ``with prove.step("read_case"): ...``.
+
+    Steps are numbered in the order they start; an episode's ``t`` defaults to
+    its number of steps.  A step that raises is recorded with the error's type.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"prove.step needs a non-empty string name, got {name!r}")
+    log = _log_or_error("step")
+    entry: dict[str, Any] = {"name": name, "index": len(log.steps), "depth": log._depth}
+    log.steps.append(entry)
+    start = time.perf_counter()
+    log._depth += 1
+    try:
+        yield
+    except BaseException as exc:
+        entry["error"] = type(exc).__name__
+        raise
+    finally:
+        log._depth -= 1
+        entry["duration"] = round(time.perf_counter() - start, 6)
+
+
+def usage(model: str, input: int, output: int = 0) -> None:  # noqa: A002 - the GenAI word
+    """Report token usage of one model call made by the running episode."""
+    if not isinstance(model, str) or not model:
+        raise TypeError(f"prove.usage needs a model name, got {model!r}")
+    for label, value in (("input", input), ("output", output)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TypeError(f"prove.usage {label} tokens must be an int >= 0, got {value!r}")
+    _log_or_error("usage").usage.append({"model": model, "input": input, "output": output})

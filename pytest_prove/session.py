@@ -1,0 +1,306 @@
+"""The controller: the one process that writes the store and decides the verdict.
+
+Without xdist this is the only process.  With xdist, workers run rollouts and
+send each episode with its test report; this object receives the reports,
+appends the episodes, stores crashed workers' episodes as errored, and at the
+end of the session compares the run with its baseline and sets the exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, final
+
+import pytest
+
+from .analysis import CaseMixError, Prepared, prepare
+from .report.terminal import format_comparison
+from .runner import Identity, error_record
+from .spec import SpecError, condition_label
+from .state import Settings
+from .stats import Comparison, compare
+from .store import Run, RunWriter, Store, StoreError, episode_key, utc_now
+
+__all__ = ["Outcome", "ProveSession"]
+
+Key = tuple[str, str, int]
+
+
+@final
+@dataclass(slots=True)
+class Outcome:
+    """What the end of the session concluded."""
+
+    run: Run | None = None
+    prepared: Prepared | None = None
+    comparison: Comparison | None = None
+    refusal: str | None = None
+    failed_gate: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for dist in ("pytest-prove", "pytest", "pytest-xdist", "numpy", "scipy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _git_commit(root: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+@final
+class ProveSession:
+    """Controller state: registered as the plugin ``prove_session``."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, store: Store, *,
+                 name: str | None, baseline: Run | None, resume: Run | None,
+                 save_baseline: str | None, update_baseline: bool,
+                 events: tuple[str, ...], fail_on: frozenset[str]) -> None:
+        self.config = config
+        self.settings = settings
+        self.store = store
+        self.baseline = baseline
+        self.save_baseline = save_baseline
+        self.update_baseline = update_baseline
+        self.events = events
+        self.fail_on = fail_on
+        self.pending: dict[str, list[dict[str, Any]]] = {}
+        self.plan: dict[str, dict[str, Any]] = {}
+        self.keys: set[Key] = set()
+        self.counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
+        self.outcome = Outcome()
+        if resume is not None:
+            self.writer: RunWriter = store.reopen(resume)
+            self.keys = {episode_key(r) for r in resume.episodes}
+            for record in resume.episodes:
+                self._count(record)
+            self.rollouts: dict[str, Any] = dict(resume.manifest.get("rollouts") or {})
+        else:
+            manifest: dict[str, Any] = {
+                "paired_with": None if baseline is None else {
+                    "baseline": baseline.name, "run_id": baseline.run_id},
+                "rollouts": {},
+                "packages": _versions(),
+                "git_commit": _git_commit(config.rootpath),
+                "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+                "cwd": os.getcwd(),
+                "counts": self.counts,
+            }
+            self.writer = store.new_run(name=name, salt=settings.salt, manifest=manifest)
+            self.rollouts = self.writer.manifest["rollouts"]
+
+    # ---- from reports
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Every report reaches the controller; those of rollout items carry episodes."""
+        self.on_report(report)
+
+    def _count(self, record: Mapping[str, Any]) -> None:
+        self.counts["episodes"] += 1
+        error = record.get("error")
+        if error is None:
+            self.counts["with_outcome"] += 1
+        elif error.get("kind") == "no_outcome":
+            self.counts["no_outcome"] += 1
+        else:
+            self.counts["errored"] += 1
+
+    def _store(self, records: Iterable[dict[str, Any]]) -> None:
+        records = list(records)
+        if not records:
+            return
+        self.writer.append(records)
+        for record in records:
+            self.keys.add(episode_key(record))
+            self._count(record)
+
+    def on_report(self, report: pytest.TestReport) -> None:
+        rollout = getattr(report, "prove_rollout", None)
+        if rollout is not None and rollout["id"] not in self.rollouts:
+            self.rollouts[rollout["id"]] = {"label": rollout["label"],
+                                            "declaration": rollout["declaration"]}
+            if self.writer.created:
+                self.writer.write_manifest()
+        pending = getattr(report, "prove_pending", None)
+        if pending is not None:
+            if report.passed:
+                self.pending[report.nodeid] = pending
+            elif report.failed:
+                # The item's setup failed: its replicates ran no rollout, but they ended.
+                message = str(report.longreprtext).strip().splitlines()
+                self._store(error_record(_identity(p), "setup", "SetupError",
+                                         message[-1] if message else "setup failed")
+                            for p in pending)
+        episodes = getattr(report, "prove_episodes", None)
+        if episodes is not None:
+            self.pending.pop(report.nodeid, None)
+            self._store(episodes)
+
+    def on_crash(self, nodeid: str, message: str) -> None:
+        """A worker died while running ``nodeid``: its episodes end as errored."""
+        pending = self.pending.pop(nodeid, [])
+        self._store(error_record(_identity(p), "worker_crash", "WorkerCrash", message)
+                    for p in pending)
+
+    def merge_plan(self, plan: Mapping[str, Mapping[str, Any]]) -> None:
+        for rollout_id, info in plan.items():
+            mine = self.plan.setdefault(rollout_id, {"label": info["label"],
+                                                     "declaration": info["declaration"],
+                                                     "conditions": {}, "replicates": 0})
+            mine["conditions"].update(info["conditions"])
+            mine["replicates"] = max(mine["replicates"], int(info["replicates"]))
+            if rollout_id not in self.rollouts:
+                self.rollouts[rollout_id] = {"label": info["label"],
+                                             "declaration": info["declaration"]}
+
+    # ---- the end
+
+    def _missing(self) -> int:
+        planned = {(rid, key, r) for rid, info in self.plan.items()
+                   for key in info["conditions"] for r in range(info["replicates"])}
+        return len(planned - self.keys)
+
+    def finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Close the run, compare it with the baseline, save baselines, set the exit status."""
+        notes: list[str] = []
+        if not self.writer.created:
+            if self.baseline is not None and not self.settings.plan_only:
+                notes.append("no rollout ran in this session, so nothing was compared")
+            self.outcome = Outcome(notes=tuple(notes))
+            return
+        interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        missing = self._missing()
+        status = "complete" if (not interrupted and missing == 0 and self.plan) else "incomplete"
+        self.writer.write_manifest(
+            ended=utc_now(), status=status, counts=self.counts,
+            plan={rid: {"replicates": info["replicates"],
+                        "conditions": sorted(info["conditions"])}
+                  for rid, info in self.plan.items()},
+            missing=missing,
+        )
+        self.writer.close()
+        run = self.store.load(self.writer.run_id)
+        outcome = Outcome(run=run)
+        if self.baseline is not None:
+            try:
+                prepared = prepare(self.baseline, run, self.events or None)
+            except (CaseMixError, SpecError, ValueError) as exc:
+                outcome.refusal = str(exc)
+            else:
+                outcome.prepared = prepared
+                if prepared.rows:
+                    outcome.comparison = compare(prepared.rows, q=self.settings.q,
+                                                 max_mde=self.settings.max_mde)
+                    word = outcome.comparison.verdict.word
+                    outcome.failed_gate = (
+                        (word == "worse" and "worse" in self.fail_on)
+                        or (word == "too small to tell" and "too-small" in self.fail_on)
+                    )
+                else:
+                    notes.append("no condition of this run is in the baseline, so nothing "
+                                 "was compared")
+        if self.save_baseline is not None:
+            notes.append(self._save(self.save_baseline, run, replace=False))
+        if self.update_baseline and self.baseline is not None and outcome.refusal is None:
+            note = self._save(self.baseline.name, run, replace=True)
+            notes.append(note)
+            if note.startswith("baseline"):
+                outcome.failed_gate = False
+        outcome.notes = tuple(notes)
+        self.outcome = outcome
+        if (outcome.refusal is not None or outcome.failed_gate
+                or any(n.startswith("not saved") for n in notes)):
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _save(self, name: str, run: Run, *, replace: bool) -> str:
+        if run.status != "complete":
+            return (f"not saved: baseline {name!r} is written only from a complete run, and "
+                    f"run {run.name!r} is incomplete ({self._missing()} replicates missing); "
+                    f"finish it with --prove-resume {run.name}")
+        if replace and self.baseline is not None:
+            covered = {(r["rollout"], r["condition_key"]) for r in run.episodes}
+            wanted = {(r["rollout"], r["condition_key"]) for r in self.baseline.episodes}
+            left = wanted - covered
+            if left:
+                shown = ", ".join(sorted(condition_label(dict(
+                    next(r for r in self.baseline.episodes
+                         if (r["rollout"], r["condition_key"]) == k)["condition"] or {}))
+                    for k in list(left)[:5]))
+                return (f"not saved: baseline {name!r} was not replaced, because this run did "
+                        f"not cover {len(left)} of its conditions ({shown}); run them all, "
+                        "without -k or a shard")
+        try:
+            path = self.store.write_baseline(name, run)
+        except (OSError, StoreError) as exc:
+            return f"not saved: baseline {name!r} could not be written: {exc}"
+        verb = "replaced by" if replace else "saved from"
+        return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}"
+
+    def summary_lines(self, verbose: bool) -> list[str]:
+        outcome = self.outcome
+        lines: list[str] = []
+        if outcome.refusal is not None:
+            lines.append(f"pytest-prove: {outcome.refusal}")
+        if outcome.comparison is not None and self.baseline is not None and outcome.run:
+            lines.extend(format_comparison(outcome.comparison, before=self.baseline.name,
+                                           after=outcome.run.name, verbose=verbose))
+        if outcome.prepared is not None:
+            prepared = outcome.prepared
+            if prepared.not_run:
+                lines.append(
+                    f"not run: {len(prepared.not_run)} condition(s) of the baseline did not run "
+                    f"in this session and are left out of the verdict: "
+                    f"{', '.join(prepared.not_run[:6])}{' ...' if len(prepared.not_run) > 6 else ''}"
+                )
+            if prepared.new:
+                lines.append(f"new: {len(prepared.new)} condition(s) are not in the baseline "
+                             f"and were not compared: {', '.join(prepared.new[:6])}")
+            if prepared.left_out:
+                shown = ", ".join(f"{n} {reason}" for reason, n in sorted(prepared.left_out.items()))
+                lines.append(f"left out of the comparison: {shown}")
+        if outcome.run is not None:
+            run = outcome.run
+            c = self.counts
+            lines.append(
+                f"run {run.name!r} ({run.status}): {c['episodes']} episodes, "
+                f"{c['with_outcome']} with an outcome, {c['no_outcome']} with none, "
+                f"{c['errored']} errored; stored in {_rel(run.path)}"
+            )
+            if run.status == "incomplete":
+                lines.append(f"next: finish it with --prove-resume {run.name}")
+            elif self.baseline is None and self.save_baseline is None:
+                lines.append("next: keep it as a baseline with --prove-save-baseline NAME, "
+                             "then compare later runs with --prove-baseline NAME")
+        lines.extend(outcome.notes)
+        return lines
+
+
+def _identity(data: Mapping[str, Any]) -> Identity:
+    return Identity(rollout=data["rollout"], condition=dict(data["condition"]),
+                    condition_key=data["condition_key"], replicate=int(data["replicate"]),
+                    seed=int(data["seed"]))
+
+
+def _rel(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)

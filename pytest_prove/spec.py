@@ -1,0 +1,328 @@
+"""The declaration of a sweep: outcomes, axes, replicates, and TOML sweep specs.
+
+A :class:`Declaration` is what ``@prove.rollout(...)`` and a ``prove_*.toml``
+file both say.  Conditions are built from axis values; a condition's key is
+canonical JSON of its values, so it is the same on every run and machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, final
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the package needs 3.11, tomli only where tomllib is missing
+    import tomli as tomllib
+
+__all__ = [
+    "Axis",
+    "Declaration",
+    "SpecError",
+    "SweepSpec",
+    "condition_key",
+    "condition_label",
+    "load_spec",
+]
+
+Scalar = str | int | float | bool | None
+
+
+class SpecError(ValueError):
+    """A declaration or a sweep spec that cannot be used, with what to fix."""
+
+
+def _names(what: str, values: object) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise SpecError(f"{what} must be a list of outcome names, got {values!r}")
+    names = tuple(values)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"{what} must hold non-empty strings, got {name!r}")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SpecError(f"{what} names {', '.join(dupes)} more than once")
+    return names
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """One axis of a sweep: a name and the values it takes."""
+
+    name: str
+    values: tuple[Scalar, ...]
+    kind: Literal["categorical", "continuous"] = "categorical"
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise SpecError(f"an axis needs a non-empty name, got {self.name!r}")
+        if not self.values:
+            raise SpecError(f"axis {self.name!r} has no values; give it at least one")
+        for value in self.values:
+            if self.kind == "continuous" and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise SpecError(
+                    f"axis {self.name!r} is continuous, so its values must be numbers; "
+                    f"got {value!r}"
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SpecError(f"axis {self.name!r} has a non-finite value {value!r}")
+            if not isinstance(value, Scalar):
+                raise SpecError(
+                    f"axis {self.name!r} values must be strings, numbers, booleans or null; "
+                    f"got {value!r}"
+                )
+        keys = [json.dumps(v) for v in self.values]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise SpecError(f"axis {self.name!r} lists {', '.join(dupes)} more than once")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """What a rollout declares: its outcomes, which count against it, and its size."""
+
+    failures: tuple[str, ...]
+    successes: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
+    replicates: int = 100
+    t_unit: str | None = None
+    concurrency: int | None = None
+    axes: tuple[Axis, ...] | None = None
+    rollout_id: str | None = None
+    capture: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        failures = _names("failures", self.failures)
+        successes = _names("successes", self.successes)
+        outcomes = _names("outcomes", self.outcomes) or failures + successes
+        object.__setattr__(self, "failures", failures)
+        object.__setattr__(self, "successes", successes)
+        object.__setattr__(self, "outcomes", outcomes)
+        if not failures and not successes:
+            raise SpecError(
+                "a rollout must declare at least one failure or success, "
+                'e.g. failures=["unresolved"], successes=["resolved"]'
+            )
+        both = sorted(set(failures) & set(successes))
+        if both:
+            raise SpecError(f"{', '.join(both)} cannot be both a failure and a success")
+        unknown = [n for n in failures + successes if n not in outcomes]
+        if unknown:
+            raise SpecError(
+                f"{', '.join(unknown)} must be among the declared outcomes "
+                f"({', '.join(outcomes)}); add it to outcomes"
+            )
+        if isinstance(self.replicates, bool) or not isinstance(self.replicates, int):
+            raise SpecError(f"replicates must be an int, got {self.replicates!r}")
+        if self.replicates < 1:
+            raise SpecError(f"replicates must be >= 1, got {self.replicates}")
+        if self.concurrency is not None and (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, int)
+            or self.concurrency < 1
+        ):
+            raise SpecError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
+        if self.axes is not None:
+            names = [a.name for a in self.axes]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise SpecError(f"axis {', '.join(dupes)} is declared more than once")
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The events compared by default: the failures, then the successes."""
+        return self.failures + self.successes
+
+    def worse_when(self, event: str) -> Literal["rise", "fall"]:
+        """Which way ``event`` moving is worse: a failure rising, a success falling."""
+        if event in self.failures:
+            return "rise"
+        if event in self.successes:
+            return "fall"
+        raise SpecError(
+            f"event {event!r} is neither a declared failure ({', '.join(self.failures)}) "
+            f"nor a success ({', '.join(self.successes) or 'none'})"
+        )
+
+    def conditions(self) -> list[dict[str, Scalar]]:
+        """Every combination of axis values, in declaration order."""
+        if not self.axes:
+            return [{}]
+        names = [a.name for a in self.axes]
+        return [dict(zip(names, combo, strict=True)) for combo in
+                itertools.product(*(a.values for a in self.axes))]
+
+    def to_json(self) -> dict[str, Any]:
+        """The declaration as stored in a manifest."""
+        return {
+            "outcomes": list(self.outcomes),
+            "failures": list(self.failures),
+            "successes": list(self.successes),
+            "replicates": self.replicates,
+            "t_unit": self.t_unit,
+            "axes": None if self.axes is None else {
+                a.name: {"type": a.kind, "values": list(a.values)} for a in self.axes
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Declaration:
+        """The inverse of :meth:`to_json`."""
+        axes = data.get("axes")
+        return cls(
+            failures=tuple(data.get("failures", ())),
+            successes=tuple(data.get("successes", ())),
+            outcomes=tuple(data.get("outcomes", ())),
+            replicates=int(data.get("replicates", 1)),
+            t_unit=data.get("t_unit"),
+            axes=None if axes is None else tuple(
+                Axis(name, tuple(a["values"]), a.get("type", "categorical"))
+                for name, a in axes.items()
+            ),
+        )
+
+
+def condition_key(condition: Mapping[str, Scalar]) -> str:
+    """The stable key of a condition: canonical JSON of its values, sorted by axis name."""
+    return json.dumps(dict(condition), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def condition_label(condition: Mapping[str, Scalar]) -> str:
+    """How a person reads a condition: ``ticket=refund, temperature=0.7``."""
+    if not condition:
+        return "(one condition)"
+    return ", ".join(f"{k}={_show(v)}" for k, v in condition.items())
+
+
+def _show(value: Scalar) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+# ---------------------------------------------------------------------------
+# TOML sweep specs
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """A ``prove_*.toml`` file: a target ``fn(cfg, seed)`` and its declaration."""
+
+    path: Path
+    target: str
+    target_id: str
+    declaration: Declaration
+
+
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "axes", "declare",
+             "capture"}
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return number
+    return None
+
+
+def load_spec(path: Path) -> SweepSpec:
+    """Read and check a sweep spec; every error names the file and, where it can, the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the sweep spec: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends "(at line L, column C)"; keep it, with the file in front.
+        raise SpecError(f"{path}: malformed TOML: {exc}") from None
+
+    def where(needle: str) -> str:
+        line = _line_of(text, needle)
+        return f"{path}:{line}" if line else str(path)
+
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise SpecError(
+            f"{where(unknown[0])}: unknown key {unknown[0]!r} in the sweep spec; "
+            f"known keys: {', '.join(sorted(_TOP_KEYS))}"
+        )
+    target = data.get("target")
+    if not isinstance(target, str) or not _TARGET.match(target):
+        raise SpecError(
+            f"{where('target')}: target must be 'module:function' naming fn(cfg, seed), "
+            f"got {target!r}"
+        )
+    target_id = data.get("target_id", target)
+    if not isinstance(target_id, str) or not target_id:
+        raise SpecError(f"{where('target_id')}: target_id must be a non-empty string")
+    declare = data.get("declare")
+    if not isinstance(declare, dict):
+        raise SpecError(
+            f"{path}: the sweep spec needs a [declare] table with outcomes, failures "
+            "and successes"
+        )
+    unknown = sorted(set(declare) - {"outcomes", "failures", "successes"})
+    if unknown:
+        raise SpecError(f"{where(unknown[0])}: unknown key {unknown[0]!r} in [declare]")
+    axes_table = data.get("axes", {})
+    if not isinstance(axes_table, dict):
+        raise SpecError(f"{where('axes')}: axes must be tables, [axes.NAME]")
+    axes: list[Axis] = []
+    for name, table in axes_table.items():
+        if not isinstance(table, dict):
+            raise SpecError(f"{where(f'axes.{name}')}: [axes.{name}] must be a table")
+        kind = table.get("type", "categorical")
+        if kind not in ("categorical", "continuous"):
+            raise SpecError(
+                f"{where(f'axes.{name}')}: axis {name!r} has type {kind!r}; "
+                "use \"categorical\" or \"continuous\""
+            )
+        values = table.get("values")
+        if not isinstance(values, list):
+            raise SpecError(f"{where(f'axes.{name}')}: axis {name!r} needs values = [...]")
+        try:
+            axes.append(Axis(name, tuple(values), kind))
+        except SpecError as exc:
+            raise SpecError(f"{where(f'axes.{name}')}: {exc}") from None
+    capture = data.get("capture")
+    if capture is not None and not isinstance(capture, dict):
+        raise SpecError(f"{where('capture')}: [capture] must be a table")
+    try:
+        declaration = Declaration(
+            failures=_seq(declare.get("failures")),
+            successes=_seq(declare.get("successes")),
+            outcomes=_seq(declare.get("outcomes")),
+            replicates=data.get("replicates", 100),
+            t_unit=data.get("t_unit"),
+            concurrency=data.get("concurrency"),
+            axes=tuple(axes),
+            rollout_id=target_id,
+            capture=capture,
+        )
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+    return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
+
+
+def _seq(value: object) -> Sequence[str]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError(f"outcome lists must be arrays of strings, got {value!r}")
+    return tuple(value)

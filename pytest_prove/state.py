@@ -1,0 +1,53 @@
+"""The plugin's state, in one place: settings of this process and per-item plans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, final
+
+import pytest
+
+from .spec import Declaration, Scalar
+
+__all__ = ["PLAN_KEY", "RESULTS_KEY", "SETTINGS_KEY", "ItemPlan", "Settings"]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ItemPlan:
+    """What one item runs: a rollout's condition and its block of replicates."""
+
+    rollout_id: str
+    label: str
+    declaration: Declaration
+    condition: dict[str, Scalar]
+    condition_key: str
+    replicates: tuple[int, ...]
+    total: int  # the rollout's replicates per condition in this session
+
+
+@final
+@dataclass(slots=True)
+class Settings:
+    """The options every process needs (the controller's and each xdist worker's)."""
+
+    store: Path
+    salt: str = ""
+    replicates: int | None = None
+    concurrency: int = 1
+    done: frozenset[tuple[str, str, int]] = frozenset()
+    shard: tuple[int, int] | None = None
+    q: float = 0.05
+    max_mde: float = 0.20
+    allow_underpowered: bool = False
+    paired: bool = False  # a baseline is given, so the comparison will be paired
+    plan_only: bool = False
+    is_worker: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+PLAN_KEY = pytest.StashKey[ItemPlan]()
+#: The stored records of the replicates an item ran (set by the item, read by its report).
+RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
