@@ -1,0 +1,141 @@
+"""Confidence intervals on a row's change (after rate minus before rate).
+
+Unpaired rows use Newcombe's hybrid score interval (method 10), built from the two Wilson
+intervals; paired rows use Tango's score interval, the inversion of the score test of a given
+difference in paired proportions. Both stay inside [-1, 1] and behave at zero counts, where a
+Wald interval collapses.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import optimize, stats
+
+from ._check import check_count, check_counts, check_level
+
+__all__ = ["Interval", "newcombe_interval", "tango_interval", "tango_score", "wilson_interval"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """An interval on a change, with its two-sided confidence level (e.g. 0.996875)."""
+
+    low: float
+    high: float
+    level: float
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+def _z(level: float) -> float:
+    return float(stats.norm.isf((1.0 - level) / 2.0))
+
+
+def wilson_interval(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval for one proportion x/n (Wilson 1927; Newcombe 1998 method 3).
+
+    (2 x + z^2 -+ z sqrt(z^2 + 4 x (n - x) / n)) / (2 (n + z^2)); the whole of [0, 1] when n = 0.
+    """
+    x, n = check_counts("x", x, "n", n)
+    level = check_level(level)
+    if n == 0:
+        return 0.0, 1.0
+    z = _z(level)
+    centre = 2.0 * x + z * z
+    half = z * math.sqrt(z * z + 4.0 * x * (n - x) / n)
+    denominator = 2.0 * (n + z * z)
+    low = 0.0 if x == 0 else (centre - half) / denominator
+    high = 1.0 if x == n else (centre + half) / denominator
+    return low, high
+
+
+def newcombe_interval(x1: int, n1: int, x2: int, n2: int, level: float = 0.95) -> Interval:
+    """Newcombe's hybrid score interval for x2/n2 - x1/n1 (Newcombe 1998, Stat Med 17:873-890,
+    method 10).
+
+    With Wilson limits (l1, u1) for p1 = x1/n1 and (l2, u2) for p2 = x2/n2, and d = p2 - p1:
+    low = d - sqrt((p2 - l2)^2 + (u1 - p1)^2), high = d + sqrt((u2 - p2)^2 + (p1 - l1)^2).
+    Arm 1 is *before*, arm 2 *after*, so the interval is on the change after minus before.
+    """
+    x1, n1 = check_counts("x1", x1, "n1", n1)
+    x2, n2 = check_counts("x2", x2, "n2", n2)
+    level = check_level(level)
+    if n1 == 0 or n2 == 0:
+        raise ValueError(f"n1 and n2 must be positive to compare two arms, got n1={n1}, n2={n2}")
+    p1 = x1 / n1
+    p2 = x2 / n2
+    l1, u1 = wilson_interval(x1, n1, level)
+    l2, u2 = wilson_interval(x2, n2, level)
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return Interval(max(-1.0, low), min(1.0, high), level)
+
+
+def tango_score(b: int, c: int, n: int, delta: float) -> float:
+    """Tango's score statistic for H0: change = delta on n pairs (Tango 1998, Stat Med 17:891-908,
+    eqs. 3-5), in this module's orientation.
+
+    ``b`` counts pairs with the event before only, ``c`` after only; the change is
+    pi_c - pi_b, estimated by (c - b)/n. Then
+
+        Z(delta) = (c - b - n delta) / sqrt(n (2 q + delta (1 - delta)))
+
+    where q is the restricted maximum-likelihood estimate of pi_b under the null,
+    q = (sqrt(B^2 - 4 A C) - B) / (2 A), A = 2n, B = -c - b + (2n - c + b) delta,
+    C = -b delta (1 - delta). At delta = 0, Z is McNemar's (c - b)/sqrt(b + c).
+    """
+    discriminant = (-c - b + (2 * n - c + b) * delta) ** 2 + 8.0 * n * b * delta * (1.0 - delta)
+    big_b = -c - b + (2 * n - c + b) * delta
+    # The discriminant is a sum of squares in exact arithmetic; clamp rounding below zero.
+    q = (math.sqrt(max(discriminant, 0.0)) - big_b) / (4.0 * n)
+    variance = n * (2.0 * q + delta * (1.0 - delta))
+    numerator = c - b - n * delta
+    if variance <= 0.0:
+        if numerator == 0.0:
+            return 0.0
+        return math.copysign(math.inf, numerator)
+    return numerator / math.sqrt(variance)
+
+
+def tango_interval(both: int, before_only: int, after_only: int, n: int,
+                   level: float = 0.95) -> Interval:
+    """Tango's score interval for the paired change (after rate minus before rate).
+
+    The interval is {delta : |Z(delta)| <= z_(1 - (1 - level)/2)} with Z from
+    :func:`tango_score`; Z decreases in delta, so each end is one root, found by Brent's method
+    (the same construction as R's ``contingencytables::Tango_asymptotic_score_CI_paired_2x2``).
+    """
+    both = check_count("both", both)
+    b = check_count("before_only", before_only)
+    c = check_count("after_only", after_only)
+    n = check_count("n", n)
+    level = check_level(level)
+    if both + b + c > n:
+        raise ValueError(
+            f"both + before_only + after_only must be at most n ({n}), got {both + b + c}"
+        )
+    if n == 0:
+        raise ValueError("n must be positive to compare paired runs, got 0")
+    z = _z(level)
+    estimate = (c - b) / n
+    edge = 1.0 - 1e-12
+
+    def lower(delta: float) -> float:
+        return tango_score(b, c, n, delta) - z
+
+    def upper(delta: float) -> float:
+        return tango_score(b, c, n, delta) + z
+
+    if estimate <= -edge or lower(-edge) <= 0.0:
+        low = -1.0
+    else:
+        low = float(optimize.brentq(lower, -edge, estimate, xtol=1e-12, rtol=1e-12))
+    if estimate >= edge or upper(edge) >= 0.0:
+        high = 1.0
+    else:
+        high = float(optimize.brentq(upper, estimate, edge, xtol=1e-12, rtol=1e-12))
+    return Interval(low, high, level)
