@@ -17,8 +17,10 @@ def check_count(name: str, value: object) -> int:
     """Return ``value`` as an int if it is a non-negative integer, else raise ValueError."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     try:
-        as_int = operator.index(value)  # type: ignore[call-overload]
+        as_int = operator.index(value)
     except TypeError:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}") from None
     if as_int < 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
+from scipy import special, stats  # type: ignore[import-untyped]
 
 from ._check import check_count, check_counts
 

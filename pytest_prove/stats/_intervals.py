@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import optimize, stats
+from scipy import optimize, stats  # type: ignore[import-untyped]
 
 from ._check import check_count, check_counts, check_level
 

@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
+from scipy import stats  # type: ignore[import-untyped]
 
 from ._check import check_count, check_counts, check_probability, check_q
 from ._exact import fisher_margin_pvalues
@@ -320,10 +320,7 @@ def _limit(
 
 def _design(n_before: object, n_after: object, paired: bool) -> tuple[int, int]:
     n1 = check_count("n_before", n_before)
-    if n_after is None:
-        n2 = n1
-    else:
-        n2 = check_count("n_after", n_after)
+    n2 = n1 if n_after is None else check_count("n_after", n_after)
     if paired and n2 != n1:
         raise ValueError(
             f"a paired design has one count of twins; got n_before={n1} and n_after={n2}"

@@ -1,0 +1,67 @@
+"""The statistics engine of pytest-prove: counts in, result objects out.
+
+A pure library: it imports numpy, scipy and the standard library, never pytest, the store or
+the plugin, so the command line and any renderer can use it on stored runs.
+"""
+
+from __future__ import annotations
+
+from ._compare import (
+    SCHEMA_VERSION,
+    Comparison,
+    EventTally,
+    Pairs,
+    Row,
+    RowInput,
+    Verdict,
+    compare,
+)
+from ._exact import fisher_exact_p, mcnemar_exact_p, mcnemar_midp
+from ._fragility import Flip, Fragility
+from ._intervals import Interval, newcombe_interval, tango_interval, tango_score, wilson_interval
+from ._multiplicity import benjamini_hochberg, holm
+from ._power import (
+    PAIRED_MODEL,
+    DesignCheck,
+    Limit,
+    Limits,
+    design_check,
+    detection_power,
+    fall_limit,
+    limits,
+    replicates_for,
+    rise_limit,
+)
+
+__all__ = [
+    "PAIRED_MODEL",
+    "SCHEMA_VERSION",
+    "Comparison",
+    "DesignCheck",
+    "EventTally",
+    "Flip",
+    "Fragility",
+    "Interval",
+    "Limit",
+    "Limits",
+    "Pairs",
+    "Row",
+    "RowInput",
+    "Verdict",
+    "benjamini_hochberg",
+    "compare",
+    "design_check",
+    "detection_power",
+    "fall_limit",
+    "fisher_exact_p",
+    "holm",
+    "limits",
+    "mcnemar_exact_p",
+    "mcnemar_midp",
+    "newcombe_interval",
+    "replicates_for",
+    "rise_limit",
+    "tango_interval",
+    "tango_score",
+    "wilson_interval",
+]

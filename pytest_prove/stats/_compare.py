@@ -1,0 +1,495 @@
+"""The comparison of two runs: one row per (condition, event), and the verdict over them.
+
+Per row: the exact test (McNemar mid-p for twins, Fisher otherwise), the simultaneous interval
+on the change (Tango or Newcombe, at level 1 - q/m), and the detection limits. Over the family
+of m rows: Benjamini-Hochberg adjusted p-values decide the flag, Holm adjusted p-values decide
+what the verdict counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from ._check import check_count, check_counts, check_q
+from ._exact import fisher_exact_p, mcnemar_midp
+from ._fragility import Fragility, RowState, fragility
+from ._intervals import Interval, newcombe_interval, tango_interval
+from ._multiplicity import benjamini_hochberg, holm
+from ._power import PAIRED_MODEL, Limit, _cached_limits, replicates_for_all
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Comparison",
+    "EventTally",
+    "Pairs",
+    "Row",
+    "RowInput",
+    "Verdict",
+    "compare",
+]
+
+SCHEMA_VERSION = 1
+Word = Literal["worse", "safer", "no significant change", "too small to tell"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """Counts over the matched twins of a paired row."""
+
+    n: int  # matched pairs
+    both: int  # event in before and in after
+    before_only: int  # event in before only
+    after_only: int  # event in after only
+
+    @property
+    def neither(self) -> int:
+        return self.n - self.both - self.before_only - self.after_only
+
+
+@dataclass(frozen=True, slots=True)
+class RowInput:
+    """One (condition, event) as counted in both runs; ``pairs`` set makes it paired."""
+
+    condition: str
+    event: str
+    worse_when: Literal["rise", "fall"]
+    x_before: int
+    n_before: int
+    x_after: int
+    n_after: int
+    pairs: Pairs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A compared row: its counts, test, interval, limits and what the verdict made of it."""
+
+    condition: str
+    event: str
+    worse_when: Literal["rise", "fall"]
+    x_before: int
+    n_before: int
+    x_after: int
+    n_after: int
+    pairs: Pairs | None
+    before: float  # rate before (the base rate)
+    after: float
+    change: float  # after - before
+    p: float  # the row's own two-sided p-value
+    q_value: float  # Benjamini-Hochberg adjusted p-value
+    p_holm: float  # Holm adjusted p-value
+    flag: bool  # q_value <= q
+    counted: bool  # p_holm <= q: the verdict counts it
+    direction: Literal["worse", "safer", "unchanged"]  # of a counted row; else unchanged
+    interval: Interval
+    rise: Limit
+    fall: Limit
+    blind: tuple[Literal["rise", "fall"], ...] = ()  # directions that cannot see max_mde
+    replicates_needed: int | None = None  # per condition, to see max_mde; None if not blind
+
+    @property
+    def paired(self) -> bool:
+        return self.pairs is not None
+
+    @property
+    def moved(self) -> bool:
+        """Counted by the verdict or flagged by the false-discovery rule."""
+        return self.counted or self.flag
+
+    @property
+    def is_blind(self) -> bool:
+        return bool(self.blind)
+
+    @property
+    def leaning(self) -> Literal["worse", "safer", "none"]:
+        """Which way the point estimate moved, significant or not."""
+        if self.change == 0:
+            return "none"
+        rising = self.change > 0
+        return "worse" if rising == (self.worse_when == "rise") else "safer"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "condition": self.condition,
+            "event": self.event,
+            "worse_when": self.worse_when,
+            "design": "paired" if self.paired else "unpaired",
+            "x_before": self.x_before,
+            "n_before": self.n_before,
+            "x_after": self.x_after,
+            "n_after": self.n_after,
+            "pairs": None if self.pairs is None else {
+                "n": self.pairs.n,
+                "both": self.pairs.both,
+                "before_only": self.pairs.before_only,
+                "after_only": self.pairs.after_only,
+            },
+            "before": self.before,
+            "after": self.after,
+            "change": self.change,
+            "p": self.p,
+            "q": self.q_value,
+            "p_holm": self.p_holm,
+            "flag": self.flag,
+            "counted": self.counted,
+            "direction": self.direction,
+            "interval": {
+                "low": self.interval.low,
+                "high": self.interval.high,
+                "level": self.interval.level,
+            },
+            "rise": {"value": self.rise.value, "status": self.rise.status},
+            "fall": {"value": self.fall.value, "status": self.fall.status},
+            "blind": list(self.blind),
+            "replicates_needed": self.replicates_needed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EventTally:
+    event: str
+    worse: int
+    safer: int
+    unchanged: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The word and the facts behind it."""
+
+    word: Word
+    worse: tuple[Row, ...]
+    safer: tuple[Row, ...]
+    blind: tuple[Row, ...]  # rows that could not have shown a change of max_mde
+    largest_limit: float | None  # the largest numeric limit read, over rows and directions
+    replicates_needed: int | None  # per condition, for every blind row to see max_mde
+    fragility: Fragility
+    by_event: tuple[EventTally, ...] = ()
+    m: int = 0
+    q: float = 0.05
+    max_mde: float = 0.20
+
+    @property
+    def fails(self) -> bool:
+        """True for the one word that should fail a gate."""
+        return self.word == "worse"
+
+    def to_dict(self) -> dict[str, Any]:
+        def name(row: Row) -> dict[str, Any]:
+            return {"condition": row.condition, "event": row.event}
+
+        return {
+            "word": self.word,
+            "worse": [name(row) for row in self.worse],
+            "safer": [name(row) for row in self.safer],
+            "blind": [
+                {**name(row), "directions": list(row.blind),
+                 "replicates_needed": row.replicates_needed}
+                for row in self.blind
+            ],
+            "largest_limit": self.largest_limit,
+            "replicates_needed": self.replicates_needed,
+            "fragility": {
+                "flips": self.fragility.flips,
+                "exhaustive": self.fragility.exhaustive,
+                "detail": self.fragility.detail,
+                "moves": [
+                    {"condition": f.condition, "event": f.event, "flips": f.flips,
+                     "toward": f.toward}
+                    for f in self.fragility.moves
+                ],
+            },
+            "by_event": [
+                {"event": t.event, "worse": t.worse, "safer": t.safer, "unchanged": t.unchanged}
+                for t in self.by_event
+            ],
+            "m": self.m,
+            "q": self.q,
+            "max_mde": self.max_mde,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Every row of two runs compared, the verdict, and how it was reached."""
+
+    rows: tuple[Row, ...]
+    verdict: Verdict
+    m: int
+    q: float
+    max_mde: float
+    power: float
+    method: str
+    design: Literal["paired", "unpaired", "mixed"]
+    paired_model: str | None = None  # stated when any row is paired
+    level: float = field(default=0.95)  # of the simultaneous intervals, 1 - q/m
+
+    @property
+    def alpha(self) -> float:
+        """Each row's share of the family, q/m: the level of its limits."""
+        return self.q / self.m
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "m": self.m,
+            "q": self.q,
+            "alpha": self.alpha,
+            "max_mde": self.max_mde,
+            "power": self.power,
+            "interval_level": self.level,
+            "design": self.design,
+            "method": self.method,
+            "paired_model": self.paired_model,
+            "verdict": self.verdict.to_dict(),
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_row(index: int, row: RowInput) -> None:
+    where = f"rows[{index}] ({row.condition!r}, {row.event!r})"
+    if row.worse_when not in ("rise", "fall"):
+        raise ValueError(f"{where}: worse_when must be 'rise' or 'fall', got {row.worse_when!r}")
+    check_counts(f"{where} x_before", row.x_before, f"{where} n_before", row.n_before)
+    check_counts(f"{where} x_after", row.x_after, f"{where} n_after", row.n_after)
+    if row.n_before == 0 or row.n_after == 0:
+        raise ValueError(
+            f"{where}: each run needs at least one episode, got n_before={row.n_before}, "
+            f"n_after={row.n_after}"
+        )
+    pairs = row.pairs
+    if pairs is None:
+        return
+    for name in ("n", "both", "before_only", "after_only"):
+        check_count(f"{where} pairs.{name}", getattr(pairs, name))
+    if pairs.both + pairs.before_only + pairs.after_only > pairs.n:
+        raise ValueError(
+            f"{where}: pairs.both + pairs.before_only + pairs.after_only must be at most "
+            f"pairs.n ({pairs.n}), got {pairs.both + pairs.before_only + pairs.after_only}"
+        )
+    expected = (pairs.n, pairs.both + pairs.before_only, pairs.n, pairs.both + pairs.after_only)
+    got = (row.n_before, row.x_before, row.n_after, row.x_after)
+    if got != expected:
+        raise ValueError(
+            f"{where}: a paired row counts over its matched pairs, so (n_before, x_before, "
+            f"n_after, x_after) must be {expected} from its pairs, got {got}"
+        )
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+def _method(design: str, m: int, q: float, power: float, level: float) -> str:
+    tests = []
+    if design in ("paired", "mixed"):
+        tests.append("paired McNemar mid-p on discordant twins, Tango score interval")
+    if design in ("unpaired", "mixed"):
+        tests.append("Fisher's exact test (two-sided), Newcombe hybrid score interval")
+    return (
+        f"{'; '.join(tests)}; flag: Benjamini-Hochberg q {q:g} over {m} tests; "
+        f"verdict: Holm q {q:g} over {m} tests; intervals simultaneous at "
+        f"{100 * level:.3f}% (Bonferroni); limits: power {power:g} at level q/m, exact"
+    )
+
+
+def _limits_for(
+    inputs: Sequence[RowInput], alpha: float, power: float
+) -> list[tuple[Limit, Limit]]:
+    """Limits of every row, computed per design in one vectorised batch each."""
+    groups: dict[tuple[bool, int, int], list[int]] = {}
+    for i, row in enumerate(inputs):
+        groups.setdefault((row.pairs is not None, row.n_before, row.n_after), []).append(i)
+    out: list[tuple[Limit, Limit]] = [(Limit(None, "no room"), Limit(None, "no room"))] * len(
+        inputs
+    )
+    for (paired, n1, n2), members in groups.items():
+        base = [inputs[i].x_before / n1 for i in members]
+        rises = _cached_limits(paired, n1, n2, base, alpha, power, "rise")
+        falls = _cached_limits(paired, n1, n2, base, alpha, power, "fall")
+        for i, rise, fall in zip(members, rises, falls, strict=True):
+            out[i] = (rise, fall)
+    return out
+
+
+def _blind_directions(
+    p0: float, rise: Limit, fall: Limit, max_mde: float
+) -> tuple[Literal["rise", "fall"], ...]:
+    """Directions with room for a change of max_mde whose limit does not reach it; a
+    direction with less room than max_mde cannot show such a change at all and does not
+    count against the row."""
+    blind: list[Literal["rise", "fall"]] = []
+    if 1.0 - p0 >= max_mde - 1e-12 and not rise.sees(max_mde):
+        blind.append("rise")
+    if p0 >= max_mde - 1e-12 and not fall.sees(max_mde):
+        blind.append("fall")
+    return tuple(blind)
+
+
+def compare(
+    rows: Sequence[RowInput],
+    *,
+    q: float = 0.05,
+    max_mde: float = 0.20,
+    power: float = 0.8,
+) -> Comparison:
+    """Compare two runs row by row and give the verdict (SPEC section 4)."""
+    q = check_q(q)
+    max_mde = check_q(max_mde, "max_mde")
+    power = check_q(power, "power")
+    inputs = list(rows)
+    if not inputs:
+        raise ValueError("compare() needs at least one (condition, event) row, got none")
+    seen: set[tuple[str, str]] = set()
+    for i, row in enumerate(inputs):
+        _check_row(i, row)
+        key = (row.condition, row.event)
+        if key in seen:
+            raise ValueError(f"rows[{i}]: ({row.condition!r}, {row.event!r}) appears twice")
+        seen.add(key)
+
+    m = len(inputs)
+    alpha = q / m
+    level = 1.0 - alpha
+
+    p = np.empty(m)
+    for i, row in enumerate(inputs):
+        if row.pairs is not None:
+            p[i] = mcnemar_midp(row.pairs.before_only, row.pairs.after_only)
+        else:
+            p[i] = fisher_exact_p(row.x_before, row.n_before, row.x_after, row.n_after)
+    q_values = benjamini_hochberg(p)
+    p_holm = holm(p)
+    limits = _limits_for(inputs, alpha, power)
+
+    built: list[Row] = []
+    for i, row in enumerate(inputs):
+        before = row.x_before / row.n_before
+        after = row.x_after / row.n_after
+        change = after - before
+        if row.pairs is not None:
+            interval = tango_interval(
+                row.pairs.both, row.pairs.before_only, row.pairs.after_only, row.pairs.n, level
+            )
+        else:
+            interval = newcombe_interval(row.x_before, row.n_before, row.x_after, row.n_after,
+                                         level)
+        counted = bool(p_holm[i] <= q)
+        direction: Literal["worse", "safer", "unchanged"] = "unchanged"
+        if counted and change != 0:
+            worse = (change > 0) == (row.worse_when == "rise")
+            direction = "worse" if worse else "safer"
+        rise, fall = limits[i]
+        built.append(
+            Row(
+                condition=row.condition, event=row.event, worse_when=row.worse_when,
+                x_before=row.x_before, n_before=row.n_before, x_after=row.x_after,
+                n_after=row.n_after, pairs=row.pairs, before=before, after=after,
+                change=change, p=float(p[i]), q_value=float(q_values[i]),
+                p_holm=float(p_holm[i]), flag=bool(q_values[i] <= q), counted=counted,
+                direction=direction, interval=interval, rise=rise, fall=fall,
+                blind=_blind_directions(before, rise, fall, max_mde),
+            )
+        )
+    built = _with_replicates(built, alpha, power, max_mde)
+
+    worse_rows = tuple(r for r in built if r.direction == "worse")
+    safer_rows = tuple(r for r in built if r.direction == "safer")
+    blind_rows = tuple(r for r in built if r.is_blind)
+    word: Word
+    if worse_rows:
+        word = "worse"
+    elif safer_rows:
+        word = "safer"
+    elif blind_rows:
+        word = "too small to tell"
+    else:
+        word = "no significant change"
+
+    numeric = [
+        limit.value for r in built for limit in (r.rise, r.fall) if limit.value is not None
+    ]
+    needed_values = [r.replicates_needed for r in blind_rows]
+    needed: int | None = None
+    if blind_rows and all(v is not None for v in needed_values):
+        needed = max(v for v in needed_values if v is not None)
+
+    designs = {r.paired for r in built}
+    design: Literal["paired", "unpaired", "mixed"] = (
+        "mixed" if len(designs) == 2 else ("paired" if True in designs else "unpaired")
+    )
+    tallies = []
+    for event in dict.fromkeys(r.event for r in built):
+        of_event = [r for r in built if r.event == event]
+        tallies.append(EventTally(
+            event,
+            sum(r.direction == "worse" for r in of_event),
+            sum(r.direction == "safer" for r in of_event),
+            sum(r.direction == "unchanged" for r in of_event),
+        ))
+    states = [
+        RowState(
+            r.condition, r.event, r.worse_when, r.x_before, r.n_before, r.x_after, r.n_after,
+            r.paired,
+            r.pairs.both if r.pairs else 0,
+            r.pairs.before_only if r.pairs else 0,
+            r.pairs.after_only if r.pairs else 0,
+            r.p,
+        )
+        for r in built
+    ]
+    verdict = Verdict(
+        word=word,
+        worse=worse_rows,
+        safer=safer_rows,
+        blind=blind_rows,
+        largest_limit=max(numeric) if numeric else None,
+        replicates_needed=needed,
+        fragility=fragility(states, word, q),
+        by_event=tuple(tallies),
+        m=m,
+        q=q,
+        max_mde=max_mde,
+    )
+    return Comparison(
+        rows=tuple(built),
+        verdict=verdict,
+        m=m,
+        q=q,
+        max_mde=max_mde,
+        power=power,
+        method=_method(design, m, q, power, level),
+        design=design,
+        paired_model=PAIRED_MODEL if design != "unpaired" else None,
+        level=level,
+    )
+
+
+def _with_replicates(rows: list[Row], alpha: float, power: float, max_mde: float) -> list[Row]:
+    """Fill each blind row's replicates per condition that would let it see max_mde."""
+    from dataclasses import replace
+
+    memo: dict[tuple[bool, float, tuple[str, ...], int], int | None] = {}
+    out = []
+    for row in rows:
+        if not row.blind:
+            out.append(row)
+            continue
+        key = (row.paired, row.before, row.blind, row.n_before)
+        if key not in memo:
+            memo[key] = replicates_for_all(
+                {direction: [row.before] for direction in row.blind},
+                paired=row.paired, alpha=alpha, max_mde=max_mde, power=power,
+                start=max(row.n_before, row.n_after) + 1,
+            )
+        out.append(replace(row, replicates_needed=memo[key]))
+    return out
+
+
+
