@@ -23,7 +23,7 @@ from .state import PLAN_KEY, SETTINGS_KEY, ItemPlan
 __all__ = [
     "PLAN_KEY",
     "ItemPlan",
-    "RolloutCollector",
+    "function_items",
     "RolloutItem",
     "SpecFile",
     "block_id",
@@ -124,31 +124,18 @@ class SpecFile(pytest.File, _RolloutSource):
                                replicates, settings.concurrency)
 
 
-class RolloutCollector(pytest.Collector, _RolloutSource):
-    """A ``@prove.rollout(axes=...)`` function ``fn(cfg, seed)`` in a test module."""
+def function_items(parent: pytest.Collector, name: str, fn: Callable[..., Any],
+                   declaration: Declaration) -> list[RolloutItem]:
+    """The items of a ``@prove.rollout(axes=...)`` function ``fn(cfg, seed)`` in a module.
 
-    def __init__(self, *, fn: Callable[..., Any], declaration: Declaration,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.fn = fn
-        self.declaration = declaration
-
-    def collect(self) -> Iterator[pytest.Item]:
-        where = f"{self.nodeid}"
-        try:
-            check_target_signature(self.fn, where)
-        except SpecError as exc:
-            raise self.CollectError(str(exc)) from None
-        settings = self.config.stash[SETTINGS_KEY]
-        replicates = settings.replicates or self.declaration.replicates
-        rollout_id = self.declaration.rollout_id or self.nodeid
-        # The items hang off this collector's parent, so their ids read module::fn[...].
-        for item in self._items(self, self.fn, self.declaration, rollout_id, self.name,
-                                replicates, settings.concurrency):
-            yield item
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, self.name
+    They hang off the module, so their ids read ``module.py::fn[refund-r017]``.
+    """
+    check_target_signature(fn, f"{parent.nodeid}::{name}")
+    settings = parent.config.stash[SETTINGS_KEY]
+    replicates = settings.replicates or declaration.replicates
+    rollout_id = declaration.rollout_id or f"{parent.nodeid}::{name}"
+    return list(_RolloutSource()._items(parent, fn, declaration, rollout_id, name, replicates,
+                                        settings.concurrency))
 
 
 class RolloutItem(pytest.Item):

@@ -13,7 +13,7 @@ import pytest
 
 from .api import declaration_of
 from .execute import execute_rollout, identities_of
-from .items import RolloutCollector, SpecFile, block_id, blocks
+from .items import SpecFile, block_id, blocks, function_items
 from .runner import Identity
 from .seeds import new_salt
 from .spec import Declaration, SpecError, condition_key
@@ -240,13 +240,18 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str,
                               obj: object) -> Generator[None, Any, Any]:
     declaration = declaration_of(obj)
-    if declaration is not None and declaration.axes is not None and callable(obj):
+    module = getattr(collector, "module", None)
+    defined_here = module is not None and getattr(obj, "__module__", None) == module.__name__
+    if declaration is not None and declaration.axes is not None and defined_here:
         yield  # let the other implementations see it, then answer for this object
-        return RolloutCollector.from_parent(collector, name=name, fn=obj,
-                                            declaration=declaration)
+        try:
+            return function_items(collector, name, obj, declaration)
+        except SpecError as exc:
+            raise collector.CollectError(str(exc)) from None
     return (yield)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     declaration = declaration_of(metafunc.function)
     if declaration is None or declaration.axes is not None:
@@ -335,7 +340,7 @@ class _Collection:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
                 selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
-        if not selected:
+        if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:
                 self._print(["pytest-prove plan: no rollout collected"])
                 config.hook.pytest_deselected(items=list(items))
@@ -352,7 +357,7 @@ class _Collection:
             f"pytest-prove plan: {episodes:,} episodes: {len(selected)} rollout(s), "
             f"{cells} condition(s), {replicates} replicates or more each",
             f"design check: the smallest rise one condition alone would be flagged for is "
-            f"{check.worst_limit:.3f} at its worst base rate, {check.worst_base_rate:.3f} "
+            f"{_limit(check.worst_limit)} at its worst base rate, {check.worst_base_rate:.3f} "
             f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
             f"{settings.max_mde:.3f})",
         ]
@@ -365,18 +370,22 @@ class _Collection:
             raise pytest.UsageError(
                 f"design check failed: with {replicates} replicates a condition and {m} tests, "
                 f"one condition alone could only be flagged for a rise of "
-                f"{check.worst_limit:.3f} (at base rate {check.worst_base_rate:.3f}), more than "
+                f"{_limit(check.worst_limit)} (at base rate {check.worst_base_rate:.3f}), more than "
                 f"the {settings.max_mde:.3f} you accept. Use {check.replicates_needed} "
                 f"replicates a condition (replicates= or --prove-replicates), fewer "
                 f"conditions or events, a larger --prove-max-mde, or run anyway with "
                 f"--prove-allow-underpowered")
 
-    def _print(self, lines: list[str]) -> None:
+    def _print(self, lines: list[str]) -> None:  # noqa: D102
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
         for line in lines:
             reporter.write_line(line)
+
+
+def _limit(value: float | None) -> str:
+    return "none (no change of any size)" if value is None else f"{value:.3f}"
 
 
 # ---------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from typing import Any, final
 import pytest
 
 from .analysis import CaseMixError, Prepared, prepare
-from .report.terminal import format_comparison
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
 from .state import Settings
@@ -100,7 +99,6 @@ class ProveSession:
                 "packages": _versions(),
                 "git_commit": _git_commit(config.rootpath),
                 "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
-                "cwd": os.getcwd(),
                 "counts": self.counts,
             }
             self.writer = store.new_run(name=name, salt=settings.salt, manifest=manifest)
@@ -260,6 +258,8 @@ class ProveSession:
         if outcome.refusal is not None:
             lines.append(f"pytest-prove: {outcome.refusal}")
         if outcome.comparison is not None and self.baseline is not None and outcome.run:
+            from .report.terminal import format_comparison
+
             lines.extend(format_comparison(outcome.comparison, before=self.baseline.name,
                                            after=outcome.run.name, verbose=verbose))
         if outcome.prepared is not None:

@@ -186,8 +186,10 @@ class Run:
 class RunWriter:
     """The one writer of a run: appends episodes and keeps the manifest current."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, manifest: dict[str, Any], *,
+                 existing: bool = False) -> None:
         self.directory = directory
+        self.existing = existing
         self.manifest = manifest
         self.episodes_path = directory / "episodes.jsonl"
         self._lock = FileLock(str(directory / "episodes.jsonl.lock"))
@@ -200,7 +202,8 @@ class RunWriter:
 
     @property
     def created(self) -> bool:
-        return self._fh is not None
+        """Whether the run is on disk (it is once an episode arrived, or when resumed)."""
+        return self.existing or self._fh is not None
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -237,9 +240,8 @@ class RunWriter:
     def write_manifest(self, **updates: Any) -> None:
         """Merge ``updates`` into the manifest and write it atomically (only once created)."""
         self.manifest.update(updates)
-        if self._fh is None and not updates.get("_force"):
+        if not self.created:
             return
-        self.manifest.pop("_force", None)
         _atomic_write(self.directory / "manifest.json", json.dumps(self.manifest, indent=2) + "\n")
 
     def close(self) -> None:
@@ -292,7 +294,7 @@ class Store:
         manifest = dict(run.manifest)
         manifest["status"] = "incomplete"
         manifest.setdefault("resumed", []).append(utc_now())
-        return RunWriter(run.path, manifest)
+        return RunWriter(run.path, manifest, existing=True)
 
     def _manifests(self) -> Iterator[tuple[Path, dict[str, Any]]]:
         if not self.runs_dir.is_dir():

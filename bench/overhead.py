@@ -1,0 +1,85 @@
+"""What pytest-prove adds to a pytest run: a sweep against plain parametrized tests.
+
+Runs, in the same process tree and alternately, two pytest sessions of 5,000 items
+each in a temporary folder:
+
+* plain: ``@pytest.mark.parametrize("i", range(5000))`` tests that do trivial work,
+  with the plugin switched off (``-p no:prove``);
+* sweep: a ``@prove.rollout`` of 5,000 replicates doing the same work and returning
+  an Episode, each one seeded, validated, reported and appended to the store.
+
+It prints each session's wall time (median of --repeat runs) and the ratio
+sweep / plain.  Target: at most 1.3.  Usage: ``python bench/overhead.py [--n 5000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+PLAIN = """
+import random
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+def test_plain(i):
+    assert random.Random(i).random() < 2
+"""
+
+SWEEP = """
+import random
+import pytest_prove as prove
+
+@prove.rollout(replicates={n}, failures=["bad"], successes=["good"])
+def test_sweep(prove_seed):
+    ok = random.Random(prove_seed).random() < 2
+    return prove.Episode("good" if ok else "bad")
+"""
+
+
+def timed(args: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *args], cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"pytest {' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=5000, help="items per session")
+    parser.add_argument("--repeat", type=int, default=3, help="sessions of each kind")
+    parser.add_argument("--workers", default="0", help="xdist workers (-n) for both")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="prove-bench-") as tmp:
+        root = Path(tmp)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        (root / "test_plain.py").write_text(textwrap.dedent(PLAIN.format(n=options.n)))
+        (root / "test_sweep.py").write_text(textwrap.dedent(SWEEP.format(n=options.n)))
+        dist = ["-n", options.workers] if options.workers != "0" else ["-p", "no:xdist"]
+        plain, sweep = [], []
+        for _ in range(options.repeat):
+            plain.append(timed(["test_plain.py", "-p", "no:prove", *dist], root))
+            sweep.append(timed(["test_sweep.py", *dist], root))
+        stored = sum(p.read_bytes().count(b"\n")
+                     for p in (root / ".prove" / "runs").glob("*/episodes.jsonl"))
+    p, s = statistics.median(plain), statistics.median(sweep)
+    print(f"items per session      {options.n:,}  (workers: {options.workers})")
+    print(f"plain pytest           {p:7.2f} s  (median of {options.repeat}: "
+          f"{', '.join(f'{x:.2f}' for x in plain)})")
+    print(f"pytest-prove sweep     {s:7.2f} s  (median of {options.repeat}: "
+          f"{', '.join(f'{x:.2f}' for x in sweep)})")
+    print(f"episodes stored        {stored:,}  ({options.repeat} runs)")
+    print(f"ratio sweep / plain    {s / p:7.3f}  (target: at most 1.3)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Shared fixtures: a small seeded agent written into a pytester project."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pytest_prove.store import Run, Store
+
+#: A seeded agent whose refund tickets fail at the rate REFUND_FAIL says.
+BOT = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    RATES = {"refund": float(os.environ.get("REFUND_FAIL", "0.1")), "password": 0.1}
+
+
+    @prove.rollout(replicates=int(os.environ.get("BOT_REPLICATES", "40")),
+                   failures=["unresolved"], successes=["resolved"], t_unit="steps")
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_bot(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        outcome = "unresolved" if rng.random() < RATES[ticket] else "resolved"
+        return prove.Episode(outcome, t=rng.randint(1, 9), horizon=10,
+                             meta={"case_id": ticket})
+    """
+)
+
+INI = "[pytest]\nprove_allow_underpowered = true\n"
+
+
+@pytest.fixture
+def bot(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with the seeded agent and the design check relaxed for small sweeps."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    return pytester
+
+
+def load(pytester: pytest.Pytester, name: str = "latest") -> Run:
+    """The stored run called ``name`` in the project's default store."""
+    return Store(pytester.path / ".prove").load(name)

@@ -1,0 +1,157 @@
+"""Both rollout forms become cells x replicates items with readable ids."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+
+def test_decorator_collects_cells_times_replicates(bot: pytest.Pytester) -> None:
+    result = bot.runpytest("--collect-only", "-q", "--prove-replicates", "3")
+    result.stdout.fnmatch_lines([
+        "test_bot.py::test_bot[refund-r000]",
+        "test_bot.py::test_bot[refund-r001]",
+        "test_bot.py::test_bot[refund-r002]",
+        "test_bot.py::test_bot[password-r000]",
+        "test_bot.py::test_bot[password-r001]",
+        "test_bot.py::test_bot[password-r002]",
+        "6 tests collected*",
+    ])
+
+
+def test_replicate_ids_are_padded_to_the_sweep(bot: pytest.Pytester) -> None:
+    result = bot.runpytest("--collect-only", "-q", "--prove-replicates", "1200", "-k",
+                           "refund and r0017")
+    result.stdout.fnmatch_lines(["test_bot.py::test_bot[refund-r0017]", "*1/2400 tests collected (2399 deselected)*"])
+
+
+def test_k_selects_conditions_and_replicates(bot: pytest.Pytester) -> None:
+    result = bot.runpytest("-k", "password and r00", "--prove-replicates", "20",
+                           "-p", "no:randomly")
+    result.assert_outcomes(passed=10)
+
+
+def test_concurrency_makes_blocks(bot: pytest.Pytester) -> None:
+    result = bot.runpytest("--collect-only", "-q", "--prove-replicates", "10",
+                           "--prove-concurrency", "4")
+    result.stdout.fnmatch_lines([
+        "test_bot.py::test_bot[refund-r000-003]",
+        "test_bot.py::test_bot[refund-r004-007]",
+        "test_bot.py::test_bot[refund-r008-009]",
+        "*6 tests collected*",
+    ])
+
+
+SPEC = textwrap.dedent(
+    """
+    target = "agent:rollout"
+    target_id = "support-bot"
+    t_unit = "steps"
+    replicates = 4
+
+    [axes.ticket]
+    type = "categorical"
+    values = ["refund", "password"]
+
+    [axes.temperature]
+    type = "continuous"
+    values = [0.0, 0.7]
+
+    [declare]
+    outcomes = ["resolved", "unresolved", "timeout"]
+    failures = ["unresolved", "timeout"]
+    successes = ["resolved"]
+    """
+)
+
+AGENT = textwrap.dedent(
+    """
+    import random
+    from pytest_prove import Episode
+
+    def rollout(cfg, seed):
+        rng = random.Random(seed)
+        bad = rng.random() < 0.2 + cfg["temperature"] / 10
+        return Episode("unresolved" if bad else "resolved", t=3, horizon=5,
+                       meta={"case_id": cfg["ticket"]})
+    """
+)
+
+
+def test_toml_spec_collects_and_runs(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    specs = pytester.mkdir("specs")
+    (specs / "prove_support.toml").write_text(SPEC)
+    (specs / "agent.py").write_text(AGENT)
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "specs/prove_support.toml::support-bot[refund-0.0-r000]",
+        "specs/prove_support.toml::support-bot[password-0.7-r003]",
+        "*16 tests collected*",
+    ])
+    result = pytester.runpytest("-q")
+    result.assert_outcomes(passed=16)
+    from pytest_prove.store import Store
+
+    run = Store(pytester.path / ".prove").load("latest")
+    assert len(run.episodes) == 16
+    assert {r["rollout"] for r in run.episodes} == {"support-bot"}
+    assert {r["condition_key"] for r in run.episodes} == {
+        '{"temperature":0.0,"ticket":"refund"}', '{"temperature":0.7,"ticket":"refund"}',
+        '{"temperature":0.0,"ticket":"password"}', '{"temperature":0.7,"ticket":"password"}'}
+
+
+def test_spec_listed_in_ini_is_collected(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\nprove_specs = sweep.toml\n")
+    pytester.path.joinpath("sweep.toml").write_text(SPEC)
+    pytester.path.joinpath("agent.py").write_text(AGENT)
+    result = pytester.runpytest("--collect-only", "-q", "sweep.toml")
+    result.stdout.fnmatch_lines(["*16 tests collected*"])
+
+
+def test_axes_form_on_a_plain_function(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_axes=textwrap.dedent(
+        """
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=3, failures=["bad"], successes=["good"],
+                       axes={"ticket": ["refund", "password"]})
+        def support(cfg, seed):
+            return prove.Episode("bad" if seed % 3 == 0 else "good",
+                                 meta={"case_id": cfg["ticket"]})
+        """))
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "test_axes.py::support[refund-r000]",
+        "*6 tests collected*",
+    ])
+    pytester.runpytest().assert_outcomes(passed=6)
+
+
+def test_fixtures_give_the_episode_its_seed_replicate_and_condition(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_fx=textwrap.dedent(
+        """
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=4, failures=["bad"], successes=["good"],
+                       concurrency=2)
+        @pytest.mark.parametrize("ticket", ["refund"])
+        def test_fx(ticket, prove_seed, prove_replicate, prove_cfg):
+            assert prove_cfg == {"ticket": "refund"}
+            return prove.Episode("good", meta={"seed": prove_seed,
+                                               "replicate": prove_replicate})
+        """))
+    pytester.runpytest().assert_outcomes(passed=2)
+    from pytest_prove.store import Store
+
+    run = Store(pytester.path / ".prove").load("latest")
+    assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 2, 3]
+    for record in run.episodes:
+        assert record["meta"]["seed"] == record["seed"]
+        assert record["meta"]["replicate"] == record["replicate"]
+    assert len({r["seed"] for r in run.episodes}) == 4

@@ -1,0 +1,207 @@
+"""Bad input gets a clear error naming the file, line, test or value, and the fix."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pytest_prove.store import Store, StoreError, StoreWarning
+
+from .conftest import INI, load
+
+
+def _rollout(pytester: pytest.Pytester, body: str, **decl: str) -> None:
+    pytester.makeini(INI)
+    args = ", ".join(f"{k}={v}" for k, v in decl.items())
+    pytester.makepyfile(test_r=textwrap.dedent(
+        f"""
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"]{', ' if args else ''}{args})
+        @pytest.mark.parametrize("ticket", ["refund"])
+        def test_r(ticket, prove_seed):
+        {textwrap.indent(textwrap.dedent(body), '    ')}
+        """))
+
+
+def test_malformed_toml_names_file_and_line(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("prove_bad.toml").write_text(
+        'target = "agent:rollout"\nreplicates = 10\n[axes.ticket\nvalues = ["a"]\n')
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*prove_bad.toml: malformed TOML*line 3*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the session
+
+
+def test_spec_without_declare_says_what_to_add(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("prove_nodecl.toml").write_text('target = "agent:rollout"\n')
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*prove_nodecl.toml: the sweep spec needs a [[]declare[]] table*"])
+
+
+def test_spec_unknown_axis_type_names_the_line(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("prove_axis.toml").write_text(textwrap.dedent(
+        """
+        target = "agent:rollout"
+        [axes.temperature]
+        type = "ordinal"
+        values = [1, 2]
+        [declare]
+        failures = ["bad"]
+        """))
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*prove_axis.toml:3: axis 'temperature' has type 'ordinal'*"])
+
+
+def test_spec_target_that_does_not_import(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("prove_imp.toml").write_text(textwrap.dedent(
+        """
+        target = "no_such_module:rollout"
+        [declare]
+        failures = ["bad"]
+        """))
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*cannot import target module 'no_such_module'*"])
+
+
+def test_undeclared_outcome(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'return prove.Episode("resolvd")')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*test_r.py::test_r[[]refund-r000[]]: outcome 'resolvd' is not declared; "
+        "declared: unresolved, resolved*"])
+    run = load(pytester)
+    assert {r["error"]["kind"] for r in run.episodes} == {"contract"}
+
+
+def test_t_outside_horizon(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'return prove.Episode("resolved", t=12, horizon=10)')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*Episode t must be within [[]0, horizon[]], got t=12 with "
+                                 "horizon=10*"])
+
+
+def test_meta_that_is_not_json(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'return prove.Episode("resolved", meta={"when": object()})')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*Episode meta must be JSON-serialisable*object*"])
+
+
+def test_wrong_return_type(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'return "resolved"')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*a rollout must return prove.Episode(outcome, ...), got 'resolved' (str); "
+        "return prove.Episode('resolved') instead*"])
+
+
+def test_a_raising_rollout_fails_its_item_and_is_stored(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'raise ConnectionError("the model endpoint hung up")')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*ConnectionError: the model endpoint hung up*"])
+    errors = [r["error"] for r in load(pytester).episodes]
+    assert [(e["kind"], e["type"], e["message"]) for e in errors] == [
+        ("exception", "ConnectionError", "the model endpoint hung up")] * 2
+
+
+def test_no_outcome_skips_and_is_stored(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'raise prove.NoOutcome("rate limited")')
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*no outcome: rate limited*"])
+    records = load(pytester).episodes
+    assert [(r["outcome"], r["error"]["kind"]) for r in records] == [(None, "no_outcome")] * 2
+
+
+def test_bad_declaration_is_an_error_at_import(pytester: pytest.Pytester) -> None:
+    _rollout(pytester, 'return prove.Episode("resolved")', outcomes='["resolved"]')
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines([
+        "*unresolved must be among the declared outcomes (resolved); add it to outcomes*"])
+
+
+@pytest.mark.parametrize("option", ["--prove-baseline", "--prove-resume"])
+def test_unknown_names_list_what_exists(bot: pytest.Pytester, option: str) -> None:
+    bot.runpytest("--prove-name", "first", "--prove-save-baseline", "kept")
+    result = bot.runpytest(option, "nosuch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    if option == "--prove-baseline":
+        result.stderr.fnmatch_lines(["*no baseline named 'nosuch'*baselines: kept*"])
+    else:
+        result.stderr.fnmatch_lines(["*no run named 'nosuch'*runs: first (or 'latest')*"])
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", "we..ird"])
+@pytest.mark.parametrize("option", ["--prove-name", "--prove-baseline",
+                                    "--prove-save-baseline"])
+def test_names_cannot_escape_the_store(bot: pytest.Pytester, option: str, name: str) -> None:
+    result = bot.runpytest(option, name)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option}*{name}*"])
+    assert not (bot.path / ".prove").exists()
+
+
+def test_truncated_last_line_is_read_with_a_warning(bot: pytest.Pytester) -> None:
+    bot.runpytest("--prove-name", "cut").assert_outcomes(passed=80)
+    path = load(bot, "cut").path / "episodes.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])  # the last line loses its end
+    with pytest.warns(StoreWarning, match=r"episodes.jsonl: line 80 is truncated"):
+        run = Store(bot.path / ".prove").load("cut")
+    assert len(run.episodes) == 79
+
+
+def test_corrupt_middle_line_names_file_and_line(bot: pytest.Pytester) -> None:
+    bot.runpytest("--prove-name", "bad").assert_outcomes(passed=80)
+    path = load(bot, "bad").path / "episodes.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[4] = "{not json\n"
+    path.write_text("".join(lines))
+    with pytest.raises(StoreError, match=r"episodes.jsonl:5: corrupt line"):
+        Store(bot.path / ".prove").load("bad")
+
+
+def test_baseline_from_a_newer_version_is_refused(bot: pytest.Pytester) -> None:
+    bot.runpytest("--prove-save-baseline", "new").assert_outcomes(passed=80)
+    path = bot.path / ".prove" / "baselines" / "new.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"pytest_prove_baseline":1', '"pytest_prove_baseline":99')
+    path.write_text("".join(lines))
+    result = bot.runpytest("--prove-baseline", "new")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*new.jsonl: written in format 99 by a newer pytest-prove*"
+                                 "Upgrade pytest-prove*"])
+
+
+MIXED = textwrap.dedent(
+    """
+    import pytest
+    import pytest_prove as prove
+
+    CASES = ["refund", "password", "shipping"]
+
+    @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("temperature", [0.0])
+    def test_mixed(temperature, prove_seed):
+        case = CASES[prove_seed % 3]  # the case picked from the seed: wrong
+        return prove.Episode("resolved", meta={"case_id": case})
+    """
+)
+
+
+def test_mixed_case_ids_are_refused_by_name(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_mixed=MIXED)
+    pytester.runpytest("--prove-save-baseline", "mixed").assert_outcomes(passed=30)
+    result = pytester.runpytest("--prove-baseline", "mixed")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "pytest-prove: refused to compare: condition temperature=0.0 of test_mixed in run "
+        "'mixed' ran 3 cases (password, refund, shipping)*Each case must be its own "
+        "condition*never from the seed"])

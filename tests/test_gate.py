@@ -1,0 +1,93 @@
+"""The CI gate: a baseline, a worse agent, the same agent, and a refresh."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_prove.store import Store
+
+from .conftest import load
+
+
+def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_REPLICATES", "120")
+    monkeypatch.setenv("REFUND_FAIL", "0.1")
+    bot.runpytest("-n", "2", "--prove-save-baseline", "current").assert_outcomes(passed=240)
+    baseline_file = bot.path / ".prove" / "baselines" / "current.jsonl"
+    original = baseline_file.read_bytes()
+
+    # A clearly worse agent: refunds fail half the time instead of one in ten.
+    monkeypatch.setenv("REFUND_FAIL", "0.5")
+    result = bot.runpytest("-n", "2", "--prove-baseline", "current", "--prove-name", "worse")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=240)  # the items pass: a worse agent is a verdict
+    result.stdout.fnmatch_lines(["*pytest-prove*", "worse*", "*ticket=refund*unresolved*"])
+    assert "ticket=password" not in result.stdout.str().split("worse", 1)[1].splitlines()[0]
+
+    # The same agent as the baseline: nothing moved.
+    monkeypatch.setenv("REFUND_FAIL", "0.1")
+    result = bot.runpytest("-n", "2", "--prove-baseline", "current", "--prove-name", "same")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["no significant change*"])
+
+    # An incomplete run (-k) never replaces the baseline.
+    monkeypatch.setenv("REFUND_FAIL", "0.5")
+    result = bot.runpytest("--prove-baseline", "current", "--prove-update-baseline",
+                           "-k", "refund")
+    result.stdout.fnmatch_lines(["*not saved*incomplete*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert baseline_file.read_bytes() == original
+
+    # A complete run does, and the refresh passes the session.
+    result = bot.runpytest("-n", "2", "--prove-baseline", "current",
+                           "--prove-update-baseline", "--prove-name", "accepted")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*baseline 'current' replaced by run 'accepted'*"])
+    replaced = Store(bot.path / ".prove").load_baseline("current")
+    assert replaced.manifest["name"] == "accepted"
+    assert replaced.salt == load(bot, "accepted").salt
+    assert len(replaced.episodes) == 240
+
+
+def test_not_run_conditions_are_reported_and_left_out(bot: pytest.Pytester) -> None:
+    bot.runpytest("--prove-save-baseline", "base").assert_outcomes(passed=80)
+    result = bot.runpytest("--prove-baseline", "base", "-k", "password")
+    result.stdout.fnmatch_lines(["*not run: 1 condition(s)*ticket=refund*"])
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_fail_on_too_small(bot: pytest.Pytester) -> None:
+    # Five replicates cannot see a change of 0.20: the verdict is too small to tell.
+    bot.runpytest("--prove-replicates", "5", "--prove-save-baseline", "tiny")
+    result = bot.runpytest("--prove-replicates", "5", "--prove-baseline", "tiny")
+    result.stdout.fnmatch_lines(["too small to tell*"])
+    assert result.ret == pytest.ExitCode.OK
+    result = bot.runpytest("--prove-replicates", "5", "--prove-baseline", "tiny",
+                           "--prove-fail-on", "worse,too-small")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bot=__import__("tests.conftest", fromlist=["BOT"]).BOT)
+    result = pytester.runpytest("--prove-replicates", "20")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*design check failed: with 20 replicates a condition and 4 tests*"
+        "Use * replicates a condition*--prove-allow-underpowered*"])
+    assert not (pytester.path / ".prove").exists()
+
+
+def test_plan_prints_and_runs_nothing(bot: pytest.Pytester) -> None:
+    result = bot.runpytest("--prove-plan", "-n", "2")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "pytest-prove plan: 80 episodes: 1 rollout(s), 2 condition(s), 40 replicates*",
+        "design check: the smallest rise one condition alone would be flagged for is *"])
+    assert not (bot.path / ".prove").exists()
+
+
+def test_no_store_is_created_without_a_rollout(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain(): pass")
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert not (pytester.path / ".prove").exists()
