@@ -60,7 +60,8 @@ def benjamini_hochberg(pvalues: Sequence[float] | FloatArray) -> FloatArray:
     if m == 0:
         return p.copy()
     order = np.argsort(p, kind="stable")
-    raw = p[order] * m / np.arange(1, m + 1, dtype=np.float64)
+    # p / (i / m), the same floating-point steps as statsmodels' fdr_bh.
+    raw = p[order] / (np.arange(1, m + 1, dtype=np.float64) / m)
     adjusted_sorted = np.minimum(np.minimum.accumulate(raw[::-1])[::-1], 1.0)
     adjusted = np.empty(m, dtype=np.float64)
     adjusted[order] = adjusted_sorted

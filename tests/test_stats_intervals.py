@@ -1,0 +1,141 @@
+"""Intervals on the change, pinned to published worked examples with their provenance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize, stats
+
+from pytest_prove.stats import newcombe_interval, tango_interval, tango_score
+
+# Newcombe RG (1998). Interval estimation for the difference between independent proportions:
+# comparison of eleven methods. Stat Med 17:873-890, Table II, method 10 (hybrid score, no
+# continuity correction), 95%. Each case is (x_a, n_a, x_b, n_b, low, high) for p_a - p_b;
+# here arm b is "before" and arm a "after".
+NEWCOMBE_TABLE_II = [
+    (56, 70, 48, 80, 0.0524, 0.3339),
+    (9, 10, 3, 10, 0.1705, 0.8090),
+    (5, 56, 0, 29, -0.0381, 0.1926),
+    (0, 10, 0, 20, -0.1611, 0.2775),
+    (0, 10, 0, 10, -0.2775, 0.2775),
+    (10, 10, 0, 20, 0.6791, 1.0000),
+    (10, 10, 0, 10, 0.6075, 1.0000),
+]
+
+
+@pytest.mark.parametrize(("xa", "na", "xb", "nb", "low", "high"), NEWCOMBE_TABLE_II)
+def test_newcombe_method_10_table_ii(
+    xa: int, na: int, xb: int, nb: int, low: float, high: float
+) -> None:
+    interval = newcombe_interval(xb, nb, xa, na, 0.95)
+    assert round(interval.low, 4) == pytest.approx(low, abs=1e-12)
+    assert round(interval.high, 4) == pytest.approx(high, abs=1e-12)
+
+
+def _brute_force_tango(b: int, c: int, n: int, level: float) -> tuple[float, float]:
+    """An independent implementation: the restricted maximum-likelihood estimate found by
+    numerical optimisation (not Tango's closed form), the score statistic built on it, and the
+    interval ends found by scanning a grid of changes and refining each sign change."""
+    z = stats.norm.isf((1 - level) / 2)
+    discordant = b + c
+
+    def restricted_qb(delta: float) -> float:
+        # Cells: before-only qb, after-only qb + delta, concordant 1 - 2 qb - delta.
+        lo, hi = max(0.0, -delta), (1.0 - delta) / 2.0
+
+        def negloglik(qb: float) -> float:
+            qc = qb + delta
+            rest = 1.0 - qb - qc
+            total = 0.0
+            for count, prob in ((b, qb), (c, qc), (n - discordant, rest)):
+                if count:
+                    total -= count * np.log(max(prob, 1e-300))
+            return total
+
+        found = optimize.minimize_scalar(
+            negloglik, bounds=(lo, hi), method="bounded", options={"xatol": 1e-13}
+        )
+        return float(found.x)
+
+    def excess(delta: float) -> float:
+        qb = restricted_qb(delta)
+        variance = n * (2 * qb + delta * (1 - delta))
+        return abs((c - b - n * delta) / np.sqrt(max(variance, 1e-300))) - z
+
+    grid = np.linspace(-1 + 1e-9, 1 - 1e-9, 2001)
+    values = np.array([excess(float(d)) for d in grid])
+    inside = np.flatnonzero(values <= 0)
+    first, last = int(inside.min()), int(inside.max())
+    low = -1.0 if first == 0 else optimize.brentq(excess, grid[first - 1], grid[first],
+                                                 xtol=1e-12)
+    high = 1.0 if last == grid.size - 1 else optimize.brentq(excess, grid[last],
+                                                            grid[last + 1], xtol=1e-12)
+    return float(low), float(high)
+
+
+def test_tango_published_examples_as_reproduced() -> None:
+    """Tango T (1998). Equivalence test and confidence interval for the difference in
+    proportions for the paired-sample design. Stat Med 17:891-908, section 6.
+
+    Honest provenance: the paper itself was not available to us. The figures below are
+    Tango's two worked examples as quoted (3 decimals) in a public test suite that pins them
+    to the paper: 32 pairs with discordant counts 9 and 3, 95% interval -0.027 to 0.390;
+    44 pairs with one discordant pair, 90% lower limit -0.096, and Z(0.1) = 1.709. They agree
+    with ours to all the decimals given. The 4-decimal check is the cross-check against an
+    independent brute-force inversion of the score test below.
+    """
+    interval = tango_interval(both=0, before_only=3, after_only=9, n=32, level=0.95)
+    assert round(interval.low, 3) == -0.027
+    assert round(interval.high, 3) == 0.390
+    mirrored = tango_interval(both=0, before_only=1, after_only=0, n=44, level=0.90)
+    assert round(mirrored.low, 3) == -0.096
+    # The score at delta = 0.1 (in Tango's orientation, before minus after, i.e. our -0.1).
+    assert round(abs(tango_score(1, 0, 44, -0.1)), 3) == 1.709
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "n", "level"),
+    [(3, 9, 32, 0.95), (1, 0, 44, 0.90), (7, 1, 21, 0.95), (16, 6, 161, 0.95), (0, 0, 50, 0.99),
+     (0, 12, 40, 0.996875)],
+)
+def test_tango_matches_brute_force_inversion(b: int, c: int, n: int, level: float) -> None:
+    low, high = _brute_force_tango(b, c, n, level)
+    interval = tango_interval(both=0, before_only=b, after_only=c, n=n, level=level)
+    assert interval.low == pytest.approx(low, abs=1e-6)
+    assert interval.high == pytest.approx(high, abs=1e-6)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.integers(0, 60), st.integers(0, 60), st.integers(0, 60))
+def test_tango_at_zero_is_mcnemar_and_interval_holds_estimate(b: int, c: int, extra: int) -> None:
+    n = b + c + extra
+    if n == 0:
+        return
+    if b + c > 0:
+        assert tango_score(b, c, n, 0.0) == pytest.approx((c - b) / np.sqrt(b + c))
+    interval = tango_interval(both=0, before_only=b, after_only=c, n=n, level=0.95)
+    assert -1.0 <= interval.low <= (c - b) / n <= interval.high <= 1.0
+    # Zero is inside exactly when the uncorrected McNemar chi-square test does not reject.
+    if b + c > 0:
+        chi2 = (c - b) ** 2 / (b + c)
+        z2 = stats.norm.isf(0.025) ** 2
+        if abs(chi2 - z2) > 1e-6:
+            assert interval.contains(0.0) == (chi2 < z2)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 200), st.data())
+def test_newcombe_holds_its_estimate(n1: int, n2: int, data: st.DataObject) -> None:
+    x1 = data.draw(st.integers(0, n1))
+    x2 = data.draw(st.integers(0, n2))
+    interval = newcombe_interval(x1, n1, x2, n2, 0.99)
+    assert -1.0 <= interval.low <= x2 / n2 - x1 / n1 <= interval.high <= 1.0
+
+
+def test_interval_input_errors() -> None:
+    with pytest.raises(ValueError, match=r"level must be a number strictly between 0 and 1"):
+        newcombe_interval(1, 10, 2, 10, 1.5)
+    with pytest.raises(ValueError, match=r"must be at most n \(10\), got 11"):
+        tango_interval(both=5, before_only=3, after_only=3, n=10)
