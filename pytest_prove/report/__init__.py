@@ -1,0 +1,1 @@
+"""Renderers: read the statistics engine's result objects, never recompute a statistic."""

@@ -1,0 +1,165 @@
+"""Plain-text lines for the pytest terminal summary (and the command line).
+
+Reads a :class:`~pytest_prove.stats.Comparison`; computes nothing statistical. The first line
+is the answer an agent developer came for (the word, then what it rests on), the table shows
+only what moved or could not have moved visibly (every row with ``verbose``), and the last
+lines say how it was tested and what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_prove.stats import Comparison, Limit, Row
+
+__all__ = ["format_comparison", "verdict_line"]
+
+_LIST_AT_MOST = 3
+
+
+def _rate(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _signed(value: float) -> str:
+    return "0.000" if abs(value) < 5e-4 else f"{value:+.3f}"
+
+
+def _q(value: float) -> str:
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _limit(limit: Limit) -> str:
+    return str(limit)
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+def _moves(rows: Sequence[Row]) -> str:
+    shown = [f"{r.condition} {r.event} {_rate(r.before)} -> {_rate(r.after)}"
+             for r in rows[:_LIST_AT_MOST]]
+    more = len(rows) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _test_name(comparison: Comparison) -> str:
+    return {
+        "paired": "paired McNemar mid-p",
+        "unpaired": "Fisher's exact test",
+        "mixed": "McNemar mid-p (paired rows) and Fisher (unpaired rows)",
+    }[comparison.design]
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """The one line to read first: the word, then the facts it rests on."""
+    verdict = comparison.verdict
+    largest = "none" if verdict.largest_limit is None else _rate(verdict.largest_limit)
+    tail = (f"largest limit read {largest}; {_test_name(comparison)}, "
+            f"Holm q {comparison.q:g} over {comparison.m} tests")
+    if verdict.word == "worse":
+        conditions = len({r.condition for r in verdict.worse})
+        head = f"worse: {_plural(conditions, 'condition')} got worse ({_moves(verdict.worse)})"
+        if verdict.safer:
+            head += f"; {len(verdict.safer)} got better ({_moves(verdict.safer)})"
+        return f"{head}; {tail}"
+    if verdict.word == "safer":
+        conditions = len({r.condition for r in verdict.safer})
+        return (f"safer: {_plural(conditions, 'condition')} got better "
+                f"({_moves(verdict.safer)}) and none got worse; {tail}")
+    mde = _rate(comparison.max_mde)
+    if verdict.word == "no significant change":
+        return (f"no significant change: nothing changed significantly, and every condition "
+                f"could have shown a change of {mde}; {tail}")
+    blind = verdict.blind
+    names = ", ".join(f"{r.condition} {r.event} ({'/'.join(r.blind)})"
+                      for r in blind[:_LIST_AT_MOST])
+    if len(blind) > _LIST_AT_MOST:
+        names += f" and {len(blind) - _LIST_AT_MOST} more"
+    return (f"too small to tell: nothing changed significantly, but "
+            f"{_plural(len(blind), 'row')} could not have shown a change of {mde}: {names}; "
+            f"{tail}")
+
+
+def _status(row: Row, max_mde: float) -> str:
+    if row.counted:
+        return row.direction
+    if row.flag:
+        return f"flagged ({row.leaning})" if row.leaning != "none" else "flagged"
+    if row.blind:
+        return f"blind to {'+'.join(row.blind)} of {_rate(max_mde)}"
+    return "unchanged"
+
+
+def _order(row: Row) -> tuple[int, str, str]:
+    rank = 0 if row.direction == "worse" else 1 if row.direction == "safer" else \
+        2 if row.flag else 3 if row.blind else 4
+    return rank, row.condition, row.event
+
+
+def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
+    header = ("condition", "event", "before", "after", "change", "q", "verdict",
+              "interval", "rise", "fall")
+    body = [
+        (r.condition, r.event, _rate(r.before), _rate(r.after), _signed(r.change),
+         _q(r.q_value), _status(r, max_mde),
+         f"[{_signed(r.interval.low)}, {_signed(r.interval.high)}]",
+         _limit(r.rise), _limit(r.fall))
+        for r in sorted(rows, key=_order)
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    numeric = {2, 3, 4, 5}
+
+    def render(cells: Sequence[str]) -> str:
+        parts = [c.rjust(w) if i in numeric else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(parts).rstrip()
+
+    return [render(header), *(render(line) for line in body)]
+
+
+def format_comparison(
+    comparison: Comparison, *, before: str, after: str, verbose: bool = False
+) -> list[str]:
+    """Lines for the terminal summary of a comparison of run ``before`` with run ``after``."""
+    verdict = comparison.verdict
+    lines = [verdict_line(comparison)]
+    tallies = " · ".join(f"{t.event}: {t.worse} worse, {t.safer} safer"
+                         for t in verdict.by_event)
+    lines.append(f"{before} -> {after}, {_plural(comparison.m, 'test')}; {tallies}")
+    fragility = verdict.fragility
+    if fragility.flips is not None:
+        how = ("exhaustive search" if fragility.exhaustive
+               else "greedy search, there may be fewer")
+        lines.append(f"fragility: {_plural(fragility.flips, 'outcome')} flipped in {after} "
+                     f"would change the word ({how}): {fragility.detail}")
+    shown = list(comparison.rows) if verbose else [
+        r for r in comparison.rows if r.moved or r.blind
+    ]
+    if shown:
+        lines.extend(_table(shown, comparison.max_mde))
+    hidden = comparison.m - len(shown)
+    if hidden:
+        lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
+                     f"{_rate(comparison.max_mde)} not shown (-v shows every row)")
+    lines.append(
+        f"method: {comparison.method}. rise/fall: the smallest change each row alone would be "
+        f"flagged for, 4 times in 5, from its rate in {before}"
+    )
+    if comparison.paired_model is not None:
+        lines.append(f"paired limits assume {comparison.paired_model}")
+    if verdict.word == "too small to tell":
+        if verdict.replicates_needed is not None:
+            lines.append(
+                f"next: run {verdict.replicates_needed} replicates per condition in both runs "
+                f"so every row can show a change of {_rate(comparison.max_mde)}, or accept a "
+                f"larger change (max_mde)"
+            )
+        else:
+            lines.append(
+                "next: more replicates per condition than the search tries would be needed "
+                f"to show a change of {_rate(comparison.max_mde)}; accept a larger change "
+                "(max_mde) or split fewer conditions"
+            )
+    return lines
