@@ -89,7 +89,6 @@ class Row:
     rise: Limit
     fall: Limit
     blind: tuple[Literal["rise", "fall"], ...] = ()  # directions that cannot see max_mde
-    replicates_needed: int | None = None  # per condition, to see max_mde; None if not blind
 
     @property
     def paired(self) -> bool:
@@ -145,7 +144,6 @@ class Row:
             "rise": {"value": self.rise.value, "status": self.rise.status},
             "fall": {"value": self.fall.value, "status": self.fall.status},
             "blind": list(self.blind),
-            "replicates_needed": self.replicates_needed,
         }
 
 
@@ -187,8 +185,7 @@ class Verdict:
             "worse": [name(row) for row in self.worse],
             "safer": [name(row) for row in self.safer],
             "blind": [
-                {**name(row), "directions": list(row.blind),
-                 "replicates_needed": row.replicates_needed}
+                {**name(row), "directions": list(row.blind)}
                 for row in self.blind
             ],
             "largest_limit": self.largest_limit,
@@ -397,7 +394,6 @@ def compare(
                 blind=_blind_directions(before, rise, fall, max_mde),
             )
         )
-    built = _with_replicates(built, alpha, power, max_mde)
 
     worse_rows = tuple(r for r in built if r.direction == "worse")
     safer_rows = tuple(r for r in built if r.direction == "safer")
@@ -415,10 +411,7 @@ def compare(
     numeric = [
         limit.value for r in built for limit in (r.rise, r.fall) if limit.value is not None
     ]
-    needed_values = [r.replicates_needed for r in blind_rows]
-    needed: int | None = None
-    if blind_rows and all(v is not None for v in needed_values):
-        needed = max(v for v in needed_values if v is not None)
+    needed = _replicates_needed(blind_rows, alpha, power, max_mde)
 
     designs = {r.paired for r in built}
     design: Literal["paired", "unpaired", "mixed"] = (
@@ -471,25 +464,28 @@ def compare(
     )
 
 
-def _with_replicates(rows: list[Row], alpha: float, power: float, max_mde: float) -> list[Row]:
-    """Fill each blind row's replicates per condition that would let it see max_mde."""
-    from dataclasses import replace
-
-    memo: dict[tuple[bool, float, tuple[str, ...], int], int | None] = {}
-    out = []
-    for row in rows:
-        if not row.blind:
-            out.append(row)
+def _replicates_needed(
+    blind: Sequence[Row], alpha: float, power: float, max_mde: float
+) -> int | None:
+    """Replicates per condition (in both runs) at which every blind row, at its base rate,
+    would see max_mde in each direction it is blind to; None if there is no blind row or
+    the search's ceiling is passed. One search per design (paired or not)."""
+    if not blind:
+        return None
+    figures: list[int] = []
+    for paired in (False, True):
+        rows = [r for r in blind if r.paired == paired]
+        if not rows:
             continue
-        key = (row.paired, row.before, row.blind, row.n_before)
-        if key not in memo:
-            memo[key] = replicates_for_all(
-                {direction: [row.before] for direction in row.blind},
-                paired=row.paired, alpha=alpha, max_mde=max_mde, power=power,
-                start=max(row.n_before, row.n_after) + 1,
-            )
-        out.append(replace(row, replicates_needed=memo[key]))
-    return out
-
-
-
+        rates: dict[Literal["rise", "fall"], list[float]] = {}
+        for row in rows:
+            for direction in row.blind:
+                rates.setdefault(direction, []).append(row.before)
+        found = replicates_for_all(
+            rates, paired=paired, alpha=alpha, max_mde=max_mde, power=power,
+            start=max(max(r.n_before, r.n_after) for r in rows) + 1,
+        )
+        if found is None:
+            return None
+        figures.append(found)
+    return max(figures)

@@ -15,6 +15,7 @@ from scipy import special, stats  # type: ignore[import-untyped]
 from ._check import check_count, check_counts
 
 __all__ = [
+    "binom_cdf",
     "fisher_exact_p",
     "fisher_margin_pvalues",
     "mcnemar_exact_p",
@@ -98,6 +99,18 @@ def mcnemar_midp(b: int, c: int) -> float:
     return float(mcnemar_midp_array(np.array([b]), np.array([c]))[0])
 
 
+def binom_cdf(
+    k: npt.NDArray[np.int64], n: npt.NDArray[np.int64] | int, p: float
+) -> FloatArray:
+    """P(Binomial(n, p) <= k) for integer arrays, 0 below the support and 1 above it: the
+    special function behind scipy.stats.binom.cdf, without its per-call overhead."""
+    k = np.asarray(k)
+    n_arr = np.broadcast_to(np.asarray(n), k.shape)
+    inside = np.clip(k, 0, n_arr)
+    value = special.bdtr(inside, n_arr, p)
+    return np.asarray(np.where(k < 0, 0.0, np.where(k >= n_arr, 1.0, value)), dtype=np.float64)
+
+
 def mcnemar_midp_array(
     b: npt.NDArray[np.int64], c: npt.NDArray[np.int64]
 ) -> FloatArray:
@@ -105,6 +118,6 @@ def mcnemar_midp_array(
     k = np.minimum(b, c)
     d = b + c
     # F(k) + F(k - 1) is 2 F(k) - P(X = k), without the cancellation when both are tiny.
-    midp = stats.binom.cdf(k, d, 0.5) + stats.binom.cdf(k - 1, d, 0.5)
+    midp = binom_cdf(k, d, 0.5) + binom_cdf(k - 1, d, 0.5)
     midp = np.where(d == 0, 1.0, midp)
     return np.asarray(np.minimum(midp, 1.0), dtype=np.float64)

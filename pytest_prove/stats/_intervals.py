@@ -8,6 +8,7 @@ Wald interval collapses.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ class Interval:
         return self.low <= value <= self.high
 
 
+@functools.lru_cache(maxsize=256)
 def _z(level: float) -> float:
     return float(stats.norm.isf((1.0 - level) / 2.0))
 

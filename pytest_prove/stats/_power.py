@@ -180,12 +180,14 @@ def _mcnemar_region(n: int, alpha: float) -> IntArray:
 
 
 def _fisher_power_batch(
-    region: _FisherRegion, p0: FloatArray, p1: FloatArray, direction: Direction
+    region: _FisherRegion, p0: FloatArray, p1: FloatArray, direction: Direction,
+    w1: FloatArray | None = None,
 ) -> FloatArray:
     """Exact power at K pairs of rates (p0[k], p1[k]) at once:
-    sum over x1 of P(X1 = x1) P(X2 in the region's row x1)."""
-    x1 = np.arange(region.n1 + 1)
-    w1 = stats.binom.pmf(x1[None, :], region.n1, p0[:, None])
+    sum over x1 of P(X1 = x1) P(X2 in the region's row x1). ``w1``, the before arm's
+    probabilities, may be passed in when p0 stays fixed over many calls."""
+    if w1 is None:
+        w1 = stats.binom.pmf(np.arange(region.n1 + 1)[None, :], region.n1, p0[:, None])
     if direction == "rise":
         inner = stats.binom.sf(region.up[None, :] - 1, region.n2, p1[:, None])  # P(X2 >= up)
         irregular = region.irregular_up
@@ -194,7 +196,7 @@ def _fisher_power_batch(
         irregular = region.irregular_down
     for row, cols in irregular:
         inner[:, row] = stats.binom.pmf(cols[None, :], region.n2, p1[:, None]).sum(axis=1)
-    return np.asarray((w1 * inner).sum(axis=1), dtype=np.float64)
+    return np.asarray(np.einsum("ij,ij->i", w1, inner), dtype=np.float64)
 
 
 def _paired_power_batch(
@@ -254,8 +256,8 @@ def detection_power(
 
 # --------------------------------------------------------------------------- limits
 
-# Bisection steps: the bracket [0, room] shrinks to room / 2**40, far below the 3 decimals shown.
-_BISECTIONS = 40
+# Bisection steps: the bracket [0, room] shrinks to room / 2**32, far below the 3 decimals shown.
+_BISECTIONS = 32
 _LimitKey = tuple[bool, int, int, float, float, float, str]
 _LIMIT_CACHE: dict[_LimitKey, Limit] = {}
 _LIMIT_CACHE_SIZE = 1 << 17
@@ -277,8 +279,23 @@ def _limits_batch(
         return result
     p0 = p0s[live]
     top = room[live]
-    reachable = _power_batch(paired, n1, n2, alpha, p0, np.clip(p0 + sign * top, 0.0, 1.0),
-                             direction) >= power
+    if paired:
+        bcrit = _mcnemar_region(n1, alpha)
+
+        def power_at(p0: FloatArray, p1: FloatArray) -> FloatArray:
+            return _paired_power_batch(bcrit, p0, p1, direction)
+    else:
+        region = _fisher_region(n1, n2, alpha)
+        weights: dict[int, FloatArray] = {}
+
+        def power_at(p0: FloatArray, p1: FloatArray) -> FloatArray:
+            # The before arm's probabilities depend on p0 alone: computed once per size.
+            if p0.size not in weights:
+                weights[p0.size] = stats.binom.pmf(np.arange(n1 + 1)[None, :], n1,
+                                                   p0[:, None])
+            return _fisher_power_batch(region, p0, p1, direction, weights[p0.size])
+
+    reachable = power_at(p0, np.clip(p0 + sign * top, 0.0, 1.0)) >= power
     for i in live[~reachable]:
         result[int(i)] = Limit(None, "none detectable")
     p0 = p0[reachable]
@@ -286,8 +303,7 @@ def _limits_batch(
     hi = top[reachable].copy()
     for _ in range(_BISECTIONS):
         mid = 0.5 * (lo + hi)
-        hit = _power_batch(paired, n1, n2, alpha, p0, np.clip(p0 + sign * mid, 0.0, 1.0),
-                           direction) >= power
+        hit = power_at(p0, np.clip(p0 + sign * mid, 0.0, 1.0)) >= power
         hi = np.where(hit, mid, hi)
         lo = np.where(hit, lo, mid)
     for i, value in zip(live[reachable], hi, strict=True):
@@ -452,6 +468,26 @@ def replicates_for(
     )
 
 
+def _normal_guess(
+    base_rates: dict[Direction, FloatArray], alpha: float, power: float, max_mde: float
+) -> int:
+    """Replicates per arm the normal approximation to a two-sample comparison of proportions
+    asks for (Fleiss, Levin & Paik 2003, eq. 4.14 without continuity correction), the largest
+    over the base rates: only a starting point for the exact search."""
+    z_a = float(stats.norm.isf(alpha / 2.0))
+    z_b = float(stats.norm.isf(1.0 - power))
+    guess = 1.0
+    for direction, p0s in base_rates.items():
+        sign = 1.0 if direction == "rise" else -1.0
+        p1s = np.clip(p0s + sign * max_mde, 0.0, 1.0)
+        mean = (p0s + p1s) / 2.0
+        n = (z_a * np.sqrt(2 * mean * (1 - mean))
+             + z_b * np.sqrt(p0s * (1 - p0s) + p1s * (1 - p1s))) ** 2 / max_mde**2
+        if n.size:
+            guess = max(guess, float(n.max()))
+    return int(np.ceil(guess))
+
+
 def replicates_for_all(
     base_rates: dict[Direction, list[float]],
     *,
@@ -462,7 +498,8 @@ def replicates_for_all(
     start: int = 1,
 ) -> int | None:
     """Replicates per condition at which every listed base rate sees max_mde in its listed
-    direction (unchecked inputs; the engine's own entry point)."""
+    direction (unchecked inputs; the engine's own entry point). The exact search starts from
+    the normal approximation and brackets the answer within a few exact evaluations."""
     ceiling = MAX_REPLICATES_PAIRED if paired else MAX_REPLICATES_UNPAIRED
     arrays = {d: np.array(sorted(set(v)), dtype=np.float64) for d, v in base_rates.items()}
 
@@ -472,7 +509,23 @@ def replicates_for_all(
             for direction, p0s in arrays.items()
         )
 
-    return _smallest_n(passes, max(1, start), ceiling)
+    known_fail = max(1, start) - 1
+    hi = min(ceiling, max(known_fail + 1, _normal_guess(arrays, alpha, power, max_mde)))
+    while not passes(hi):
+        known_fail = hi
+        if hi >= ceiling:
+            return None
+        hi = min(ceiling, int(hi * 1.25) + 1)
+    lo = max(known_fail, int(hi * 0.85))
+    if lo > known_fail and passes(lo):
+        lo = known_fail
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 # --------------------------------------------------------------------------- design check
