@@ -1,14 +1,20 @@
 """pytest-prove: did this change make my agent fail more often, and where?
 
 The public face: declare a rollout, return an episode, record steps and usage.
+``rollout`` is imported on first use, so that reading stored runs (the command
+line, the statistics) never imports pytest.
 """
 
 from __future__ import annotations
 
-from .api import rollout
+from typing import TYPE_CHECKING, Any
+
 from .episode import Episode, NoOutcome, RolloutContractError
 from .recording import step, usage
 from .seeds import derive_seed
+
+if TYPE_CHECKING:
+    from .api import rollout
 
 __all__ = [
     "Episode",
@@ -22,3 +28,11 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "rollout":
+        from .api import rollout
+
+        return rollout
+    raise AttributeError(f"module 'pytest_prove' has no attribute {name!r}")

@@ -66,7 +66,9 @@ def step(name: str) -> Iterator[None]:
     if not isinstance(name, str) or not name:
         raise TypeError(f"prove.step needs a non-empty string name, got {name!r}")
     log = _log_or_error("step")
-    entry: dict[str, Any] = {"name": name, "index": len(log.steps), "depth": log._depth}
+    entry: dict[str, Any] = {"name": name}
+    if log._depth:
+        entry["depth"] = log._depth
     log.steps.append(entry)
     start = time.perf_counter()
     log._depth += 1

@@ -98,7 +98,7 @@ class ProveSession:
                 "rollouts": {},
                 "packages": _versions(),
                 "git_commit": _git_commit(config.rootpath),
-                "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+                "command": [_program(), *sys.argv[1:]],
                 "counts": self.counts,
             }
             self.writer = store.new_run(name=name, salt=settings.salt, manifest=manifest)
@@ -291,6 +291,11 @@ class ProveSession:
                              "then compare later runs with --prove-baseline NAME")
         lines.extend(outcome.notes)
         return lines
+
+
+def _program() -> str:
+    name = Path(sys.argv[0]).name
+    return "pytest" if name in ("__main__.py", "py.test", "pytest") else name
 
 
 def _identity(data: Mapping[str, Any]) -> Identity:
