@@ -6,7 +6,8 @@ Layout under the store root (``.prove/`` by default)::
     runs/<run-id>/episodes.jsonl    one episode a line, appended whole under a file lock
     baselines/<NAME>.jsonl          a self-contained baseline: its manifest, then its episodes
 
-Only the controller process writes.  Nothing is created until an episode arrives.
+Only the controller process writes, holding the run's file lock while it does.
+Nothing is created until an episode arrives.
 Readers tolerate a truncated last line (a session killed mid-write) and say so.
 """
 
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, final
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -211,28 +212,37 @@ class RunWriter:
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            # A killed session may have left a partial last line: cut it off before
-            # appending, so that it never becomes a corrupt line in the middle.
-            if self.episodes_path.exists():
-                data = self.episodes_path.read_bytes()
-                if data and not data.endswith(b"\n"):
-                    with self.episodes_path.open("r+b") as fh:
-                        fh.truncate(data.rfind(b"\n") + 1)
-            self._fh = self.episodes_path.open("a", encoding="utf-8")
+        # The lock is held for as long as this session writes the run: a second session
+        # (a concurrent --prove-resume of the same run) is refused instead of interleaving.
+        # The operating system releases it when the process dies, even on SIGKILL.
+        try:
+            self._lock.acquire(timeout=10)
+        except Timeout:
+            raise StoreError(
+                f"{self.directory}: another session is writing this run; wait for it to "
+                "finish, or start a new run"
+            ) from None
+        # A killed session may have left a partial last line: cut it off before
+        # appending, so that it never becomes a corrupt line in the middle.
+        if self.episodes_path.exists():
+            data = self.episodes_path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                with self.episodes_path.open("r+b") as fh:
+                    fh.truncate(data.rfind(b"\n") + 1)
+        self._fh = self.episodes_path.open("a", encoding="utf-8")
+        self.existing = True
         self.write_manifest()
 
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Append whole lines under the lock and flush them to the operating system."""
+        """Append whole lines, each write one call, flushed to the operating system."""
         text = "".join(_dump(r) + "\n" for r in records)
         if not text:
             return
         if self._fh is None:
             self._open()
         try:
-            with self._lock:
-                self._fh.write(text)
-                self._fh.flush()
+            self._fh.write(text)
+            self._fh.flush()
         except OSError as exc:
             raise StoreError(
                 f"{self.episodes_path}: cannot write episodes ({exc.strerror}); "
@@ -255,6 +265,8 @@ class RunWriter:
                 os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
+                self._fh = None
+                self._lock.release()
 
 
 @final
