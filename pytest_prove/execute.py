@@ -15,7 +15,7 @@ import pytest
 
 from .runner import Identity, run_block
 from .seeds import derive_seed
-from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
+from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
 
 __all__ = ["execute_rollout", "identities_of"]
 
@@ -46,7 +46,8 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     def where(ident: Identity) -> str:
         return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
 
-    results = run_block(idents, plan.declaration, call, where=where, is_async=is_async)
+    results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
+                        capture=item.stash.get(CAPTURE_KEY, None))
     item.stash[RESULTS_KEY] = [r.record for r in results]
     raised = [r.exception for r in results if r.exception is not None]
     broken = [r.contract_error for r in results if r.contract_error is not None]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from . import budget, capture
 from .api import declaration_of
 from .execute import execute_rollout, identities_of
 from .items import SpecFile, block_id, blocks, function_items
@@ -118,6 +119,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("prove_fail_on", "default for --prove-fail-on", default="worse")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
                   type="bool", default=False)
+    budget.add_options(parser)
+    capture.add_options(parser)
 
 
 def _ini_fraction(config: pytest.Config, name: str) -> float:
@@ -172,6 +175,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.done = frozenset(tuple(k.split("\x1f", 2)[:2]) + (int(k.split("\x1f")[2]),)
                                   for k in workerinput.get("prove_done", ()))  # type: ignore[misc]
         config.pluginmanager.register(_Collection(config), "prove_collection")
+        budget.register(config, None)
+        capture.register(config)
         return
 
     from .session import ProveSession
@@ -200,6 +205,8 @@ def pytest_configure(config: pytest.Config) -> None:
         events=tuple(opt.prove_event), fail_on=fail_on)
     config.pluginmanager.register(session, SESSION_NAME)
     config.pluginmanager.register(_Collection(config), "prove_collection")
+    budget.register(config, session)
+    capture.register(config, session)
     if config.pluginmanager.hasplugin("xdist"):
         from .xdist import XdistHooks
 
@@ -217,7 +224,7 @@ def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (SESSION_NAME, "prove_collection", "prove_xdist"):
+    for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)

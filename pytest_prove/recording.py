@@ -25,6 +25,8 @@ class EpisodeLog:
     usage: list[dict[str, Any]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+    #: What to keep of the episode's OpenTelemetry spans (a capture.CaptureConfig), if any.
+    capture: object | None = None
     _depth: int = 0
 
 
@@ -89,4 +91,5 @@ def usage(model: str, input: int, output: int = 0) -> None:  # noqa: A002 - the 
     for label, value in (("input", input), ("output", output)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise TypeError(f"prove.usage {label} tokens must be an int >= 0, got {value!r}")
-    _log_or_error("usage").usage.append({"model": model, "input": input, "output": output})
+    _log_or_error("usage").usage.append({"model": model, "input": input, "output": output,
+                                         "source": "reported"})

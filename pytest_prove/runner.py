@@ -78,10 +78,16 @@ def error_record(identity: Identity, kind: str, exc_type: str, message: str,
 
 
 def _tokens(log: EpisodeLog) -> dict[str, Any] | None:
+    """Tokens by model.  A model whose calls were seen on spans is counted from the spans
+    only: a rollout that also reports them with prove.usage is not counted twice."""
     if not log.usage:
         return None
+    seen_on_spans = {name for use in log.usage if use.get("source") == "span"
+                     for name in (use["model"], use.get("response_model")) if name}
     by_model: dict[str, dict[str, int]] = {}
     for use in log.usage:
+        if use.get("source") != "span" and use["model"] in seen_on_spans:
+            continue
         entry = by_model.setdefault(use["model"], {"input": 0, "output": 0, "calls": 0})
         entry["input"] += use["input"]
         entry["output"] += use["output"]
@@ -100,6 +106,8 @@ def _finish(identity: Identity, declaration: Declaration, where: str, value: obj
         record = error_record(identity, "no_outcome", "NoOutcome", exc.reason, duration)
         record["steps"] = log.steps
         record["tokens"] = _tokens(log)
+        if log.spans:
+            record["spans"] = log.spans
         return ReplicateResult(record, no_outcome=exc.reason or "no outcome")
     if exc is not None:
         kind = "contract" if isinstance(exc, RolloutContractError) else "exception"
@@ -107,6 +115,8 @@ def _finish(identity: Identity, declaration: Declaration, where: str, value: obj
         record = error_record(identity, kind, type(exc).__name__, message, duration)
         record["steps"] = log.steps
         record["tokens"] = _tokens(log)
+        if log.spans:
+            record["spans"] = log.spans
         if kind == "contract":
             return ReplicateResult(record, contract_error=f"{where}: {message}")
         record["error"]["traceback"] = "".join(
@@ -169,6 +179,7 @@ def run_block(
     *,
     where: Callable[[Identity], str],
     is_async: bool,
+    capture: object | None = None,
 ) -> list[ReplicateResult]:
     """Run every replicate of a block; return their results in replicate order.
 
@@ -178,19 +189,20 @@ def run_block(
     its own.
     """
     if is_async:
-        return asyncio.run(_run_async(identities, declaration, call, where))
+        return asyncio.run(_run_async(identities, declaration, call, where, capture))
     if len(identities) == 1:
-        return [_run_one(identities[0], declaration, call, where)]
+        return [_run_one(identities[0], declaration, call, where, capture)]
     with ThreadPoolExecutor(max_workers=len(identities),
                             thread_name_prefix="prove-replicate") as pool:
-        futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where)
+        futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
+                               capture)
                    for ident in identities]
         return [f.result() for f in futures]
 
 
 def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Identity], Any],
-             where: Callable[[Identity], str]) -> ReplicateResult:
-    log = EpisodeLog()
+             where: Callable[[Identity], str], capture: object | None = None) -> ReplicateResult:
+    log = EpisodeLog(capture=capture)
     value: object = None
     error: BaseException | None = None
     with recording(log):
@@ -208,10 +220,11 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
 
 async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      call: Callable[[Identity], Any],
-                     where: Callable[[Identity], str]) -> list[ReplicateResult]:
+                     where: Callable[[Identity], str],
+                     capture: object | None = None) -> list[ReplicateResult]:
     async def one(identity: Identity) -> ReplicateResult:
         # Each task runs in its own copy of the context, so this log is its alone.
-        log = EpisodeLog()
+        log = EpisodeLog(capture=capture)
         value: object = None
         error: BaseException | None = None
         with recording(log):

@@ -21,6 +21,8 @@ from typing import Any, final
 import pytest
 
 from .analysis import CaseMixError, Prepared, prepare
+from .budget import TokenCap, add_tokens, cost_lines
+from .cost import Prices
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
 from .state import Settings
@@ -85,6 +87,12 @@ class ProveSession:
         self.keys: set[Key] = set()
         self.counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
         self.outcome = Outcome()
+        # Cost: tokens the run used so far, the cap (budget.py watches it) and prices.
+        self.spent = {"input": 0, "output": 0}
+        self.capped: str | None = None
+        self.token_cap = TokenCap()
+        self.prices = Prices()
+        self.capture_lines: list[str] = []  # set by capture.py: instrumentors that did not run
         if resume is not None:
             self.writer: RunWriter = store.reopen(resume)
             self.keys = {episode_key(r) for r in resume.episodes}
@@ -112,6 +120,7 @@ class ProveSession:
 
     def _count(self, record: Mapping[str, Any]) -> None:
         self.counts["episodes"] += 1
+        add_tokens(self.spent, record)
         error = record.get("error")
         if error is None:
             self.counts["with_outcome"] += 1
@@ -186,6 +195,13 @@ class ProveSession:
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         missing = self._missing()
         status = "complete" if (not interrupted and missing == 0 and self.plan) else "incomplete"
+        if self.capped is not None:
+            status = "capped"
+            self.writer.manifest["capped"] = {"message": self.capped,
+                                               "cap": self.token_cap.to_json(),
+                                               "spent": dict(self.spent)}
+        if self.prices:
+            self.writer.manifest["prices"] = self.prices.to_json()
         self.writer.write_manifest(
             ended=utc_now(), status=status, counts=self.counts,
             plan={rid: {"replicates": info["replicates"],
@@ -223,6 +239,8 @@ class ProveSession:
                 outcome.failed_gate = False
         outcome.notes = tuple(notes)
         self.outcome = outcome
+        if self.capped is not None:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if (outcome.refusal is not None or outcome.failed_gate
                 or any(n.startswith("not saved") for n in notes)):
             if session.exitstatus == pytest.ExitCode.OK:
@@ -284,7 +302,14 @@ class ProveSession:
                 f"{c['with_outcome']} with an outcome, {c['no_outcome']} with none, "
                 f"{c['errored']} errored; stored in {_rel(run.path)}"
             )
-            if run.status == "incomplete":
+            lines.extend(cost_lines(run, self.prices))
+            lines.extend(self.capture_lines)
+            if self.capped is not None:
+                lines.insert(0, f"pytest-prove: {self.capped}; no new episode started, "
+                                f"run {run.name!r} is marked capped")
+                lines.append(f"next: raise the cap, or finish the run later with "
+                             f"--prove-resume {run.name}")
+            elif run.status == "incomplete":
                 lines.append(f"next: finish it with --prove-resume {run.name}")
             elif self.baseline is None and self.save_baseline is None:
                 lines.append("next: keep it as a baseline with --prove-save-baseline NAME, "

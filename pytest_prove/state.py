@@ -10,7 +10,7 @@ import pytest
 
 from .spec import Declaration, Scalar
 
-__all__ = ["PLAN_KEY", "RESULTS_KEY", "SETTINGS_KEY", "ItemPlan", "Settings"]
+__all__ = ["CAPTURE_KEY", "PLAN_KEY", "RESULTS_KEY", "SETTINGS_KEY", "ItemPlan", "Settings"]
 
 
 @final
@@ -51,3 +51,5 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 PLAN_KEY = pytest.StashKey[ItemPlan]()
 #: The stored records of the replicates an item ran (set by the item, read by its report).
 RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+#: What an item keeps of its episodes' spans (a capture.CaptureConfig; set at its setup).
+CAPTURE_KEY = pytest.StashKey[object]()

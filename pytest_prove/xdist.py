@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
 from .session import ProveSession
 
-__all__ = ["XdistHooks"]
+__all__ = ["CappedLoadScheduling", "XdistHooks"]
 
 
 class XdistHooks:
@@ -29,8 +31,42 @@ class XdistHooks:
         if plan:
             self.session.merge_plan(plan)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """With a token cap and --dist load: a scheduler that can take queued items back."""
+        if not self.session.token_cap or config.getvalue("dist") != "load":
+            return None
+        return CappedLoadScheduling(config, log)
+
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
                                sched: Any) -> None:
         worker = getattr(report, "node", None)
         name = getattr(getattr(worker, "gateway", None), "id", "a worker")
         self.session.on_crash(crashitem, f"{name} crashed while running {crashitem}")
+
+
+class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
+    """xdist's load scheduling, which, once the token cap is reached, sends nothing more and
+    takes back every item a worker has queued but not started (xdist's own "steal"
+    command), so that each worker finishes at most the episode it is running."""
+
+    prove_stopped = False
+
+    def prove_stop(self) -> None:
+        self.prove_stopped = True
+        for node, pending in self.node2pending.items():
+            # pending[0] may be running; one steal per item, because a worker refuses a
+            # whole request when any item of it has started.
+            for index in pending[1:]:
+                node.send_steal([index])
+
+    def check_schedule(self, node: Any, duration: float = 0) -> None:
+        if self.prove_stopped:
+            return
+        super().check_schedule(node, duration=duration)
+
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+        # Taken back after the cap: these never run, so they are not rescheduled either.
+        for index in indices:
+            if index in self.node2pending.get(node, []):
+                self.node2pending[node].remove(index)

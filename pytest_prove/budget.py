@@ -1,0 +1,180 @@
+"""The pytest side of cost: declared prices, the token cap, and the cost lines of a session.
+
+The cap is watched in every process.  The controller sums the tokens of every
+episode it stores; once the run reaches the cap it stops the session (and, under
+xdist, the scheduler: see :mod:`pytest_prove.xdist`), so no new episode starts.
+Each xdist worker also stops itself once its own episodes reach the cap, which
+bounds what a worker spends even before the controller's word reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, final
+
+import pytest
+
+from .cost import PriceError, Prices, find_prices, parse_price_lines
+
+__all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
+
+
+def _tokens(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of tokens >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 1, got {value}")
+    return value
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("prove")
+    group.addoption("--prove-token-cap", metavar="N", type=_tokens, default=None,
+                    help="stop the run once its episodes used N input tokens: no new episode "
+                         "starts, the run is marked capped and the session fails")
+    group.addoption("--prove-output-token-cap", metavar="N", type=_tokens, default=None,
+                    help="the same for output tokens")
+    group.addoption("--prove-plan-from", metavar="RUN", default=None,
+                    help="with --prove-plan: estimate the sweep's tokens and price from the "
+                         "per-condition means of run RUN (a name, a run id or latest)")
+    parser.addini("prove_prices", "prices per model: 'MODEL = INPUT OUTPUT' a line, in money "
+                  "per million tokens", type="linelist", default=[])
+
+
+def prices_of(config: pytest.Config) -> Prices:
+    """Prices from ini ``prove_prices``, else pyproject ``[tool.pytest-prove.prices]``."""
+    lines = [str(x) for x in config.getini("prove_prices")]
+    where = f"{config.inipath} prove_prices" if config.inipath else "ini prove_prices"
+    try:
+        if lines:
+            return parse_price_lines(lines, where)
+        return find_prices(config.rootpath)
+    except PriceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class TokenCap:
+    """The most input (and output) tokens a run may use."""
+
+    input: int | None = None
+    output: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.input is not None or self.output is not None
+
+    def reached(self, spent: Mapping[str, int]) -> str | None:
+        """A message naming the cap and the tokens spent once either is reached, else None."""
+        for kind, cap, option in (("input", self.input, "--prove-token-cap"),
+                                  ("output", self.output, "--prove-output-token-cap")):
+            if cap is not None and spent.get(kind, 0) >= cap:
+                return (f"token cap reached: the run used {spent.get(kind, 0):,} {kind} tokens "
+                        f"of the {cap:,} allowed by {option} {cap}")
+        return None
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"input": self.input, "output": self.output}
+
+
+def token_cap_of(config: pytest.Config) -> TokenCap:
+    return TokenCap(config.option.prove_token_cap, config.option.prove_output_token_cap)
+
+
+def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
+    tokens = record.get("tokens") or {}
+    spent["input"] = spent.get("input", 0) + int(tokens.get("input") or 0)
+    spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
+
+
+@final
+class CapWatch:
+    """Stops the session once the tokens spent reach the cap (registered as ``prove_cap``).
+
+    ``spent`` reads the controller's tally of the whole run; on a worker it is None
+    and the watch sums the worker's own episodes.  ``on_cap`` tells the xdist
+    scheduler to start nothing more.
+    """
+
+    def __init__(self, cap: TokenCap, *, spent: Callable[[], Mapping[str, int]] | None = None,
+                 on_cap: Callable[[str], None] | None = None) -> None:
+        self.cap = cap
+        self.spent = spent
+        self.on_cap = on_cap
+        self.own: dict[str, int] = {}
+        self.session: pytest.Session | None = None
+        self.message: str | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        episodes = getattr(report, "prove_episodes", None)
+        if not episodes or self.message is not None:
+            return
+        for record in episodes:
+            add_tokens(self.own, record)
+        spent = self.spent() if self.spent is not None else self.own
+        message = self.cap.reached(spent)
+        if message is None:
+            return
+        self.message = message
+        if self.session is not None and not self.session.shouldstop:
+            self.session.shouldstop = message
+        if self.on_cap is not None:
+            self.on_cap(message)
+
+
+def cost_lines(run: Any, prices: Prices) -> list[str]:
+    """One line at the end of a session: the tokens the run used and their price."""
+    from .cost import cost_of
+
+    cost = cost_of(run, prices)
+    if not cost.models:
+        return []
+    models = ", ".join(m.model for m in cost.models)
+    price = "" if cost.price is None else f", {_money(cost.price)}"
+    line = (f"tokens: {cost.input:,} input and {cost.output:,} output in {cost.calls:,} calls "
+            f"({models}){price}")
+    if cost.unpriced and prices:
+        line += f"; no price declared for {', '.join(cost.unpriced)}"
+    return [line]
+
+
+def _money(value: float) -> str:
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def register(config: pytest.Config, session: Any | None) -> None:
+    """Watch the cap in this process: ``session`` is the controller's ProveSession, or None
+    on an xdist worker."""
+    cap = token_cap_of(config)
+    if session is None:
+        if cap:
+            config.pluginmanager.register(CapWatch(cap), "prove_cap")
+        return
+    session.prices = prices_of(config)
+    session.token_cap = cap
+    if not cap:
+        return
+
+    def on_cap(message: str) -> None:
+        session.capped = message
+        # Under xdist the controller's own session does not run items: tell the
+        # scheduler to start nothing more and to take back what workers have queued.
+        dsession = config.pluginmanager.get_plugin("dsession")
+        if dsession is not None:
+            if not getattr(dsession, "shouldstop", False):
+                dsession.shouldstop = message
+            stop = getattr(getattr(dsession, "sched", None), "prove_stop", None)
+            if stop is not None:
+                stop()
+
+    config.pluginmanager.register(CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap),
+                                  "prove_cap")

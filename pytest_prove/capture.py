@@ -1,0 +1,411 @@
+"""OpenTelemetry spans per episode, and the token usage they carry.
+
+``[capture]`` in a sweep spec, ``capture=`` on ``@prove.rollout``, or the ini options
+``prove_capture_*`` name instrumentors (entry point group ``opentelemetry_instrumentor``).
+They are switched on with a tracer provider of this session's own, whose
+:class:`EpisodeSpanProcessor` gives each span to the episode that was running when
+the span started: it reads the episode's log from its context variable, never from
+a global, so replicates running at once in threads or asyncio tasks keep their own.
+
+Stored spans keep no prompt or completion unless ``content = true``, and every stored
+value is cut to ``max_observation_bytes``.  Token usage is read from the GenAI
+semantic-convention attributes of each span.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, final
+
+import pytest
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+
+from .recording import EpisodeLog, current_log
+from .state import CAPTURE_KEY, PLAN_KEY
+
+__all__ = ["CaptureConfig", "CaptureError", "CaptureManager", "EpisodeSpanProcessor",
+           "add_options", "register", "span_record", "usage_of_span"]
+
+ENTRY_POINT_GROUP = "opentelemetry_instrumentor"
+DEFAULT_MAX_BYTES = 16384
+_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+#: Attribute names that hold prompts, completions, tool arguments and results.
+_CONTENT_PREFIXES = (
+    "gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
+    "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+    "gen_ai.tool.definitions", "llm.prompts", "llm.completions", "llm.input_messages",
+    "llm.output_messages", "input.value", "output.value", "traceloop.entity.input",
+    "traceloop.entity.output",
+)
+_CONTENT_SUFFIXES = (".content", ".message.content", ".body")
+
+
+class CaptureError(ValueError):
+    """A capture setting that cannot be used, naming where it was set and the fix."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CaptureConfig:
+    """What to capture: which instrumentors, whether content is kept, the byte bound."""
+
+    instrument: tuple[str, ...] = ()
+    content: bool = False
+    max_observation_bytes: int = DEFAULT_MAX_BYTES
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str) -> CaptureConfig:
+        unknown = sorted(set(data) - {"instrument", "content", "max_observation_bytes"})
+        if unknown:
+            raise CaptureError(f"{where}: unknown capture key {unknown[0]!r}; known keys: "
+                               "instrument, content, max_observation_bytes")
+        instrument = data.get("instrument", ())
+        if isinstance(instrument, str) or not isinstance(instrument, Sequence) or not all(
+                isinstance(n, str) and n for n in instrument):
+            raise CaptureError(f"{where}: instrument must be a list of instrumentor names, "
+                               f'e.g. ["openai_v2"]; got {instrument!r}')
+        content = data.get("content", False)
+        if not isinstance(content, bool):
+            raise CaptureError(f"{where}: content must be true or false, got {content!r}")
+        limit = data.get("max_observation_bytes", DEFAULT_MAX_BYTES)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 16:
+            raise CaptureError(f"{where}: max_observation_bytes must be a whole number >= 16, "
+                               f"got {limit!r}")
+        return cls(tuple(instrument), content, limit)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    parser.addini("prove_capture_instrument", "OpenTelemetry instrumentors to switch on for "
+                  "every rollout without its own capture (names of opentelemetry_instrumentor "
+                  "entry points)", type="args", default=[])
+    parser.addini("prove_capture_content", "keep prompts and completions in stored spans",
+                  type="bool", default=False)
+    parser.addini("prove_capture_max_observation_bytes", "the most bytes of any stored span "
+                  "value", default=str(DEFAULT_MAX_BYTES))
+
+
+def _ini_config(config: pytest.Config) -> CaptureConfig | None:
+    names = [str(n) for n in config.getini("prove_capture_instrument")]
+    if not names:
+        return None
+    raw = str(config.getini("prove_capture_max_observation_bytes"))
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"ini option prove_capture_max_observation_bytes: expected a "
+                                f"whole number, got {raw!r}") from None
+    try:
+        return CaptureConfig.from_mapping(
+            {"instrument": names, "content": bool(config.getini("prove_capture_content")),
+             "max_observation_bytes": limit}, "ini prove_capture_*")
+    except CaptureError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------
+# spans to records
+
+
+def _is_content(key: str) -> bool:
+    return key.startswith(_CONTENT_PREFIXES) or key.endswith(_CONTENT_SUFFIXES)
+
+
+def _bounded(value: object, limit: int) -> object:
+    """``value`` as stored: JSON-able, and at most ``limit`` bytes once encoded."""
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, Sequence):
+        items = [v if isinstance(v, str | int | float | bool) else str(v) for v in value]
+        encoded = json.dumps(items, ensure_ascii=False)
+        if len(encoded.encode()) <= limit:
+            return items
+        text = encoded
+    else:
+        text = str(value)
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    note = f"…[{len(data) - limit} more bytes]"
+    return data[: max(0, limit - len(note.encode()))].decode("utf-8", "ignore") + note
+
+
+def _attributes(attributes: Mapping[str, Any] | None, config: CaptureConfig) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, value in (attributes or {}).items():
+        if not config.content and _is_content(key):
+            continue
+        kept[key] = _bounded(value, config.max_observation_bytes)
+    return kept
+
+
+def span_record(span: ReadableSpan, config: CaptureConfig, started: float) -> dict[str, Any]:
+    """A span as stored with its episode (times in seconds from the episode's start)."""
+    context = span.context
+    parent = span.parent
+    start = (span.start_time or 0) / 1e9
+    end = (span.end_time or span.start_time or 0) / 1e9
+    record: dict[str, Any] = {
+        "name": _bounded(span.name, config.max_observation_bytes),
+        "span_id": f"{context.span_id:016x}" if context else None,
+        "parent_id": f"{parent.span_id:016x}" if parent else None,
+        "start": round(start - started, 6),
+        "duration": round(end - start, 6),
+        "status": span.status.status_code.name.lower(),
+        "attributes": _attributes(span.attributes, config),
+    }
+    if span.status.description:
+        record["status_message"] = _bounded(span.status.description,
+                                            config.max_observation_bytes)
+    if span.events:
+        record["events"] = [{"name": e.name, "attributes": _attributes(e.attributes, config)}
+                            for e in span.events]
+    return record
+
+
+def _int(attributes: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def usage_of_span(attributes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The token usage a span reports under the GenAI semantic conventions, if any."""
+    tokens_in = _int(attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+    tokens_out = _int(attributes, "gen_ai.usage.output_tokens",
+                      "gen_ai.usage.completion_tokens")
+    if tokens_in is None and tokens_out is None:
+        return None
+    request = attributes.get("gen_ai.request.model")
+    response = attributes.get("gen_ai.response.model")
+    model = request if isinstance(request, str) and request else (
+        response if isinstance(response, str) and response else "unknown")
+    return {"model": model, "input": tokens_in or 0, "output": tokens_out or 0,
+            "source": "span",
+            "response_model": response if isinstance(response, str) else None}
+
+
+@final
+class EpisodeSpanProcessor(SpanProcessor):
+    """Gives every span to the episode whose context it started in.
+
+    ``on_start`` reads the running episode's log from its context variable and keeps it
+    by span id until ``on_end``, so that a span ended from another context still
+    reaches the episode that started it.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[tuple[int, int], EpisodeLog] = {}
+        self._lock = threading.Lock()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        log = current_log()
+        if log is None or not isinstance(log.capture, CaptureConfig) or span.context is None:
+            return
+        with self._lock:
+            self._owners[(span.context.trace_id, span.context.span_id)] = log
+
+    def on_end(self, span: ReadableSpan) -> None:
+        log: EpisodeLog | None = None
+        if span.context is not None:
+            with self._lock:
+                log = self._owners.pop((span.context.trace_id, span.context.span_id), None)
+        if log is None:
+            log = current_log()
+        if log is None or not isinstance(log.capture, CaptureConfig):
+            return
+        attributes = dict(span.attributes or {})
+        usage = usage_of_span(attributes)
+        if usage is not None:
+            log.usage.append(usage)
+        log.spans.append(span_record(span, log.capture, _wall_start(log)))
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._owners.clear()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _wall_start(log: EpisodeLog) -> float:
+    # EpisodeLog.started is perf_counter time; spans carry wall-clock nanoseconds.
+    import time
+
+    return time.time() - (time.perf_counter() - log.started)
+
+
+# ---------------------------------------------------------------------------
+# switching instrumentors on, per process
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@final
+class CaptureManager:
+    """One per process (registered as ``prove_capture``): switches instrumentors on when
+    the first item that asks for them runs, and off at the end of the session.
+
+    On the controller (``session`` given) it also collects what every process
+    reports: which instrumentors run and why the others do not.
+    """
+
+    def __init__(self, config: pytest.Config, session: Any | None = None) -> None:
+        self.config = config
+        self.session = session
+        self.default = _ini_config(config)
+        self.provider: TracerProvider | None = None
+        self.active: dict[str, Any] = {}
+        self.missing: dict[str, str] = {}
+        self._env_set = False
+        self._announced: set[str] = set()
+        self._reported: tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None = None
+
+    # ---- every process
+
+    def config_for(self, declaration: Any) -> CaptureConfig | None:
+        capture = getattr(declaration, "capture", None)
+        if capture is None:
+            return self.default
+        if isinstance(capture, CaptureConfig):
+            return capture
+        label = declaration.rollout_id or "the rollout"
+        try:
+            return CaptureConfig.from_mapping(capture, f"capture of {label}")
+        except CaptureError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def ensure(self, config: CaptureConfig) -> None:
+        names = [n for n in config.instrument if n not in self.active and n not in self.missing]
+        if not names:
+            return
+        if self.provider is None:
+            self.provider = TracerProvider()
+            self.provider.add_span_processor(EpisodeSpanProcessor())
+        if config.content and _CONTENT_ENV not in os.environ:
+            os.environ[_CONTENT_ENV] = "true"
+            self._env_set = True
+        points = _entry_points()
+        for name in names:
+            point = points.get(name)
+            if point is None:
+                known = ", ".join(sorted(points)) or "none installed"
+                self.missing[name] = (f"not installed: no {ENTRY_POINT_GROUP} entry point named "
+                                      f"{name!r} (installed: {known})")
+                continue
+            try:
+                instrumentor = point.load()()
+                instrumentor.instrument(tracer_provider=self.provider,
+                                        raise_exception_on_conflict=True)
+            except Exception as exc:  # any failure is reported, never fatal
+                self.missing[name] = f"cannot be switched on: {type(exc).__name__}: {exc}"[:500]
+                continue
+            self.active[name] = instrumentor
+
+    def stop(self) -> None:
+        for instrumentor in self.active.values():
+            with contextlib.suppress(Exception):  # switching off must not fail a session
+                instrumentor.uninstrument()
+        self.active.clear()
+        if self.provider is not None:
+            self.provider.shutdown()
+            self.provider = None
+        if self._env_set:
+            os.environ.pop(_CONTENT_ENV, None)
+            self._env_set = False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is None:
+            return
+        config = self.config_for(plan.declaration)
+        if config is None or not config.instrument:
+            return
+        self.ensure(config)
+        item.stash[CAPTURE_KEY] = config
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if call.when == "setup" and CAPTURE_KEY in item.stash:
+            state = (tuple(sorted(self.active)), tuple(sorted(self.missing.items())))
+            if state != self._reported:
+                # Sent whenever it changes, so that the controller can tell the user.
+                self._reported = state
+                report.prove_capture = {"instrumented": sorted(self.active),
+                                        "missing": dict(self.missing)}
+        return report
+
+    def pytest_sessionfinish(self) -> None:
+        self.stop()
+
+    def pytest_unconfigure(self) -> None:
+        self.stop()
+
+    # ---- the controller
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        status = getattr(report, "prove_capture", None)
+        if status is None or self.session is None:
+            return
+        manifest = self.session.writer.manifest.setdefault(
+            "capture", {"instrumented": [], "missing": {}})
+        manifest["instrumented"] = sorted(set(manifest["instrumented"])
+                                          | set(status["instrumented"]))
+        manifest["missing"].update(status["missing"])
+        new = [n for n in [*status["instrumented"], *status["missing"]]
+               if n not in self._announced]
+        if new:
+            self._announced.update(new)
+            self._write(start_lines(status))
+        self.session.capture_lines = end_lines(manifest)
+
+    def _write(self, lines: list[str]) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        reporter.ensure_newline()
+        for line in lines:
+            reporter.write_line(line)
+
+
+def start_lines(status: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if status["instrumented"]:
+        lines.append(f"pytest-prove capture: spans of {', '.join(status['instrumented'])} "
+                     "stored with each episode")
+    for name, why in status["missing"].items():
+        lines.append(f"pytest-prove capture: instrumentor {name!r} is {why}; the run goes "
+                     "on without its spans")
+    return lines
+
+
+def end_lines(manifest: Mapping[str, Any]) -> list[str]:
+    missing = manifest.get("missing") or {}
+    if not missing:
+        return []
+    return [f"capture: instrumentor {name!r} did not run ({why.split(':')[0]}); "
+            f"episodes have no spans from it, see the manifest's capture.missing"
+            for name, why in missing.items()]
+
+
+def register(config: pytest.Config, session: Any | None = None) -> None:
+    manager = CaptureManager(config, session)
+    if session is not None:
+        session.capture_lines = []
+    config.pluginmanager.register(manager, "prove_capture")

@@ -1,0 +1,556 @@
+"""What runs cost: tokens by model, priced from prices the user declares, and plans.
+
+Pure: it reads :class:`~pytest_prove.store.Run` objects (or their episode records)
+and returns result objects; the ``format_*`` functions turn those into plain lines.
+There is no built-in price list: a price is what the user declared, per model, per
+million input and per million output tokens.
+
+Prices are declared in ini (``prove_prices``, one ``MODEL = INPUT OUTPUT`` a line)
+or in ``pyproject.toml`` as ``[tool.pytest-prove.prices]``, ``MODEL = [INPUT, OUTPUT]``.
+"""
+
+from __future__ import annotations
+
+import configparser
+import math
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, final
+
+from .spec import condition_label
+from .store import Run
+
+__all__ = [
+    "ConditionCost",
+    "CostComparison",
+    "ModelUsage",
+    "PlanEstimate",
+    "Price",
+    "PriceError",
+    "Prices",
+    "RunCost",
+    "compare_costs",
+    "cost_of",
+    "estimate_plan",
+    "find_prices",
+    "format_comparison",
+    "format_cost",
+    "format_plan",
+    "parse_price_lines",
+    "tokens_of",
+]
+
+
+class PriceError(ValueError):
+    """A price declaration that cannot be read, with where it is and the fix."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What a model costs, in money per million input and per million output tokens."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def of(self, input_tokens: float, output_tokens: float) -> float:
+        return (input_tokens * self.input_per_million
+                + output_tokens * self.output_per_million) / 1e6
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Declared prices by model, and where they were declared."""
+
+    by_model: Mapping[str, Price] = field(default_factory=dict)
+    source: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.by_model)
+
+    def for_model(self, model: str) -> Price | None:
+        """The price of ``model``: its own, or that of the longest declared name it extends.
+
+        Providers answer with dated names (``gpt-4.1-mini-2025-04-14``); a price declared
+        for ``gpt-4.1-mini`` covers them, and ``gpt-4.1`` does not take ``gpt-4.1-mini``.
+        """
+        if model in self.by_model:
+            return self.by_model[model]
+        best = max((name for name in self.by_model if model.startswith(name + "-")),
+                   key=len, default=None)
+        return None if best is None else self.by_model[best]
+
+    def to_json(self) -> dict[str, list[float]]:
+        return {m: [p.input_per_million, p.output_per_million]
+                for m, p in sorted(self.by_model.items())}
+
+
+def _price(model: str, values: Sequence[object], where: str) -> Price:
+    if len(values) != 2:
+        raise PriceError(f"{where}: the price of {model!r} needs two numbers, per million input "
+                         f"and per million output tokens, e.g. '{model} = 0.40 1.60'; got "
+                         f"{list(values)!r}")
+    numbers: list[float] = []
+    for value in values:
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise PriceError(f"{where}: the price of {model!r} must be numbers, got "
+                             f"{value!r}") from None
+        if not math.isfinite(number) or number < 0:
+            raise PriceError(f"{where}: the price of {model!r} must be >= 0, got {value!r}")
+        numbers.append(number)
+    return Price(numbers[0], numbers[1])
+
+
+def parse_price_lines(lines: Iterable[str], where: str) -> Prices:
+    """Read ``MODEL = INPUT OUTPUT`` lines (blank lines and ``#`` comments skipped)."""
+    found: dict[str, Price] = {}
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        model, sep, rest = line.partition("=")
+        model = model.strip()
+        if not sep or not model:
+            raise PriceError(f"{where}: cannot read the price line {raw.strip()!r}; write "
+                             "'MODEL = INPUT OUTPUT' in money per million tokens, e.g. "
+                             "'gpt-4.1-mini = 0.40 1.60'")
+        found[model] = _price(model, rest.replace(",", " ").split(), where)
+    return Prices(found, where if found else None)
+
+
+def _from_pyproject(path: Path) -> Prices:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise PriceError(f"{path}: cannot read the prices: {exc}") from None
+    table = data.get("tool", {}).get("pytest-prove", {}).get("prices")
+    if table is not None:
+        where = f"{path} [tool.pytest-prove.prices]"
+        if not isinstance(table, dict):
+            raise PriceError(f"{where} must be a table of MODEL = [INPUT, OUTPUT]")
+        found = {}
+        for model, value in table.items():
+            if not isinstance(value, list):
+                raise PriceError(f"{where}: {model} must be [INPUT, OUTPUT] per million tokens, "
+                                 f"got {value!r}")
+            found[str(model)] = _price(str(model), value, where)
+        return Prices(found, where)
+    lines = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("prove_prices")
+    if lines is None:
+        return Prices()
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    return parse_price_lines([str(x) for x in lines], f"{path} prove_prices")
+
+
+def _from_ini(path: Path, section: str) -> Prices | None:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (OSError, configparser.Error) as exc:
+        raise PriceError(f"{path}: cannot read the prices: {exc}") from None
+    if not parser.has_section(section):
+        return None
+    text = parser.get(section, "prove_prices", fallback=None)
+    return Prices() if text is None else parse_price_lines(text.splitlines(),
+                                                           f"{path} prove_prices")
+
+
+def find_prices(start: Path) -> Prices:
+    """The prices declared in the pytest configuration nearest ``start``, as pytest finds it.
+
+    The first of ``pytest.ini``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg`` in
+    ``start`` or a parent that holds a pytest configuration wins.
+    """
+    for folder in (start, *start.parents):
+        ini = folder / "pytest.ini"
+        if ini.is_file():
+            return _from_ini(ini, "pytest") or Prices()
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            prices = _from_pyproject(pyproject)
+            if prices:
+                return prices
+        for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+            path = folder / name
+            if path.is_file():
+                found = _from_ini(path, section)
+                if found is not None:
+                    return found
+    return Prices()
+
+
+# ---------------------------------------------------------------------------
+# usage of stored episodes
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """Tokens of one model: in, out, calls, and their price if one is declared."""
+
+    model: str
+    input: int
+    output: int
+    calls: int
+    price: float | None
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ConditionCost:
+    """One condition of one rollout: its episodes and what they used."""
+
+    rollout: str
+    condition_key: str
+    label: str
+    episodes: int
+    models: tuple[ModelUsage, ...]
+
+    @property
+    def input(self) -> int:
+        return sum(m.input for m in self.models)
+
+    @property
+    def output(self) -> int:
+        return sum(m.output for m in self.models)
+
+    @property
+    def price(self) -> float | None:
+        return _sum_prices(self.models)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RunCost:
+    """What a run used: per model, per condition, and per episode."""
+
+    run: str
+    status: str
+    episodes: int
+    with_tokens: int
+    models: tuple[ModelUsage, ...]
+    conditions: tuple[ConditionCost, ...]
+    per_episode: Mapping[tuple[str, str, int], tuple[int, int]]
+    prices: Prices
+    unpriced: tuple[str, ...]
+
+    @property
+    def input(self) -> int:
+        return sum(m.input for m in self.models)
+
+    @property
+    def output(self) -> int:
+        return sum(m.output for m in self.models)
+
+    @property
+    def calls(self) -> int:
+        return sum(m.calls for m in self.models)
+
+    @property
+    def price(self) -> float | None:
+        return _sum_prices(self.models)
+
+
+def _sum_prices(models: Iterable[ModelUsage]) -> float | None:
+    prices = [m.price for m in models]
+    if not prices or any(p is None for p in prices):
+        return None
+    return sum(p for p in prices if p is not None)
+
+
+def tokens_of(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """An episode's tokens by model ({} when it recorded none)."""
+    tokens = record.get("tokens") or {}
+    by_model = tokens.get("by_model") or {}
+    return {str(m): {"input": int(u.get("input", 0)), "output": int(u.get("output", 0)),
+                     "calls": int(u.get("calls", 0))} for m, u in by_model.items()}
+
+
+def _models(totals: Mapping[str, Mapping[str, int]], prices: Prices) -> tuple[ModelUsage, ...]:
+    out = []
+    for model in sorted(totals):
+        t = totals[model]
+        price = prices.for_model(model)
+        out.append(ModelUsage(model, t["input"], t["output"], t["calls"],
+                              None if price is None else price.of(t["input"], t["output"])))
+    return tuple(out)
+
+
+def _add(into: dict[str, dict[str, int]], by_model: Mapping[str, Mapping[str, int]]) -> None:
+    for model, use in by_model.items():
+        entry = into.setdefault(model, {"input": 0, "output": 0, "calls": 0})
+        for key in ("input", "output", "calls"):
+            entry[key] += use[key]
+
+
+def cost_of(run: Run, prices: Prices) -> RunCost:
+    """Sum a run's tokens by model and by condition, priced where a price is declared."""
+    totals: dict[str, dict[str, int]] = {}
+    per_condition: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    labels: dict[tuple[str, str], str] = {}
+    per_episode: dict[tuple[str, str, int], tuple[int, int]] = {}
+    with_tokens = 0
+    for record in run.episodes:
+        key = (str(record["rollout"]), str(record["condition_key"]))
+        counts[key] = counts.get(key, 0) + 1
+        labels.setdefault(key, condition_label(dict(record.get("condition") or {})))
+        by_model = tokens_of(record)
+        if by_model:
+            with_tokens += 1
+        _add(totals, by_model)
+        _add(per_condition.setdefault(key, {}), by_model)
+        per_episode[(key[0], key[1], int(record["replicate"]))] = (
+            sum(u["input"] for u in by_model.values()),
+            sum(u["output"] for u in by_model.values()))
+    conditions = tuple(
+        ConditionCost(rollout=k[0], condition_key=k[1], label=labels[k], episodes=counts[k],
+                      models=_models(per_condition.get(k, {}), prices))
+        for k in sorted(counts))
+    models = _models(totals, prices)
+    return RunCost(run=run.name, status=run.status, episodes=len(run.episodes),
+                   with_tokens=with_tokens, models=models, conditions=conditions,
+                   per_episode=per_episode, prices=prices,
+                   unpriced=tuple(m.model for m in models if m.price is None))
+
+
+# ---------------------------------------------------------------------------
+# two runs
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CostComparison:
+    """Two runs' costs side by side, and the ratio per episode on the shared episodes."""
+
+    before: RunCost
+    after: RunCost
+    shared: int
+    ratios: tuple[float, ...]  # after / before, input + output tokens, per shared episode
+
+    @property
+    def median_ratio(self) -> float | None:
+        if not self.ratios:
+            return None
+        ordered = sorted(self.ratios)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+    @property
+    def total_ratio(self) -> float | None:
+        before = self.before.input + self.before.output
+        return None if before == 0 else (self.after.input + self.after.output) / before
+
+    @property
+    def price_ratio(self) -> float | None:
+        a, b = self.after.price, self.before.price
+        return None if a is None or b is None or b == 0 else a / b
+
+
+def compare_costs(before: RunCost, after: RunCost) -> CostComparison:
+    """Match episodes by (rollout, condition, replicate) and take after/before per episode."""
+    ratios = []
+    shared = 0
+    for key, (b_in, b_out) in before.per_episode.items():
+        if key not in after.per_episode:
+            continue
+        shared += 1
+        a_in, a_out = after.per_episode[key]
+        if b_in + b_out > 0:
+            ratios.append((a_in + a_out) / (b_in + b_out))
+    return CostComparison(before, after, shared, tuple(ratios))
+
+
+# ---------------------------------------------------------------------------
+# a plan from an earlier run
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PlannedCondition:
+    rollout: str
+    condition_key: str
+    replicates: int
+    input: float  # expected tokens over the planned replicates
+    output: float
+    price: float | None
+    measured: bool  # False: the earlier run did not run it; its rollout's mean stands in
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PlanEstimate:
+    """Expected tokens and price of a sweep, from per-condition means of an earlier run."""
+
+    source: str
+    episodes: int
+    input: float
+    output: float
+    price: float | None
+    conditions: tuple[PlannedCondition, ...]
+    unpriced: tuple[str, ...]
+    unknown: tuple[str, ...]  # rollouts the earlier run has no episode of
+
+
+def _means(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    totals: dict[str, dict[str, int]] = {}
+    for record in records:
+        _add(totals, tokens_of(record))
+    n = len(records)
+    return {m: (t["input"] / n, t["output"] / n) for m, t in totals.items()} if n else {}
+
+
+def estimate_plan(source: Run, planned: Mapping[str, tuple[Iterable[str], int]],
+                  prices: Prices) -> PlanEstimate:
+    """Tokens and price of running ``planned`` ({rollout: (condition keys, replicates)}).
+
+    Each condition is expected to use what its episodes used on average in ``source``
+    (episodes that ended with an error included: they were paid for too); a condition
+    ``source`` did not run takes its rollout's mean over every condition.
+    """
+    by_condition: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    by_rollout: dict[str, list[Mapping[str, Any]]] = {}
+    for record in source.episodes:
+        by_condition.setdefault((str(record["rollout"]), str(record["condition_key"])),
+                                []).append(record)
+        by_rollout.setdefault(str(record["rollout"]), []).append(record)
+    rows: list[PlannedCondition] = []
+    unpriced: set[str] = set()
+    unknown: list[str] = []
+    for rollout, (keys, replicates) in planned.items():
+        if rollout not in by_rollout:
+            unknown.append(rollout)
+        for key in keys:
+            records = by_condition.get((rollout, key))
+            measured = records is not None
+            means = _means(records if records is not None else by_rollout.get(rollout, []))
+            price: float | None = 0.0
+            for model, (mean_in, mean_out) in means.items():
+                p = prices.for_model(model)
+                if p is None:
+                    unpriced.add(model)
+                    price = None
+                elif price is not None:
+                    price += p.of(mean_in, mean_out) * replicates
+            rows.append(PlannedCondition(
+                rollout, key, replicates,
+                input=sum(m[0] for m in means.values()) * replicates,
+                output=sum(m[1] for m in means.values()) * replicates,
+                price=price, measured=measured))
+    prices_known = [r.price for r in rows]
+    return PlanEstimate(
+        source=source.name, episodes=sum(r.replicates for r in rows),
+        input=sum(r.input for r in rows), output=sum(r.output for r in rows),
+        price=None if any(p is None for p in prices_known) else sum(
+            p for p in prices_known if p is not None),
+        conditions=tuple(rows), unpriced=tuple(sorted(unpriced)), unknown=tuple(unknown))
+
+
+# ---------------------------------------------------------------------------
+# rendering
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "no price"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _price_note(prices: Prices, unpriced: Sequence[str]) -> list[str]:
+    if not prices:
+        return ["prices: none declared; declare them per million tokens in ini prove_prices "
+                "('MODEL = INPUT OUTPUT') or pyproject [tool.pytest-prove.prices]"]
+    lines = [f"prices: per million input/output tokens, from {prices.source}"]
+    if unpriced:
+        lines.append(f"no price declared for {', '.join(unpriced)}; add "
+                     f"'{unpriced[0]} = INPUT OUTPUT' to prove_prices")
+    return lines
+
+
+def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
+    """The cost of one run: the total first, then by model, by condition, per episode."""
+    if not cost.models:
+        return [f"run {cost.run!r}: no episode recorded token usage ({cost.episodes} episodes)",
+                "next: report usage with prove.usage(model, input, output), or name an "
+                "OpenTelemetry instrumentor in [capture] instrument"]
+    per = cost.episodes or 1
+    lines = [
+        f"run {cost.run!r} ({cost.status}): {_n(cost.input)} input and {_n(cost.output)} "
+        f"output tokens in {_n(cost.calls)} calls over {cost.episodes} episodes, "
+        f"{_money(cost.price)}",
+        f"per episode: {_n(cost.input / per)} input, {_n(cost.output / per)} output, "
+        f"{_money(None if cost.price is None else cost.price / per)}",
+        "by model:",
+    ]
+    width = max(len(m.model) for m in cost.models)
+    for m in cost.models:
+        lines.append(f"  {m.model:<{width}}  {_n(m.input):>12} in  {_n(m.output):>10} out  "
+                     f"{_n(m.calls):>7} calls  {_money(m.price)}")
+    lines.append("by condition (per episode):")
+    width = max(len(c.label) for c in cost.conditions)
+    multi = len({c.rollout for c in cost.conditions}) > 1
+    for c in cost.conditions:
+        label = f"{c.rollout} {c.label}" if multi else c.label
+        n = c.episodes or 1
+        lines.append(f"  {label:<{width}}  {_n(c.input / n):>9} in  {_n(c.output / n):>7} out  "
+                     f"{_money(None if c.price is None else c.price / n)}  ({c.episodes} "
+                     "episodes)")
+    if cost.with_tokens < cost.episodes:
+        lines.append(f"{cost.episodes - cost.with_tokens} episode(s) recorded no tokens")
+    lines.extend(_price_note(cost.prices, cost.unpriced))
+    return lines
+
+
+def format_comparison(comparison: CostComparison) -> list[str]:
+    """Two runs: what the second costs relative to the first, then each run's figures."""
+    before, after = comparison.before, comparison.after
+    lines: list[str] = []
+    ratio = comparison.median_ratio
+    if ratio is None:
+        lines.append(f"runs {before.run!r} and {after.run!r} share no episode with tokens, so "
+                     "no per-episode ratio")
+    else:
+        lines.append(f"{after.run!r} uses {ratio:.2f}x the tokens of {before.run!r} per "
+                     f"episode (median over {len(comparison.ratios)} shared episodes; "
+                     f"{min(comparison.ratios):.2f}x to {max(comparison.ratios):.2f}x)")
+    if comparison.price_ratio is not None:
+        b, a = before.price, after.price
+        assert a is not None and b is not None
+        per_b, per_a = b / (before.episodes or 1), a / (after.episodes or 1)
+        lines.append(f"price per episode {_money(per_b)} -> {_money(per_a)} "
+                     f"({(per_a - per_b) / per_b:+.0%})" if per_b else
+                     f"price per episode {_money(per_b)} -> {_money(per_a)}")
+    for cost in (before, after):
+        lines.append("")
+        lines.extend(format_cost(cost))
+    return lines
+
+
+def format_plan(plan: PlanEstimate, prices: Prices) -> list[str]:
+    """The expected cost of a sweep, with what it rests on."""
+    lines = [f"expected cost: {_n(plan.input)} input and {_n(plan.output)} output tokens over "
+             f"{plan.episodes:,} episodes, {_money(plan.price)} (per-condition means of run "
+             f"{plan.source!r})"]
+    guessed = [c for c in plan.conditions if not c.measured]
+    if guessed:
+        lines.append(f"{len(guessed)} condition(s) did not run in {plan.source!r}; their "
+                     "rollout's mean stands in")
+    if plan.unknown:
+        lines.append(f"no episode of {', '.join(plan.unknown)} in {plan.source!r}: counted "
+                     "as 0 tokens")
+    lines.extend(_price_note(prices, plan.unpriced)[1:] if prices else _price_note(prices, ()))
+    return lines
