@@ -118,10 +118,10 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         for record in run.episodes:
             key = (str(record["rollout"]), str(record["condition_key"]))
             conditions.setdefault(key, record.get("condition") or {})
+            arms = grouped[key]  # the condition exists even when nothing had an outcome
             if _has_outcome(record):
-                grouped[key][arm][int(record["replicate"])] = record
+                arms[arm][int(record["replicate"])] = record
             else:
-                grouped[key]  # noqa: B018 - the condition exists even with no outcome
                 left_out[f"{_left_out_reason(record)} ({arm})"] += 1
 
     chosen = tuple(events) if events else ()
@@ -165,7 +165,8 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                 used_events.append(event)
             worse_when = declaration.worse_when(event)
             if paired:
-                both = sum(1 for r in twins if b[r]["outcome"] == event and a[r]["outcome"] == event)
+                both = sum(1 for r in twins
+                           if b[r]["outcome"] == event and a[r]["outcome"] == event)
                 before_only = sum(1 for r in twins
                                   if b[r]["outcome"] == event and a[r]["outcome"] != event)
                 after_only = sum(1 for r in twins

@@ -62,7 +62,8 @@ def check_meta(meta: object) -> dict[str, Any]:
         json.dumps(meta, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise RolloutContractError(
-            f"Episode meta must be JSON-serialisable (str, int, float, bool, None, list, dict): {exc}"
+            "Episode meta must be JSON-serialisable (str, int, float, bool, None, list, "
+            f"dict): {exc}"
         ) from None
     case_id = meta.get("case_id")
     if case_id is not None and (isinstance(case_id, bool) or not isinstance(case_id, str | int)):

@@ -49,7 +49,7 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                         capture=item.stash.get(CAPTURE_KEY, None))
     item.stash[RESULTS_KEY] = [r.record for r in results]
-    raised = [r.exception for r in results if r.exception is not None]
+    raised = [r.exception for r in results if isinstance(r.exception, Exception)]
     broken = [r.contract_error for r in results if r.contract_error is not None]
     if raised:
         if len(raised) == 1:

@@ -23,12 +23,12 @@ from .state import PLAN_KEY, SETTINGS_KEY, ItemPlan
 __all__ = [
     "PLAN_KEY",
     "ItemPlan",
-    "function_items",
     "RolloutItem",
     "SpecFile",
     "block_id",
     "blocks",
     "condition_id",
+    "function_items",
 ]
 
 

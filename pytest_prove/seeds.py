@@ -31,7 +31,8 @@ def derive_seed(salt: str, rollout_id: str, condition_key: str, replicate: int) 
     """
     if replicate < 0:
         raise ValueError(f"replicate must be >= 0, got {replicate}")
-    for name, part in (("salt", salt), ("rollout id", rollout_id), ("condition key", condition_key)):
+    parts = (("salt", salt), ("rollout id", rollout_id), ("condition key", condition_key))
+    for name, part in parts:
         if _SEP in part:
             raise ValueError(f"the {name} {part!r} contains the reserved character U+001F")
     text = _SEP.join((salt, rollout_id, condition_key, str(int(replicate))))

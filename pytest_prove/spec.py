@@ -11,16 +11,11 @@ import itertools
 import json
 import math
 import re
-import sys
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, final
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the package needs 3.11, tomli only where tomllib is missing
-    import tomli as tomllib
 
 __all__ = [
     "Axis",
@@ -305,9 +300,9 @@ def load_spec(path: Path) -> SweepSpec:
         raise SpecError(f"{where('capture')}: [capture] must be a table")
     try:
         declaration = Declaration(
-            failures=_seq(declare.get("failures")),
-            successes=_seq(declare.get("successes")),
-            outcomes=_seq(declare.get("outcomes")),
+            failures=tuple(_seq(declare.get("failures"))),
+            successes=tuple(_seq(declare.get("successes"))),
+            outcomes=tuple(_seq(declare.get("outcomes"))),
             replicates=data.get("replicates", 100),
             t_unit=data.get("t_unit"),
             concurrency=data.get("concurrency"),

@@ -13,6 +13,7 @@ Readers tolerate a truncated last line (a session killed mid-write) and say so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -96,10 +97,8 @@ def _atomic_write(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
@@ -341,7 +340,7 @@ class Store:
         check_name(name)
         for directory, manifest in reversed(runs):
             if manifest.get("name") == name or manifest.get("run_id") == name:
-                return directory
+                return Path(directory)
         known = sorted({str(m.get("name")) for _, m in runs})
         listed = ", ".join(known[-12:]) if known else "none yet"
         raise StoreError(

@@ -23,7 +23,8 @@ def test_decorator_collects_cells_times_replicates(bot: pytest.Pytester) -> None
 def test_replicate_ids_are_padded_to_the_sweep(bot: pytest.Pytester) -> None:
     result = bot.runpytest("--collect-only", "-q", "--prove-replicates", "1200", "-k",
                            "refund and r0017")
-    result.stdout.fnmatch_lines(["test_bot.py::test_bot[refund-r0017]", "*1/2400 tests collected (2399 deselected)*"])
+    result.stdout.fnmatch_lines(["test_bot.py::test_bot[refund-r0017]",
+                                 "*1/2400 tests collected (2399 deselected)*"])
 
 
 def test_k_selects_conditions_and_replicates(bot: pytest.Pytester) -> None:

@@ -13,13 +13,14 @@ from .conftest import INI, load
 
 def _rollout(pytester: pytest.Pytester, body: str, **decl: str) -> None:
     pytester.makeini(INI)
-    args = ", ".join(f"{k}={v}" for k, v in decl.items())
+    args = "".join(f", {k}={v}" for k, v in decl.items())
     pytester.makepyfile(test_r=textwrap.dedent(
         f"""
         import pytest
         import pytest_prove as prove
 
-        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"]{', ' if args else ''}{args})
+        @prove.rollout(replicates=2, failures=["unresolved"],
+                       successes=["resolved"]{args})
         @pytest.mark.parametrize("ticket", ["refund"])
         def test_r(ticket, prove_seed):
         {textwrap.indent(textwrap.dedent(body), '    ')}
