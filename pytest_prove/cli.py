@@ -304,7 +304,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
     summary = _manifest_line(m, _label_of(run), run.run_id, len(run.episodes))
     out.document("show", {
         **summary, "ended": m.get("ended"), "salt": run.salt, "path": str(run.path),
-        "git_commit": m.get("git_commit"), "command": m.get("command"),
+        "git_commit": m.get("git_commit"), "command_line": m.get("command"),
         "packages": m.get("packages"), "episodes_read": len(run.episodes),
         "outcomes": dict(outcomes), "by_condition": {k: dict(v) for k, v in
                                                      by_condition.items()},

@@ -74,6 +74,15 @@ def _fail_on(text: str) -> frozenset[str]:
     return words
 
 
+def _report_path(text: str) -> Path:
+    """A report file whose suffix names its kind (issue 4: --prove-report)."""
+    path = Path(text)
+    if path.suffix.lower() not in (".html", ".htm", ".md", ".json"):
+        raise argparse.ArgumentTypeError(
+            f"expected a file ending in .html, .md or .json, got {text!r}")
+    return path
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("prove", "pytest-prove: did this change make the agent fail more?")
     group.addoption("--prove-store", metavar="DIR", default=None,
@@ -110,6 +119,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-allow-underpowered", action="store_true", default=None,
                     help="run even when the design check says a condition could not see "
                          "--prove-max-mde")
+    group.addoption("--prove-report", metavar="PATH", type=_report_path, default=None,
+                    help="write the comparison as a report: .html (self-contained), .md or "
+                         ".json")
     parser.addini("prove_store", "folder of runs and baselines (relative to rootdir)",
                   default=".prove")
     parser.addini("prove_specs", "sweep spec files to collect besides prove_*.toml",

@@ -239,12 +239,37 @@ class ProveSession:
                 outcome.failed_gate = False
         outcome.notes = tuple(notes)
         self.outcome = outcome
+        self._write_report(outcome)
         if self.capped is not None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if (outcome.refusal is not None or outcome.failed_gate
                 or any(n.startswith("not saved") for n in notes)):
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    # ---- reports (issue 4): --prove-report, and GitHub's step summary when it is set
+
+    def _write_report(self, outcome: Outcome) -> None:
+        path = self.config.getoption("prove_report", None)
+        if (outcome.comparison is None or outcome.prepared is None or outcome.run is None
+                or self.baseline is None):
+            if path is not None:
+                outcome.notes += (f"no report written to {path}: nothing was compared (a "
+                                  "report needs --prove-baseline NAME)",)
+            return
+        from .cli import report_context
+        from .report.json import write_report
+        from .report.markdown import append_step_summary, render_markdown
+
+        context = report_context(self.baseline, outcome.run, outcome.prepared)
+        if path is not None:
+            try:
+                written = write_report(Path(path), outcome.comparison, context)
+            except (OSError, ValueError) as exc:
+                outcome.notes += (f"report not written to {path}: {exc}",)
+            else:
+                outcome.notes += (f"report written to {_rel(written)}",)
+        append_step_summary(render_markdown(outcome.comparison, context))
 
     def _save(self, name: str, run: Run, *, replace: bool) -> str:
         if run.status != "complete":

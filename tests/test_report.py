@@ -1,0 +1,113 @@
+"""``--prove-report`` and the CI step summary, from pytest; the renderers' escaping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_prove.report.html import render_html
+from pytest_prove.report.json import ReportContext, comparison_document
+from pytest_prove.report.markdown import render_markdown
+from pytest_prove.stats import RowInput, compare
+
+
+def _baseline(bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_REPLICATES", "20")
+    bot.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base").assert_outcomes(
+        passed=40)
+
+
+# The command line's tests write every kind from stored runs; here pytest writes one.
+@pytest.mark.parametrize("suffix", [".json"])
+def test_prove_report_is_written_after_the_comparison(
+        bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    _baseline(bot, monkeypatch)
+    summary = bot.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("REFUND_FAIL", "0.8")
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
+                           "--prove-report", f"out/report{suffix}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the worse verdict fails the session
+    result.stdout.fnmatch_lines(["worse: 1 condition got worse*",
+                                 f"report written to out*report{suffix}"])
+    text = (bot.path / "out" / f"report{suffix}").read_text()
+    if suffix == ".json":
+        doc = json.loads(text)
+        assert doc["schema_version"] == 1 and doc["verdict"] == "worse"
+        assert doc["before"] == "baseline:base"
+    elif suffix == ".md":
+        assert text.startswith("### pytest-prove: worse")
+    else:
+        assert "<table class=\"grid\" role=\"grid\"" in text
+    assert summary.read_text().startswith("### pytest-prove: worse")
+
+
+def test_prove_report_without_a_baseline_says_why(bot: pytest.Pytester,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_REPLICATES", "5")
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report", "r.html")
+    result.stdout.fnmatch_lines(["no report written to r.html: nothing was compared*"])
+    assert not (bot.path / "r.html").exists()
+
+
+def test_prove_report_suffix_is_checked_at_the_door(bot: pytest.Pytester) -> None:
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report", "r.pdf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*expected a file ending in .html, .md or .json, got 'r.pdf'*"])
+
+
+def _hostile() -> tuple[ReportContext, object]:
+    label = "ticket=<b>x</b>|y"
+    comparison = compare([
+        RowInput(label, "unresolved", "rise", 2, 50, 30, 50),
+        RowInput("ticket=plain", "unresolved", "rise", 5, 50, 6, 50),
+    ])
+    context = ReportContext(
+        before="base", after="</script><script>alert(1)</script>",
+        axes={label: {"ticket": "<b>x</b>|y"}, "ticket=plain": {"ticket": "plain"}},
+        cases={label: "<script>alert('case')</script>"},
+    )
+    return context, comparison
+
+
+def test_html_escapes_everything_a_rollout_wrote() -> None:
+    context, comparison = _hostile()
+    page = render_html(comparison, context)  # type: ignore[arg-type]
+    assert "<script>alert" not in page
+    assert "<b>x</b>" not in page
+    assert "&lt;script&gt;alert(&#x27;case&#x27;)&lt;/script&gt;" in page
+    data = page.split('<script type="application/json" id="prove-data">', 1)[1]
+    data = data.split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+    assert "\\u003cscript\\u003ealert('case')" in data
+    # Colour marks the flagged row only.
+    assert page.count('class="cell worse') == 1 and 'class="cell "' in page
+
+
+def test_markdown_and_json_escape_and_carry_the_schema() -> None:
+    context, comparison = _hostile()
+    text = render_markdown(comparison, context, verbose=True)  # type: ignore[arg-type]
+    assert "<script>" not in text and "<b>" not in text
+    assert "ticket=&lt;b&gt;x&lt;/b&gt;\\|y" in text
+    doc = comparison_document(comparison, context)  # type: ignore[arg-type]
+    assert doc["schema_version"] == 1
+    assert doc["comparison"]["rows"][0]["condition"] == "ticket=<b>x</b>|y"
+    json.dumps(doc)  # plain data
+
+
+def test_heat_map_axes_default_and_choice(tmp_path: Path) -> None:
+    rows = [RowInput(f"tone={t}, ticket={k}", "unresolved", "rise", 5, 50, 6, 50)
+            for t in ("kind", "terse") for k in ("refund", "password", "shipping")]
+    axes = {r.condition: dict(part.split("=") for part in r.condition.split(", "))
+            for r in rows}
+    context = ReportContext(before="a", after="b", axes=axes)
+    comparison = compare(rows)
+    page = render_html(comparison, context)
+    head = page.split("<tbody>", 1)[0]
+    assert ">refund</th>" not in head  # default: tone across (first axis), ticket down
+    assert ">kind</th>" in head and ">terse</th>" in head
+    page = render_html(comparison, context, x="ticket", y="tone")
+    head = page.split("<tbody>", 1)[0]
+    assert ">refund</th>" in head and ">password</th>" in head and ">shipping</th>" in head
