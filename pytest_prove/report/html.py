@@ -149,7 +149,8 @@ def _grids(event: str, rows: Sequence[tuple[int, Row]], context: ReportContext,
         at = {(str(value(r, y)), str(value(r, x))): (i, r) for i, r in members}
         caption = f"{event}" + (f" · {key}" if key else "")
         body = [f'<table class="grid" role="grid" aria-label="{_e(caption)}">',
-                f"<caption>{_e(caption)}</caption>",
+                # The section's heading names the event; a caption only names a slice.
+                f"<caption>{_e(key)}</caption>" if key else "",
                 f'<thead><tr><th scope="col">{_e(y or "")} \\ {_e(x or "")}</th>'
                 + "".join(f'<th scope="col">{_e(v)}</th>' for v in xs) + "</tr></thead><tbody>"]
         first = True

@@ -1,0 +1,141 @@
+"""The HTML report in a real browser: headless Chromium, driven by Playwright.
+
+Debian's ``chromium`` is used (``.ci/run`` installs it; ``playwright install`` cannot download
+browsers in CI), with every background network feature off, so that any request the page makes
+is the page's own doing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_prove.cli import main
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM),
+    reason="headless Chromium is not installed (apt-get install -y chromium; .ci/run does)",
+)
+
+HOSTILE = "<script>window.__pwned = 1</script>"
+
+#: Two axes (ticket x tone); each case's id carries a script tag, as a careless rollout might.
+AGENT = textwrap.dedent(
+    f"""
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    WORSE = os.environ.get("WORSE") == "1"
+
+
+    @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("tone", ["kind", "terse"])
+    @pytest.mark.parametrize("ticket", ["refund", "password", "shipping"])
+    def test_agent(ticket, tone, prove_seed):
+        rng = random.Random(prove_seed)
+        rate = 0.8 if (WORSE and ticket == "refund" and tone == "terse") else 0.1
+        outcome = "unresolved" if rng.random() < rate else "resolved"
+        return prove.Episode(outcome, meta={{"case_id": ticket + "/" + tone + {HOSTILE!r}}})
+    """
+)
+
+
+@pytest.fixture
+def page_path(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_agent=AGENT)
+    pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base")
+    monkeypatch.setenv("WORSE", "1")
+    pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
+                       "--prove-name", "worse")
+    path = pytester.path / "report.html"
+    assert main(["--store", str(pytester.path / ".prove"), "report", "base", "worse",
+                 "--out", str(path), "--x", "tone", "--y", "ticket"]) == 0
+    return path
+
+
+def _details(page: Any) -> str:
+    return str(page.locator("section.event").first.locator(".details").inner_text())
+
+
+def test_the_page_in_headless_chromium(page_path: Path, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    leaving: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+            def watch(route: Any) -> None:
+                url = route.request.url
+                if url.startswith(("file://", "data:", "about:")):
+                    route.continue_()
+                else:
+                    leaving.append(url)
+                    route.abort()
+
+            context.route("**/*", watch)
+            page = context.new_page()
+            page.on("request", lambda r: None if r.url.startswith(("file://", "data:"))
+                    else leaving.append(r.url))
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(page_path.as_uri())
+
+            # The grid renders: per event, 3 tickets down x 2 tones across.
+            sections = page.locator("section.event")
+            assert sections.count() == 2
+            grid = sections.first.locator("table.grid")
+            assert grid.locator("tbody tr").count() == 3
+            assert grid.locator("td.cell[data-i]").count() == 6
+            assert grid.locator("thead th").all_inner_texts()[1:] == ["kind", "terse"]
+            # Colour only where flagged: the worse cell (refund, terse) and nothing else.
+            assert grid.locator("td.cell.worse").count() == 1
+
+            # Keyboard: focus the first cell; arrows move and the details follow.
+            first = grid.locator("td.cell[data-i]").first
+            first.focus()
+            before = _details(page)
+            assert grid.locator("tbody th").all_inner_texts() == ["password", "refund",
+                                                                   "shipping"]
+            assert "password/kind" in before
+            page.keyboard.press("ArrowRight")
+            after_right = _details(page)
+            assert after_right != before and "password/terse" in after_right
+            assert page.evaluate("document.activeElement.getAttribute('tabindex')") == "0"
+            page.keyboard.press("ArrowDown")
+            assert "refund/terse" in _details(page)
+            page.keyboard.press("ArrowLeft")
+            assert "refund/kind" in _details(page)
+            page.keyboard.press("ArrowLeft")  # stops at the edge
+            assert "refund/kind" in _details(page)
+            # Hover shows a cell too.
+            grid.locator("td.cell[data-i]").nth(5).hover()
+            assert "shipping/terse" in _details(page)
+
+            # The case's script tag is text, shown, never run.
+            assert page.evaluate("window.__pwned") is None
+            assert HOSTILE in _details(page)
+            assert HOSTILE in page.locator("table.full").inner_text()
+            assert not errors
+
+            page.locator("td.cell.worse").first.focus()
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            shot = os.environ.get("PROVE_SCREENSHOT")
+            if shot:
+                page.screenshot(path=shot, full_page=True)
+        finally:
+            browser.close()
+    assert leaving == [], f"the page tried to load {leaving}"
