@@ -178,3 +178,21 @@ def register(config: pytest.Config, session: Any | None) -> None:
 
     config.pluginmanager.register(CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap),
                                   "prove_cap")
+
+
+def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:
+    """With ``--prove-plan-from RUN``: the expected tokens and price of the planned sweep."""
+    name = config.option.prove_plan_from
+    if name is None:
+        return ["expected cost: add --prove-plan-from RUN to estimate tokens and price from "
+                "an earlier run"]
+    from .cost import estimate_plan, format_plan
+    from .state import SETTINGS_KEY
+    from .store import Store, StoreError
+
+    try:
+        source = Store(config.stash[SETTINGS_KEY].store).load(name)
+    except StoreError as exc:
+        raise pytest.UsageError(f"--prove-plan-from: {exc}") from None
+    prices = prices_of(config)
+    return format_plan(estimate_plan(source, planned, prices), prices)

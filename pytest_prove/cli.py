@@ -768,6 +768,76 @@ def _fix_check(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- cost and plan
+# The figures and their lines live in cost.py; these only read the runs and print.
+
+
+def _cost_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="a run name, run id, latest, or baseline:NAME")
+    parser.add_argument("run2", nargs="?", help="a second run: its ratio per episode")
+
+
+@command("cost", "tokens in and out, calls and price by model and condition (with a second "
+         "run: the ratio per episode)", _cost_arguments)
+def _cost(args: argparse.Namespace, out: Output) -> int:
+    from . import cost
+
+    store = Store(Path(args.store))
+    runs = [load_run(store, name) for name in (args.run, args.run2) if name]
+    costs = [cost.cost_of(run, cost.prices_for(run, Path.cwd())) for run in runs]
+    if len(costs) == 2:
+        both = cost.compare_costs(costs[0], costs[1])
+        out.document("cost", {"runs": [cost.cost_document(c) for c in costs],
+                              "median_ratio": both.median_ratio,
+                              "total_ratio": both.total_ratio,
+                              "price_ratio": both.price_ratio})
+        out.lines(cost.format_comparison(both))
+    else:
+        out.document("cost", cost.cost_document(costs[0]))
+        out.lines(cost.format_cost(costs[0]))
+    return EXIT_OK
+
+
+def _plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", nargs="?", help="a sweep spec (prove_*.toml); default: the "
+                        "conditions of the --from run")
+    parser.add_argument("--from", dest="source", default="latest",
+                        help="the earlier run whose per-condition means are used (default: "
+                             "latest)")
+    parser.add_argument("--replicates", type=int, default=None,
+                        help="replicates per condition (default: the spec's, or the run's)")
+
+
+@command("plan", "expected tokens and price of a sweep, from an earlier run", _plan_arguments)
+def _plan(args: argparse.Namespace, out: Output) -> int:
+    from . import cost
+    from .spec import condition_key, load_spec
+
+    source = load_run(Store(Path(args.store)), args.source)
+    if args.replicates is not None and args.replicates < 1:
+        raise Refused(f"--replicates must be >= 1, got {args.replicates}")
+    planned: dict[str, tuple[list[str], int]] = {}
+    if args.spec:
+        spec = load_spec(Path(args.spec))
+        keys = [condition_key(c) for c in spec.declaration.conditions()]
+        planned[spec.target_id] = (keys, args.replicates or spec.declaration.replicates)
+    else:
+        for record in source.episodes:
+            keys, n = planned.setdefault(str(record["rollout"]), ([], 0))
+            if record["condition_key"] not in keys:
+                keys.append(str(record["condition_key"]))
+            planned[str(record["rollout"])] = (keys, max(n, int(record["replicate"]) + 1))
+        if args.replicates:
+            planned = {r: (k, args.replicates) for r, (k, _) in planned.items()}
+    prices = cost.prices_for(source, Path.cwd())
+    plan = cost.estimate_plan(source, planned, prices)
+    out.document("plan", {"from": plan.source, "episodes": plan.episodes,
+                          "input": plan.input, "output": plan.output, "price": plan.price,
+                          "unpriced": list(plan.unpriced)})
+    out.lines(cost.format_plan(plan, prices))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- main
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "Prices",
     "RunCost",
     "compare_costs",
+    "cost_document",
     "cost_of",
     "estimate_plan",
     "find_prices",
@@ -39,6 +40,7 @@ __all__ = [
     "format_cost",
     "format_plan",
     "parse_price_lines",
+    "prices_for",
     "tokens_of",
 ]
 
@@ -554,3 +556,30 @@ def format_plan(plan: PlanEstimate, prices: Prices) -> list[str]:
                      "as 0 tokens")
     lines.extend(_price_note(prices, plan.unpriced)[1:] if prices else _price_note(prices, ()))
     return lines
+
+
+def prices_for(run: Run, start: Path) -> Prices:
+    """The prices declared in the configuration nearest ``start``, else those ``run`` was
+    priced with when it ran (its manifest keeps them)."""
+    found = find_prices(start)
+    if found:
+        return found
+    stored = run.manifest.get("prices") or {}
+    return Prices({m: _price(m, v, f"run {run.name!r}") for m, v in stored.items()},
+                  f"the manifest of run {run.name!r}" if stored else None)
+
+
+def cost_document(cost: RunCost) -> dict[str, Any]:
+    """A run's cost as plain data (``--json``)."""
+    def models(items: Sequence[ModelUsage]) -> list[dict[str, Any]]:
+        return [{"model": m.model, "input": m.input, "output": m.output, "calls": m.calls,
+                 "price": m.price} for m in items]
+
+    return {"run": cost.run, "status": cost.status, "episodes": cost.episodes,
+            "input": cost.input, "output": cost.output, "calls": cost.calls,
+            "price": cost.price, "models": models(cost.models),
+            "conditions": [{"rollout": c.rollout, "condition": c.label,
+                            "episodes": c.episodes, "input": c.input, "output": c.output,
+                            "price": c.price, "models": models(c.models)}
+                           for c in cost.conditions],
+            "prices": cost.prices.to_json(), "prices_from": cost.prices.source}

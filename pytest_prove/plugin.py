@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from . import budget, capture
+from . import budget, capture
 from .api import declaration_of
 from .execute import execute_rollout, identities_of
 from .items import SpecFile, block_id, blocks, function_items
@@ -381,6 +382,8 @@ class _Collection:
             f"{settings.max_mde:.3f})",
         ]
         if settings.plan_only:
+            lines.extend(budget.plan_lines(config, {rid: (keys, plan.total)
+                                                    for rid, (plan, keys) in selected.items()}))
             self._print(lines)
             config.hook.pytest_deselected(items=list(items))
             items[:] = []

@@ -1,0 +1,164 @@
+"""The real openai client, instrumented by opentelemetry-instrumentation-openai-v2, against
+an OpenAI-compatible server on 127.0.0.1 that this test starts: the stored tokens are the
+server's, the prompt is nowhere in the store, in one process and with -n 2."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+
+from .conftest import INI, load
+
+pytest.importorskip("openai")
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+
+#: What the server says every call used.
+INPUT, OUTPUT = 123, 45
+SECRET = "SECRET-PROMPT-7f3a"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    calls: list[str]
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.calls.append(body["model"])  # type: ignore[attr-defined]
+        reply = json.dumps({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": body["model"] + "-2025-01-01",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "resolved"}}],
+            "usage": {"prompt_tokens": INPUT, "completion_tokens": OUTPUT,
+                      "total_tokens": INPUT + OUTPUT},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.calls = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+AGENT = textwrap.dedent(
+    """
+    import os
+
+    import openai
+    import pytest
+    import pytest_prove as prove
+
+    BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+
+
+    def calls_of(seed):
+        return seed % 3 + 1
+
+
+    @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        for _ in range(calls_of(prove_seed)):
+            reply = client.chat.completions.create(
+                model="gpt-test",
+                messages=[{"role": "user", "content": "SECRET-PROMPT-7f3a " + ticket}])
+        # Reported by hand too: spans already counted gpt-test, so this is not added.
+        prove.usage("gpt-test", input=1, output=1)
+        return prove.Episode(reply.choices[0].message.content, meta={"case_id": ticket,
+                             "calls": calls_of(prove_seed)})
+
+
+    @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["shipping"])
+    async def test_async_agent(ticket, prove_seed):
+        client = openai.AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        for _ in range(calls_of(prove_seed)):
+            reply = await client.chat.completions.create(
+                model="gpt-test",
+                messages=[{"role": "user", "content": "SECRET-PROMPT-7f3a " + ticket}])
+        return prove.Episode(reply.choices[0].message.content, meta={"case_id": ticket,
+                             "calls": calls_of(prove_seed)})
+    """
+)
+
+
+def _project(pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument: str) -> None:
+    pytester.makeini(INI + f"prove_capture_instrument = {instrument}\n"
+                     "prove_prices =\n    gpt-test = 2.00 8.00\n")
+    pytester.makepyfile(test_agent=AGENT)
+    pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
+
+
+def _check_store(pytester: pytest.Pytester) -> None:
+    run = load(pytester)
+    assert len(run.episodes) == 24
+    for record in run.episodes:
+        calls = record["meta"]["calls"]
+        # The server's usage, once per call; the prove.usage report is not added on top.
+        assert record["tokens"] == {"input": INPUT * calls, "output": OUTPUT * calls,
+                                    "by_model": {"gpt-test": {"input": INPUT * calls,
+                                                              "output": OUTPUT * calls,
+                                                              "calls": calls}}}
+        # Each episode holds its own spans, even when replicates ran at once.
+        chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
+        assert len(chats) == calls
+        assert all(s["attributes"]["gen_ai.usage.input_tokens"] == INPUT for s in chats)
+    assert run.manifest["capture"] == {"instrumented": ["openai"], "missing": {}}
+    for path in Path(pytester.path / ".prove").rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2"],
+                                  ["-n", "2", "--prove-concurrency", "4"]],
+                         ids=["one-process", "xdist", "xdist-blocks"])
+def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: ThreadingHTTPServer,
+                                       args: list[str]) -> None:
+    _project(pytester, server, "openai")
+    result = pytester.runpytest_subprocess(*args, timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert len(server.calls) == sum((s % 3 + 1) for s in _seeds(pytester))  # type: ignore[attr-defined]
+    _check_store(pytester)
+    result.stdout.fnmatch_lines(["*pytest-prove capture: spans of openai stored with each "
+                                 "episode*", "*tokens: * input and * output in * calls "
+                                 "(gpt-test), $*"])
+
+
+def _seeds(pytester: pytest.Pytester) -> list[int]:
+    return [int(r["seed"]) for r in load(pytester).episodes]
+
+
+def test_a_missing_instrumentor_is_named(pytester: pytest.Pytester,
+                                         server: ThreadingHTTPServer) -> None:
+    _project(pytester, server, "openai no-such-instrumentor")
+    result = pytester.runpytest_subprocess("-n", "2", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*pytest-prove capture: instrumentor 'no-such-instrumentor' is not installed: no "
+        "opentelemetry_instrumentor entry point named 'no-such-instrumentor'*",
+        "*capture: instrumentor 'no-such-instrumentor' did not run (not installed)*"])
+    run = load(pytester)
+    assert "not installed" in run.manifest["capture"]["missing"]["no-such-instrumentor"]
+    assert run.manifest["capture"]["instrumented"] == ["openai"]
+    assert all(r["tokens"]["input"] == INPUT * r["meta"]["calls"] for r in run.episodes)
