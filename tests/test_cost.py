@@ -1,0 +1,138 @@
+"""Prices, `pytest-prove cost` and `plan`, and --prove-plan-from, on runs made by real sweeps."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+from pytest_prove.cli import main
+from pytest_prove.cost import PriceError, Prices, cost_of, estimate_plan, parse_price_lines
+
+from .conftest import INI, load
+
+#: refund episodes use 300 input / 30 output tokens of big-model a call, 2 calls;
+#: password ones 100 / 10 of small-model, 1 call. MODEL_SUFFIX renames the model.
+AGENT = textwrap.dedent(
+    """
+    import os
+
+    import pytest
+    import pytest_prove as prove
+
+    SMALL = os.environ.get("SMALL_ONLY") == "1"
+
+
+    @prove.rollout(replicates=10, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        if ticket == "refund" and not SMALL:
+            prove.usage("big-model", input=300, output=30)
+            prove.usage("big-model", input=300, output=30)
+        else:
+            prove.usage("small-model", input=100, output=10)
+        return prove.Episode("resolved", meta={"case_id": ticket})
+    """
+)
+PRICES = "prove_prices =\n    big-model = 10.00 30.00\n    small-model = 1.00 2.00\n"
+
+
+@pytest.fixture
+def agent(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(INI + PRICES)
+    pytester.makepyfile(test_agent=AGENT)
+    return pytester
+
+
+def _cli(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run the command line in the project folder (where it finds the prices)."""
+    pytester.chdir()
+    capsys.readouterr()  # drop what the pytest runs before printed
+    code = main(["--store", str(pytester.path / ".prove"), *args])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
+def test_cost_of_a_sweep_by_model_and_condition(agent: pytest.Pytester,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    result = agent.runpytest("-n", "2", "--prove-name", "both")
+    assert result.ret == 0
+    # 10 refund episodes: 6,000 in / 600 out of big-model = $0.06 + $0.018;
+    # 10 password episodes: 1,000 in / 100 out of small-model = $0.001 + $0.0002.
+    result.stdout.fnmatch_lines(["*tokens: 7,000 input and 700 output in 30 calls "
+                                 "(big-model, small-model), $0.0792*"])
+    assert load(agent).manifest["prices"] == {"big-model": [10.0, 30.0],
+                                              "small-model": [1.0, 2.0]}
+    out = _cli(agent, capsys, "cost", "both")
+    lines = out.splitlines()
+    assert lines[0] == ("run 'both' (complete): 7,000 input and 700 output tokens in 30 calls "
+                        "over 20 episodes, $0.0792")
+    assert any(line.split() == ["big-model", "6,000", "in", "600", "out", "20", "calls",
+                                "$0.0780"] for line in lines), out
+    assert any(line.split()[:5] == ["ticket=refund", "600", "in", "60", "out"] for line in lines)
+    doc = json.loads(_cli(agent, capsys, "cost", "both", "--json"))
+    assert doc["input"] == 7000 and doc["price"] == pytest.approx(0.0792)
+
+
+def test_cost_of_two_runs_gives_the_ratio_per_episode(agent: pytest.Pytester,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert agent.runpytest("-p", "no:xdist", "--prove-name", "before",
+                           "--prove-save-baseline", "before").ret == 0
+    agent._monkeypatch.setenv("SMALL_ONLY", "1")
+    assert agent.runpytest_subprocess("-p", "no:xdist", "--prove-name", "after",
+                                      "--prove-baseline", "before").ret == 0
+    out = _cli(agent, capsys, "cost", "baseline:before", "after")
+    # refund episodes 660 -> 110 tokens (1/6), password ones unchanged: median of the 20.
+    assert out.splitlines()[0] == ("'after' uses 0.58x the tokens of 'before' per episode "
+                                   "(median over 20 shared episodes; 0.17x to 1.00x)")
+    assert "price per episode $0.0040 -> $0.0001 (-97%)" in out
+
+
+def test_plan_from_an_earlier_run(agent: pytest.Pytester,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert agent.runpytest("-p", "no:xdist", "--prove-name", "pilot").ret == 0
+    out = _cli(agent, capsys, "plan", "--from", "pilot", "--replicates", "200")
+    # 200 x (600 + 100) input, 200 x (60 + 10) output; 200 x ($0.0078 + $0.00012).
+    assert out.splitlines()[0] == ("expected cost: 140,000 input and 14,000 output tokens over "
+                                   "400 episodes, $1.58 (per-condition means of run 'pilot')")
+    result = agent.runpytest("--prove-plan", "--prove-plan-from", "pilot",
+                             "--prove-replicates", "200")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["pytest-prove plan: 400 episodes*", "design check:*",
+                                 "expected cost: 140,000 input and 14,000 output tokens over "
+                                 "400 episodes, $1.58 (per-condition means of run 'pilot')"])
+
+
+def test_plan_without_a_source_says_how(agent: pytest.Pytester) -> None:
+    result = agent.runpytest("--prove-plan")
+    result.stdout.fnmatch_lines(["expected cost: add --prove-plan-from RUN*"])
+    missing = agent.runpytest("--prove-plan", "--prove-plan-from", "nope")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--prove-plan-from: no run named 'nope'*"])
+
+
+def test_price_lines() -> None:
+    prices = parse_price_lines(["gpt-4.1-mini = 0.40 1.60", "# a comment", "",
+                                "gpt-4.1 = 2, 8"], "pytest.ini prove_prices")
+    mini = prices.for_model("gpt-4.1-mini-2025-04-14")
+    assert mini is not None and mini.input_per_million == 0.40
+    full = prices.for_model("gpt-4.1")
+    assert full is not None and full.of(1_000_000, 1_000_000) == 10.0
+    assert prices.for_model("gpt-4o") is None
+    with pytest.raises(PriceError, match=r"pytest.ini prove_prices: the price of 'm' needs two"):
+        parse_price_lines(["m = 1"], "pytest.ini prove_prices")
+    with pytest.raises(PriceError, match="cannot read the price line 'nonsense'"):
+        parse_price_lines(["nonsense"], "x")
+
+
+def test_unpriced_models_are_named(agent: pytest.Pytester) -> None:
+    agent.makeini(INI + "prove_prices =\n    big-model = 10.00 30.00\n")
+    assert agent.runpytest("-p", "no:xdist").ret == 0
+    run = load(agent)
+    cost = cost_of(run, Prices())
+    assert cost.price is None and cost.unpriced == ("big-model", "small-model")
+    plan = estimate_plan(run, {"unknown-rollout": (["{}"], 5)}, Prices())
+    assert plan.unknown == ("unknown-rollout",) and plan.input == 0
