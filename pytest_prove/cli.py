@@ -55,17 +55,17 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 
-def command(name: str, help: str,
+def command(name: str, summary: str,
             arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None,
             ) -> Callable[[Handler], Handler]:
-    """Register ``function`` as the subcommand ``name``."""
+    """Register the decorated function as the subcommand ``name``."""
     def register(function: Handler) -> Handler:
-        COMMANDS[name] = Command(name, help, arguments, function)
+        COMMANDS[name] = Command(name, summary, arguments, function)
         return function
     return register
 
 
-class Refused(Exception):
+class RefusalError(Exception):
     """A request this command cannot answer, with the reason and the fix."""
 
 
@@ -170,7 +170,7 @@ def _compare(args: argparse.Namespace) -> _Compared:
     events = args.event or None
     prepared = prepare(before, after, events)
     if not prepared.rows:
-        raise Refused(
+        raise RefusalError(
             f"runs {_label_of(before)!r} and {_label_of(after)!r} share no condition with an "
             "outcome in both, so there is nothing to compare; compare runs of the same rollout"
         )
@@ -458,10 +458,10 @@ def _event_of(args: argparse.Namespace, *runs: Run) -> tuple[str, Literal["rise"
         failures = sorted({f for d in declarations.values() for f in d.failures})
         if len(failures) == 1:
             return failures[0], "rise"
-        raise Refused(f"name the outcome to follow with --event; declared failures: "
+        raise RefusalError(f"name the outcome to follow with --event; declared failures: "
                       f"{', '.join(failures) or 'none'}")
     if args.event not in known:
-        raise Refused(f"--event {args.event!r} is not an outcome of "
+        raise RefusalError(f"--event {args.event!r} is not an outcome of "
                       f"{' or '.join(repr(_label_of(r)) for r in runs)}; outcomes: "
                       f"{', '.join(sorted(known)) or 'none'}")
     return args.event, known[args.event]
@@ -510,6 +510,10 @@ def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def _p_is(value: float) -> str:
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
 def _baseline_of(run: Run) -> str:
     paired = run.manifest.get("paired_with") or {}
     name = paired.get("baseline") if isinstance(paired, dict) else None
@@ -529,7 +533,7 @@ def _where(args: argparse.Namespace, out: Output) -> int:
     event, _ = _event_of(args, run)
     endings, left = _endings(run, event)
     if not endings:
-        raise Refused(f"run {_label_of(run)!r} has no episode that stopped at a step; "
+        raise RefusalError(f"run {_label_of(run)!r} has no episode that stopped at a step; "
                       "record steps with prove.step or return t")
     failed_causes = sorted({e.cause for e in endings if e.cause and e.cause.startswith("step:")})
     incidence = aalen_johansen([e.step for e in endings], [e.cause for e in endings],
@@ -611,8 +615,9 @@ def _compare_steps(args: argparse.Namespace, out: Output) -> int:
     b, left_b = _endings(after, event)
     common = {e.stratum for e in a} & {e.stratum for e in b}
     if not common:
-        raise Refused(f"runs {_label_of(before)!r} and {_label_of(after)!r} share no condition;"
-                      " compare runs of the same rollout")
+        raise RefusalError(
+            f"runs {_label_of(before)!r} and {_label_of(after)!r} share no condition;"
+            " compare runs of the same rollout")
     a = [e for e in a if e.stratum in common]
     b = [e for e in b if e.stratum in common]
 
@@ -648,13 +653,13 @@ def _compare_steps(args: argparse.Namespace, out: Output) -> int:
     hr = ("none (no information)" if test.hazard_ratio is None else
           f"{test.hazard_ratio:.2f} ({_f(test.hr_low, 2)} to {_f(test.hr_high, 2)}, 95%)")
     out.line(f"{word} (log-rank stratified by condition over {len(common)} conditions, "
-             f"p = {_p(test.p)}); hazard ratio {lb} against {la}: {hr}")
+             f"{_p_is(test.p)}); hazard ratio {lb} against {la}: {hr}")
     out.lines(_table(("run", "episodes", event, "expected"),
                      [(la, str(test.n_a), str(test.observed_a), f"{test.expected_a:.3f}"),
                       (lb, str(test.n_b), str(test.observed_b), f"{test.expected_b:.3f}")],
                      frozenset({1, 2, 3})))
     out.line(f"statistic: chi2 = {test.statistic:.3f} on 1 d.f., variance {test.variance:.3f},"
-             f" p = {_p(test.p)}; could not have detected a hazard ratio below "
+             f" {_p_is(test.p)}; could not have detected a hazard ratio below "
              f"{_f(detectable, 2)} (80% power, level {args.q:g}; you accept {args.max_hr:g})")
     if per_step:
         out.line(f"by last step: cause-specific log-rank, other steps censored; "
@@ -709,8 +714,9 @@ def _fix_check(args: argparse.Namespace, out: Output) -> int:
                 cases.setdefault(key, str(case))
     chosen = [key for key, c in sorted(counts.items()) if c[1] and c[3]]
     if not chosen:
-        raise Refused(f"runs {_label_of(before)!r} and {_label_of(after)!r} share no condition "
-                      "with an outcome in both; compare runs of the same rollout")
+        raise RefusalError(
+            f"runs {_label_of(before)!r} and {_label_of(after)!r} share no condition "
+            "with an outcome in both; compare runs of the same rollout")
 
     def name(key: tuple[str, str]) -> str:
         label = labels[key][0]
@@ -741,7 +747,7 @@ def _fix_check(args: argparse.Namespace, out: Output) -> int:
     out.line(f"exact conditional Cochran-Mantel-Haenszel test over {len(chosen)} cases "
              f"({result.informative} informative), two-sided; alpha = {args.alpha:g}")
     out.line(f"{lb} {event}: observed {result.observed}, expected {result.expected:.3f}, "
-             f"variance {result.variance:.3f}; p = {_p(result.p)}")
+             f"variance {result.variance:.3f}; {_p_is(result.p)}")
     out.line(f"difference: {100 * result.risk_difference:+.1f} points, {lb} minus {la} "
              f"({100 * result.rd_low:+.1f} to {100 * result.rd_high:+.1f}, 95%; "
              "Mantel-Haenszel weights, Sato's variance)")
@@ -815,7 +821,7 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
 
     source = load_run(Store(Path(args.store)), args.source)
     if args.replicates is not None and args.replicates < 1:
-        raise Refused(f"--replicates must be >= 1, got {args.replicates}")
+        raise RefusalError(f"--replicates must be >= 1, got {args.replicates}")
     planned: dict[str, tuple[list[str], int]] = {}
     if args.spec:
         spec = load_spec(Path(args.spec))
@@ -875,7 +881,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(as_json=bool(args.json))
     try:
         return COMMANDS[args.command].run(args, out)
-    except (StoreError, CaseMixError, SpecError, Refused, ValueError) as exc:
+    except (StoreError, CaseMixError, SpecError, RefusalError, ValueError) as exc:
         if out.as_json:
             out.document(args.command, {"error": str(exc)})
         print(f"pytest-prove {args.command}: {exc}", file=sys.stderr)
