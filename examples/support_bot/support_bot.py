@@ -7,7 +7,8 @@ Everything it does is drawn from ``random.Random(seed)``, so one seed always
 gives the same episode.
 
 The prompt version is the change under test: ``SUPPORT_BOT_PROMPT=terse``
-switches to a shorter prompt that saves tokens but gives up on refunds more often.
+switches to a shorter prompt on a cheaper model ("sim-model-mini") that saves tokens
+but gives up on refunds more often.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ GIVES_UP = {
 MAX_STEPS = 12
 #: Tokens a step costs, per prompt version (the terse prompt is cheaper).
 TOKENS_PER_STEP = {"careful": 900, "terse": 500}
+#: The model each version calls: the terse prompt goes with the cheaper model.
+MODEL = {"careful": "sim-model", "terse": "sim-model-mini"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def handle(ticket: str, seed: int, version: str | None = None) -> Reply:
         with prove.step("lookup"):
             pass
         steps += 1
-    prove.usage("sim-model", input=TOKENS_PER_STEP[version] * steps, output=80 * steps)
+    prove.usage(MODEL[version], input=TOKENS_PER_STEP[version] * steps, output=80 * steps)
     with prove.step("reply"):
         pass
     return Reply(resolved=give_up_draw >= gives_up, timed_out=False, steps=steps + 1)
