@@ -310,7 +310,7 @@ class CaptureManager:
                 instrumentor = point.load()()
                 instrumentor.instrument(tracer_provider=self.provider,
                                         raise_exception_on_conflict=True)
-            except Exception as exc:  # any failure is reported, never fatal
+            except Exception as exc:  # noqa: BLE001 - any failure is reported, never fatal
                 self.missing[name] = f"cannot be switched on: {type(exc).__name__}: {exc}"[:500]
                 continue
             self.active[name] = instrumentor
