@@ -6,12 +6,12 @@ import argparse
 import inspect
 import json
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import budget, capture
 from . import budget, capture
 from .api import declaration_of
 from .execute import execute_rollout, identities_of
@@ -20,11 +20,11 @@ from .runner import Identity
 from .seeds import new_salt
 from .spec import Declaration, SpecError, condition_key
 from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
-from .stats import design_check
 from .store import Store, StoreError, check_name
 
 SESSION_NAME = "prove_session"
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
+DESIGN_FAILURE_KEY = pytest.StashKey[str]()
 
 
 # ---------------------------------------------------------------------------
@@ -185,8 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # An xdist worker: the controller decided the salt and what is already done.
         settings.is_worker = True
         settings.salt = workerinput["prove_salt"]
-        settings.done = frozenset(tuple(k.split("\x1f", 2)[:2]) + (int(k.split("\x1f")[2]),)
-                                  for k in workerinput.get("prove_done", ()))  # type: ignore[misc]
+        settings.done = frozenset(_done_key(k) for k in workerinput.get("prove_done", ()))
         config.pluginmanager.register(_Collection(config), "prove_collection")
         budget.register(config, None)
         capture.register(config)
@@ -226,6 +225,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistHooks(session), "prove_xdist")
 
 
+def _done_key(text: str) -> tuple[str, str, int]:
+    """A done replicate as the controller sent it: 'rollout\x1fcondition key\x1freplicate'."""
+    rollout, key, replicate = text.split("\x1f")
+    return rollout, key, int(replicate)
+
+
 def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
     """Replicates a resumed run needs no more: those that ended (errors are run again)."""
     done = set()
@@ -262,7 +267,8 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str,
     declaration = declaration_of(obj)
     module = getattr(collector, "module", None)
     defined_here = module is not None and getattr(obj, "__module__", None) == module.__name__
-    if declaration is not None and declaration.axes is not None and defined_here:
+    if declaration is not None and declaration.axes is not None and defined_here \
+            and callable(obj):
         yield  # let the other implementations see it, then answer for this object
         try:
             return function_items(collector, name, obj, declaration)
@@ -368,8 +374,7 @@ class _Collection:
             return
         m = sum(len(keys) * len(plan.declaration.events) for plan, keys in selected.values())
         replicates = min(plan.total for plan, _ in selected.values())
-        check = design_check(replicates, m, paired=settings.paired, q=settings.q,
-                             max_mde=settings.max_mde)
+        check = _design_check(config, replicates, m, settings)
         cells = sum(len(keys) for _, keys in selected.values())
         episodes = sum(len(keys) * plan.total for plan, keys in selected.values())
         method = "the paired test" if settings.paired else "Fisher's exact test"
@@ -389,21 +394,63 @@ class _Collection:
             items[:] = []
             return
         if not check.ok and not settings.allow_underpowered:
-            raise pytest.UsageError(
+            needed = (f"Use {check.replicates_needed} replicates a condition"
+                      if check.replicates_needed else
+                      "Use many more replicates a condition (over the search's ceiling)")
+            message = (
                 f"design check failed: with {replicates} replicates a condition and {m} tests, "
                 f"one condition alone could only be flagged for a rise of "
-                f"{_limit(check.worst_limit)} (at base rate {check.worst_base_rate:.3f}), more than "
-                f"the {settings.max_mde:.3f} you accept. Use {check.replicates_needed} "
-                f"replicates a condition (replicates= or --prove-replicates), fewer "
-                f"conditions or events, a larger --prove-max-mde, or run anyway with "
-                f"--prove-allow-underpowered")
+                f"{_limit(check.worst_limit)} (at base rate {check.worst_base_rate:.3f}), more "
+                f"than the {settings.max_mde:.3f} you accept. {needed} (replicates= or "
+                f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
+                f"or run anyway with --prove-allow-underpowered")
+            if settings.is_worker:
+                # Raising in a worker's collection would crash it; it runs nothing instead,
+                # and the controller reports the message and exits as a usage error.
+                config.stash[DESIGN_FAILURE_KEY] = message
+                config.hook.pytest_deselected(items=list(items))
+                items[:] = []
+                return
+            raise pytest.UsageError(message)
 
-    def _print(self, lines: list[str]) -> None:  # noqa: D102
+    def _print(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
         for line in lines:
             reporter.write_line(line)
+
+
+@dataclass(frozen=True, slots=True)
+class _Design:
+    worst_limit: float | None
+    worst_base_rate: float
+    ok: bool
+    replicates_needed: int | None
+
+
+def _design_check(config: pytest.Config, replicates: int, m: int, settings: Settings) -> _Design:
+    """The engine's design check, remembered in pytest's cache: it depends on sizes alone."""
+    key = f"prove/design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-{settings.max_mde}"
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        found = cache.get(key, None)
+        if isinstance(found, dict):
+            try:
+                return _Design(**found)
+            except TypeError:
+                pass
+    from .stats import design_check  # scipy is imported only when a sweep is collected
+
+    check = design_check(replicates, m, paired=settings.paired, q=settings.q,
+                         max_mde=settings.max_mde)
+    design = _Design(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
+                     ok=check.ok, replicates_needed=check.replicates_needed)
+    if cache is not None:
+        cache.set(key, {"worst_limit": design.worst_limit,
+                        "worst_base_rate": design.worst_base_rate, "ok": design.ok,
+                        "replicates_needed": design.replicates_needed})
+    return design
 
 
 def _limit(value: float | None) -> str:
@@ -415,7 +462,7 @@ def _limit(value: float | None) -> str:
 
 
 def _plan_of(request: pytest.FixtureRequest) -> ItemPlan:
-    plan = request.node.stash.get(PLAN_KEY, None)
+    plan: ItemPlan | None = request.node.stash.get(PLAN_KEY, None)
     if plan is None:
         raise pytest.UsageError(
             f"{request.node.nodeid}: prove_* fixtures are for rollouts; decorate the test "
@@ -502,6 +549,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if settings.is_worker:
         config.workeroutput["prove_plan"] = json.loads(  # type: ignore[attr-defined]
             json.dumps(config.stash[PLANNED_KEY]))
+        config.workeroutput["prove_design_failure"] = (  # type: ignore[attr-defined]
+            config.stash.get(DESIGN_FAILURE_KEY, None))
         return
     prove = config.pluginmanager.get_plugin(SESSION_NAME)
     if prove is None:

@@ -54,7 +54,7 @@ class ReplicateResult:
     """One replicate's stored record, and what the item must do about it."""
 
     record: dict[str, Any]
-    exception: BaseException | None = None  # the rollout raised: the item fails with it
+    exception: Exception | None = None  # the rollout raised: the item fails with it
     contract_error: str | None = None  # it returned something it may not: the item fails
     no_outcome: str | None = None  # prove.NoOutcome: stored with no outcome, item skipped
     extra: dict[str, Any] = field(default_factory=dict)
@@ -100,7 +100,7 @@ def _tokens(log: EpisodeLog) -> dict[str, Any] | None:
 
 
 def _finish(identity: Identity, declaration: Declaration, where: str, value: object,
-            exc: BaseException | None, log: EpisodeLog) -> ReplicateResult:
+            exc: Exception | None, log: EpisodeLog) -> ReplicateResult:
     duration = round(time.perf_counter() - log.started, 6)
     if isinstance(exc, NoOutcome):
         record = error_record(identity, "no_outcome", "NoOutcome", exc.reason, duration)
@@ -204,7 +204,7 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
              where: Callable[[Identity], str], capture: object | None = None) -> ReplicateResult:
     log = EpisodeLog(capture=capture)
     value: object = None
-    error: BaseException | None = None
+    error: Exception | None = None
     with recording(log):
         try:
             value = call(identity)
@@ -226,7 +226,7 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
         # Each task runs in its own copy of the context, so this log is its alone.
         log = EpisodeLog(capture=capture)
         value: object = None
-        error: BaseException | None = None
+        error: Exception | None = None
         with recording(log):
             try:
                 awaitable = call(identity)

@@ -16,18 +16,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from .analysis import CaseMixError, Prepared, prepare
 from .budget import TokenCap, add_tokens, cost_lines
 from .cost import Prices
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
 from .state import Settings
-from .stats import Comparison, compare
 from .store import Run, RunWriter, Store, StoreError, episode_key, utc_now
+
+if TYPE_CHECKING:
+    from .analysis import Prepared
+    from .stats import Comparison
 
 __all__ = ["Outcome", "ProveSession"]
 
@@ -87,6 +89,7 @@ class ProveSession:
         self.keys: set[Key] = set()
         self.counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
         self.outcome = Outcome()
+        self.design_failure: str | None = None  # set when xdist workers refused the design
         # Cost: tokens the run used so far, the cap (budget.py watches it) and prices.
         self.spent = {"input": 0, "output": 0}
         self.capped: str | None = None
@@ -187,6 +190,10 @@ class ProveSession:
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Close the run, compare it with the baseline, save baselines, set the exit status."""
         notes: list[str] = []
+        if self.design_failure is not None:
+            self.outcome = Outcome(refusal=self.design_failure)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         if not self.writer.created:
             if self.baseline is not None and not self.settings.plan_only:
                 notes.append("no rollout ran in this session, so nothing was compared")
@@ -213,6 +220,10 @@ class ProveSession:
         run = self.store.load(self.writer.run_id)
         outcome = Outcome(run=run)
         if self.baseline is not None:
+            # The engine (and scipy) is imported only when there is something to compare.
+            from .analysis import CaseMixError, prepare
+            from .stats import compare
+
             try:
                 prepared = prepare(self.baseline, run, self.events or None)
             except (CaseMixError, SpecError, ValueError) as exc:
@@ -242,10 +253,10 @@ class ProveSession:
         self._write_report(outcome)
         if self.capped is not None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if (outcome.refusal is not None or outcome.failed_gate
-                or any(n.startswith("not saved") for n in notes)):
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        failed = (outcome.refusal is not None or outcome.failed_gate
+                  or any(n.startswith("not saved") for n in notes))
+        if failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     # ---- reports (issue 4): --prove-report, and GitHub's step summary when it is set
 
@@ -308,16 +319,18 @@ class ProveSession:
         if outcome.prepared is not None:
             prepared = outcome.prepared
             if prepared.not_run:
+                more = " ..." if len(prepared.not_run) > 6 else ""
                 lines.append(
                     f"not run: {len(prepared.not_run)} condition(s) of the baseline did not run "
                     f"in this session and are left out of the verdict: "
-                    f"{', '.join(prepared.not_run[:6])}{' ...' if len(prepared.not_run) > 6 else ''}"
+                    f"{', '.join(prepared.not_run[:6])}{more}"
                 )
             if prepared.new:
                 lines.append(f"new: {len(prepared.new)} condition(s) are not in the baseline "
                              f"and were not compared: {', '.join(prepared.new[:6])}")
             if prepared.left_out:
-                shown = ", ".join(f"{n} {reason}" for reason, n in sorted(prepared.left_out.items()))
+                shown = ", ".join(f"{n} {reason}"
+                                  for reason, n in sorted(prepared.left_out.items()))
                 lines.append(f"left out of the comparison: {shown}")
         if outcome.run is not None:
             run = outcome.run

@@ -30,6 +30,9 @@ class XdistHooks:
         plan = output.get("prove_plan")
         if plan:
             self.session.merge_plan(plan)
+        failure = output.get("prove_design_failure")
+        if failure:
+            self.session.design_failure = failure
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -6,6 +6,10 @@ import textwrap
 
 import pytest
 
+# The plugin imports the engine (numpy, scipy) only when a session has something to
+# compare.  pytester's in-process runs drop modules first imported inside them, and
+# numpy cannot be imported twice in one process, so the suite imports it up front.
+import pytest_prove.stats  # noqa: F401
 from pytest_prove.store import Run, Store
 
 #: A seeded agent whose refund tickets fail at the rate REFUND_FAIL says.

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_prove.store import Store
 
-from .conftest import load
+from .conftest import BOT, load
 
 
 def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
@@ -68,13 +68,17 @@ def test_fail_on_too_small(bot: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_bot=__import__("tests.conftest", fromlist=["BOT"]).BOT)
-    result = pytester.runpytest("--prove-replicates", "20")
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
+def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester,
+                                                     workers: list[str]) -> None:
+    pytester.makepyfile(test_bot=BOT)
+    result = pytester.runpytest("--prove-replicates", "20", *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
+    # Without xdist pytest prints the usage error; with it, the controller's summary does.
+    (result.stdout if workers else result.stderr).fnmatch_lines([
         "*design check failed: with 20 replicates a condition and 4 tests*"
         "Use * replicates a condition*--prove-allow-underpowered*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert not (pytester.path / ".prove").exists()
 
 
