@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import warnings
 from collections import Counter, defaultdict
@@ -886,6 +887,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.document(args.command, {"error": str(exc)})
         print(f"pytest-prove {args.command}: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    except BrokenPipeError:
+        # The reader (`| head`) stopped reading: not an error of ours.  Point stdout at
+        # devnull so that the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
