@@ -12,8 +12,7 @@ import time
 
 import numpy as np
 
-from pytest_prove.stats import design_check
-from pytest_prove.stats import _power
+from pytest_prove.stats import _power, design_check
 
 REPLICATES = (50, 190, 1_000, 5_000)
 TESTS = (2, 16, 1_000)

@@ -114,3 +114,18 @@ def test_fisher_known_value() -> None:
 def test_bad_input_is_named(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+def test_cached_unchecked_pvalues_equal_the_checked_ones() -> None:
+    # compare() and the fragility search use per-margin and per-d caches without input checks.
+    from pytest_prove.stats._exact import fisher_p, midp
+
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        n1, n2 = (int(v) for v in rng.integers(1, 120, 2))
+        x1, x2 = int(rng.integers(0, n1 + 1)), int(rng.integers(0, n2 + 1))
+        expected = stats.fisher_exact([[x1, n1 - x1], [x2, n2 - x2]]).pvalue
+        assert fisher_p(x1, n1, x2, n2) == fisher_exact_p(x1, n1, x2, n2)
+        assert fisher_p(x1, n1, x2, n2) == pytest.approx(expected, abs=1e-9)
+        b, c = (int(v) for v in rng.integers(0, 150, 2))
+        assert midp(b, c) == mcnemar_midp(b, c)

@@ -15,6 +15,8 @@ __all__ = ["check_count", "check_counts", "check_level", "check_probability", "c
 
 def check_count(name: str, value: object) -> int:
     """Return ``value`` as an int if it is a non-negative integer, else raise ValueError."""
+    if type(value) is int and value >= 0:  # the common case, without the ABC checks below
+        return value
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     if not isinstance(value, numbers.Integral):

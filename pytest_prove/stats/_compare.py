@@ -15,9 +15,9 @@ from typing import Any, Literal
 import numpy as np
 
 from ._check import check_count, check_counts, check_q
-from ._exact import fisher_exact_p, mcnemar_midp
+from ._exact import fisher_p, midp
 from ._fragility import Fragility, RowState, fragility
-from ._intervals import Interval, newcombe_interval, tango_interval
+from ._intervals import Interval, newcombe_intervals, tango_intervals
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import PAIRED_MODEL, Limit, _cached_limits, replicates_for_all
 
@@ -315,6 +315,36 @@ def _limits_for(
     return out
 
 
+def _intervals_for(inputs: Sequence[RowInput], level: float) -> list[Interval]:
+    """Every row's interval, Tango's for paired rows and Newcombe's for the others, each
+    kind computed for all its rows at once."""
+    out: list[Interval] = [Interval(-1.0, 1.0, level)] * len(inputs)
+    paired = [i for i, row in enumerate(inputs) if row.pairs is not None]
+    unpaired = [i for i, row in enumerate(inputs) if row.pairs is None]
+    if paired:
+        twins = [inputs[i].pairs for i in paired]
+        lows, highs = tango_intervals(
+            np.array([t.before_only for t in twins if t is not None], dtype=np.float64),
+            np.array([t.after_only for t in twins if t is not None], dtype=np.float64),
+            np.array([t.n for t in twins if t is not None], dtype=np.float64),
+            level,
+        )
+        for i, low, high in zip(paired, lows, highs, strict=True):
+            out[i] = Interval(float(low), float(high), level)
+    if unpaired:
+        rows = [inputs[i] for i in unpaired]
+        lows, highs = newcombe_intervals(
+            np.array([r.x_before for r in rows], dtype=np.float64),
+            np.array([r.n_before for r in rows], dtype=np.float64),
+            np.array([r.x_after for r in rows], dtype=np.float64),
+            np.array([r.n_after for r in rows], dtype=np.float64),
+            level,
+        )
+        for i, low, high in zip(unpaired, lows, highs, strict=True):
+            out[i] = Interval(float(low), float(high), level)
+    return out
+
+
 def _blind_directions(
     p0: float, rise: Limit, fall: Limit, max_mde: float
 ) -> tuple[Literal["rise", "fall"], ...]:
@@ -358,25 +388,20 @@ def compare(
     p = np.empty(m)
     for i, row in enumerate(inputs):
         if row.pairs is not None:
-            p[i] = mcnemar_midp(row.pairs.before_only, row.pairs.after_only)
+            p[i] = midp(row.pairs.before_only, row.pairs.after_only)
         else:
-            p[i] = fisher_exact_p(row.x_before, row.n_before, row.x_after, row.n_after)
+            p[i] = fisher_p(row.x_before, row.n_before, row.x_after, row.n_after)
     q_values = benjamini_hochberg(p)
     p_holm = holm(p)
     limits = _limits_for(inputs, alpha, power)
+    intervals = _intervals_for(inputs, level)
 
     built: list[Row] = []
     for i, row in enumerate(inputs):
         before = row.x_before / row.n_before
         after = row.x_after / row.n_after
         change = after - before
-        if row.pairs is not None:
-            interval = tango_interval(
-                row.pairs.both, row.pairs.before_only, row.pairs.after_only, row.pairs.n, level
-            )
-        else:
-            interval = newcombe_interval(row.x_before, row.n_before, row.x_after, row.n_after,
-                                         level)
+        interval = intervals[i]
         counted = bool(p_holm[i] <= q)
         direction: Literal["worse", "safer", "unchanged"] = "unchanged"
         if counted and change != 0:

@@ -8,6 +8,8 @@ discordant twins, which leaves the after-only count Binomial(d, 1/2) under no ch
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import numpy.typing as npt
 from scipy import special, stats  # type: ignore[import-untyped]
@@ -18,9 +20,11 @@ __all__ = [
     "binom_cdf",
     "fisher_exact_p",
     "fisher_margin_pvalues",
+    "fisher_p",
     "mcnemar_exact_p",
     "mcnemar_midp",
     "mcnemar_midp_array",
+    "midp",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -62,6 +66,20 @@ def fisher_margin_pvalues(n1: int, n2: int, total: int) -> tuple[int, FloatArray
     return lo, p
 
 
+@functools.lru_cache(maxsize=2048)
+def _margin(n1: int, n2: int, total: int) -> tuple[int, FloatArray]:
+    lo, p = fisher_margin_pvalues(n1, n2, total)
+    p.setflags(write=False)
+    return lo, p
+
+
+def fisher_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """:func:`fisher_exact_p` without its input checks, each margin's p-values computed once
+    (a comparison and its fragility search ask for many tables of the same few margins)."""
+    lo, p = _margin(n1, n2, x1 + x2)
+    return float(p[x1 - lo])
+
+
 def fisher_exact_p(x1: int, n1: int, x2: int, n2: int) -> float:
     """Two-sided p-value of Fisher's exact test of ``x1``/``n1`` against ``x2``/``n2``.
 
@@ -69,8 +87,7 @@ def fisher_exact_p(x1: int, n1: int, x2: int, n2: int) -> float:
     """
     x1, n1 = check_counts("x1", x1, "n1", n1)
     x2, n2 = check_counts("x2", x2, "n2", n2)
-    lo, p = fisher_margin_pvalues(n1, n2, x1 + x2)
-    return float(p[x1 - lo])
+    return fisher_p(x1, n1, x2, n2)
 
 
 def mcnemar_exact_p(b: int, c: int) -> float:
@@ -96,7 +113,21 @@ def mcnemar_midp(b: int, c: int) -> float:
     """
     b = check_count("b", b)
     c = check_count("c", c)
-    return float(mcnemar_midp_array(np.array([b]), np.array([c]))[0])
+    return midp(b, c)
+
+
+@functools.lru_cache(maxsize=4096)
+def _midp_row(d: int) -> FloatArray:
+    """The mid-p of every split (b, d - b) of d discordant pairs, b = 0..d."""
+    b = np.arange(d + 1, dtype=np.int64)
+    row = mcnemar_midp_array(b, d - b)
+    row.setflags(write=False)
+    return row
+
+
+def midp(b: int, c: int) -> float:
+    """:func:`mcnemar_midp` without its input checks, each d's mid-p values computed once."""
+    return float(_midp_row(b + c)[b])
 
 
 def binom_cdf(

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._exact import fisher_exact_p, mcnemar_midp_array
+from ._exact import fisher_p, midp
 
 __all__ = ["Flip", "Fragility", "RowState", "fragility"]
 
@@ -75,7 +75,7 @@ def _best_p_after(state: RowState, k: int, sign: int, lowest: bool) -> float | N
         x = state.x_after + sign * k
         if x < 0 or x > state.n_after:
             return None
-        return fisher_exact_p(state.x_before, state.n_before, x, state.n_after)
+        return fisher_p(state.x_before, state.n_before, x, state.n_after)
     b, c = state.before_only, state.after_only
     neither = state.n_after - state.both - b - c
     # i flips move a twin between "both" and "before only"; k - i between "after only" and
@@ -88,8 +88,8 @@ def _best_p_after(state: RowState, k: int, sign: int, lowest: bool) -> float | N
         bs, cs = b + i, c - (k - i)
     if i.size == 0:
         return None
-    p = mcnemar_midp_array(bs.astype(np.int64), cs.astype(np.int64))
-    return float(p.min() if lowest else p.max())
+    p = [midp(int(x), int(y)) for x, y in zip(bs, cs, strict=True)]
+    return min(p) if lowest else max(p)
 
 
 def _max_flips(state: RowState, sign: int) -> int:
