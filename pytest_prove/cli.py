@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
 from .analysis import CaseMixError, Prepared, declarations_of, prepare, rollout_label
+from .options import fail_on, fraction
 from .report.json import REPORT_SCHEMA_VERSION, ReportContext, comparison_document, write_report
 from .spec import SpecError, condition_label
 from .stats import Comparison, compare
@@ -183,25 +184,6 @@ def _compare(args: argparse.Namespace) -> _Compared:
 # --------------------------------------------------------------------------- arguments
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
-    return value
-
-
-def _fail_on(text: str) -> frozenset[str]:
-    words = frozenset(w.strip() for w in text.split(",") if w.strip())
-    allowed = {"worse", "too-small"}
-    if not words or words - allowed:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of worse, too-small; got {text!r}")
-    return words
-
-
 def _pair(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("before", metavar="A", help="the run before the change (or a baseline)")
     parser.add_argument("after", metavar="B", help="the run after the change")
@@ -212,9 +194,9 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event", action="append", default=[],
                         help="compare this outcome (repeatable; default: every declared "
                              "failure and success)")
-    parser.add_argument("--q", type=_fraction, default=0.05,
+    parser.add_argument("--q", type=fraction, default=0.05,
                         help="error rate for flags (BH) and the verdict (Holm); default 0.05")
-    parser.add_argument("--max-mde", type=_fraction, default=0.20,
+    parser.add_argument("--max-mde", type=fraction, default=0.20,
                         help="the largest change you accept not being able to see; "
                              "default 0.20")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
@@ -389,7 +371,7 @@ def _diff(args: argparse.Namespace, out: Output) -> int:
 
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
     _engine_options(parser)
-    parser.add_argument("--fail-on", type=_fail_on, default=frozenset({"worse"}),
+    parser.add_argument("--fail-on", type=fail_on, default=frozenset({"worse"}),
                         help="verdicts that fail: worse (default), too-small, or both "
                              "comma-separated")
 
@@ -597,7 +579,7 @@ def _where(args: argparse.Namespace, out: Output) -> int:
 def _steps_arguments(parser: argparse.ArgumentParser) -> None:
     _pair(parser)
     _one_event(parser)
-    parser.add_argument("--q", type=_fraction, default=0.05,
+    parser.add_argument("--q", type=fraction, default=0.05,
                         help="level of the test and of BH over step names; default 0.05")
     parser.add_argument("--max-hr", type=float, default=2.0,
                         help="the largest hazard ratio you accept not being able to see; "
@@ -683,9 +665,9 @@ def _compare_steps(args: argparse.Namespace, out: Output) -> int:
 def _fix_arguments(parser: argparse.ArgumentParser) -> None:
     _pair(parser)
     _one_event(parser)
-    parser.add_argument("--alpha", type=_fraction, default=0.05,
+    parser.add_argument("--alpha", type=fraction, default=0.05,
                         help="level of the test and of BH over cases; default 0.05")
-    parser.add_argument("--max-mde", type=_fraction, default=0.20,
+    parser.add_argument("--max-mde", type=fraction, default=0.20,
                         help="the smallest change a conclusive run must be able to see; "
                              "default 0.20")
 

@@ -16,11 +16,12 @@ from . import budget, capture
 from .api import declaration_of
 from .execute import execute_rollout, identities_of
 from .items import SpecFile, block_id, blocks, function_items
+from .options import fail_on, fraction, positive_int, run_name, store_name
 from .runner import Identity
 from .seeds import new_salt
 from .spec import Declaration, SpecError, condition_key
 from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
-from .store import Store, StoreError, check_name
+from .store import Store, StoreError
 
 SESSION_NAME = "prove_session"
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
@@ -31,52 +32,8 @@ DESIGN_FAILURE_KEY = pytest.StashKey[str]()
 # options
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
-    return value
-
-
-def _name(text: str) -> str:
-    try:
-        return check_name(text)
-    except StoreError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _run_name(text: str) -> str:
-    return text if text == "latest" else _name(text)
-
-
-_FAIL_ON = ("worse", "too-small")
-
-
-def _fail_on(text: str) -> frozenset[str]:
-    words = frozenset(w.strip() for w in text.split(",") if w.strip())
-    unknown = sorted(words - set(_FAIL_ON))
-    if unknown or not words:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(_FAIL_ON)}, got {text!r}"
-        )
-    return words
-
-
 def _report_path(text: str) -> Path:
-    """A report file whose suffix names its kind (issue 4: --prove-report)."""
+    """A report file whose suffix names its kind (--prove-report)."""
     path = Path(text)
     if path.suffix.lower() not in (".html", ".htm", ".md", ".json"):
         raise argparse.ArgumentTypeError(
@@ -89,33 +46,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-store", metavar="DIR", default=None,
                     help="folder of runs and baselines (default: ini prove_store, else "
                          ".prove under rootdir)")
-    group.addoption("--prove-name", metavar="NAME", type=_name, default=None,
+    group.addoption("--prove-name", metavar="NAME", type=store_name, default=None,
                     help="name this run (default: its run id)")
-    group.addoption("--prove-baseline", metavar="NAME", type=_name, default=None,
+    group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
                     help="pair this run with baseline NAME, compare, and fail on a worse verdict")
-    group.addoption("--prove-save-baseline", metavar="NAME", type=_name, default=None,
+    group.addoption("--prove-save-baseline", metavar="NAME", type=store_name, default=None,
                     help="write this run as baseline NAME (.prove/baselines/NAME.jsonl) once "
                          "it is complete")
     group.addoption("--prove-update-baseline", action="store_true", default=False,
                     help="replace the --prove-baseline file with this run once it is complete")
-    group.addoption("--prove-resume", metavar="RUN", type=_run_name, default=None,
+    group.addoption("--prove-resume", metavar="RUN", type=run_name, default=None,
                     help="run only the replicates that run RUN is missing, appending to it")
     group.addoption("--prove-plan", action="store_true", default=False,
                     help="collect, print the plan and the design check, and run nothing")
-    group.addoption("--prove-replicates", metavar="N", type=_positive_int, default=None,
+    group.addoption("--prove-replicates", metavar="N", type=positive_int, default=None,
                     help="replicates per condition for every rollout, overriding declarations")
-    group.addoption("--prove-concurrency", metavar="K", type=_positive_int, default=None,
+    group.addoption("--prove-concurrency", metavar="K", type=positive_int, default=None,
                     help="run K replicates at once in each item (threads, or asyncio tasks "
                          "for async rollouts)")
     group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
                     help="compare this outcome (repeatable; default: every declared failure "
                          "and success)")
-    group.addoption("--prove-fail-on", metavar="WORDS", type=_fail_on, default=None,
+    group.addoption("--prove-fail-on", metavar="WORDS", type=fail_on, default=None,
                     help="verdicts that fail the session: worse (default), too-small, or both "
                          "comma-separated")
-    group.addoption("--prove-q", metavar="Q", type=_fraction, default=None,
+    group.addoption("--prove-q", metavar="Q", type=fraction, default=None,
                     help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
-    group.addoption("--prove-max-mde", metavar="D", type=_fraction, default=None,
+    group.addoption("--prove-max-mde", metavar="D", type=fraction, default=None,
                     help="the largest change you accept not being able to see; default 0.20")
     group.addoption("--prove-allow-underpowered", action="store_true", default=None,
                     help="run even when the design check says a condition could not see "
@@ -139,7 +96,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _ini_fraction(config: pytest.Config, name: str) -> float:
     raw = str(config.getini(name))
     try:
-        return _fraction(raw)
+        return fraction(raw)
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option {name}: {exc}") from None
 
@@ -155,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     q = opt.prove_q or _ini_fraction(config, "prove_q")
     max_mde = opt.prove_max_mde or _ini_fraction(config, "prove_max_mde")
     try:
-        fail_on = opt.prove_fail_on or _fail_on(str(config.getini("prove_fail_on")))
+        fail_words = opt.prove_fail_on or fail_on(str(config.getini("prove_fail_on")))
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
     store_root = Path(opt.prove_store) if opt.prove_store else (
@@ -214,7 +171,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session = ProveSession(
         config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
         save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
-        events=tuple(opt.prove_event), fail_on=fail_on)
+        events=tuple(opt.prove_event), fail_on=fail_words)
     config.pluginmanager.register(session, SESSION_NAME)
     config.pluginmanager.register(_Collection(config), "prove_collection")
     budget.register(config, session)

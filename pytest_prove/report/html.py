@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_prove.stats import Comparison, Row
 
+from ._format import q_text, rate, signed
 from .json import REPORT_SCHEMA_VERSION, ReportContext
 from .terminal import verdict_line
 
@@ -37,18 +38,6 @@ def _script_json(data: object) -> str:
     text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-
-
-def _rate(value: float) -> str:
-    return f"{value:.3f}"
-
-
-def _signed(value: float) -> str:
-    return "0.000" if abs(value) < 5e-4 else f"{value:+.3f}"
-
-
-def _q(value: float) -> str:
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def choose_axes(context: ReportContext, x: str | None, y: str | None) -> tuple[str | None,
@@ -94,13 +83,13 @@ def _row_data(index: int, row: Row, context: ReportContext) -> dict[str, Any]:
         "condition": row.condition,
         "case": context.cases.get(row.condition),
         "event": row.event,
-        "before": f"{_rate(row.before)} ({row.x_before}/{row.n_before})",
-        "after": f"{_rate(row.after)} ({row.x_after}/{row.n_after})",
-        "change": _signed(row.change),
-        "interval": f"[{_signed(row.interval.low)}, {_signed(row.interval.high)}] at "
+        "before": f"{rate(row.before)} ({row.x_before}/{row.n_before})",
+        "after": f"{rate(row.after)} ({row.x_after}/{row.n_after})",
+        "change": signed(row.change),
+        "interval": f"[{signed(row.interval.low)}, {signed(row.interval.high)}] at "
                     f"{100 * row.interval.level:.2f}%",
-        "p": _q(row.p),
-        "q": _q(row.q_value),
+        "p": q_text(row.p),
+        "q": q_text(row.q_value),
         "rise": str(row.rise),
         "fall": str(row.fall),
         "status": _status(row),
@@ -117,14 +106,14 @@ def _ordered(values: Sequence[Any]) -> list[Any]:
 
 def _cell(index: int, row: Row, first: bool) -> str:
     tone = _tone(row)
-    label = (f"{row.condition}, {row.event}: before {_rate(row.before)}, after "
-             f"{_rate(row.after)}, change {_signed(row.change)}, q {_q(row.q_value)}")
+    label = (f"{row.condition}, {row.event}: before {rate(row.before)}, after "
+             f"{rate(row.after)}, change {signed(row.change)}, q {q_text(row.q_value)}")
     return (
         f'<td role="gridcell" class="cell {tone}" tabindex="{0 if first else -1}" '
         f'data-i="{index}" aria-label="{_e(label)}">'
-        f'<span class="ba">{_rate(row.before)} → {_rate(row.after)}</span>'
-        f'<span class="ch">{_signed(row.change)}</span>'
-        f'<span class="qq">q {_q(row.q_value)}</span>'
+        f'<span class="ba">{rate(row.before)} → {rate(row.after)}</span>'
+        f'<span class="ch">{signed(row.change)}</span>'
+        f'<span class="qq">q {q_text(row.q_value)}</span>'
         f'<span class="lim">rise {_e(row.rise)} · fall {_e(row.fall)}</span></td>'
     )
 
@@ -282,10 +271,10 @@ def render_html(comparison: Comparison, context: ReportContext, *, x: str | None
         case = context.cases.get(r.condition)
         table.append(
             f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
-            f"<td>{_e(r.event)}</td><td class=\"n\">{_rate(r.before)}</td>"
-            f"<td class=\"n\">{_rate(r.after)}</td><td class=\"n\">{_signed(r.change)}</td>"
-            f"<td class=\"n\">[{_signed(r.interval.low)}, {_signed(r.interval.high)}]</td>"
-            f"<td class=\"n\">{_q(r.p)}</td><td class=\"n\">{_q(r.q_value)}</td>"
+            f"<td>{_e(r.event)}</td><td class=\"n\">{rate(r.before)}</td>"
+            f"<td class=\"n\">{rate(r.after)}</td><td class=\"n\">{signed(r.change)}</td>"
+            f"<td class=\"n\">[{signed(r.interval.low)}, {signed(r.interval.high)}]</td>"
+            f"<td class=\"n\">{q_text(r.p)}</td><td class=\"n\">{q_text(r.q_value)}</td>"
             f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
             f"<td class=\"n\">{_e(r.fall)}</td></tr>")
     table.append("</tbody></table>")

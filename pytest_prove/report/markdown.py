@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_prove.stats import Comparison, Row
 
+from ._format import q_text, rate, signed
 from .json import ReportContext
 from .terminal import verdict_line
 
@@ -22,18 +23,6 @@ __all__ = ["append_step_summary", "escape", "render_markdown"]
 def escape(text: str) -> str:
     """Text safe inside a markdown table cell (and as HTML, which GitHub also renders)."""
     return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def _rate(value: float) -> str:
-    return f"{value:.3f}"
-
-
-def _signed(value: float) -> str:
-    return "0.000" if abs(value) < 5e-4 else f"{value:+.3f}"
-
-
-def _q(value: float) -> str:
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _status(row: Row) -> str:
@@ -72,15 +61,15 @@ def render_markdown(comparison: Comparison, context: ReportContext, *,
             case = context.cases.get(r.condition)
             lines.append(
                 f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
-                f"{escape(r.event)} | {_rate(r.before)} | {_rate(r.after)} | "
-                f"{_signed(r.change)} | [{_signed(r.interval.low)}, "
-                f"{_signed(r.interval.high)}] | {_q(r.q_value)} | {_status(r)} | {r.rise} | "
+                f"{escape(r.event)} | {rate(r.before)} | {rate(r.after)} | "
+                f"{signed(r.change)} | [{signed(r.interval.low)}, "
+                f"{signed(r.interval.high)}] | {q_text(r.q_value)} | {_status(r)} | {r.rise} | "
                 f"{r.fall} |"
             )
         lines.append("")
     hidden = comparison.m - len(shown)
     if hidden:
-        lines += [f"{hidden} rows unchanged and able to see {_rate(comparison.max_mde)} are not "
+        lines += [f"{hidden} rows unchanged and able to see {rate(comparison.max_mde)} are not "
                   "shown.", ""]
     if context.not_run:
         lines += [f"Not run (left out of the verdict): "

@@ -12,21 +12,11 @@ from collections.abc import Sequence
 
 from pytest_prove.stats import Comparison, Limit, Row
 
+from ._format import q_text, rate, signed
+
 __all__ = ["format_comparison", "verdict_line"]
 
 _LIST_AT_MOST = 3
-
-
-def _rate(value: float) -> str:
-    return f"{value:.3f}"
-
-
-def _signed(value: float) -> str:
-    return "0.000" if abs(value) < 5e-4 else f"{value:+.3f}"
-
-
-def _q(value: float) -> str:
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _limit(limit: Limit) -> str:
@@ -38,7 +28,7 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def _moves(rows: Sequence[Row]) -> str:
-    shown = [f"{r.condition} {r.event} {_rate(r.before)} -> {_rate(r.after)}"
+    shown = [f"{r.condition} {r.event} {rate(r.before)} -> {rate(r.after)}"
              for r in rows[:_LIST_AT_MOST]]
     more = len(rows) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
@@ -55,7 +45,7 @@ def _test_name(comparison: Comparison) -> str:
 def verdict_line(comparison: Comparison) -> str:
     """The one line to read first: the word, then the facts it rests on."""
     verdict = comparison.verdict
-    largest = "none" if verdict.largest_limit is None else _rate(verdict.largest_limit)
+    largest = "none" if verdict.largest_limit is None else rate(verdict.largest_limit)
     tail = (f"largest limit read {largest}; {_test_name(comparison)}, "
             f"Holm q {comparison.q:g} over {comparison.m} tests")
     if verdict.word == "worse":
@@ -68,7 +58,7 @@ def verdict_line(comparison: Comparison) -> str:
         conditions = len({r.condition for r in verdict.safer})
         return (f"safer: {_plural(conditions, 'condition')} got better "
                 f"({_moves(verdict.safer)}) and none got worse; {tail}")
-    mde = _rate(comparison.max_mde)
+    mde = rate(comparison.max_mde)
     if verdict.word == "no significant change":
         return (f"no significant change: nothing changed significantly, and every condition "
                 f"could have shown a change of {mde}; {tail}")
@@ -88,7 +78,7 @@ def _status(row: Row, max_mde: float) -> str:
     if row.flag:
         return f"flagged ({row.leaning})" if row.leaning != "none" else "flagged"
     if row.blind:
-        return f"blind to {'+'.join(row.blind)} of {_rate(max_mde)}"
+        return f"blind to {'+'.join(row.blind)} of {rate(max_mde)}"
     return "unchanged"
 
 
@@ -102,9 +92,9 @@ def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
     header = ("condition", "event", "before", "after", "change", "q", "verdict",
               "interval", "rise", "fall")
     body = [
-        (r.condition, r.event, _rate(r.before), _rate(r.after), _signed(r.change),
-         _q(r.q_value), _status(r, max_mde),
-         f"[{_signed(r.interval.low)}, {_signed(r.interval.high)}]",
+        (r.condition, r.event, rate(r.before), rate(r.after), signed(r.change),
+         q_text(r.q_value), _status(r, max_mde),
+         f"[{signed(r.interval.low)}, {signed(r.interval.high)}]",
          _limit(r.rise), _limit(r.fall))
         for r in sorted(rows, key=_order)
     ]
@@ -142,7 +132,7 @@ def format_comparison(
     hidden = comparison.m - len(shown)
     if hidden:
         lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
-                     f"{_rate(comparison.max_mde)} not shown (-v shows every row)")
+                     f"{rate(comparison.max_mde)} not shown (-v shows every row)")
     lines.append(
         f"method: {comparison.method}. rise/fall: the smallest change each row alone would be "
         f"flagged for, 4 times in 5, from its rate in {before}"
@@ -153,13 +143,13 @@ def format_comparison(
         if verdict.replicates_needed is not None:
             lines.append(
                 f"next: run {verdict.replicates_needed} replicates per condition in both runs "
-                f"so every row can show a change of {_rate(comparison.max_mde)}, or accept a "
+                f"so every row can show a change of {rate(comparison.max_mde)}, or accept a "
                 f"larger change (max_mde)"
             )
         else:
             lines.append(
                 "next: more replicates per condition than the search tries would be needed "
-                f"to show a change of {_rate(comparison.max_mde)}; accept a larger change "
+                f"to show a change of {rate(comparison.max_mde)}; accept a larger change "
                 "(max_mde) or split fewer conditions"
             )
     return lines

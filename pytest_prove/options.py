@@ -1,0 +1,63 @@
+"""Option values checked at the door: the ``type=`` callables of pytest's options and the CLI's.
+
+Each raises ``argparse.ArgumentTypeError`` with what was expected and what was got, which
+argparse (and so pytest) turns into a usage error naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Final
+
+from .store import StoreError, check_name
+
+__all__ = ["FAIL_ON", "fail_on", "fraction", "positive_int", "run_name", "store_name"]
+
+#: The verdicts a session or ``check`` can be told to fail on.
+FAIL_ON: Final = ("worse", "too-small")
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number strictly between 0 and 1 (an error rate, a change in a proportion)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
+    return value
+
+
+def store_name(text: str) -> str:
+    """A run or baseline name that cannot escape the store."""
+    try:
+        return check_name(text)
+    except StoreError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def run_name(text: str) -> str:
+    """A run name, or ``latest``."""
+    return text if text == "latest" else store_name(text)
+
+
+def fail_on(text: str) -> frozenset[str]:
+    """A comma-separated set of verdicts to fail on: worse, too-small."""
+    words = frozenset(w.strip() for w in text.split(",") if w.strip())
+    unknown = sorted(words - set(FAIL_ON))
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(FAIL_ON)}, got {text!r}"
+        )
+    return words
