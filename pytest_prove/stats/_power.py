@@ -850,8 +850,12 @@ _SEED_BISECTIONS = 12
 # A limit found by bisection lies within room / 2**_BISECTIONS above the root: clearing base
 # rates at the candidate minus this keeps a rate-by-rate scan's maximum.
 _GUARD = 2.0 ** -_BISECTIONS
-# Windows of the power sums when clearing blocks: all but 4e-9 of each binomial.
+# Windows of the power sums when clearing blocks: all but 4e-9 of each binomial. The sums
+# then fall short of the power by at most that, so a block cleared is cleared; a single rate
+# not cleared is looked at again with the full windows.
 _CLEAR_TAIL = 20.0
+# Blocks tested per evaluation (bounds the memory of very large designs).
+_CHUNK = 512
 
 
 def _worst_rise_scan(
@@ -878,7 +882,8 @@ def _clear_blocks(
     rates it rejects go to ``on_single`` (which may stop the search by returning False).
     True when every block was cleared or handed over."""
     while a.size:
-        ok = clears(a, b)
+        ok = np.concatenate([clears(a[i : i + _CHUNK], b[i : i + _CHUNK])
+                             for i in range(0, a.size, _CHUNK)])
         a, b = a[~ok], b[~ok]
         single = a == b
         if single.any() and not on_single(a[single]):
@@ -887,13 +892,6 @@ def _clear_blocks(
         mid = (a + b) // 2
         a, b = np.concatenate((a, mid + 1)), np.concatenate((mid, b))
     return True
-
-
-def _even_blocks(last: int, n: int, change: float) -> tuple[IntArray, IntArray]:
-    """Blocks over base rates 0..last about a quarter of ``change`` wide (a power of two)."""
-    size = 1 << max(0, int(np.floor(np.log2(max(1.0, n * change / 4.0)))))
-    a = np.arange(0, last + 1, size, dtype=np.int64)
-    return a, np.minimum(a + size - 1, last)
 
 
 def _fitted_blocks(last: int, widths: IntArray) -> tuple[IntArray, IntArray]:
@@ -1006,12 +1004,30 @@ def _sees_grid(
     evaluator = _evaluator(paired, n, n, alpha)
     if rates.size <= _SCAN_ALL or not evaluator.monotone:
         return _sees_all(paired, n, rates, alpha, power, max_mde, "rise")
+    last = rates.size - 1
+
+    def sees(ks: IntArray) -> bool:
+        p0 = rates[ks]
+        return bool((evaluator.prepare(p0, "rise")(np.minimum(p0 + max_mde, 1.0))
+                     >= power).all())
+
+    # The weakest base rates first (near (1 - max_mde)/2, by the symmetry of power): most
+    # sizes that fail, fail there.
+    centre = int(np.floor(n * (1.0 - max_mde) / 2.0))
+    if not sees(np.unique(np.clip(np.arange(centre - 2, centre + 4), 0, last))):
+        return False
 
     def clears(a: IntArray, b: IntArray) -> BoolArray:
         p1 = np.minimum(rates[a] + max_mde, 1.0)
         return evaluator.prepare(rates[b], "rise", _CLEAR_TAIL)(p1) >= power
 
-    return _clear_blocks(*_even_blocks(rates.size - 1, n, max_mde), clears, lambda ks: False)
+    # Blocks sized from rough limits on a coarse grid (a block too wide only costs a split).
+    coarse = np.unique(np.rint(np.linspace(0, last, 17)).astype(np.int64))
+    p0 = rates[coarse]
+    rough = _bisect(evaluator.prepare(p0, "rise"), p0, 1.0 - p0, 1.0, power, _SEED_BISECTIONS)
+    estimate = np.interp(np.arange(last + 1), coarse, rough)
+    widths = 1 + np.floor(0.8 * n * np.maximum(max_mde - estimate, 0.0)).astype(np.int64)
+    return _clear_blocks(*_fitted_blocks(last, widths), clears, sees)
 
 
 def design_method(paired: bool, m: int, q: float, power: float) -> str:
