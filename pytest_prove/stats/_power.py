@@ -35,9 +35,14 @@ How it stays fast
 
       limit(p0) <= w  whenever  power(b, a + w) >= target.
 
-  A coarse-to-fine search finds a candidate worst limit; this bound then clears whole blocks
-  of base rates in one evaluation each, and any single base rate it cannot clear has its limit
-  computed. The result is the maximum over every k/n, as a rate-by-rate scan gives it.
+  A candidate worst limit comes from the symmetry power(p0, p1) = power(1 - p1, 1 - p0)
+  (swap the runs, count non-events): the worst base rate lies near (1 - limit)/2. The bound
+  then clears whole blocks of base rates in one evaluation each, and any single base rate it
+  cannot clear has its limit computed. The result is the maximum over every k/n, as a
+  rate-by-rate scan gives it (tests compare the two). The replicate search checks each size
+  tried at every base rate the same way.
+* Power sums are accurate to rounding, about 1e-11 of the power at 5,000 replicates (the
+  binomial probabilities come from a table of log k!); limits move by far less than printed.
 """
 
 from __future__ import annotations
