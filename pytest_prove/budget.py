@@ -10,8 +10,11 @@ bounds what a worker spends even before the controller's word reaches it.
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, final
 
 import pytest
@@ -102,16 +105,33 @@ class CapWatch:
     """
 
     def __init__(self, cap: TokenCap, *, spent: Callable[[], Mapping[str, int]] | None = None,
-                 on_cap: Callable[[str], None] | None = None) -> None:
+                 on_cap: Callable[[str], None] | None = None,
+                 flag: Path | None = None) -> None:
         self.cap = cap
         self.spent = spent
         self.on_cap = on_cap
+        # A file the controller creates once the run's total reaches the cap; local xdist
+        # workers look for it before each item (it is not in the store, and remote workers
+        # without a shared disk fall back to the scheduler taking their queue back).
+        self.flag = flag
         self.own: dict[str, int] = {}
         self.session: pytest.Session | None = None
         self.message: str | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """No episode starts once the cap is reached: the item is skipped, nothing stored."""
+        if self.message is None and self.flag is not None and self.flag.exists():
+            self.message = self.flag.read_text(encoding="utf-8") or "token cap reached"
+        if self.message is not None:
+            pytest.skip(self.message)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.flag is not None and self.spent is not None:  # the controller made it
+            shutil.rmtree(self.flag.parent, ignore_errors=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -157,15 +177,21 @@ def register(config: pytest.Config, session: Any | None) -> None:
     cap = token_cap_of(config)
     if session is None:
         if cap:
-            config.pluginmanager.register(CapWatch(cap), "prove_cap")
+            flag = getattr(config, "workerinput", {}).get("prove_cap_flag")
+            config.pluginmanager.register(CapWatch(cap, flag=Path(flag) if flag else None),
+                                          "prove_cap")
         return
     session.prices = prices_of(config)
     session.token_cap = cap
     if not cap:
         return
 
+    flag = Path(tempfile.mkdtemp(prefix="pytest-prove-cap-")) / "reached"
+    session.cap_flag = flag
+
     def on_cap(message: str) -> None:
         session.capped = message
+        flag.write_text(message, encoding="utf-8")
         # Under xdist the controller's own session does not run items: tell the
         # scheduler to start nothing more and to take back what workers have queued.
         dsession = config.pluginmanager.get_plugin("dsession")
@@ -176,8 +202,8 @@ def register(config: pytest.Config, session: Any | None) -> None:
             if stop is not None:
                 stop()
 
-    config.pluginmanager.register(CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap),
-                                  "prove_cap")
+    config.pluginmanager.register(CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap,
+                                           flag=flag), "prove_cap")
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

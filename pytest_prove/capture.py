@@ -359,9 +359,9 @@ class CaptureManager:
 
     # ---- the controller
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        status = getattr(report, "prove_capture", None)
-        if status is None or self.session is None:
+    def record_status(self, status: Mapping[str, Any]) -> None:
+        """What a process reported of its instrumentors (called by the controller's session)."""
+        if self.session is None:
             return
         manifest = self.session.writer.manifest.setdefault(
             "capture", {"instrumented": [], "missing": {}})
@@ -404,8 +404,26 @@ def end_lines(manifest: Mapping[str, Any]) -> list[str]:
             for name, why in missing.items()]
 
 
+class _CaptureGate:
+    """Registers the manager's per-item hooks only when some collected rollout captures:
+    a sweep without ``[capture]`` pays nothing per item for the feature."""
+
+    def __init__(self, manager: CaptureManager) -> None:
+        self.manager = manager
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        wanted = bool(self.manager.default and self.manager.default.instrument) or any(
+            getattr(plan.declaration, "capture", None)
+            for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None)
+        if wanted and not config.pluginmanager.is_registered(self.manager):
+            config.pluginmanager.register(self.manager, "prove_capture")
+
+
 def register(config: pytest.Config, session: Any | None = None) -> None:
     manager = CaptureManager(config, session)
     if session is not None:
         session.capture_lines = []
-    config.pluginmanager.register(manager, "prove_capture")
+        session.capture = manager
+    config.pluginmanager.register(_CaptureGate(manager), "prove_capture_gate")

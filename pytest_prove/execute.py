@@ -17,11 +17,20 @@ from .runner import Identity, run_block
 from .seeds import derive_seed
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
 
+IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
+
 __all__ = ["execute_rollout", "identities_of"]
 
 
 def identities_of(item: pytest.Item) -> list[Identity]:
-    """The episodes an item runs, with their seeds in this run."""
+    """The episodes an item runs, with their seeds in this run (worked out once per item)."""
+    found = item.stash.get(IDENTITIES_KEY, None)
+    if found is None:
+        found = item.stash[IDENTITIES_KEY] = _identities(item)
+    return found
+
+
+def _identities(item: pytest.Item) -> list[Identity]:
     plan = item.stash[PLAN_KEY]
     salt = item.config.stash[SETTINGS_KEY].salt
     return [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 from collections.abc import Generator
@@ -199,7 +200,8 @@ def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture"):
+    for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture",
+                 "prove_capture_gate"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)
@@ -455,15 +457,20 @@ def prove_cfg(request: pytest.FixtureRequest) -> dict[str, Any]:
 # running
 
 
+@functools.cache
+def _argnames(function: Any) -> tuple[str, ...]:
+    """The arguments a rollout test takes by name (read once per function, not per item)."""
+    return tuple(n for n, p in inspect.signature(function).parameters.items()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     plan = pyfuncitem.stash.get(PLAN_KEY, None)
     if plan is None:
         return None
     function = pyfuncitem.obj
-    names = [n for n, p in inspect.signature(function).parameters.items()
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    base = {n: pyfuncitem.funcargs[n] for n in names if n in pyfuncitem.funcargs}
+    base = {n: pyfuncitem.funcargs[n] for n in _argnames(function) if n in pyfuncitem.funcargs}
 
     def call(ident: Identity) -> Any:
         kwargs = dict(base)

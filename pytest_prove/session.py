@@ -93,8 +93,10 @@ class ProveSession:
         # Cost: tokens the run used so far, the cap (budget.py watches it) and prices.
         self.spent = {"input": 0, "output": 0}
         self.capped: str | None = None
+        self.cap_flag: Path | None = None  # budget.py: where workers look for "cap reached"
         self.token_cap = TokenCap()
         self.prices = Prices()
+        self.capture: Any = None  # capture.py's manager: records what instrumentors ran
         self.capture_lines: list[str] = []  # set by capture.py: instrumentors that did not run
         if resume is not None:
             self.writer: RunWriter = store.reopen(resume)
@@ -142,6 +144,9 @@ class ProveSession:
             self._count(record)
 
     def on_report(self, report: pytest.TestReport) -> None:
+        status = getattr(report, "prove_capture", None)
+        if status is not None and self.capture is not None:
+            self.capture.record_status(status)
         rollout = getattr(report, "prove_rollout", None)
         if rollout is not None and rollout["id"] not in self.rollouts:
             self.rollouts[rollout["id"]] = {"label": rollout["label"],

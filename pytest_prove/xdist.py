@@ -24,6 +24,9 @@ class XdistHooks:
         settings = self.session.settings
         node.workerinput["prove_salt"] = settings.salt
         node.workerinput["prove_done"] = [f"{r}\x1f{k}\x1f{n}" for r, k, n in settings.done]
+        flag = getattr(self.session, "cap_flag", None)
+        if flag is not None:
+            node.workerinput["prove_cap_flag"] = str(flag)
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = getattr(node, "workeroutput", None) or {}
