@@ -95,6 +95,21 @@ def test_tango_published_examples_as_reproduced() -> None:
     assert round(abs(tango_score(1, 0, 44, -0.1)), 3) == 1.709
 
 
+def test_tango_published_example_to_four_decimals() -> None:
+    """Fagerland MW, Lydersen S, Laake P (2017). Statistical Analysis of Contingency Tables,
+    Chapter 8 (The Paired 2x2 Table), the Cavo et al. (2012) example: complete response
+    before and after consolidation therapy, n = [[59, 6], [16, 80]] (161 patients). The
+    Tango asymptotic score interval is printed there, and pinned by the book's R package
+    (contingencytables, tests/testthat/test-ch8.R), as estimate -0.0621, 95% CI -0.1240 to
+    -0.0054, the difference being (n12 - n21) / N. In our orientation (after minus before)
+    the 16 pairs of n21 are before-only and the 6 of n12 after-only.
+    """
+    interval = tango_interval(both=59, before_only=16, after_only=6, n=161, level=0.95)
+    assert round((6 - 16) / 161, 4) == -0.0621
+    assert round(interval.low, 4) == -0.1240
+    assert round(interval.high, 4) == -0.0054
+
+
 @pytest.mark.parametrize(
     ("b", "c", "n", "level"),
     [(3, 9, 32, 0.95), (1, 0, 44, 0.90), (7, 1, 21, 0.95), (16, 6, 161, 0.95), (0, 0, 50, 0.99),
