@@ -207,44 +207,11 @@ class ModelUsage:
         return self.input + self.output
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class ConditionCost:
-    """One condition of one rollout: its episodes and what they used."""
+class _Totals:
+    """Totals over ``models``, shared by a condition's cost and a run's."""
 
-    rollout: str
-    condition_key: str
-    label: str
-    episodes: int
+    __slots__ = ()
     models: tuple[ModelUsage, ...]
-
-    @property
-    def input(self) -> int:
-        return sum(m.input for m in self.models)
-
-    @property
-    def output(self) -> int:
-        return sum(m.output for m in self.models)
-
-    @property
-    def price(self) -> float | None:
-        return _sum_prices(self.models)
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class RunCost:
-    """What a run used: per model, per condition, and per episode."""
-
-    run: str
-    status: str
-    episodes: int
-    with_tokens: int
-    models: tuple[ModelUsage, ...]
-    conditions: tuple[ConditionCost, ...]
-    per_episode: Mapping[tuple[str, str, int], tuple[int, int]]
-    prices: Prices
-    unpriced: tuple[str, ...]
 
     @property
     def input(self) -> int:
@@ -261,6 +228,36 @@ class RunCost:
     @property
     def price(self) -> float | None:
         return _sum_prices(self.models)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ConditionCost(_Totals):
+    """One condition of one rollout: its episodes and what they used."""
+
+    rollout: str
+    condition_key: str
+    label: str
+    episodes: int
+    models: tuple[ModelUsage, ...]
+
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RunCost(_Totals):
+    """What a run used: per model, per condition, and per episode."""
+
+    run: str
+    status: str
+    episodes: int
+    with_tokens: int
+    models: tuple[ModelUsage, ...]
+    conditions: tuple[ConditionCost, ...]
+    per_episode: Mapping[tuple[str, str, int], tuple[int, int]]
+    prices: Prices
+    unpriced: tuple[str, ...]
+
 
 
 def _sum_prices(models: Iterable[ModelUsage]) -> float | None:
