@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
 import pytest
 
-from .cost import PriceError, Prices, find_prices, parse_price_lines
+from .prices import PriceError, Prices, find_prices, parse_price_lines
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
 
@@ -95,7 +95,6 @@ def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
     spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
 
 
-@final
 class CapWatch:
     """Stops the session once the tokens spent reach the cap (registered as ``prove_cap``).
 
@@ -133,10 +132,9 @@ class CapWatch:
         if self.flag is not None and self.spent is not None:  # the controller made it
             shutil.rmtree(self.flag.parent, ignore_errors=True)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        episodes = getattr(report, "prove_episodes", None)
-        if not episodes or self.message is not None:
+    def add(self, episodes: Iterable[Mapping[str, Any]]) -> None:
+        """Count the tokens of episodes that ended, and stop the session at the cap."""
+        if self.message is not None:
             return
         for record in episodes:
             add_tokens(self.own, record)
@@ -149,6 +147,17 @@ class CapWatch:
             self.session.shouldstop = message
         if self.on_cap is not None:
             self.on_cap(message)
+
+
+@final
+class WorkerCapWatch(CapWatch):
+    """An xdist worker's watch: counts its own episodes from its reports."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        episodes = getattr(report, "prove_episodes", None)
+        if episodes:
+            self.add(episodes)
 
 
 def cost_lines(run: Any, prices: Prices) -> list[str]:
@@ -178,8 +187,8 @@ def register(config: pytest.Config, session: Any | None) -> None:
     if session is None:
         if cap:
             flag = getattr(config, "workerinput", {}).get("prove_cap_flag")
-            config.pluginmanager.register(CapWatch(cap, flag=Path(flag) if flag else None),
-                                          "prove_cap")
+            config.pluginmanager.register(
+                WorkerCapWatch(cap, flag=Path(flag) if flag else None), "prove_cap")
         return
     session.prices = prices_of(config)
     session.token_cap = cap
@@ -202,8 +211,9 @@ def register(config: pytest.Config, session: Any | None) -> None:
             if stop is not None:
                 stop()
 
-    config.pluginmanager.register(CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap,
-                                           flag=flag), "prove_cap")
+    # The controller's session hands it every episode it stores.
+    session.cap_watch = CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap, flag=flag)
+    config.pluginmanager.register(session.cap_watch, "prove_cap")
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

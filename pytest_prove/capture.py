@@ -17,21 +17,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import pytest
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
-from .recording import EpisodeLog, current_log
 from .state import CAPTURE_KEY, PLAN_KEY
 
-__all__ = ["CaptureConfig", "CaptureError", "CaptureManager", "EpisodeSpanProcessor",
-           "add_options", "register", "span_record", "usage_of_span"]
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+__all__ = ["CaptureConfig", "CaptureError", "CaptureManager", "add_options",
+           "register", "span_record", "usage_of_span"]
 
 ENTRY_POINT_GROUP = "opentelemetry_instrumentor"
 DEFAULT_MAX_BYTES = 16384
@@ -196,56 +195,6 @@ def usage_of_span(attributes: Mapping[str, Any]) -> dict[str, Any] | None:
             "response_model": response if isinstance(response, str) else None}
 
 
-@final
-class EpisodeSpanProcessor(SpanProcessor):
-    """Gives every span to the episode whose context it started in.
-
-    ``on_start`` reads the running episode's log from its context variable and keeps it
-    by span id until ``on_end``, so that a span ended from another context still
-    reaches the episode that started it.
-    """
-
-    def __init__(self) -> None:
-        self._owners: dict[tuple[int, int], EpisodeLog] = {}
-        self._lock = threading.Lock()
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        log = current_log()
-        if log is None or not isinstance(log.capture, CaptureConfig) or span.context is None:
-            return
-        with self._lock:
-            self._owners[(span.context.trace_id, span.context.span_id)] = log
-
-    def on_end(self, span: ReadableSpan) -> None:
-        log: EpisodeLog | None = None
-        if span.context is not None:
-            with self._lock:
-                log = self._owners.pop((span.context.trace_id, span.context.span_id), None)
-        if log is None:
-            log = current_log()
-        if log is None or not isinstance(log.capture, CaptureConfig):
-            return
-        attributes = dict(span.attributes or {})
-        usage = usage_of_span(attributes)
-        if usage is not None:
-            log.usage.append(usage)
-        log.spans.append(span_record(span, log.capture, _wall_start(log)))
-
-    def shutdown(self) -> None:
-        with self._lock:
-            self._owners.clear()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-def _wall_start(log: EpisodeLog) -> float:
-    # EpisodeLog.started is perf_counter time; spans carry wall-clock nanoseconds.
-    import time
-
-    return time.time() - (time.perf_counter() - log.started)
-
-
 # ---------------------------------------------------------------------------
 # switching instrumentors on, per process
 
@@ -293,6 +242,10 @@ class CaptureManager:
         if not names:
             return
         if self.provider is None:
+            from opentelemetry.sdk.trace import TracerProvider
+
+            from ._otel import EpisodeSpanProcessor
+
             self.provider = TracerProvider()
             self.provider.add_span_processor(EpisodeSpanProcessor())
         if config.content and _CONTENT_ENV not in os.environ:

@@ -53,6 +53,8 @@ def check_meta(meta: object) -> dict[str, Any]:
         raise RolloutContractError(
             f"Episode meta must be a dict, got {type(meta).__name__}: {meta!r:.80}"
         )
+    if not meta:
+        return meta
     for key in meta:
         if not isinstance(key, str):
             raise RolloutContractError(

@@ -493,14 +493,21 @@ def pytest_runtest_makereport(item: pytest.Item,
     plan = item.stash.get(PLAN_KEY, None)
     if plan is None:
         return report
-    if report.when == "setup":
-        # Sent ahead so that the controller can account for these replicates if the
-        # worker running them dies.
-        report.prove_pending = [i.to_json() for i in identities_of(item)]
-        report.prove_rollout = {"id": plan.rollout_id, "label": plan.label,
-                                "declaration": plan.declaration.to_json()}
-    elif report.when == "call":
+    if report.when == "call":
+        # Taken off the item: the controller stores them, and nothing keeps them after.
         report.prove_episodes = item.stash.get(RESULTS_KEY, [])
+        if RESULTS_KEY in item.stash:
+            del item.stash[RESULTS_KEY]
+    elif report.when == "setup":
+        settings = item.config.stash[SETTINGS_KEY]
+        if settings.is_worker or report.failed:
+            # A worker sends them ahead, so that the controller can store these replicates
+            # as errored if it dies; a failed setup ends them here.
+            report.prove_pending = [i.to_json() for i in identities_of(item)]
+        if plan.rollout_id not in settings.announced:
+            settings.announced.add(plan.rollout_id)
+            report.prove_rollout = {"id": plan.rollout_id, "label": plan.label,
+                                    "declaration": plan.declaration.to_json()}
     return report
 
 

@@ -6,14 +6,15 @@ at once (threads of a block, asyncio tasks) never see each other's steps.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, final
 
-__all__ = ["EpisodeLog", "current_log", "recording", "step", "usage"]
+__all__ = ["EpisodeLog", "current_log", "recording", "set_current", "step", "usage"]
 
 
 @final
@@ -36,6 +37,12 @@ _current: ContextVar[EpisodeLog | None] = ContextVar("pytest_prove_episode", def
 def current_log() -> EpisodeLog | None:
     """The log of the episode running in this context, if any."""
     return _current.get()
+
+
+def set_current(log: EpisodeLog) -> Callable[[], None]:
+    """Make ``log`` the current episode's log; call what it returns to undo that."""
+    token = _current.set(log)
+    return functools.partial(_current.reset, token)
 
 
 @contextmanager

@@ -9,18 +9,16 @@ results into a passed, failed or skipped item.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import Any, final
 
 from .episode import Episode, NoOutcome, RolloutContractError
-from .recording import EpisodeLog, recording
+from .recording import EpisodeLog, recording, set_current
 from .spec import Declaration, Scalar
 from .store import utc_now
 
@@ -99,7 +97,8 @@ def _tokens(log: EpisodeLog) -> dict[str, Any] | None:
     }
 
 
-def _finish(identity: Identity, declaration: Declaration, where: str, value: object,
+def _finish(identity: Identity, declaration: Declaration, where: Callable[[Identity], str],
+            value: object,
             exc: Exception | None, log: EpisodeLog) -> ReplicateResult:
     duration = round(time.perf_counter() - log.started, 6)
     if isinstance(exc, NoOutcome):
@@ -118,7 +117,7 @@ def _finish(identity: Identity, declaration: Declaration, where: str, value: obj
         if log.spans:
             record["spans"] = log.spans
         if kind == "contract":
-            return ReplicateResult(record, contract_error=f"{where}: {message}")
+            return ReplicateResult(record, contract_error=f"{where(identity)}: {message}")
         record["error"]["traceback"] = "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8)
         )[-4000:]
@@ -126,7 +125,7 @@ def _finish(identity: Identity, declaration: Declaration, where: str, value: obj
     problem = _check_return(value, declaration)
     if problem is not None:
         record = error_record(identity, "contract", "RolloutContractError", problem, duration)
-        return ReplicateResult(record, contract_error=f"{where}: {problem}")
+        return ReplicateResult(record, contract_error=f"{where(identity)}: {problem}")
     assert isinstance(value, Episode)
     t = value.t
     if t is None and log.steps:
@@ -136,7 +135,7 @@ def _finish(identity: Identity, declaration: Declaration, where: str, value: obj
                        f"{value.horizon}; pass t= or a larger horizon")
             record = error_record(identity, "contract", "RolloutContractError", problem,
                                   duration)
-            return ReplicateResult(record, contract_error=f"{where}: {problem}")
+            return ReplicateResult(record, contract_error=f"{where(identity)}: {problem}")
     record = {
         **identity.to_json(),
         "outcome": value.outcome,
@@ -189,9 +188,13 @@ def run_block(
     its own.
     """
     if is_async:
+        import asyncio  # imported by the first async rollout, not by every session
+
         return asyncio.run(_run_async(identities, declaration, call, where, capture))
     if len(identities) == 1:
         return [_run_one(identities[0], declaration, call, where, capture)]
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=len(identities),
                             thread_name_prefix="prove-replicate") as pool:
         futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
@@ -205,17 +208,19 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
     log = EpisodeLog(capture=capture)
     value: object = None
     error: Exception | None = None
-    with recording(log):
-        try:
-            value = call(identity)
-            if inspect.isawaitable(value):
-                raise RolloutContractError(
-                    "the rollout returned an awaitable; declare it `async def` so the "
-                    "plugin awaits it, or return the Episode itself"
-                )
-        except Exception as exc:  # noqa: BLE001 - every ending of user code is stored
-            error = exc
-    return _finish(identity, declaration, where(identity), value, error, log)
+    reset = set_current(log)  # not a context manager: this runs once an episode, every one
+    try:
+        value = call(identity)
+        if inspect.isawaitable(value):
+            raise RolloutContractError(
+                "the rollout returned an awaitable; declare it `async def` so the "
+                "plugin awaits it, or return the Episode itself"
+            )
+    except Exception as exc:  # noqa: BLE001 - every ending of user code is stored
+        error = exc
+    finally:
+        reset()
+    return _finish(identity, declaration, where, value, error, log)
 
 
 async def _run_async(identities: Sequence[Identity], declaration: Declaration,
@@ -233,7 +238,9 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                 value = await _as_awaitable(awaitable)
             except Exception as exc:  # noqa: BLE001 - every ending of user code is stored
                 error = exc
-        return _finish(identity, declaration, where(identity), value, error, log)
+        return _finish(identity, declaration, where, value, error, log)
+
+    import asyncio
 
     return list(await asyncio.gather(*(one(i) for i in identities)))
 

@@ -9,19 +9,16 @@ end of the session compares the run with its baseline and sets the exit status.
 from __future__ import annotations
 
 import os
-import platform
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from .budget import TokenCap, add_tokens, cost_lines
-from .cost import Prices
+from .budget import CapWatch, TokenCap, add_tokens, cost_lines
+from .prices import Prices
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
 from .state import Settings
@@ -50,6 +47,9 @@ class Outcome:
 
 
 def _versions() -> dict[str, str]:
+    import platform
+    from importlib import metadata
+
     found = {"python": platform.python_version()}
     for dist in ("pytest-prove", "pytest", "pytest-xdist", "numpy", "scipy"):
         try:
@@ -60,6 +60,8 @@ def _versions() -> dict[str, str]:
 
 
 def _git_commit(root: Path) -> str | None:
+    import subprocess
+
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=5, check=False)
@@ -92,9 +94,11 @@ class ProveSession:
         self.design_failure: str | None = None  # set when xdist workers refused the design
         # Cost: tokens the run used so far, the cap (budget.py watches it) and prices.
         self.spent = {"input": 0, "output": 0}
+        self.any_tokens = False  # some episode recorded tokens: the summary prices them
         self.capped: str | None = None
         self.cap_flag: Path | None = None  # budget.py: where workers look for "cap reached"
         self.token_cap = TokenCap()
+        self.cap_watch: CapWatch | None = None  # budget.py: stops the session at the cap
         self.prices = Prices()
         self.capture: Any = None  # capture.py's manager: records what instrumentors ran
         self.capture_lines: list[str] = []  # set by capture.py: instrumentors that did not run
@@ -109,8 +113,8 @@ class ProveSession:
                 "paired_with": None if baseline is None else {
                     "baseline": baseline.name, "run_id": baseline.run_id},
                 "rollouts": {},
-                "packages": _versions(),
-                "git_commit": _git_commit(config.rootpath),
+                "packages": None,  # filled in when the first episode arrives: see _store
+                "git_commit": None,
                 "command": [_program(), *sys.argv[1:]],
                 "counts": self.counts,
             }
@@ -125,7 +129,9 @@ class ProveSession:
 
     def _count(self, record: Mapping[str, Any]) -> None:
         self.counts["episodes"] += 1
-        add_tokens(self.spent, record)
+        if record.get("tokens"):
+            self.any_tokens = True
+            add_tokens(self.spent, record)
         error = record.get("error")
         if error is None:
             self.counts["with_outcome"] += 1
@@ -138,22 +144,39 @@ class ProveSession:
         records = list(records)
         if not records:
             return
+        if not self.writer.created:
+            # The run is about to be created: say what made it (a session that runs no
+            # rollout pays nothing for this).
+            self.writer.manifest.update(packages=_versions(),
+                                        git_commit=_git_commit(self.config.rootpath))
         self.writer.append(records)
         for record in records:
             self.keys.add(episode_key(record))
             self._count(record)
+        if self.cap_watch is not None:
+            self.cap_watch.add(records)
 
     def on_report(self, report: pytest.TestReport) -> None:
-        status = getattr(report, "prove_capture", None)
+        attributes = report.__dict__
+        if report.when == "call":
+            episodes = attributes.pop("prove_episodes", None)
+            if episodes is not None:
+                # Stored, then dropped from the report, which pytest keeps to the end.
+                self.pending.pop(report.nodeid, None)
+                self._store(episodes)
+            return
+        if report.when != "setup":
+            return
+        status = attributes.get("prove_capture")
         if status is not None and self.capture is not None:
             self.capture.record_status(status)
-        rollout = getattr(report, "prove_rollout", None)
+        rollout = attributes.get("prove_rollout")
         if rollout is not None and rollout["id"] not in self.rollouts:
             self.rollouts[rollout["id"]] = {"label": rollout["label"],
                                             "declaration": rollout["declaration"]}
             if self.writer.created:
                 self.writer.write_manifest()
-        pending = getattr(report, "prove_pending", None)
+        pending = attributes.pop("prove_pending", None)
         if pending is not None:
             if report.passed:
                 self.pending[report.nodeid] = pending
@@ -163,10 +186,6 @@ class ProveSession:
                 self._store(error_record(_identity(p), "setup", "SetupError",
                                          message[-1] if message else "setup failed")
                             for p in pending)
-        episodes = getattr(report, "prove_episodes", None)
-        if episodes is not None:
-            self.pending.pop(report.nodeid, None)
-            self._store(episodes)
 
     def on_crash(self, nodeid: str, message: str) -> None:
         """A worker died while running ``nodeid``: its episodes end as errored."""
@@ -345,7 +364,8 @@ class ProveSession:
                 f"{c['with_outcome']} with an outcome, {c['no_outcome']} with none, "
                 f"{c['errored']} errored; stored in {_rel(run.path)}"
             )
-            lines.extend(cost_lines(run, self.prices))
+            if self.any_tokens:
+                lines.extend(cost_lines(run, self.prices))
             lines.extend(self.capture_lines)
             if self.capped is not None:
                 lines.insert(0, f"pytest-prove: {self.capped}; no new episode started, "

@@ -102,8 +102,13 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+#: One encoder for every line (json.dumps with options would build one per call).
+_LINE_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                                        allow_nan=False)
+
+
 def _dump(record: Mapping[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _LINE_ENCODER.encode(record)
 
 
 def _read_jsonl(path: Path, *, skip_first: bool = False) -> tuple[list[dict[str, Any]], list[str]]:

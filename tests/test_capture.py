@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from pytest_prove.capture import CaptureConfig, CaptureError, EpisodeSpanProcessor
+from pytest_prove._otel import EpisodeSpanProcessor
+from pytest_prove.capture import CaptureConfig, CaptureError
 from pytest_prove.recording import EpisodeLog, recording
 
 
