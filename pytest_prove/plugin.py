@@ -287,6 +287,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if declaration is None or declaration.axes is not None:
                 continue
             item.stash[PLAN_KEY] = _plan_for_function(item, declaration)
+            _fill_own_arguments(item)
         plan = item.stash.get(PLAN_KEY, None)
         if plan is None:
             continue
@@ -418,6 +419,25 @@ def _limit(value: float | None) -> str:
 
 # ---------------------------------------------------------------------------
 # fixtures
+
+
+def _fill_own_arguments(item: pytest.Function) -> None:
+    """Give a rollout item the values of the plugin's own arguments up front.
+
+    pytest resolves through its fixture machinery only the arguments an item's
+    ``funcargs`` does not hold yet, and that machinery costs more per item than a
+    trivial rollout's whole episode.  These values are the plugin's, known once
+    the run's salt is: the fixtures below still exist (for ``--fixtures``, and for
+    fixtures that depend on them) and give the same values.
+    """
+    plan: ItemPlan = item.stash[PLAN_KEY]
+    names = item.fixturenames
+    first = identities_of(item)[0]
+    own = {"prove_block": plan.replicates, "prove_seed": first.seed,
+           "prove_replicate": first.replicate, "prove_cfg": dict(plan.condition)}
+    for name, value in own.items():
+        if name in names:
+            item.funcargs[name] = value
 
 
 def _plan_of(request: pytest.FixtureRequest) -> ItemPlan:

@@ -156,3 +156,36 @@ def test_fixtures_give_the_episode_its_seed_replicate_and_condition(
         assert record["meta"]["seed"] == record["seed"]
         assert record["meta"]["replicate"] == record["replicate"]
     assert len({r["seed"] for r in run.episodes}) == 4
+
+
+def test_a_fixture_built_on_prove_seed_sees_the_episodes_seed(pytester: pytest.Pytester) -> None:
+    # The plugin hands rollout items its own values up front; a user's fixture that asks
+    # for them through pytest must get the same ones.
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_fx=textwrap.dedent(
+        """
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture
+        def agent(prove_seed, prove_cfg, prove_replicate):
+            return {"seed": prove_seed, "cfg": prove_cfg, "replicate": prove_replicate}
+
+        @prove.rollout(replicates=3, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("ticket", ["refund", "login"])
+        def test_fx(ticket, agent, prove_seed, prove_block):
+            assert agent["cfg"] == {"ticket": ticket}
+            assert prove_block == (agent["replicate"],)
+            return prove.Episode("good", meta={"fixture_seed": agent["seed"],
+                                               "seed": prove_seed,
+                                               "replicate": agent["replicate"]})
+        """))
+    pytester.runpytest().assert_outcomes(passed=6)
+    from pytest_prove.store import Store
+
+    run = Store(pytester.path / ".prove").load("latest")
+    assert len(run.episodes) == 6
+    for record in run.episodes:
+        assert record["meta"]["fixture_seed"] == record["meta"]["seed"] == record["seed"]
+        assert record["meta"]["replicate"] == record["replicate"]
+    assert len({r["seed"] for r in run.episodes}) == 6
