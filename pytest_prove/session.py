@@ -91,6 +91,7 @@ class ProveSession:
         self.keys: set[Key] = set()
         self.counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
         self.outcome = Outcome()
+        self.ended = False  # finish() closed the run and wrote its final manifest
         self.design_failure: str | None = None  # set when xdist workers refused the design
         # Cost: tokens the run used so far, the cap (budget.py watches it) and prices.
         self.spent = {"input": 0, "output": 0}
@@ -241,7 +242,13 @@ class ProveSession:
             missing=missing,
         )
         self.writer.close()
-        run = self.store.load(self.writer.run_id)
+        self.ended = True
+        if (self.baseline is None and self.save_baseline is None and not self.any_tokens
+                and not self.config.getoption("prove_report", None)):
+            # Nothing below reads the episodes back: the summary needs the manifest alone.
+            self.outcome = Outcome(notes=tuple(notes))
+            return
+        run = self.store.read(self.writer.directory)
         outcome = Outcome(run=run)
         if self.baseline is not None:
             # The engine (and scipy) is imported only when there is something to compare.
@@ -356,24 +363,25 @@ class ProveSession:
                 shown = ", ".join(f"{n} {reason}"
                                   for reason, n in sorted(prepared.left_out.items()))
                 lines.append(f"left out of the comparison: {shown}")
-        if outcome.run is not None:
-            run = outcome.run
+        if self.ended:
+            name = str(self.writer.manifest["name"])
+            status = self.writer.manifest["status"]
             c = self.counts
             lines.append(
-                f"run {run.name!r} ({run.status}): {c['episodes']} episodes, "
+                f"run {name!r} ({status}): {c['episodes']} episodes, "
                 f"{c['with_outcome']} with an outcome, {c['no_outcome']} with none, "
-                f"{c['errored']} errored; stored in {_rel(run.path)}"
+                f"{c['errored']} errored; stored in {_rel(self.writer.directory)}"
             )
-            if self.any_tokens:
-                lines.extend(cost_lines(run, self.prices))
+            if outcome.run is not None and self.any_tokens:
+                lines.extend(cost_lines(outcome.run, self.prices))
             lines.extend(self.capture_lines)
             if self.capped is not None:
                 lines.insert(0, f"pytest-prove: {self.capped}; no new episode started, "
-                                f"run {run.name!r} is marked capped")
+                                f"run {name!r} is marked capped")
                 lines.append(f"next: raise the cap, or finish the run later with "
-                             f"--prove-resume {run.name}")
-            elif run.status == "incomplete":
-                lines.append(f"next: finish it with --prove-resume {run.name}")
+                             f"--prove-resume {name}")
+            elif status == "incomplete":
+                lines.append(f"next: finish it with --prove-resume {name}")
             elif self.baseline is None and self.save_baseline is None:
                 lines.append("next: keep it as a baseline with --prove-save-baseline NAME, "
                              "then compare later runs with --prove-baseline NAME")

@@ -354,7 +354,10 @@ class Store:
 
     def load(self, name: str) -> Run:
         """Read the run called ``name`` whole."""
-        directory = self.resolve(name)
+        return self.read(self.resolve(name))
+
+    def read(self, directory: Path) -> Run:
+        """Read the run in ``directory`` whole (a folder under ``runs/``)."""
         manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
         _check_format(manifest.get("format", 1), RUN_FORMAT, directory / "manifest.json")
         records, notes = _read_jsonl(directory / "episodes.jsonl")
