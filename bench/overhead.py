@@ -111,8 +111,13 @@ def main() -> None:
           f"{', '.join(f'{x:.2f}' for x in sweep)})")
     print(f"first sweep (cold)     {cold:7.2f} s  (computes and caches the design check)")
     print(f"episodes stored        {stored:,}  ({options.repeat + 1} runs)")
+    pairs = sorted(b / a for a, b in zip(plain, sweep, strict=True))
     print(f"ratio sweep / plain    {s / p:7.3f}  (target: at most 1.3)")
+    print(f"  per repeat           {', '.join(f'{r:.3f}' for r in pairs)}  (each sweep over "
+          "the plain session run just before it, sorted)")
     print(f"ratio sweep / seeded   {s / f:7.3f}  (against tests that take a seed fixture too)")
+    print(f"added per item         {(s - p) / options.n * 1e6:7.0f} us  (sweep minus plain, "
+          "over the items)")
 
 
 if __name__ == "__main__":

@@ -264,16 +264,30 @@ def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
     return text
 
 
-def _plan_for_function(item: pytest.Function, declaration: Declaration) -> ItemPlan:
+Condition = tuple[dict[str, Any], str]
+
+
+def _plan_for_function(item: pytest.Function, declaration: Declaration,
+                       seen: dict[Any, Condition]) -> ItemPlan:
     callspec = getattr(item, "callspec", None)
     params = dict(callspec.params) if callspec is not None else {}
     block = params.pop("prove_block", (0,))
-    condition = {k: _json_scalar(k, v, item) for k, v in params.items()}
+    # The replicates of a condition share their parameter values: key them once.
+    # (1, 1.0 and True are equal keys but different conditions: the type is kept.)
+    cache_key: Any = tuple((k, type(v), v) for k, v in params.items())
+    try:
+        found = seen.get(cache_key)
+    except TypeError:  # a parameter value that cannot be hashed
+        found, cache_key = None, None
+    if found is None:
+        condition = {k: _json_scalar(k, v, item) for k, v in params.items()}
+        found = (condition, condition_key(condition))
+        if cache_key is not None:
+            seen[cache_key] = found
     settings = item.config.stash[SETTINGS_KEY]
     rollout_id = declaration.rollout_id or item.nodeid.split("[", 1)[0]
     return ItemPlan(rollout_id=rollout_id, label=item.originalname, declaration=declaration,
-                    condition=condition, condition_key=condition_key(condition),
-                    replicates=tuple(block),
+                    condition=found[0], condition_key=found[1], replicates=tuple(block),
                     total=settings.replicates or declaration.replicates)
 
 
@@ -281,19 +295,22 @@ def _plan_for_function(item: pytest.Function, declaration: Declaration) -> ItemP
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every rollout item its plan, and note the whole sweep before any deselection."""
     planned = config.stash[PLANNED_KEY]
+    seen: dict[Any, Condition] = {}
     for item in items:
         if isinstance(item, pytest.Function) and PLAN_KEY not in item.stash:
             declaration = declaration_of(item.obj)
             if declaration is None or declaration.axes is not None:
                 continue
-            item.stash[PLAN_KEY] = _plan_for_function(item, declaration)
+            item.stash[PLAN_KEY] = _plan_for_function(item, declaration, seen)
             _fill_own_arguments(item)
         plan = item.stash.get(PLAN_KEY, None)
         if plan is None:
             continue
-        info = planned.setdefault(plan.rollout_id, {
-            "label": plan.label, "declaration": plan.declaration.to_json(),
-            "conditions": {}, "replicates": plan.total})
+        info = planned.get(plan.rollout_id)
+        if info is None:
+            info = planned[plan.rollout_id] = {
+                "label": plan.label, "declaration": plan.declaration.to_json(),
+                "conditions": {}, "replicates": plan.total}
         info["declaration"]["replicates"] = plan.total
         info["conditions"][plan.condition_key] = plan.condition
 

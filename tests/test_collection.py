@@ -189,3 +189,26 @@ def test_a_fixture_built_on_prove_seed_sees_the_episodes_seed(pytester: pytest.P
         assert record["meta"]["fixture_seed"] == record["meta"]["seed"] == record["seed"]
         assert record["meta"]["replicate"] == record["replicate"]
     assert len({r["seed"] for r in run.episodes}) == 6
+
+
+def test_equal_but_different_parameters_are_different_conditions(
+        pytester: pytest.Pytester) -> None:
+    # 1, 1.0 and True compare equal in Python; as conditions they are three.
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_eq=textwrap.dedent(
+        """
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("x", [1, 1.0, True], ids=["int", "float", "bool"])
+        def test_eq(x, prove_cfg):
+            assert prove_cfg == {"x": x} and type(prove_cfg["x"]) is type(x)
+            return prove.Episode("good")
+        """))
+    pytester.runpytest().assert_outcomes(passed=6)
+    from pytest_prove.store import Store
+
+    run = Store(pytester.path / ".prove").load("latest")
+    assert sorted({r["condition_key"] for r in run.episodes}) == [
+        '{"x":1.0}', '{"x":1}', '{"x":true}']
