@@ -19,7 +19,7 @@ from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
-__all__ = ["execute_rollout", "identities_of"]
+__all__ = ["IDENTITIES_KEY", "execute_rollout", "identities_of"]
 
 
 def identities_of(item: pytest.Item) -> list[Identity]:
@@ -58,6 +58,8 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                         capture=item.stash.get(CAPTURE_KEY, None))
     item.stash[RESULTS_KEY] = [r.record for r in results]
+    if not many and results[0].record["error"] is None:
+        return  # the common case: one replicate, which ended with an outcome
     raised = [r.exception for r in results if isinstance(r.exception, Exception)]
     broken = [r.contract_error for r in results if r.contract_error is not None]
     if raised:

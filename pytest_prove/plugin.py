@@ -15,7 +15,7 @@ import pytest
 
 from . import budget, capture
 from .api import declaration_of
-from .execute import execute_rollout, identities_of
+from .execute import IDENTITIES_KEY, execute_rollout, identities_of
 from .items import SpecFile, block_id, blocks, function_items
 from .options import fail_on, fraction, positive_int, run_name, store_name
 from .runner import Identity
@@ -535,6 +535,8 @@ def pytest_runtest_makereport(item: pytest.Item,
         report.prove_episodes = item.stash.get(RESULTS_KEY, [])
         if RESULTS_KEY in item.stash:
             del item.stash[RESULTS_KEY]
+        if IDENTITIES_KEY in item.stash:  # worked out again if the item runs again
+            del item.stash[IDENTITIES_KEY]
     elif report.when == "setup":
         settings = item.config.stash[SETTINGS_KEY]
         if settings.is_worker or report.failed:
