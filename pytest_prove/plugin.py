@@ -145,6 +145,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.salt = workerinput["prove_salt"]
         settings.done = frozenset(_done_key(k) for k in workerinput.get("prove_done", ()))
         config.pluginmanager.register(_Collection(config), "prove_collection")
+        config.pluginmanager.register(_WorkerReports(), "prove_worker_reports")
         budget.register(config, None)
         capture.register(config)
         return
@@ -199,9 +200,22 @@ def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
     return done
 
 
+class _WorkerReports:
+    """On an xdist worker: once a report has been sent to the controller (and counted
+    against the cap), its episodes leave it; the worker's terminal keeps every report."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        try:
+            return (yield)
+        finally:
+            report.__dict__.pop("prove_episodes", None)
+            report.__dict__.pop("prove_pending", None)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture",
-                 "prove_capture_gate"):
+                 "prove_capture_gate", "prove_worker_reports"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)
@@ -265,6 +279,7 @@ def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
 
 
 Condition = tuple[dict[str, Any], str]
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _plan_for_function(item: pytest.Function, declaration: Declaration,
@@ -272,13 +287,15 @@ def _plan_for_function(item: pytest.Function, declaration: Declaration,
     callspec = getattr(item, "callspec", None)
     params = dict(callspec.params) if callspec is not None else {}
     block = params.pop("prove_block", (0,))
-    # The replicates of a condition share their parameter values: key them once.
-    # (1, 1.0 and True are equal keys but different conditions: the type is kept.)
-    cache_key: Any = tuple((k, type(v), v) for k, v in params.items())
-    try:
-        found = seen.get(cache_key)
-    except TypeError:  # a parameter value that cannot be hashed
-        found, cache_key = None, None
+    # The replicates of a condition share their parameter values: key them once, when
+    # the values are plain scalars that are equal exactly when their conditions are
+    # (1, 1.0 and True compare equal, as do 0.0 and -0.0, so types and float reprs are
+    # kept; tuples, Decimals and other objects are keyed afresh every time).
+    cache_key: tuple[Any, ...] | None = tuple(
+        (k, type(v), repr(v) if type(v) is float else v) for k, v in params.items())
+    if any(type(v) not in _PLAIN for v in params.values()):
+        cache_key = None
+    found = None if cache_key is None else seen.get(cache_key)
     if found is None:
         condition = {k: _json_scalar(k, v, item) for k, v in params.items()}
         found = (condition, condition_key(condition))

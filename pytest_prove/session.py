@@ -114,13 +114,21 @@ class ProveSession:
                 "paired_with": None if baseline is None else {
                     "baseline": baseline.name, "run_id": baseline.run_id},
                 "rollouts": {},
-                "packages": None,  # filled in when the first episode arrives: see _store
+                "packages": None,  # filled in as the tests start: see pytest_runtestloop
                 "git_commit": None,
                 "command": [_program(), *sys.argv[1:]],
                 "counts": self.counts,
             }
             self.writer = store.new_run(name=name, salt=settings.salt, manifest=manifest)
             self.rollouts = self.writer.manifest["rollouts"]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Say what made the run, before any test runs (so that no test's fixture, such as
+        a monkeypatched subprocess or environment, can change what is recorded)."""
+        if self.writer.manifest.get("packages") is None:
+            self.writer.manifest.update(packages=_versions(),
+                                        git_commit=_git_commit(self.config.rootpath))
 
     # ---- from reports
 
@@ -145,11 +153,6 @@ class ProveSession:
         records = list(records)
         if not records:
             return
-        if not self.writer.created:
-            # The run is about to be created: say what made it (a session that runs no
-            # rollout pays nothing for this).
-            self.writer.manifest.update(packages=_versions(),
-                                        git_commit=_git_commit(self.config.rootpath))
         self.writer.append(records)
         for record in records:
             self.keys.add(episode_key(record))

@@ -200,15 +200,53 @@ def test_equal_but_different_parameters_are_different_conditions(
         import pytest
         import pytest_prove as prove
 
+        from decimal import Decimal
+
+        VALUES = [1, 1.0, True, 0.0, -0.0, (1, 2), (1.0, 2.0), (True, 2),
+                  Decimal("0.5"), Decimal("0.50")]
+
         @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
-        @pytest.mark.parametrize("x", [1, 1.0, True], ids=["int", "float", "bool"])
-        def test_eq(x, prove_cfg):
-            assert prove_cfg == {"x": x} and type(prove_cfg["x"]) is type(x)
+        @pytest.mark.parametrize("x", VALUES, ids=[f"v{i}" for i in range(len(VALUES))])
+        def test_eq(x):
             return prove.Episode("good")
         """))
-    pytester.runpytest().assert_outcomes(passed=6)
+    pytester.runpytest().assert_outcomes(passed=20)
     from pytest_prove.store import Store
 
     run = Store(pytester.path / ".prove").load("latest")
-    assert sorted({r["condition_key"] for r in run.episodes}) == [
-        '{"x":1.0}', '{"x":1}', '{"x":true}']
+    keys = [r["condition_key"] for r in run.episodes]
+    assert len(keys) == 20
+    assert sorted(set(keys)) == sorted([
+        '{"x":1}', '{"x":1.0}', '{"x":true}', '{"x":0.0}', '{"x":-0.0}', '{"x":"(1, 2)"}',
+        '{"x":"(1.0, 2.0)"}', '{"x":"(True, 2)"}', '{"x":"Decimal(\'0.5\')"}',
+        '{"x":"Decimal(\'0.50\')"}'])
+    assert len({r["seed"] for r in run.episodes}) == 20
+
+
+def test_a_rollouts_fixtures_do_not_change_what_the_manifest_records(
+        pytester: pytest.Pytester) -> None:
+    # The manifest's packages and commit are read before any test runs: a rollout that
+    # fakes subprocess.run (as agents under test often do) must not reach them.
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_sp=textwrap.dedent(
+        """
+        import subprocess
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture(autouse=True)
+        def no_shell(monkeypatch):
+            def fake(*args, **kwargs):
+                return subprocess.CompletedProcess(args, 0, stdout="canned tool output\\n")
+            monkeypatch.setattr(subprocess, "run", fake)
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        def test_sp():
+            return prove.Episode("good")
+        """))
+    pytester.runpytest().assert_outcomes(passed=2)
+    from pytest_prove.store import Store
+
+    run = Store(pytester.path / ".prove").load("latest")
+    assert run.manifest["git_commit"] != "canned tool output"
+    assert run.manifest["packages"]["pytest"] == pytest.__version__

@@ -44,6 +44,39 @@ def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester, workers: st
     assert run.status == "complete"
 
 
+#: Written by each process at its session's end: how many reports its terminal keeps
+#: that still hold episodes (a worker's report is sent to the controller, then freed).
+COUNT_HELD_REPORTS = textwrap.dedent(
+    """
+    import os
+
+    def pytest_sessionfinish(session):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reports = [r for kept in reporter.stats.values() for r in kept
+                   if getattr(r, "when", None) == "call"]
+        held = sum(1 for r in reports if "prove_episodes" in vars(r))
+        role = "worker" if hasattr(session.config, "workerinput") else "controller"
+        with open(f"held-{role}-{os.getpid()}.txt", "w") as fh:
+            fh.write(f"{len(reports)} {held}")
+    """
+)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) -> None:
+    bot.makeconftest(COUNT_HELD_REPORTS)
+    dist = ["-n", workers] if workers != "0" else ["-p", "no:xdist"]
+    bot.runpytest(*dist, "--prove-replicates", "10").assert_outcomes(passed=20)
+    assert len(load(bot).episodes) == 20
+    held = {p.name: [int(x) for x in p.read_text().split()]
+            for p in bot.path.glob("held-*.txt")}
+    roles = {name.split("-")[1] for name in held}
+    assert roles == ({"controller", "worker"} if workers != "0" else {"controller"}), held
+    # Each process saw its call reports, and none of them still holds its episodes.
+    assert sum(seen for name, (seen, _) in held.items() if "worker" not in name) == 20, held
+    assert all(kept == 0 for _, kept in held.values()), held
+
+
 def test_without_xdist_the_run_is_the_same(bot: pytest.Pytester) -> None:
     bot.runpytest("-p", "no:xdist", "--prove-replicates", "30",
                   "--prove-save-baseline", "solo").assert_outcomes(passed=60)
