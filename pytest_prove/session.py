@@ -92,6 +92,7 @@ class ProveSession:
         self.counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
         self.outcome = Outcome()
         self.ended = False  # finish() closed the run and wrote its final manifest
+        self._ended_run: Run | None = None  # see ended_run()
         self.design_failure: str | None = None  # set when xdist workers refused the design
         # Cost: tokens the run used so far, the cap (budget.py watches it) and prices.
         self.spent = {"input": 0, "output": 0}
@@ -246,14 +247,9 @@ class ProveSession:
         )
         self.writer.close()
         self.ended = True
-        if (self.baseline is None and self.save_baseline is None and not self.any_tokens
-                and not self.config.getoption("prove_report", None)):
-            # Nothing below reads the episodes back: the summary needs the manifest alone.
-            self.outcome = Outcome(notes=tuple(notes))
-            return
-        run = self.store.read(self.writer.directory)
-        outcome = Outcome(run=run)
+        outcome = Outcome()
         if self.baseline is not None:
+            run = outcome.run = self.ended_run()
             # The engine (and scipy) is imported only when there is something to compare.
             from .analysis import CaseMixError, prepare
             from .stats import compare
@@ -276,9 +272,9 @@ class ProveSession:
                     notes.append("no condition of this run is in the baseline, so nothing "
                                  "was compared")
         if self.save_baseline is not None:
-            notes.append(self._save(self.save_baseline, run, replace=False))
+            notes.append(self._save(self.save_baseline, self.ended_run(), replace=False))
         if self.update_baseline and self.baseline is not None and outcome.refusal is None:
-            note = self._save(self.baseline.name, run, replace=True)
+            note = self._save(self.baseline.name, self.ended_run(), replace=True)
             notes.append(note)
             if note.startswith("baseline"):
                 outcome.failed_gate = False
@@ -291,6 +287,13 @@ class ProveSession:
                   or any(n.startswith("not saved") for n in notes))
         if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def ended_run(self) -> Run:
+        """The run as stored, read back from its folder once, by the first that needs its
+        episodes (a comparison, a saved baseline, the cost line)."""
+        if self._ended_run is None:
+            self._ended_run = self.store.read(self.writer.directory)
+        return self._ended_run
 
     # ---- reports (issue 4): --prove-report, and GitHub's step summary when it is set
 
@@ -375,8 +378,8 @@ class ProveSession:
                 f"{c['with_outcome']} with an outcome, {c['no_outcome']} with none, "
                 f"{c['errored']} errored; stored in {_rel(self.writer.directory)}"
             )
-            if outcome.run is not None and self.any_tokens:
-                lines.extend(cost_lines(outcome.run, self.prices))
+            if self.any_tokens:
+                lines.extend(cost_lines(self.ended_run(), self.prices))
             lines.extend(self.capture_lines)
             if self.capped is not None:
                 lines.insert(0, f"pytest-prove: {self.capped}; no new episode started, "
