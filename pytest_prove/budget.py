@@ -163,16 +163,17 @@ class WorkerCapWatch(CapWatch):
 def cost_lines(run: Any, prices: Prices) -> list[str]:
     """One line at the end of a session: the tokens the run used and their price."""
     from .cost import cost_of
+    from .report._format import terminal_text
 
     cost = cost_of(run, prices)
     if not cost.models:
         return []
-    models = ", ".join(m.model for m in cost.models)
+    models = ", ".join(terminal_text(m.model) for m in cost.models)
     price = "" if cost.price is None else f", {_money(cost.price)}"
     line = (f"tokens: {cost.input:,} input and {cost.output:,} output in {cost.calls:,} calls "
             f"({models}){price}")
     if cost.unpriced and prices:
-        line += f"; no price declared for {', '.join(cost.unpriced)}"
+        line += f"; no price declared for {', '.join(map(terminal_text, cost.unpriced))}"
     return [line]
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final, Literal, TextIO
 
 from .analysis import CaseMixError, Prepared, declarations_of, prepare, rollout_label
 from .options import fail_on, fraction
+from .report._format import terminal_text
 from .report.json import REPORT_SCHEMA_VERSION, ReportContext, comparison_document, write_report
 from .spec import SpecError, condition_label
 from .stats import Comparison, compare
@@ -302,22 +303,24 @@ def _show(args: argparse.Namespace, out: Output) -> int:
     if m.get("git_commit"):
         out.line(f"git commit {m['git_commit']}")
     if m.get("command"):
-        out.line("command: " + " ".join(str(c) for c in m["command"]))
+        out.line("command: " + terminal_text(" ".join(str(c) for c in m["command"]), 400))
     for rollout_id, info in (m.get("rollouts") or {}).items():
         declaration = (info or {}).get("declaration") or {}
-        out.line(f"rollout {info.get('label') or rollout_id}: failures "
-                 f"{', '.join(declaration.get('failures', [])) or '-'}; successes "
-                 f"{', '.join(declaration.get('successes', [])) or '-'}; "
+        failures = ", ".join(map(terminal_text, declaration.get("failures", []))) or "-"
+        successes = ", ".join(map(terminal_text, declaration.get("successes", []))) or "-"
+        out.line(f"rollout {terminal_text(info.get('label') or rollout_id)}: failures "
+                 f"{failures}; successes {successes}; "
                  f"{declaration.get('replicates', '?')} replicates")
     names = sorted(outcomes)
     if by_condition:
-        body = [(label, *(str(c.get(n, 0)) for n in names), str(sum(c.values())))
+        body = [(terminal_text(label), *(str(c.get(n, 0)) for n in names), str(sum(c.values())))
                 for label, c in sorted(by_condition.items())]
-        out.lines(_table(("condition", *names, "episodes"), body,
+        out.lines(_table(("condition", *map(terminal_text, names), "episodes"), body,
                          frozenset(range(1, len(names) + 2))))
     shown = errored if args.verbose else errored[:10]
     for e in shown:
-        out.line(f"errored: {e['condition']} r{e['replicate']}: {e['type']}: {e['message']}")
+        out.line(f"errored: {terminal_text(e['condition'])} r{e['replicate']}: "
+                 f"{terminal_text(e['type'])}: {terminal_text(e['message'], 200)}")
     if len(shown) < len(errored):
         out.line(f"... and {len(errored) - len(shown)} more errored (-v lists them all)")
     for note in run.notes:
@@ -338,16 +341,16 @@ def _comparison_lines(done: _Compared, verbose: bool) -> list[str]:
     lines = format_comparison(done.comparison, before=done.context.before,
                               after=done.context.after, verbose=verbose)
     prepared = done.prepared
+    before, after = terminal_text(done.context.before), terminal_text(done.context.after)
     if prepared.not_run:
-        lines.append(f"not run: {len(prepared.not_run)} condition(s) of "
-                     f"{done.context.before} are not in {done.context.after}: "
-                     f"{', '.join(prepared.not_run[:6])}")
+        lines.append(f"not run: {len(prepared.not_run)} condition(s) of {before} are not in "
+                     f"{after}: {', '.join(map(terminal_text, prepared.not_run[:6]))}")
     if prepared.new:
-        lines.append(f"new: {len(prepared.new)} condition(s) only in {done.context.after}: "
-                     f"{', '.join(prepared.new[:6])}")
+        lines.append(f"new: {len(prepared.new)} condition(s) only in {after}: "
+                     f"{', '.join(map(terminal_text, prepared.new[:6]))}")
     if prepared.left_out:
         lines.append("left out of the comparison: " + ", ".join(
-            f"{n} {reason}" for reason, n in sorted(prepared.left_out.items())))
+            f"{n} {terminal_text(reason)}" for reason, n in sorted(prepared.left_out.items())))
     return lines
 
 
@@ -539,13 +542,19 @@ def _where(args: argparse.Namespace, out: Output) -> int:
                          for c in by_name],
     })
     last = incidence.steps[-1]
+    # The document keeps the names whole; the text shows them as the terminal can.
+    label, event = terminal_text(_label_of(run)), terminal_text(event)
+
+    def step_name(cause: str) -> str:
+        return terminal_text(cause.partition(":")[2] or cause)
+
     if failed.total == 0:
-        out.line(f"none of {len(endings)} episodes of {_label_of(run)} ended {event}, so no "
+        out.line(f"none of {len(endings)} episodes of {label} ended {event}, so no "
                  "failing episode stopped anywhere")
     else:
         names = sorted(by_name, key=lambda c: -c.total)
-        shown = ", ".join(f"{c.name.removeprefix('step:')} {c.total}" for c in names[:4])
-        out.line(f"{failed.total} of {len(endings)} episodes of {_label_of(run)} ended "
+        shown = ", ".join(f"{step_name(c.name)} {c.total}" for c in names[:4])
+        out.line(f"{failed.total} of {len(endings)} episodes of {label} ended "
                  f"{event}; by their last step: {shown} (where they stopped, not necessarily "
                  "the cause)")
     out.line(f"Aalen-Johansen by step index (the number of steps recorded, else t): other "
@@ -559,20 +568,21 @@ def _where(args: argparse.Namespace, out: Output) -> int:
         out.lines(_table(("step", "at risk", event, f"share {event} by step", "95% band"),
                          body, frozenset({0, 1, 2, 3})))
         out.line("")
-        names_body = [(c.name.removeprefix("step:"), str(c.total), _f(c.incidence[-1]),
+        names_body = [(step_name(c.name), str(c.total), _f(c.incidence[-1]),
                        f"{_f(c.low[-1])} - {_f(c.high[-1])}") for c in by_name]
         out.lines(_table(("last step", "episodes", f"share by step {last}", "95% band"),
                          names_body,
                          frozenset({1, 2})))
     if others:
         out.line("competing ends by step " + str(last) + ": " + ", ".join(
-            f"{c.name.removeprefix('ended:')} {c.total} ({_f(c.incidence[-1])})"
+            f"{step_name(c.name)} {c.total} ({_f(c.incidence[-1])})"
             for c in others))
     if sum(incidence.censored):
         out.line(f"censored (no outcome): {sum(incidence.censored)}")
     if left:
         out.line("left out: " + ", ".join(f"{n} {k}" for k, n in sorted(left.items())))
-    out.line(f"next: pytest-prove compare {_baseline_of(run)} {_label_of(run)} --event {event}")
+    out.line(f"next: pytest-prove compare {terminal_text(_baseline_of(run))} {label} --event "
+             f"{event}")
     return EXIT_OK
 
 
@@ -633,6 +643,8 @@ def _compare_steps(args: argparse.Namespace, out: Output) -> int:
                   "their step; Peto's one-step hazard ratio exp((O-E)/V); per step name: "
                   "cause-specific log-rank, Benjamini-Hochberg",
     })
+    # The document keeps the names whole; the text shows them as the terminal can.
+    la, lb, event = terminal_text(la), terminal_text(lb), terminal_text(event)
     hr = ("none (no information)" if test.hazard_ratio is None else
           f"{test.hazard_ratio:.2f} ({_f(test.hr_low, 2)} to {_f(test.hr_high, 2)}, 95%)")
     out.line(f"{word} (log-rank stratified by condition over {len(common)} conditions, "
@@ -649,7 +661,8 @@ def _compare_steps(args: argparse.Namespace, out: Output) -> int:
                  f"Benjamini-Hochberg at q = {args.q:g}")
         out.lines(_table(
             ("last step", la, lb, "chi2", "p", "q", "flag", "detectable HR"),
-            [(t.cause.removeprefix("step:"), str(t.test.observed_a), str(t.test.observed_b),
+            [(terminal_text(t.cause.removeprefix("step:")), str(t.test.observed_a),
+              str(t.test.observed_b),
               f"{t.test.statistic:.3f}", _p(t.test.p), _p(t.q),
               "yes" if t.flag else "-", _f(t.detectable, 2)) for t in per_step],
             frozenset({1, 2, 3, 4, 5})))
@@ -715,6 +728,8 @@ def _fix_check(args: argparse.Namespace, out: Output) -> int:
                                "method": "exact conditional Cochran-Mantel-Haenszel over "
                                          "cases; Mantel-Haenszel risk difference, Sato's "
                                          "variance; Fisher per case with Benjamini-Hochberg"})
+    # The document keeps the names whole; the text shows them as the terminal can.
+    la, lb, event = terminal_text(la), terminal_text(lb), terminal_text(event)
     share = f"{result.x_new} of {result.n_new} in {lb} against {result.x_old} of {result.n_old} "\
             f"in {la}"
     if result.word in ("worse", "safer"):
@@ -740,7 +755,8 @@ def _fix_check(args: argparse.Namespace, out: Output) -> int:
              f"{sum(c.flag for c in result.cases)} flagged")
     out.lines(_table(
         ("case", f"{la} {event}/n", f"{lb} {event}/n", "change", "p", "q", "flag"),
-        [(c.case.name, f"{c.case.x_old}/{c.case.n_old}", f"{c.case.x_new}/{c.case.n_new}",
+        [(terminal_text(c.case.name), f"{c.case.x_old}/{c.case.n_old}",
+          f"{c.case.x_new}/{c.case.n_new}",
           f"{100 * c.change:+.1f} pts", _p(c.p), _p(c.q), "yes" if c.flag else "-")
          for c in result.cases], frozenset({1, 2, 3, 4, 5})))
     if left:

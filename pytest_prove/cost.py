@@ -1,7 +1,8 @@
 """What runs cost: tokens by model, priced from prices the user declares, and plans.
 
 Pure: it reads :class:`~pytest_prove.store.Run` objects (or their episode records)
-and returns result objects; the ``format_*`` functions turn those into plain lines.
+and returns result objects; the ``format_*`` functions turn those into plain lines, each
+model and condition shown with :func:`~pytest_prove.report._format.terminal_text`.
 There is no built-in price list: a price is what the user declared, per model, per
 million input and per million output tokens.
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, final
 
 from .prices import Price, PriceError, Prices, find_prices, parse_price_lines, price_of
+from .report._format import terminal_text
 from .spec import condition_label
 from .store import Run
 
@@ -331,8 +333,8 @@ def _price_note(prices: Prices, unpriced: Sequence[str]) -> list[str]:
                 "('MODEL = INPUT OUTPUT') or pyproject [tool.pytest-prove.prices]"]
     lines = [f"prices: per million input/output tokens, from {prices.source}"]
     if unpriced:
-        lines.append(f"no price declared for {', '.join(unpriced)}; add "
-                     f"'{unpriced[0]} = INPUT OUTPUT' to prove_prices")
+        lines.append(f"no price declared for {', '.join(map(terminal_text, unpriced))}; add "
+                     f"'{terminal_text(unpriced[0])} = INPUT OUTPUT' to prove_prices")
     return lines
 
 
@@ -351,15 +353,17 @@ def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
         f"{_money(None if cost.price is None else cost.price / per)}",
         "by model:",
     ]
-    width = max(len(m.model) for m in cost.models)
-    for m in cost.models:
-        lines.append(f"  {m.model:<{width}}  {_n(m.input):>12} in  {_n(m.output):>10} out  "
+    models = [terminal_text(m.model) for m in cost.models]
+    width = max(map(len, models))
+    for model, m in zip(models, cost.models, strict=True):
+        lines.append(f"  {model:<{width}}  {_n(m.input):>12} in  {_n(m.output):>10} out  "
                      f"{_n(m.calls):>7} calls  {_money(m.price)}")
     lines.append("by condition (per episode):")
-    width = max(len(c.label) for c in cost.conditions)
     multi = len({c.rollout for c in cost.conditions}) > 1
-    for c in cost.conditions:
-        label = f"{c.rollout} {c.label}" if multi else c.label
+    labels = [terminal_text(f"{c.rollout} {c.label}" if multi else c.label)
+              for c in cost.conditions]
+    width = max(map(len, labels))
+    for label, c in zip(labels, cost.conditions, strict=True):
         n = c.episodes or 1
         lines.append(f"  {label:<{width}}  {_n(c.input / n):>9} in  {_n(c.output / n):>7} out  "
                      f"{_money(None if c.price is None else c.price / n)}  ({c.episodes} "
@@ -405,8 +409,8 @@ def format_plan(plan: PlanEstimate, prices: Prices) -> list[str]:
         lines.append(f"{len(guessed)} condition(s) did not run in {plan.source!r}; their "
                      "rollout's mean stands in")
     if plan.unknown:
-        lines.append(f"no episode of {', '.join(plan.unknown)} in {plan.source!r}: counted "
-                     "as 0 tokens")
+        lines.append(f"no episode of {', '.join(map(terminal_text, plan.unknown))} in "
+                     f"{plan.source!r}: counted as 0 tokens")
     lines.extend(_price_note(prices, plan.unpriced)[1:] if prices else _price_note(prices, ()))
     return lines
 

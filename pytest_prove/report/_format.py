@@ -1,8 +1,11 @@
-"""How every renderer writes a number: proportions with 3 decimals, signed changes, q."""
+"""How every renderer writes a number (proportions with 3 decimals, signed changes, q) and
+a text that came from a rollout (on one line, with nothing a terminal would act on)."""
 
 from __future__ import annotations
 
-__all__ = ["q_text", "rate", "signed"]
+from collections.abc import Iterable
+
+__all__ = ["q_text", "rate", "signed", "terminal_text"]
 
 
 def rate(value: float) -> str:
@@ -18,3 +21,37 @@ def signed(value: float) -> str:
 def q_text(value: float) -> str:
     """An adjusted p-value, as 0.012, or <0.001 below that."""
     return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _escaped(char: str) -> str:
+    return char if char.isprintable() else ascii(char)[1:-1]
+
+
+def _fitting(pieces: Iterable[str], room: int) -> list[str]:
+    taken: list[str] = []
+    for piece in pieces:
+        room -= len(piece)
+        if room < 0:
+            break
+        taken.append(piece)
+    return taken
+
+
+def terminal_text(value: object, limit: int = 80) -> str:
+    """``value`` on one line of at most ``limit`` characters, every character that is not
+    printable (C0 and C1 controls, ESC, DEL, line and paragraph separators, bidi overrides
+    and other format characters, lone surrogates) written as its Python escape, so that
+    ``"\\x1b[31m"`` reads as typed; a longer value keeps its start and end around an
+    ellipsis, since both tell conditions apart."""
+    text = str(value)
+    if len(text) <= limit and text.isprintable():
+        return text
+    # Only the ends can be shown, so only they are escaped: a value may be megabytes long.
+    ends = text if len(text) <= 2 * limit else text[:limit] + text[-limit:]
+    pieces = [_escaped(c) for c in ends]
+    if len(text) <= 2 * limit and sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    room = limit - 1  # one for the ellipsis
+    head = _fitting(pieces, room - room // 3)
+    tail = _fitting(reversed(pieces[len(head):]), room - sum(map(len, head)))
+    return "".join(head) + "\u2026" + "".join(reversed(tail))

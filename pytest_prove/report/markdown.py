@@ -1,28 +1,42 @@
 """The comparison as GitHub-flavoured markdown (a report file, or the CI step summary).
 
 Reads a :class:`~pytest_prove.stats.Comparison`; computes nothing statistical. Every piece of
-text that came from a rollout (condition labels, case ids) is escaped for markdown tables and
-HTML, since GitHub renders both.
+text that came from a rollout or the store (condition labels, case ids, events, run names) goes
+through :func:`escape`, so that GitHub, which renders markdown and HTML, shows it as typed.
 """
 
 from __future__ import annotations
 
-import html
 import os
+import re
 from pathlib import Path
 
 from pytest_prove.stats import Comparison, Row
 
-from ._format import q_text, rate, signed
+from ._format import q_text, rate, signed, terminal_text
 from .json import ReportContext
 from .terminal import verdict_line
 
 __all__ = ["append_step_summary", "escape", "render_markdown"]
 
 
-def escape(text: str) -> str:
-    """Text safe inside a markdown table cell (and as HTML, which GitHub also renders)."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+#: Every character GitHub's markdown could read as syntax, as a character reference (which
+#: CommonMark always reads as text): links, images and autolinks (``http:``, ``www.``), HTML,
+#: code, emphasis, strikethrough, headings, math, mentions, emoji; the pipe stays a
+#: backslash escape, the one form a GFM table cell takes.
+_MARKDOWN = str.maketrans({
+    **{c: f"&#{ord(c)};" for c in "\\`*_~[]()!#$:@"},
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|",
+})
+_WWW = re.compile(r"(?i)(?<=www)\.")
+#: The limit for a line of ours that quotes rollout text already shortened for the terminal.
+_OURS = 4000
+
+
+def escape(text: object, limit: int = 200) -> str:
+    """``text`` as it reads, inside a table cell or a line of GitHub markdown: on one line,
+    at most ``limit`` characters before escaping (a step summary holds at most 1 MiB)."""
+    return _WWW.sub("&#46;", terminal_text(text, limit).translate(_MARKDOWN))
 
 
 def _status(row: Row) -> str:
@@ -43,9 +57,10 @@ def render_markdown(comparison: Comparison, context: ReportContext, *,
     lines = [
         f"### pytest-prove: {escape(verdict.word)}",
         "",
-        escape(verdict_line(comparison)),
+        escape(verdict_line(comparison), _OURS),
         "",
-        f"`{escape(context.before)}` → `{escape(context.after)}`, {comparison.m} tests "
+        f"<code>{escape(context.before)}</code> → <code>{escape(context.after)}</code>, "
+        f"{comparison.m} tests "
         f"({'paired on shared seeds' if context.paired else 'unpaired'})",
         "",
     ]
@@ -63,8 +78,8 @@ def render_markdown(comparison: Comparison, context: ReportContext, *,
                 f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
                 f"{escape(r.event)} | {rate(r.before)} | {rate(r.after)} | "
                 f"{signed(r.change)} | [{signed(r.interval.low)}, "
-                f"{signed(r.interval.high)}] | {q_text(r.q_value)} | {_status(r)} | {r.rise} | "
-                f"{r.fall} |"
+                f"{signed(r.interval.high)}] | {escape(q_text(r.q_value))} | {_status(r)} | "
+                f"{r.rise} | {r.fall} |"
             )
         lines.append("")
     hidden = comparison.m - len(shown)
@@ -73,16 +88,16 @@ def render_markdown(comparison: Comparison, context: ReportContext, *,
                   "shown.", ""]
     if context.not_run:
         lines += [f"Not run (left out of the verdict): "
-                  f"{escape(', '.join(context.not_run))}", ""]
+                  f"{', '.join(map(escape, context.not_run))}", ""]
     if context.new:
-        lines += [f"New, not in the baseline: {escape(', '.join(context.new))}", ""]
+        lines += [f"New, not in the baseline: {', '.join(map(escape, context.new))}", ""]
     if context.left_out:
         lines += ["Left out of the comparison: " + ", ".join(
             f"{n} {escape(reason)}" for reason, n in sorted(context.left_out.items())), ""]
-    lines += [f"<sub>{escape(comparison.method)}</sub>", ""]
+    lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]
     if verdict.word == "worse":
         lines.append("Next: read where the failing episodes stop: "
-                     f"`pytest-prove where {escape(context.after)} --event EVENT`.")
+                     f"<code>pytest-prove where {escape(context.after)} --event EVENT</code>.")
     elif verdict.word == "too small to tell" and verdict.replicates_needed is not None:
         lines.append(f"Next: run {verdict.replicates_needed} replicates per condition in both "
                      "runs, or accept a larger change (max_mde).")

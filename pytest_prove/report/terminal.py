@@ -3,7 +3,9 @@
 Reads a :class:`~pytest_prove.stats.Comparison`; computes nothing statistical. The first line
 is the answer an agent developer came for (the word, then what it rests on), the table shows
 only what moved or could not have moved visibly (every row with ``verbose``), and the last
-lines say how it was tested and what to do next.
+lines say how it was tested and what to do next. Text from a rollout or the store (condition
+labels, events, run names) goes through :func:`terminal_text`: one line, no control characters,
+at most 80 characters.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 from pytest_prove.stats import Comparison, Limit, Row
 
-from ._format import q_text, rate, signed
+from ._format import q_text, rate, signed, terminal_text
 
 __all__ = ["format_comparison", "verdict_line"]
 
@@ -28,7 +30,8 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def _moves(rows: Sequence[Row]) -> str:
-    shown = [f"{r.condition} {r.event} {rate(r.before)} -> {rate(r.after)}"
+    shown = [f"{terminal_text(r.condition)} {terminal_text(r.event)} {rate(r.before)} -> "
+             f"{rate(r.after)}"
              for r in rows[:_LIST_AT_MOST]]
     more = len(rows) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
@@ -63,7 +66,8 @@ def verdict_line(comparison: Comparison) -> str:
         return (f"no significant change: nothing changed significantly, and every condition "
                 f"could have shown a change of {mde}; {tail}")
     blind = verdict.blind
-    names = ", ".join(f"{r.condition} {r.event} ({'/'.join(r.blind)})"
+    names = ", ".join(f"{terminal_text(r.condition)} {terminal_text(r.event)} "
+                      f"({'/'.join(r.blind)})"
                       for r in blind[:_LIST_AT_MOST])
     if len(blind) > _LIST_AT_MOST:
         names += f" and {len(blind) - _LIST_AT_MOST} more"
@@ -92,7 +96,8 @@ def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
     header = ("condition", "event", "before", "after", "change", "q", "verdict",
               "interval", "rise", "fall")
     body = [
-        (r.condition, r.event, rate(r.before), rate(r.after), signed(r.change),
+        (terminal_text(r.condition), terminal_text(r.event), rate(r.before), rate(r.after),
+         signed(r.change),
          q_text(r.q_value), _status(r, max_mde),
          f"[{signed(r.interval.low)}, {signed(r.interval.high)}]",
          _limit(r.rise), _limit(r.fall))
@@ -114,8 +119,9 @@ def format_comparison(
 ) -> list[str]:
     """Lines for the terminal summary of a comparison of run ``before`` with run ``after``."""
     verdict = comparison.verdict
+    before, after = terminal_text(before), terminal_text(after)
     lines = [verdict_line(comparison)]
-    tallies = " · ".join(f"{t.event}: {t.worse} worse, {t.safer} safer"
+    tallies = " · ".join(f"{terminal_text(t.event)}: {t.worse} worse, {t.safer} safer"
                          for t in verdict.by_event)
     lines.append(f"{before} -> {after}, {_plural(comparison.m, 'test')}; {tallies}")
     fragility = verdict.fragility
@@ -123,7 +129,7 @@ def format_comparison(
         how = ("exhaustive search" if fragility.exhaustive
                else "greedy search, there may be fewer")
         lines.append(f"fragility: {_plural(fragility.flips, 'outcome')} flipped in {after} "
-                     f"would change the word ({how}): {fragility.detail}")
+                     f"would change the word ({how}): {terminal_text(fragility.detail, 240)}")
     shown = list(comparison.rows) if verbose else [
         r for r in comparison.rows if r.moved or r.blind
     ]

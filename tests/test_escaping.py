@@ -1,0 +1,176 @@
+"""What a rollout writes is shown as text: never markdown, HTML or terminal control.
+
+A condition value, a case id, a step, a model or an error message reaches the markdown
+report, GitHub's step summary and the terminal; there it must read as itself, on one line, at
+a bounded length, while the JSON keeps it whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_prove.cli import main
+from pytest_prove.report._format import terminal_text
+from pytest_prove.report.json import ReportContext
+from pytest_prove.report.markdown import escape, render_markdown
+from pytest_prove.report.terminal import format_comparison
+from pytest_prove.stats import RowInput, compare
+
+IMAGE = "![px](http://127.0.0.1:9/p.png)"
+BREAKS = "a\rb\n# heading"
+ANSI = "\x1b[31mred\x1b[0m"
+BIDI = "abc\u202edcba"
+LONG = "x" * 100_000
+
+#: An agent whose condition values, case ids, steps, models and errors are hostile text.
+HOSTILE_BOT = textwrap.dedent(
+    r"""
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    VALUES = ["![px](http://127.0.0.1:9/p.png)", "a\rb\n# heading", "\x1b[31mred\x1b[0m",
+              "abc\u202edcba", "x" * 100_000]
+    FAIL = float(os.environ.get("FAIL", "0.05"))
+
+
+    @prove.rollout(replicates=20, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", VALUES, ids=["image", "breaks", "ansi", "bidi", "long"])
+    def test_bot(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        with prove.step(ticket):
+            prove.usage(ticket, 10, 5)
+        if os.environ.get("ERRORS") and rng.random() < 0.1:
+            raise RuntimeError(ticket)
+        outcome = "unresolved" if rng.random() < FAIL else "resolved"
+        return prove.Episode(outcome, meta={"case_id": ticket})
+    """
+)
+
+#: Characters that end a line somewhere: in a terminal, in Python's splitlines, in markdown.
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+#: The tags the markdown renderer writes itself.
+OWN_TAGS = re.compile(r"</?(sub|code)>")
+
+
+def _unescaped_pipes(row: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", row))
+
+
+def _assert_safe_markdown(text: str) -> None:
+    assert "![" not in text
+    assert "<" not in OWN_TAGS.sub("", text)
+    assert not set(LINE_BREAKS[1:]) & set(text)
+    assert "\x1b" not in text and "\u202e" not in text
+    rows = [line for line in text.split("\n") if line.startswith("|")]
+    assert rows, text
+    assert len({_unescaped_pipes(row) for row in rows}) == 1, rows
+    headings = [line for line in text.split("\n") if line.lstrip().startswith("#")]
+    assert all(line.startswith("### pytest-prove: ") for line in headings), headings
+
+
+def _assert_safe_terminal(text: str) -> None:
+    assert "\x1b" not in text and "\u202e" not in text
+    assert not set(LINE_BREAKS[1:]) & set(text)
+    # The longest lines of ours (the verdict, the method) quote a few values of at most 80.
+    long = [line[:100] for line in text.split("\n") if len(line) > 600]
+    assert not long, long
+
+
+def _sweeps(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+            *worse_args: str) -> pytest.RunResult:
+    """A baseline, then a worse run of the hostile agent; the worse run's result."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=HOSTILE_BOT)
+    pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base")
+    monkeypatch.setenv("FAIL", "0.9")
+    return pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
+                              "--prove-name", "worse", *worse_args)
+
+
+def test_session_report_summary_and_terminal_show_rollout_text_as_text(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = _sweeps(pytester, monkeypatch, "--prove-report=r.md")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = "\n".join(result.outlines)
+    _assert_safe_terminal(out)
+    # One line, its breaks shown as escapes, the text still there.
+    assert any("ticket=a\\rb\\n# heading" in line for line in result.outlines), out
+    # read_bytes: read_text would turn a stray \r into a line end.
+    for path in (pytester.path / "r.md", summary):
+        text = path.read_bytes().decode()
+        _assert_safe_markdown(text)
+        assert "&#33;&#91;px&#93;" in text  # the image reads as its characters
+
+
+def test_command_line_shows_rollout_text_as_text_and_json_keeps_it_whole(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ERRORS", "1")
+    _sweeps(pytester, monkeypatch)
+    summary = pytester.path / "cli-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    store = ["--store", str(pytester.path / ".prove")]
+    capsys.readouterr()
+    for args in (["show", "worse", "-v"], ["diff", "base", "worse", "-v"],
+                 ["check", "base", "worse"], ["where", "worse"],
+                 ["compare", "base", "worse"], ["fix-check", "base", "worse"],
+                 ["cost", "worse"], ["cost", "base", "worse"], ["plan", "--from", "worse"]):
+        code = main([*store, *args])
+        out = capsys.readouterr().out
+        assert code in (0, 4), (args, out)
+        _assert_safe_terminal(out)
+    _assert_safe_markdown(summary.read_bytes().decode())
+    assert main([*store, "diff", "base", "worse", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    conditions = {row["condition"] for row in doc["comparison"]["rows"]}
+    assert {f"ticket={v}" for v in (IMAGE, BREAKS, ANSI, BIDI, LONG)} == conditions
+
+
+def test_markdown_escapes_every_field_a_rollout_or_the_store_fills() -> None:
+    hostile = f"{IMAGE}|{BREAKS}\u2028<img src=x>`code`\\|*b* _i_ ~s~ {ANSI}"
+    comparison = compare([RowInput(f"ticket={hostile}", hostile, "rise", 2, 50, 40, 50),
+                          RowInput("ticket=plain", "unresolved", "rise", 5, 50, 6, 50)])
+    context = ReportContext(before=hostile, after=hostile, not_run=(hostile, LONG),
+                            new=(hostile,), left_out={hostile: 3},
+                            cases={f"ticket={hostile}": hostile})
+    text = render_markdown(comparison, context, verbose=True)
+    _assert_safe_markdown(text)
+    assert "`" not in text and "*b*" not in text and "_i_" not in text and "~s~" not in text
+    assert len(text) < 20_000  # a 100,000-character value is shortened here too
+    lines = format_comparison(comparison, before=hostile, after=hostile, verbose=True)
+    _assert_safe_terminal("\n".join(lines))
+
+
+PROPERTY = settings(max_examples=300, derandomize=True, database=None, deadline=None)
+
+
+@PROPERTY
+@given(st.text(max_size=400))
+def test_escape_leaves_no_markdown_html_or_line_break(text: str) -> None:
+    escaped = escape(text)
+    assert not set(LINE_BREAKS) & set(escaped)
+    assert "|" not in escaped.replace("\\|", "")
+    assert "![" not in escaped and "<" not in escaped and "`" not in escaped
+    assert "\\" not in escaped.replace("\\|", "")
+
+
+@PROPERTY
+@given(st.text(max_size=400), st.integers(min_value=1, max_value=120))
+def test_terminal_text_is_printable_and_bounded(text: str, limit: int) -> None:
+    shown = terminal_text(text, limit)
+    assert len(shown) <= limit
+    assert shown.isprintable(), ascii(shown)
+    if len(text) <= limit and text.isprintable():
+        assert shown == text
