@@ -49,9 +49,17 @@ def declarations_of(*runs: Run) -> dict[str, Declaration]:
     return found
 
 
-def rollout_label(run: Run, rollout_id: str) -> str:
-    info = (run.manifest.get("rollouts") or {}).get(rollout_id) or {}
-    return str(info.get("label") or rollout_id)
+def rollout_label(run: Run, rollout_id: str, among: Sequence[str] = ()) -> str:
+    """A rollout's short name (its function's), or its id where another rollout of
+    ``among`` has the same short name (two files may each hold a ``test_r``)."""
+    def short(rid: str) -> str:
+        info = (run.manifest.get("rollouts") or {}).get(rid) or {}
+        return str(info.get("label") or rid)
+
+    name = short(rollout_id)
+    if any(other != rollout_id and short(other) == name for other in among):
+        return rollout_id
+    return name
 
 
 def _has_outcome(record: Mapping[str, Any]) -> bool:
@@ -133,7 +141,8 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                 f"event {unknown[0]!r} is not a declared failure or success of these runs; "
                 f"declared: {', '.join(sorted(known)) or 'none'}"
             )
-    many = len({k[0] for k in grouped}) > 1
+    rollouts = sorted({k[0] for k in grouped})
+    many = len(rollouts) > 1
     rows: list[RowInput] = []
     not_run: list[str] = []
     new: list[str] = []
@@ -142,7 +151,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         rollout_id, _ = key
         label = condition_label(conditions[key])
         if many:
-            label = f"{rollout_label(after, rollout_id)} · {label}"
+            label = f"{rollout_label(after, rollout_id, rollouts)} · {label}"
         arms = grouped[key]
         declaration = declarations.get(rollout_id)
         if declaration is None:

@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
 from .analysis import CaseMixError, Prepared, declarations_of, prepare, rollout_label
+from .coverage import coverage, run_notes, unfinished_reason
 from .options import fail_on, fraction
 from .report._format import terminal_text
 from .report.json import REPORT_SCHEMA_VERSION, ReportContext, comparison_document, write_report
 from .spec import SpecError, condition_label
 from .stats import Comparison, compare
-from .store import Run, Store, StoreError
+from .store import Run, Store, StoreError, StoreWarning
 
 __all__ = ["COMMANDS", "Command", "Output", "command", "load_run", "main", "report_context"]
 
@@ -125,7 +126,8 @@ def _label_of(run: Run) -> str:
 def _keys_and_labels(before: Run, after: Run) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
     """Each condition's row label (as analysis.prepare writes it) and its axis values."""
     records = [r for run in (before, after) for r in run.episodes]
-    many = len({str(r["rollout"]) for r in records}) > 1
+    rollouts = sorted({str(r["rollout"]) for r in records})
+    many = len(rollouts) > 1
     found: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
     for record in records:
         key = (str(record["rollout"]), str(record["condition_key"]))
@@ -134,7 +136,7 @@ def _keys_and_labels(before: Run, after: Run) -> dict[tuple[str, str], tuple[str
         condition = dict(record.get("condition") or {})
         label = condition_label(condition)
         if many:
-            name = rollout_label(after, key[0])
+            name = rollout_label(after, key[0], rollouts)
             label = f"{name} · {label}"
             condition = {"rollout": name, **condition}
         found[key] = (label, condition)
@@ -237,8 +239,18 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]],
 @command("runs", "list the stored runs and baselines")
 def _runs(args: argparse.Namespace, out: Output) -> int:
     store = Store(Path(args.store))
-    runs = [_manifest_line(m, str(m.get("name", m["run_id"])), str(m["run_id"]))
-            for _, m in store.runs()]
+    runs = []
+    for directory, m in store.runs():
+        episodes = None
+        if m.get("ended") is None:
+            # Being written, or its session was killed: the manifest's counts are those of
+            # its first episode, so count what its lines hold.
+            m = {**m, "counts": None}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", StoreWarning)  # `show RUN` says it
+                episodes = len(store.read(directory).episodes)
+        runs.append(_manifest_line(m, str(m.get("name", m["run_id"])), str(m["run_id"]),
+                                   episodes))
     baselines = []
     for name in store.baselines():
         run = load_run(store, f"baseline:{name}")
@@ -351,6 +363,8 @@ def _comparison_lines(done: _Compared, verbose: bool) -> list[str]:
     if prepared.left_out:
         lines.append("left out of the comparison: " + ", ".join(
             f"{n} {terminal_text(reason)}" for reason, n in sorted(prepared.left_out.items())))
+    for run in (done.before, done.after):
+        lines.extend(f"note: {note}" for note in run_notes(run))
     return lines
 
 
@@ -385,9 +399,20 @@ def _check(args: argparse.Namespace, out: Output) -> int:
     word = done.comparison.verdict.word
     failed = ((word == "worse" and "worse" in args.fail_on)
               or (word == "too small to tell" and "too-small" in args.fail_on))
+    # A check that compared less than the baseline holds, or a run that did not finish,
+    # is never a pass (as the session's gate).
+    reasons = [r for r in (coverage(done.before, done.after).failure(
+        done.context.before, done.context.after),) if r is not None]
+    unfinished = unfinished_reason(done.after)
+    if unfinished is not None:
+        reasons.append(unfinished)
     out.document("check", {**comparison_document(done.comparison, done.context),
-                           "fail_on": sorted(args.fail_on), "failed": failed})
+                           "fail_on": sorted(args.fail_on), "failed": failed or bool(reasons),
+                           "reasons": reasons})
     out.lines(_comparison_lines(done, args.verbose))
+    if reasons:
+        out.lines([f"check failed: {r}" for r in reasons])
+        return EXIT_FAILED
     out.line(f"check {'failed' if failed else 'passed'}: the verdict is {word!r}; "
              f"--fail-on {','.join(sorted(args.fail_on))}")
     _step_summary(done)

@@ -15,6 +15,7 @@ import pytest
 
 from . import budget, capture
 from .api import declaration_of
+from .arguments import relative_to_root, session_paths, space_form_problem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
 from .items import SpecFile, block_id, blocks, function_items
 from .options import fail_on, fraction, positive_int, run_name, store_name
@@ -25,8 +26,17 @@ from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
 from .store import Store, StoreError
 
 SESSION_NAME = "prove_session"
+#: Options that name a file or folder, and every option that takes a value (tests check
+#: these against ``pytest --help``): see arguments.py for why their separate form is refused.
+PATH_OPTIONS = ("--prove-store", "--prove-report")
+VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-save-baseline",
+                 "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
+                 "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
+                 "--prove-output-token-cap", "--prove-plan-from")
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 DESIGN_FAILURE_KEY = pytest.StashKey[str]()
+#: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
+SELECTED_KEY = pytest.StashKey[dict[str, list[str]]]()
 
 
 # ---------------------------------------------------------------------------
@@ -150,6 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         capture.register(config)
         return
 
+    _refuse_space_form(config)
     from .session import ProveSession
 
     store = Store(settings.store)
@@ -170,10 +181,13 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.salt = baseline.salt
     else:
         settings.salt = new_salt()
-    session = ProveSession(
-        config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
-        save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
-        events=tuple(opt.prove_event), fail_on=fail_words)
+    try:
+        session = ProveSession(
+            config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
+            save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
+            events=tuple(opt.prove_event), fail_on=fail_words)
+    except StoreError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.pluginmanager.register(session, SESSION_NAME)
     config.pluginmanager.register(_Collection(config), "prove_collection")
     budget.register(config, session)
@@ -182,6 +196,19 @@ def pytest_configure(config: pytest.Config) -> None:
         from .xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(session), "prove_xdist")
+
+
+def _refuse_space_form(config: pytest.Config) -> None:
+    """Stop before anything runs when a separate option value may have moved the rootdir."""
+    import os
+    import shlex
+
+    params = config.invocation_params
+    args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *params.args]
+    problem = space_form_problem(args, value_options=VALUE_OPTIONS, path_options=PATH_OPTIONS,
+                                 invocation_dir=params.dir)
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
 def _done_key(text: str) -> tuple[str, str, int]:
@@ -214,6 +241,9 @@ class _WorkerReports:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    prove = config.pluginmanager.get_plugin(SESSION_NAME)
+    if prove is not None:
+        prove.writer.release()  # a session that ended before its run closed
     for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture",
                  "prove_capture_gate", "prove_worker_reports"):
         plugin = config.pluginmanager.get_plugin(name)
@@ -265,17 +295,32 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    enum_name = getattr(value, "name", None)
-    if isinstance(enum_name, str) and type(value).__module__ != "builtins":
-        return enum_name
-    text = repr(value)
-    if " at 0x" in text:
-        raise pytest.UsageError(
-            f"{item.nodeid}: the parameter {name}={text} has no stable value to key the "
-            "condition by; parametrize with strings or numbers (and pass ids=...)")
-    return text
+    """The value a parameter keys its condition by, or a refusal naming the test."""
+    from .episode import unstorable
+
+    scalar: Any = value
+    why: str | None = None
+    if not (value is None or isinstance(value, str | int | float | bool)):
+        enum_name = getattr(value, "name", None)
+        if isinstance(enum_name, str) and type(value).__module__ != "builtins":
+            scalar = enum_name
+        else:
+            scalar = repr(value)
+            if " at 0x" in scalar:
+                why = "has no stable value to key the condition by"
+    shown = f"{name}={value!r:.120}"
+    if why is None:
+        problem = unstorable(scalar, name)
+        if problem is None:
+            return scalar
+        shown, why = problem[0], f"cannot be stored: {problem[1]}"
+    message = (f"{item.nodeid}: the parameter {shown} {why}; parametrize with strings, "
+               "finite numbers, booleans or None (and pass ids=... for the names)")
+    if item.config.stash[SETTINGS_KEY].is_worker:
+        # A worker that raises here is an INTERNALERROR for xdist; one that asks to stop
+        # ends the whole session with this message, and no worker runs a test.
+        item.session.shouldstop = message
+    raise pytest.UsageError(message)
 
 
 Condition = tuple[dict[str, Any], str]
@@ -327,7 +372,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if info is None:
             info = planned[plan.rollout_id] = {
                 "label": plan.label, "declaration": plan.declaration.to_json(),
-                "conditions": {}, "replicates": plan.total}
+                "conditions": {}, "replicates": plan.total,
+                # Where the rollout lives, so that a gate can tell a test that moved from
+                # one left out of this session's paths (see coverage.py).
+                "node": item.nodeid.split("[", 1)[0], "path": _relative(config, item.path)}
         info["declaration"]["replicates"] = plan.total
         info["conditions"][plan.condition_key] = plan.condition
 
@@ -342,6 +390,12 @@ class _Collection:
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         settings = config.stash[SETTINGS_KEY]
+        selected_keys: dict[str, set[str]] = {}
+        for item in items:
+            plan = item.stash.get(PLAN_KEY, None)
+            if plan is not None:
+                selected_keys.setdefault(plan.rollout_id, set()).add(plan.condition_key)
+        config.stash[SELECTED_KEY] = {rid: sorted(keys) for rid, keys in selected_keys.items()}
         if settings.done:
             keep, drop = [], []
             for item in items:
@@ -445,6 +499,15 @@ def _design_check(config: pytest.Config, replicates: int, m: int, settings: Sett
                         "worst_base_rate": design.worst_base_rate, "ok": design.ok,
                         "replicates_needed": design.replicates_needed})
     return design
+
+
+def _relative(config: pytest.Config, path: Path) -> str:
+    """``path`` relative to the rootdir, with forward slashes (as node ids are)."""
+    return relative_to_root(path, config.rootpath)
+
+
+def _session_paths(config: pytest.Config) -> list[str]:
+    return session_paths(config.args, config.invocation_params.dir, config.rootpath)
 
 
 def _limit(value: float | None) -> str:
@@ -556,10 +619,19 @@ def pytest_runtest_makereport(item: pytest.Item,
             del item.stash[IDENTITIES_KEY]
     elif report.when == "setup":
         settings = item.config.stash[SETTINGS_KEY]
-        if settings.is_worker or report.failed:
+        if settings.is_worker or report.failed or report.skipped:
             # A worker sends them ahead, so that the controller can store these replicates
-            # as errored if it dies; a failed setup ends them here.
+            # as errored if it dies; a failed setup ends them here, a skipped one leaves
+            # them out on purpose.
             report.prove_pending = [i.to_json() for i in identities_of(item)]
+        if settings.is_worker and not settings.plan_sent:
+            # The controller of an xdist session collects nothing: it learns the sweep's
+            # plan from the first report of each worker, so that a run killed midway still
+            # knows what it was meant to hold.
+            settings.plan_sent = True
+            report.prove_plan = {"plan": json.loads(json.dumps(item.config.stash[PLANNED_KEY])),
+                                 "selected": item.config.stash.get(SELECTED_KEY, {}),
+                                 "paths": _session_paths(item.config)}
         if plan.rollout_id not in settings.announced:
             settings.announced.add(plan.rollout_id)
             report.prove_rollout = {"id": plan.rollout_id, "label": plan.label,
@@ -576,13 +648,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if settings.is_worker:
         config.workeroutput["prove_plan"] = json.loads(  # type: ignore[attr-defined]
             json.dumps(config.stash[PLANNED_KEY]))
+        config.workeroutput["prove_selected"] = (  # type: ignore[attr-defined]
+            config.stash.get(SELECTED_KEY, {}))
+        config.workeroutput["prove_paths"] = _session_paths(config)  # type: ignore[attr-defined]
         config.workeroutput["prove_design_failure"] = (  # type: ignore[attr-defined]
             config.stash.get(DESIGN_FAILURE_KEY, None))
         return
     prove = config.pluginmanager.get_plugin(SESSION_NAME)
     if prove is None:
         return
-    prove.merge_plan(config.stash[PLANNED_KEY])
+    prove.merge_plan(config.stash[PLANNED_KEY], config.stash.get(SELECTED_KEY, {}),
+                     _session_paths(config))
     prove.finish(session, exitstatus)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

@@ -8,8 +8,10 @@ end of the session compares the run with its baseline and sets the exit status.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 
 from .budget import CapWatch, TokenCap, add_tokens, cost_lines
 from .prices import Prices
+from .report._format import terminal_text
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
 from .state import Settings
@@ -42,6 +45,7 @@ class Outcome:
     prepared: Prepared | None = None
     comparison: Comparison | None = None
     refusal: str | None = None
+    coverage_failure: str | None = None  # the gate compared less than the baseline holds
     failed_gate: bool = False
     notes: tuple[str, ...] = ()
 
@@ -88,8 +92,16 @@ class ProveSession:
         self.fail_on = fail_on
         self.pending: dict[str, list[dict[str, Any]]] = {}
         self.plan: dict[str, dict[str, Any]] = {}
-        self.keys: set[Key] = set()
-        self.counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
+        # What pytest's selection kept of the plan, the conditions whose items were skipped,
+        # and the paths the session collected from: the gate's coverage reads them.
+        self.selected: dict[str, set[str]] = {}
+        self.skipped: dict[str, set[str]] = {}
+        self.paths: list[str] = []
+        # How each stored episode ended, the last line of an identity winning as readers
+        # read it (a resumed replicate replaces its errored line): the counts come from it.
+        self.states: dict[Key, str] = {}
+        self.pytest_session: pytest.Session | None = None
+        self.write_failure: str | None = None  # the store could not be written: see _store
         self.outcome = Outcome()
         self.ended = False  # finish() closed the run and wrote its final manifest
         self._ended_run: Run | None = None  # see ended_run()
@@ -105,11 +117,12 @@ class ProveSession:
         self.capture: Any = None  # capture.py's manager: records what instrumentors ran
         self.capture_lines: list[str] = []  # set by capture.py: instrumentors that did not run
         if resume is not None:
+            # Locks the run at once: a second session resuming it is refused before it runs.
             self.writer: RunWriter = store.reopen(resume)
-            self.keys = {episode_key(r) for r in resume.episodes}
             for record in resume.episodes:
                 self._count(record)
             self.rollouts: dict[str, Any] = dict(resume.manifest.get("rollouts") or {})
+            self._merge_stored_plan(resume.manifest.get("plan"))
         else:
             manifest: dict[str, Any] = {
                 "paired_with": None if baseline is None else {
@@ -122,6 +135,20 @@ class ProveSession:
             }
             self.writer = store.new_run(name=name, salt=settings.salt, manifest=manifest)
             self.rollouts = self.writer.manifest["rollouts"]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Episodes of the run by how they ended, one per identity, as readers count them."""
+        tally = Counter(self.states.values())
+        return {"episodes": len(self.states), "with_outcome": tally["with_outcome"],
+                "no_outcome": tally["no_outcome"], "errored": tally["errored"]}
+
+    @property
+    def keys(self) -> set[Key]:
+        return set(self.states)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -138,28 +165,43 @@ class ProveSession:
         self.on_report(report)
 
     def _count(self, record: Mapping[str, Any]) -> None:
-        self.counts["episodes"] += 1
         if record.get("tokens"):
             self.any_tokens = True
             add_tokens(self.spent, record)
         error = record.get("error")
+        key = episode_key(record)
+        self.states.pop(key, None)  # a replaced line counts where it now stands
         if error is None:
-            self.counts["with_outcome"] += 1
+            self.states[key] = "with_outcome"
         elif error.get("kind") == "no_outcome":
-            self.counts["no_outcome"] += 1
+            self.states[key] = "no_outcome"
         else:
-            self.counts["errored"] += 1
+            self.states[key] = "errored"
 
     def _store(self, records: Iterable[dict[str, Any]]) -> None:
         records = list(records)
-        if not records:
+        if not records or self.write_failure is not None:
             return
-        self.writer.append(records)
+        try:
+            self.writer.append(records)
+        except StoreError as exc:
+            # Disk full, a read-only store, a quota: what is stored stays, nothing more is
+            # written, and the session stops with this one message (no traceback).
+            self.write_failure = str(exc)
+            self._stop(f"pytest-prove could not write the store: {exc}")
+            return
         for record in records:
-            self.keys.add(episode_key(record))
             self._count(record)
         if self.cap_watch is not None:
             self.cap_watch.add(records)
+
+    def _stop(self, message: str) -> None:
+        """Start no new item: in this process, and under xdist in the scheduler."""
+        if self.pytest_session is not None and not self.pytest_session.shouldstop:
+            self.pytest_session.shouldstop = message
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        if dsession is not None and not getattr(dsession, "shouldstop", False):
+            dsession.shouldstop = message
 
     def on_report(self, report: pytest.TestReport) -> None:
         attributes = report.__dict__
@@ -180,11 +222,18 @@ class ProveSession:
             self.rollouts[rollout["id"]] = {"label": rollout["label"],
                                             "declaration": rollout["declaration"]}
             if self.writer.created:
-                self.writer.write_manifest()
+                self._write_manifest()
+        sent = attributes.pop("prove_plan", None)
+        if sent is not None:
+            self.merge_plan(sent["plan"], sent["selected"], sent["paths"])
         pending = attributes.pop("prove_pending", None)
         if pending is not None:
             if report.passed:
                 self.pending[report.nodeid] = pending
+            elif report.skipped:
+                if self.capped is None:  # skipped by the user, not by the token cap
+                    for p in pending:
+                        self.skipped.setdefault(p["rollout"], set()).add(p["condition_key"])
             elif report.failed:
                 # The item's setup failed: its replicates ran no rollout, but they ended.
                 message = str(report.longreprtext).strip().splitlines()
@@ -198,23 +247,111 @@ class ProveSession:
         self._store(error_record(_identity(p), "worker_crash", "WorkerCrash", message)
                     for p in pending)
 
-    def merge_plan(self, plan: Mapping[str, Mapping[str, Any]]) -> None:
+    def merge_plan(self, plan: Mapping[str, Mapping[str, Any]],
+                   selected: Mapping[str, Iterable[str]] | None = None,
+                   paths: Iterable[str] = ()) -> None:
+        """Add what a process collected (every xdist worker sends the same) to the run's plan,
+        and keep the manifest's copy current, so that a killed run still knows its plan."""
+        before = self._plan_json()
         for rollout_id, info in plan.items():
-            mine = self.plan.setdefault(rollout_id, {"label": info["label"],
-                                                     "declaration": info["declaration"],
-                                                     "conditions": {}, "replicates": 0})
+            mine = self.plan.setdefault(rollout_id, {"conditions": {}, "replicates": 0})
             mine["conditions"].update(info["conditions"])
             mine["replicates"] = max(mine["replicates"], int(info["replicates"]))
-            if rollout_id not in self.rollouts:
-                self.rollouts[rollout_id] = {"label": info["label"],
-                                             "declaration": info["declaration"]}
+            for field in ("node", "path"):
+                if info.get(field):
+                    mine[field] = info[field]
+            known = self.rollouts.setdefault(rollout_id, {"label": info["label"],
+                                                          "declaration": info["declaration"]})
+            for field in ("node", "path"):
+                if info.get(field):
+                    known[field] = info[field]
+        for rollout_id, keys in (selected or {}).items():
+            self.selected.setdefault(rollout_id, set()).update(keys)
+        for path in paths:
+            if path not in self.paths:
+                self.paths.append(path)
+        plan_json = self._plan_json()
+        if plan_json != before:
+            self.writer.manifest["plan"] = plan_json
+            if self.writer.created and not self.ended:
+                self._write_manifest()
+
+    def _merge_stored_plan(self, stored: object) -> None:
+        """A resumed run's plan: what every session of it meant to run, not only this one."""
+        if not isinstance(stored, Mapping):
+            return
+        for rollout_id, info in stored.items():
+            if not isinstance(info, Mapping) or not isinstance(info.get("conditions"), list):
+                continue
+            mine = self.plan.setdefault(str(rollout_id), {"conditions": {}, "replicates": 0})
+            mine["conditions"].update({str(k): None for k in info["conditions"]})
+            mine["replicates"] = max(mine["replicates"], int(info.get("replicates") or 0))
+            for field in ("node", "path"):
+                if isinstance(info.get(field), str):
+                    mine[field] = info[field]
+
+    def _plan_json(self) -> dict[str, Any]:
+        return {rid: {"replicates": info["replicates"], "conditions": sorted(info["conditions"]),
+                      **{f: info[f] for f in ("node", "path") if f in info}}
+                for rid, info in self.plan.items()}
+
+    def _write_manifest(self, **updates: Any) -> None:
+        """Write the manifest; a failure stops the session like a failed episode write."""
+        try:
+            self.writer.write_manifest(counts=self.counts, **updates)
+        except (OSError, StoreError) as exc:
+            if self.write_failure is None:
+                self.write_failure = (f"{self.writer.directory / 'manifest.json'}: cannot "
+                                      f"write the manifest ({_reason(exc)})")
+                self._stop(f"pytest-prove could not write the store: {self.write_failure}")
 
     # ---- the end
 
+    def _planned(self) -> set[Key]:
+        return {(rid, key, r) for rid, info in self.plan.items()
+                for key in info["conditions"] for r in range(info["replicates"])}
+
     def _missing(self) -> int:
-        planned = {(rid, key, r) for rid, info in self.plan.items()
-                   for key in info["conditions"] for r in range(info["replicates"])}
-        return len(planned - self.keys)
+        return len(self._planned() - self.keys)
+
+    def _selection(self) -> dict[str, Any]:
+        """What this session left out on purpose, for the manifest (read by coverage.py)."""
+        deselected = {rid: sorted(set(info["conditions"]) - self.selected.get(rid, set()))
+                      for rid, info in self.plan.items()}
+        return {"deselected": {rid: keys for rid, keys in deselected.items() if keys},
+                "skipped": {rid: sorted(keys) for rid, keys in self.skipped.items()},
+                "paths": list(self.paths)}
+
+    def _close(self, exitstatus: int) -> str:
+        """Write the final manifest (best effort when the store fails) and release the run."""
+        interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        missing = self._missing()
+        status = "complete" if (not interrupted and missing == 0 and self.plan
+                                and self.write_failure is None) else "incomplete"
+        if self.capped is not None:
+            status = "capped"
+            self.writer.manifest["capped"] = {"message": self.capped,
+                                               "cap": self.token_cap.to_json(),
+                                               "spent": dict(self.spent)}
+        if self.prices:
+            self.writer.manifest["prices"] = self.prices.to_json()
+        updates = {"ended": utc_now(), "status": status, "plan": self._plan_json(),
+                   "selection": self._selection(), "missing": missing}
+        if self.write_failure is None:
+            self._write_manifest(**updates)
+        else:
+            # The store already failed once: one more try at the final word, quietly.
+            with contextlib.suppress(OSError, StoreError):
+                self.writer.write_manifest(counts=self.counts, **updates)
+        self.writer.manifest.update(updates)
+        try:
+            self.writer.close()
+        except OSError as exc:
+            if self.write_failure is None:
+                self.write_failure = (f"{self.writer.episodes_path}: cannot finish writing "
+                                      f"the episodes ({_reason(exc)})")
+        self.ended = True
+        return status
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Close the run, compare it with the baseline, save baselines, set the exit status."""
@@ -223,35 +360,42 @@ class ProveSession:
             self.outcome = Outcome(refusal=self.design_failure)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if not self.writer.created:
-            if self.baseline is not None and not self.settings.plan_only:
-                notes.append("no rollout ran in this session, so nothing was compared")
-            self.outcome = Outcome(notes=tuple(notes))
+        if self.write_failure is not None and not self.writer.created:
+            self.outcome = Outcome(refusal=f"{self.write_failure}. Nothing was stored; make the "
+                                           "store writable (or free some space) and run again")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
-        interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
-        missing = self._missing()
-        status = "complete" if (not interrupted and missing == 0 and self.plan) else "incomplete"
-        if self.capped is not None:
-            status = "capped"
-            self.writer.manifest["capped"] = {"message": self.capped,
-                                               "cap": self.token_cap.to_json(),
-                                               "spent": dict(self.spent)}
-        if self.prices:
-            self.writer.manifest["prices"] = self.prices.to_json()
-        self.writer.write_manifest(
-            ended=utc_now(), status=status, counts=self.counts,
-            plan={rid: {"replicates": info["replicates"],
-                        "conditions": sorted(info["conditions"])}
-                  for rid, info in self.plan.items()},
-            missing=missing,
-        )
-        self.writer.close()
-        self.ended = True
+        if not self.writer.created:
+            outcome = Outcome()
+            if self.baseline is not None and not self.settings.plan_only:
+                outcome.refusal = (
+                    f"gate failed: no rollout ran in this session, so nothing was compared "
+                    f"with baseline {self.baseline.name!r}. Run the tests that made it (were "
+                    "they moved or renamed, or did -k select none of them?)")
+                outcome.failed_gate = True
+            self.outcome = outcome
+            if outcome.failed_gate and session.exitstatus in (
+                    pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        resumed_nothing = (self.writer.existing and self.writer.written == 0
+                           and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+        status = self._close(exitstatus)
+        if resumed_nothing and status == "complete":
+            notes.append(f"nothing left to run: run {self.writer.manifest['name']!r} already "
+                         "holds every planned replicate")
+            session.exitstatus = pytest.ExitCode.OK
         outcome = Outcome()
+        if self.write_failure is not None:
+            self.outcome = Outcome(refusal=f"{self.write_failure} (the {len(self.states)} "
+                                           "episodes stored before it are kept)")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
         if self.baseline is not None:
             run = outcome.run = self.ended_run()
             # The engine (and scipy) is imported only when there is something to compare.
             from .analysis import CaseMixError, prepare
+            from .coverage import coverage
             from .stats import compare
 
             try:
@@ -268,9 +412,12 @@ class ProveSession:
                         (word == "worse" and "worse" in self.fail_on)
                         or (word == "too small to tell" and "too-small" in self.fail_on)
                     )
-                else:
-                    notes.append("no condition of this run is in the baseline, so nothing "
-                                 "was compared")
+                gap = coverage(self.baseline, run).failure(self.baseline.name, run.name)
+                if gap is not None or not prepared.rows:
+                    outcome.coverage_failure = gap or (
+                        "gate failed: nothing was compared: no condition of this run has an "
+                        f"outcome in baseline {self.baseline.name!r} as well")
+                    outcome.failed_gate = True
         if self.save_baseline is not None:
             notes.append(self._save(self.save_baseline, self.ended_run(), replace=False))
         if self.update_baseline and self.baseline is not None and outcome.refusal is None:
@@ -285,7 +432,8 @@ class ProveSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         failed = (outcome.refusal is not None or outcome.failed_gate
                   or any(n.startswith("not saved") for n in notes))
-        if failed and session.exitstatus == pytest.ExitCode.OK:
+        if failed and session.exitstatus in (pytest.ExitCode.OK,
+                                             pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def ended_run(self) -> Run:
@@ -336,18 +484,43 @@ class ProveSession:
                 return (f"not saved: baseline {name!r} was not replaced, because this run did "
                         f"not cover {len(left)} of its conditions ({shown}); run them all, "
                         "without -k or a shard")
+        dropped = ""
+        replaces = self.store.baseline_path(name).is_file()
+        if replaces and not replace:
+            dropped = self._dropped(name, run)
         try:
             path = self.store.write_baseline(name, run)
         except (OSError, StoreError) as exc:
-            return f"not saved: baseline {name!r} could not be written: {exc}"
-        verb = "replaced by" if replace else "saved from"
-        return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}"
+            return f"not saved: baseline {name!r} could not be written: {_reason(exc)}"
+        verb = "replaced by" if replaces else "saved from"
+        return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}{dropped}"
+
+    def _dropped(self, name: str, run: Run) -> str:
+        """What a baseline about to be overwritten holds that ``run`` does not."""
+        try:
+            old = self.baseline if (self.baseline is not None and self.baseline.name == name) \
+                else self.store.load_baseline(name)
+        except StoreError:
+            return " (the old file could not be read, so what it held is not listed)"
+        covered = {(r["rollout"], r["condition_key"]) for r in run.episodes}
+        gone: dict[tuple[str, str], str] = {}
+        for record in old.episodes:
+            key = (record["rollout"], record["condition_key"])
+            if key not in covered:
+                gone.setdefault(key, condition_label(dict(record.get("condition") or {})))
+        if not gone:
+            return ""
+        shown = ", ".join(sorted(gone.values())[:5]) + (" ..." if len(gone) > 5 else "")
+        return (f"; it no longer holds {len(gone)} condition(s) the old baseline had "
+                f"({shown})")
 
     def summary_lines(self, verbose: bool) -> list[str]:
         outcome = self.outcome
         lines: list[str] = []
         if outcome.refusal is not None:
             lines.append(f"pytest-prove: {outcome.refusal}")
+        if outcome.coverage_failure is not None:
+            lines.append(f"pytest-prove: {outcome.coverage_failure}")
         if outcome.comparison is not None and self.baseline is not None and outcome.run:
             from .report.terminal import format_comparison
 
@@ -360,13 +533,14 @@ class ProveSession:
                 lines.append(
                     f"not run: {len(prepared.not_run)} condition(s) of the baseline did not run "
                     f"in this session and are left out of the verdict: "
-                    f"{', '.join(prepared.not_run[:6])}{more}"
+                    f"{', '.join(map(terminal_text, prepared.not_run[:6]))}{more}"
                 )
             if prepared.new:
+                new = ", ".join(map(terminal_text, prepared.new[:6]))
                 lines.append(f"new: {len(prepared.new)} condition(s) are not in the baseline "
-                             f"and were not compared: {', '.join(prepared.new[:6])}")
+                             f"and were not compared: {new}")
             if prepared.left_out:
-                shown = ", ".join(f"{n} {reason}"
+                shown = ", ".join(f"{n} {terminal_text(reason)}"
                                   for reason, n in sorted(prepared.left_out.items()))
                 lines.append(f"left out of the comparison: {shown}")
         if self.ended:
@@ -404,6 +578,10 @@ def _identity(data: Mapping[str, Any]) -> Identity:
     return Identity(rollout=data["rollout"], condition=dict(data["condition"]),
                     condition_key=data["condition_key"], replicate=int(data["replicate"]),
                     seed=int(data["seed"]))
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def _rel(path: Path) -> str:

@@ -44,6 +44,7 @@ class Settings:
     paired: bool = False  # a baseline is given, so the comparison will be paired
     plan_only: bool = False
     is_worker: bool = False
+    plan_sent: bool = False  # an xdist worker sent its plan with a report
     #: Rollouts whose declaration this process has sent with a report (once each).
     announced: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -28,6 +28,18 @@ from typing import Any, Final, final
 
 from filelock import FileLock, Timeout
 
+from .record import (
+    RUN_FIX,
+    RUN_MANIFEST_FIX,
+    StoreError,
+    baseline_fix,
+    check_header,
+    check_manifest,
+    check_record,
+    check_seed,
+    episode_name,
+)
+
 __all__ = [
     "BASELINE_FORMAT",
     "RUN_FORMAT",
@@ -46,10 +58,6 @@ RUN_FORMAT: Final = 1
 BASELINE_FORMAT: Final = 1
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-
-
-class StoreError(Exception):
-    """A store problem the user can fix: an unknown name, a corrupt line, a bad name."""
 
 
 class StoreWarning(UserWarning):
@@ -107,23 +115,31 @@ _LINE_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"
                                         allow_nan=False)
 
 
+_ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"),
+                                         allow_nan=False)
+
+
 def _dump(record: Mapping[str, Any]) -> str:
     return _LINE_ENCODER.encode(record)
 
 
-def _read_jsonl(path: Path, *, skip_first: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every whole line of a JSON-lines file, and warnings for what was skipped.
+def _read_jsonl(path: Path, fix: str, *,
+                skip_first: bool = False) -> tuple[list[tuple[int, Any]], list[str]]:
+    """Every whole line of a JSON-lines file, parsed, with its number; and notes on what
+    was skipped.
 
     A last line with no newline was being written when a session died: it is
-    skipped with a warning.  Any other line that is not a JSON object is an
-    error naming the file and line, since the data around it cannot be trusted.
+    skipped with a note.  Any other line that is not JSON is an error naming the
+    file and line, since the data around it cannot be trusted.
     """
-    records: list[dict[str, Any]] = []
+    parsed: list[tuple[int, Any]] = []
     notes: list[str] = []
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return records, notes
+        return parsed, notes
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline
     if tail.strip():
@@ -137,29 +153,40 @@ def _read_jsonl(path: Path, *, skip_first: bool = False) -> tuple[list[dict[str,
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
+            parsed.append((number, json.loads(raw)))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StoreError(
-                f"{path}:{number}: corrupt line ({exc}); the file was edited or damaged. "
-                "Restore it from version control, or delete that line to keep the rest"
+                f"{path}:{number}: corrupt line ({exc}); the file was edited or damaged: {fix}"
             ) from None
-        if not isinstance(record, dict):
-            raise StoreError(f"{path}:{number}: expected a JSON object, got {raw[:60]!r}")
-        records.append(record)
-    return records, notes
+    return parsed, notes
 
 
-def _latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per episode identity, the last written winning (a resumed replicate)."""
-    by_key: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for record in records:
-        try:
-            key = episode_key(record)
-        except (KeyError, TypeError, ValueError):
-            continue
-        by_key.pop(key, None)
-        by_key[key] = record
-    return list(by_key.values())
+def _episodes(path: Path, salt: str, fix: str, *, skip_first: bool = False,
+              unique: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """The checked episodes of a JSON-lines file, one per identity, and notes.
+
+    A run may hold an identity twice: ``--prove-resume`` (or a plugin that reruns a
+    failed item) appends a new ending for a replicate that errored, and the last
+    line wins.  A baseline is written sorted and deduplicated, so there a repeat
+    means the file was edited (``unique``).
+    """
+    parsed, notes = _read_jsonl(path, fix, skip_first=skip_first)
+    by_key: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
+    prefix = f"{path}:"
+    for number, raw in parsed:
+        where = f"{prefix}{number}"
+        record = check_record(raw, where, fix)
+        check_seed(record, salt, where, fix)
+        key = (record["rollout"], record["condition_key"], record["replicate"])
+        earlier = by_key.pop(key, None)
+        if earlier is not None and unique:
+            raise StoreError(
+                f"{where}: {episode_name(key[0], key[1], key[2])} is also on line "
+                f"{earlier[0]}; a baseline holds each episode once, so the file was edited "
+                f"or damaged: {fix}"
+            )
+        by_key[key] = (number, raw)
+    return [record for _, record in by_key.values()], notes
 
 
 @final
@@ -191,69 +218,147 @@ class Run:
         return self.path.suffix == ".jsonl"
 
 
+def _refuse_link(path: Path) -> None:
+    """pytest-prove writes only files it made: never through a symbolic link."""
+    if path.is_symlink():
+        raise StoreError(
+            f"{path} is a symbolic link; pytest-prove writes only the files it made in a "
+            "run's folder, so it does not write through it. Remove the link (and copy the "
+            "file there if it is the run's), then run again"
+        )
+
+
 @final
 class RunWriter:
-    """The one writer of a run: appends episodes and keeps the manifest current."""
+    """The one writer of a run: appends episodes and keeps the manifest current.
+
+    A resumed run is locked as soon as its writer is made, so that a second session
+    is refused before it runs anything; a new run is locked when its folder is
+    made, which is created exclusively (two sessions never share one)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any], *,
                  existing: bool = False) -> None:
         self.directory = directory
         self.existing = existing
         self.manifest = manifest
-        self.episodes_path = directory / "episodes.jsonl"
-        self._lock = FileLock(str(directory / "episodes.jsonl.lock"))
-        self._fh: Any = None
+        self._lock: FileLock | None = None
+        self._fd: int | None = None
         self.written = 0
+        if existing:
+            self._acquire()
 
     @property
     def run_id(self) -> str:
         return str(self.manifest["run_id"])
 
     @property
+    def episodes_path(self) -> Path:
+        return self.directory / "episodes.jsonl"
+
+    @property
     def created(self) -> bool:
         """Whether the run is on disk (it is once an episode arrived, or when resumed)."""
-        return self.existing or self._fh is not None
+        return self.existing or self._fd is not None
 
-    def _open(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        # The lock is held for as long as this session writes the run: a second session
-        # (a concurrent --prove-resume of the same run) is refused instead of interleaving.
-        # The operating system releases it when the process dies, even on SIGKILL.
+    def _acquire(self) -> None:
+        for path in (self.directory, self.episodes_path,
+                     self.directory / "episodes.jsonl.lock", self.directory / "manifest.json"):
+            _refuse_link(path)
+        # Held for as long as this session writes the run; the operating system releases
+        # it when the process dies, even on SIGKILL.
+        lock = FileLock(str(self.directory / "episodes.jsonl.lock"))
         try:
-            self._lock.acquire(timeout=10)
+            lock.acquire(timeout=0)
         except Timeout:
             raise StoreError(
-                f"{self.directory}: another session is writing this run; wait for it to "
-                "finish, or start a new run"
+                f"run {self.manifest.get('name') or self.run_id!r} ({self.directory}) is being "
+                "written by another session right now; wait for it to end, then resume it, "
+                "or start a new run"
             ) from None
-        # A killed session may have left a partial last line: cut it off before
-        # appending, so that it never becomes a corrupt line in the middle.
-        if self.episodes_path.exists():
-            data = self.episodes_path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                with self.episodes_path.open("r+b") as fh:
-                    fh.truncate(data.rfind(b"\n") + 1)
-        self._fh = self.episodes_path.open("a", encoding="utf-8")
-        self.existing = True
-        self.write_manifest()
+        except OSError as exc:
+            raise StoreError(f"{self.directory}: cannot lock the run ({exc.strerror})") from None
+        self._lock = lock
 
-    def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Append whole lines, each write one call, flushed to the operating system."""
-        text = "".join(_dump(r) + "\n" for r in records)
-        if not text:
-            return
-        if self._fh is None:
-            self._open()
+    def _make_folder(self) -> None:
+        """Create the run's folder, a new one: a run id already taken gets a suffix."""
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                self.directory.mkdir()
+                return
+            except FileExistsError:
+                old = self.run_id
+                new = f"{old}-{secrets.token_hex(2)}"
+                if self.manifest.get("name") == old:
+                    self.manifest["name"] = new
+                self.manifest["run_id"] = new
+                self.directory = self.directory.parent / new
+
+    def _open(self) -> None:
         try:
-            self._fh.write(text)
-            self._fh.flush()
+            if not self.existing:
+                self._make_folder()
+                self._acquire()
+            # A killed session may have left a partial last line: cut it off before
+            # appending, so that it never becomes a corrupt line in the middle.
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(self.episodes_path, flags, 0o666)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                os.ftruncate(fd, self._last_newline(fd, size))
+            self._fd = fd
+            self.existing = True
+            self.write_manifest()
         except OSError as exc:
             raise StoreError(
-                f"{self.episodes_path}: cannot write episodes ({exc.strerror}); "
+                f"{self.directory}: cannot write the run ({exc.strerror or exc}); free some "
+                "disk space or make the store writable, then finish the run with "
+                f"--prove-resume {self.manifest.get('name') or self.run_id}"
+            ) from None
+
+    @staticmethod
+    def _last_newline(fd: int, size: int) -> int:
+        """The length of the file's whole lines, read backwards in chunks."""
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            chunk = os.pread(fd, end - start, start)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                return start + cut + 1
+            end = start
+        return 0
+
+    def append(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Append whole lines in one write; a failed write is cut back to whole lines."""
+        records = list(records)
+        if not records:
+            return
+        text = "".join(_dump(r) + "\n" for r in records)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (from a rollout's text) cannot be UTF-8: JSON's \\u escapes
+            # hold it, and json.loads gives back the same string.
+            data = "".join(_ASCII_ENCODER.encode(r) + "\n" for r in records).encode("ascii")
+        if self._fd is None:
+            self._open()
+        assert self._fd is not None
+        start = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                done = os.write(self._fd, view)
+                view = view[done:]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise StoreError(
+                f"{self.episodes_path}: cannot write episodes ({exc.strerror or exc}); "
                 "free some disk space, then finish the run with --prove-resume "
                 f"{self.manifest.get('name') or self.run_id}"
             ) from None
-        self.written += text.count("\n")
+        self.written += len(records)
 
     def write_manifest(self, **updates: Any) -> None:
         """Merge ``updates`` into the manifest and write it atomically (only once created)."""
@@ -263,14 +368,23 @@ class RunWriter:
         _atomic_write(self.directory / "manifest.json", json.dumps(self.manifest, indent=2) + "\n")
 
     def close(self) -> None:
-        if self._fh is not None:
-            try:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-            finally:
-                self._fh.close()
-                self._fh = None
-                self._lock.release()
+        """Flush the episodes to disk and release the run."""
+        try:
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Let another session write the run (idempotent)."""
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            with contextlib.suppress(OSError):
+                lock.release()
 
 
 @final
@@ -312,8 +426,9 @@ class Store:
     def reopen(self, run: Run) -> RunWriter:
         """A writer that appends to an existing run (``--prove-resume``)."""
         manifest = dict(run.manifest)
-        manifest["status"] = "incomplete"
-        manifest.setdefault("resumed", []).append(utc_now())
+        # Written when the first episode is: until then the run on disk is as it was.
+        manifest.update(status="incomplete", ended=None)
+        manifest["resumed"] = [*(manifest.get("resumed") or []), utc_now()]
         return RunWriter(run.path, manifest, existing=True)
 
     def _manifests(self) -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -358,16 +473,32 @@ class Store:
 
     def read(self, directory: Path) -> Run:
         """Read the run in ``directory`` whole (a folder under ``runs/``)."""
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-        _check_format(manifest.get("format", 1), RUN_FORMAT, directory / "manifest.json")
-        records, notes = _read_jsonl(directory / "episodes.jsonl")
+        path = directory / "manifest.json"
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            raise StoreError(
+                f"{path}: the run's manifest is missing; {RUN_MANIFEST_FIX}"
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+        try:
+            found = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreError(
+                f"{path}: corrupt JSON ({exc}); the file was edited or damaged: "
+                f"{RUN_MANIFEST_FIX}"
+            ) from None
+        manifest = check_manifest(found, str(path), RUN_MANIFEST_FIX, run=True)
+        _check_format(manifest.get("format", 1), RUN_FORMAT, path)
+        episodes, notes = _episodes(directory / "episodes.jsonl", manifest["salt"], RUN_FIX)
         for note in notes:
             warnings.warn(StoreWarning(note), stacklevel=2)
         return Run(
-            run_id=str(manifest["run_id"]),
+            run_id=manifest["run_id"],
             name=str(manifest.get("name", manifest["run_id"])),
             manifest=manifest,
-            episodes=tuple(_latest(records)),
+            episodes=tuple(episodes),
             path=directory,
             notes=tuple(notes),
         )
@@ -391,27 +522,16 @@ class Store:
                 f"no baseline named {name!r} in {self.baselines_dir}; baselines: {known}. "
                 f"Make one with --prove-save-baseline {name}"
             )
-        try:
-            with path.open("rb") as fh:
-                first = fh.readline()
-            header = json.loads(first)
-        except (OSError, ValueError):
-            raise StoreError(
-                f"{path}:1: the first line must be the baseline's manifest; the file is "
-                "damaged. Restore it from version control or save it again"
-            ) from None
-        if not isinstance(header, dict) or "pytest_prove_baseline" not in header:
-            raise StoreError(f"{path}:1: not a pytest-prove baseline (no header line)")
-        _check_format(header["pytest_prove_baseline"], BASELINE_FORMAT, path)
-        manifest = dict(header.get("manifest", {}))
-        records, notes = _read_jsonl(path, skip_first=True)
+        fix = baseline_fix(name)
+        manifest = _baseline_manifest(path, fix)
+        episodes, notes = _episodes(path, manifest["salt"], fix, skip_first=True, unique=True)
         for note in notes:
             warnings.warn(StoreWarning(note), stacklevel=2)
         return Run(
             run_id=str(manifest.get("run_id", name)),
             name=name,
             manifest=manifest,
-            episodes=tuple(_latest(records)),
+            episodes=tuple(episodes),
             path=path,
             notes=tuple(notes),
         )
@@ -429,8 +549,34 @@ class Store:
         return path
 
 
-def _check_format(found: object, supported: int, path: Path) -> None:
-    if not isinstance(found, int) or found > supported:
+def _baseline_manifest(path: Path, fix: str) -> dict[str, Any]:
+    """The manifest in a baseline's first line, checked, or an error naming line 1."""
+    where = f"{path}:1"
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline()
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    try:
+        header = json.loads(first)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(
+            f"{where}: the first line must be the baseline's header, and it is not JSON "
+            f"({exc}); the file was edited or damaged: {fix}"
+        ) from None
+    check_header(header, where, fix)
+    _check_format(header["pytest_prove_baseline"], BASELINE_FORMAT, path, fix)
+    return check_manifest(header["manifest"], where, fix, prefix="manifest.")
+
+
+def _check_format(found: object, supported: int, path: Path, fix: str = RUN_MANIFEST_FIX
+                  ) -> None:
+    if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+        raise StoreError(
+            f"{path}: the format number is {found!r}, expected an int from 1; the file was "
+            f"edited or damaged: {fix}"
+        )
+    if found > supported:
         raise StoreError(
             f"{path}: written in format {found!r} by a newer pytest-prove; this one reads "
             f"format {supported} and older. Upgrade pytest-prove (pip install -U pytest-prove)"

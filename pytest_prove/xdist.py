@@ -32,7 +32,8 @@ class XdistHooks:
         output = getattr(node, "workeroutput", None) or {}
         plan = output.get("prove_plan")
         if plan:
-            self.session.merge_plan(plan)
+            self.session.merge_plan(plan, output.get("prove_selected") or {},
+                                    output.get("prove_paths") or ())
         failure = output.get("prove_design_failure")
         if failure:
             self.session.design_failure = failure

@@ -28,7 +28,7 @@ def test_prove_report_is_written_after_the_comparison(
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("REFUND_FAIL", "0.8")
     result = bot.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
-                           "--prove-report", f"out/report{suffix}")
+                           f"--prove-report=out/report{suffix}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the worse verdict fails the session
     result.stdout.fnmatch_lines(["worse: 1 condition got worse*",
                                  f"report written to out*report{suffix}"])
@@ -47,13 +47,13 @@ def test_prove_report_is_written_after_the_comparison(
 def test_prove_report_without_a_baseline_says_why(bot: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOT_REPLICATES", "5")
-    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report", "r.html")
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report=r.html")
     result.stdout.fnmatch_lines(["no report written to r.html: nothing was compared*"])
     assert not (bot.path / "r.html").exists()
 
 
 def test_prove_report_suffix_is_checked_at_the_door(bot: pytest.Pytester) -> None:
-    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report", "r.pdf")
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report=r.pdf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*expected a file ending in .html, .md or .json, got 'r.pdf'*"])
 

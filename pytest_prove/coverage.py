@@ -1,0 +1,205 @@
+"""Which conditions of a baseline a run left uncompared, and whether the user asked for it.
+
+A gate must never read as a pass because it compared less than the baseline
+holds.  A baseline condition the run has no outcome for is either left out on
+purpose (deselected with ``-k``/``-m``/``--lf``, skipped, or in a file outside
+the paths the session was given) or missing by mistake: the test moved or was
+renamed, its parametrize values changed, or its episodes never ended with an
+outcome.  Only the first kind may leave a gate passing, reported as *not run*.
+
+What the run selected is read from its manifest (``plan`` and ``selection``,
+written by the session), so the session and ``pytest-prove check`` decide alike.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, final
+
+from .spec import condition_label
+from .store import Run
+
+__all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]
+
+#: Why a baseline condition was not compared, worded for a person; the first three are
+#: the user's choice and leave the gate as it is, the others fail it.
+DESELECTED = "deselected (-k, -m, --lf or --deselect)"
+SKIPPED = "skipped"
+OUTSIDE = "in a file outside the paths this session collected"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The baseline's conditions this run has no outcome for, by reason."""
+
+    on_purpose: Mapping[str, tuple[str, ...]]  # reason -> condition labels
+    by_mistake: Mapping[str, tuple[str, ...]]
+    compared: int  # baseline conditions the run has an outcome for
+    total: int  # baseline conditions with an outcome
+
+    @property
+    def ok(self) -> bool:
+        return not self.by_mistake and self.compared > 0
+
+    def failure(self, baseline: str, after: str) -> str | None:
+        """The gate's reason to fail, with the fix, or None when the coverage is fine."""
+        if self.ok:
+            return None
+        parts = []
+        for reason, labels in self.by_mistake.items():
+            shown = ", ".join(labels[:6]) + (" ..." if len(labels) > 6 else "")
+            parts.append(f"{len(labels)} {reason}: {shown}")
+        if self.compared == 0:
+            head = (f"nothing was compared: none of the {self.total} condition(s) of baseline "
+                    f"{baseline!r} has an outcome in run {after!r}")
+        else:
+            head = (f"only {self.compared} of the {self.total} condition(s) of baseline "
+                    f"{baseline!r} were compared")
+        tail = "; ".join(parts) if parts else "the run left them all out"
+        return (f"gate failed: {head}; {tail}. A test that moved or was renamed gets new ids: "
+                "give the rollout a stable id with @prove.rollout(id=...) (or target_id in a "
+                "spec), or make a new baseline on purpose with --prove-save-baseline "
+                f"{baseline}")
+
+
+def node_is_within(node: str, paths: Iterable[str]) -> bool:
+    """Whether the node id ``node`` (rootdir-relative) lies under one of ``paths``: folders,
+    files or node ids as the session's arguments named them, rootdir-relative."""
+    file_part = node.split("::", 1)[0]
+    for path in paths:
+        path = path.rstrip("/") or "."
+        if path == "." or node == path or node.startswith(path + "::"):
+            return True
+        if "::" not in path and (file_part == path or file_part.startswith(path + "/")):
+            return True
+    return False
+
+
+def _node_of(run: Run, baseline: Run, rollout_id: str) -> str | None:
+    for source in (baseline, run):
+        info = (source.manifest.get("rollouts") or {}).get(rollout_id) or {}
+        node = info.get("node") if isinstance(info, dict) else None
+        if isinstance(node, str) and node:
+            return node
+    # Older baselines: a rollout without id= is known by its node id.
+    return rollout_id if "::" in rollout_id else None
+
+
+def _keys(table: object) -> dict[str, set[str]]:
+    """``{rollout: [condition keys]}`` from a manifest, tolerating what is not that."""
+    found: dict[str, set[str]] = {}
+    if isinstance(table, Mapping):
+        for rollout_id, keys in table.items():
+            if isinstance(keys, Mapping):
+                keys = keys.get("conditions")
+            if isinstance(keys, list):
+                found[str(rollout_id)] = {str(k) for k in keys}
+    return found
+
+
+def coverage(baseline: Run, run: Run) -> Coverage:
+    """Classify every baseline condition that ``run`` has no outcome for."""
+    labels: dict[tuple[str, str], str] = {}
+    for record in baseline.episodes:
+        if record.get("error") is None and record.get("outcome") is not None:
+            labels.setdefault((str(record["rollout"]), str(record["condition_key"])),
+                              condition_label(record.get("condition") or {}))
+    with_outcome: set[tuple[str, str]] = set()
+    ran: set[tuple[str, str]] = set()
+    for record in run.episodes:
+        identity = (str(record["rollout"]), str(record["condition_key"]))
+        ran.add(identity)
+        if record.get("error") is None and record.get("outcome") is not None:
+            with_outcome.add(identity)
+    manifest: Mapping[str, Any] = run.manifest
+    plan = _keys(manifest.get("plan"))
+    selection = manifest.get("selection")
+    selection = selection if isinstance(selection, Mapping) else {}
+    deselected = _keys(selection.get("deselected"))
+    skipped = _keys(selection.get("skipped"))
+    paths = [str(p) for p in selection.get("paths") or [] if isinstance(p, str)]
+    many = len({rollout for rollout, _ in labels}) > 1
+    on_purpose: dict[str, list[str]] = defaultdict(list)
+    by_mistake: dict[str, list[str]] = defaultdict(list)
+    compared = 0
+    for (rollout_id, key), label in sorted(labels.items()):
+        if (rollout_id, key) in with_outcome:
+            compared += 1
+            continue
+        shown = f"{rollout_id} · {label}" if many else label
+        if key in deselected.get(rollout_id, ()):
+            on_purpose[DESELECTED].append(shown)
+        elif key in skipped.get(rollout_id, ()):
+            on_purpose[SKIPPED].append(shown)
+        elif (rollout_id, key) in ran:
+            by_mistake["ended without an outcome in every episode"].append(shown)
+        elif key in plan.get(rollout_id, ()):
+            by_mistake["were collected but did not run"].append(shown)
+        elif rollout_id in plan:
+            by_mistake[f"are no longer collected in {rollout_id} (its parametrize values or "
+                       "axes changed)"].append(shown)
+        else:
+            node = _node_of(run, baseline, rollout_id)
+            if node is not None and "selection" in manifest and not node_is_within(node, paths):
+                on_purpose[OUTSIDE].append(shown)
+            else:
+                by_mistake[f"belong to rollout {rollout_id}, which this session did not "
+                           "collect (was it moved or renamed?)"].append(shown)
+    return Coverage(on_purpose={k: tuple(v) for k, v in on_purpose.items()},
+                    by_mistake={k: tuple(v) for k, v in by_mistake.items()},
+                    compared=compared, total=len(labels))
+
+
+def unfinished(run: Run) -> int | None:
+    """Replicates the run selected (its plan, less what it left out on purpose) that have no
+    episode; None when the run has no plan to tell (a run of an older pytest-prove)."""
+    plan = run.manifest.get("plan")
+    if run.is_baseline or not isinstance(plan, Mapping):
+        return None
+    selection = run.manifest.get("selection")
+    selection = selection if isinstance(selection, Mapping) else {}
+    left_out = _keys(selection.get("deselected"))
+    for rollout_id, keys in _keys(selection.get("skipped")).items():
+        left_out.setdefault(rollout_id, set()).update(keys)
+    have = {(str(r["rollout"]), str(r["condition_key"]), int(r["replicate"]))
+            for r in run.episodes}
+    missing = 0
+    for rollout_id, info in plan.items():
+        if not isinstance(info, Mapping):
+            continue
+        replicates = int(info.get("replicates") or 0)
+        for key in info.get("conditions") or []:
+            if key in left_out.get(str(rollout_id), ()):
+                continue
+            missing += sum(1 for r in range(replicates)
+                           if (str(rollout_id), str(key), r) not in have)
+    return missing
+
+
+def unfinished_reason(run: Run) -> str | None:
+    """Why ``run`` cannot be read as finished (capped, or replicates it selected have no
+    episode), or None when it is complete or left out only what it meant to."""
+    if run.is_baseline or run.status == "complete":
+        return None
+    if run.status == "capped":
+        return (f"run {run.name!r} is capped: the token cap stopped it before it finished; "
+                f"finish it with pytest --prove-resume {run.name}")
+    missing = unfinished(run)
+    if missing == 0:
+        return None
+    count = "" if missing is None else f": {missing} replicates it selected have no episode"
+    return f"run {run.name!r} is incomplete{count}; finish it with pytest --prove-resume {run.name}"
+
+
+def run_notes(run: Run) -> list[str]:
+    """What a reader of a comparison should know of ``run``: how it is unfinished."""
+    reason = unfinished_reason(run)
+    if reason is not None:
+        return [reason]
+    if not run.is_baseline and run.status != "complete":
+        return [f"run {run.name!r} ran only part of its sweep, on purpose (-k, -m, a path or "
+                "a skip)"]
+    return []

@@ -1,0 +1,333 @@
+"""The stored episode: its schema, and the checks a line read back from disk must pass.
+
+A run's ``episodes.jsonl`` and a baseline's lines after its header hold one
+:class:`EpisodeRecord` each.  The store checks every line it reads, so that a
+hand-edited or damaged file is refused when it is loaded, before any rollout runs,
+with one error naming the file, the line, the field, the value and the fix, rather
+than compared silently or breaking with a traceback once a sweep is over.
+
+Only the standard library and the seeds: the store imports this module, never the
+other way round.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
+
+from .seeds import derive_seed
+
+__all__ = [
+    "ERROR_KINDS",
+    "RUN_FIX",
+    "RUN_MANIFEST_FIX",
+    "EpisodeError",
+    "EpisodeRecord",
+    "ErrorKind",
+    "StoreError",
+    "Tokens",
+    "baseline_fix",
+    "check_header",
+    "check_manifest",
+    "check_record",
+    "check_seed",
+    "episode_name",
+]
+
+
+class StoreError(Exception):
+    """A store problem the user can fix: an unknown name, a corrupt line, a bad name."""
+
+
+#: How an episode ended without an outcome: ``prove.NoOutcome``, a raised exception, a
+#: broken contract (a wrong return value), a failed fixture, a crashed xdist worker, an
+#: episode that ran past ``--prove-episode-timeout``.
+ErrorKind = Literal["no_outcome", "exception", "contract", "setup", "worker_crash", "timeout"]
+ERROR_KINDS: Final[tuple[str, ...]] = get_args(ErrorKind)
+
+
+class EpisodeError(TypedDict):
+    """Why an episode has no outcome."""
+
+    kind: ErrorKind
+    type: NotRequired[str]
+    message: NotRequired[str]
+    traceback: NotRequired[str]
+
+
+class Tokens(TypedDict):
+    """An episode's token usage, in all and by model."""
+
+    input: int
+    output: int
+    by_model: NotRequired[dict[str, dict[str, int]]]
+
+
+class EpisodeRecord(TypedDict):
+    """One stored episode: which it was, how it ended, and what it recorded.
+
+    An episode ended either with an ``outcome`` (and ``error`` null) or with an
+    ``error`` (and ``outcome`` null), never both and never neither.
+    """
+
+    rollout: str
+    condition: dict[str, Any]
+    condition_key: str
+    replicate: int
+    seed: int
+    outcome: str | None
+    error: NotRequired[EpisodeError | None]
+    t: NotRequired[float | int | None]
+    horizon: NotRequired[float | int | None]
+    meta: NotRequired[dict[str, Any] | None]
+    duration: NotRequired[float | int | None]
+    tokens: NotRequired[Tokens | None]
+    steps: NotRequired[list[dict[str, Any]]]
+    spans: NotRequired[list[dict[str, Any]]]
+    finished: NotRequired[str]
+
+
+#: Said after a problem with a run's line (runs are not committed, so not restored).
+RUN_FIX: Final = "delete that line to keep the rest, or run the sweep again"
+#: Said after a problem with a run's manifest.json.
+RUN_MANIFEST_FIX: Final = ("restore manifest.json from a copy, or delete the run's folder and "
+                           "run the sweep again")
+
+
+def baseline_fix(name: str) -> str:
+    """What to do about a damaged baseline file called ``name``."""
+    return ("restore the file from version control, or save the baseline again with "
+            f"--prove-save-baseline {name}")
+
+
+#: What a JSON value is called, by the Python type json.loads gives it.
+_JSON_TYPES: Final = {str: "a string", int: "an integer", float: "a number", list: "an array",
+                      dict: "an object"}
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates escaped, so that an error message can be printed."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _shown(value: object) -> str:
+    """A value as the file has it (JSON, cut short), and what kind of JSON value it is."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    kind = _JSON_TYPES.get(type(value))
+    text = _printable(text)
+    return text if kind is None else f"{text} ({kind})"
+
+
+def episode_name(rollout: str, condition_key: str, replicate: int) -> str:
+    """How an error names one episode: replicate 3 of {"ticket":"refund"} in test_a.py::t."""
+    return _printable(f"replicate {replicate} of {condition_key} in {rollout}")
+
+
+def _bad(where: str, field: str, value: object, expected: str, fix: str) -> StoreError:
+    return StoreError(
+        f"{where}: {field} is {_shown(value)}, expected {expected}; the file was edited "
+        f"or damaged: {fix}"
+    )
+
+
+def _missing(where: str, field: str, expected: str, fix: str) -> StoreError:
+    return StoreError(
+        f"{where}: the field {field!r} is missing, expected {expected}; the file was "
+        f"edited or damaged: {fix}"
+    )
+
+
+def _field(record: dict[str, Any], where: str, name: str, expected: str,
+           fix: str) -> StoreError:
+    """The error for a field that is missing or has the wrong value."""
+    if name not in record:
+        return _missing(where, name, expected, fix)
+    return _bad(where, name, record[name], expected, fix)
+
+
+#: json.loads gives exactly these types for numbers (``type(x) in`` leaves out bool).
+_NUMBERS: Final = (int, float)
+_SEED_END: Final = 2**64
+
+
+def check_record(record: object, where: str, fix: str = RUN_FIX) -> EpisodeRecord:
+    """``record`` as an :class:`EpisodeRecord`, or a :class:`StoreError` saying what is wrong.
+
+    ``where`` is ``file:line``; ``fix`` is what the user should do (restore a baseline
+    from version control, or drop a run's line).  Fields other than those of the schema
+    are kept as they are.
+    """
+    # Every line of a large baseline passes through here when it loads, so the checks
+    # compare exact types (what json.loads returns) and build a message only on failure.
+    if type(record) is not dict:
+        raise _bad(where, "the line", record, "an object (one episode)", fix)
+    get = record.get
+    for name in ("rollout", "condition_key"):
+        value = get(name)
+        if type(value) is not str or not value:
+            raise _field(record, where, name, "a non-empty string", fix)
+    if type(get("condition")) is not dict:
+        raise _field(record, where, "condition", "an object of axis values", fix)
+    replicate = get("replicate")
+    if type(replicate) is not int or replicate < 0:
+        raise _field(record, where, "replicate", "an integer >= 0", fix)
+    seed = get("seed")
+    if type(seed) is not int or not 0 <= seed < _SEED_END:
+        raise _field(record, where, "seed", "an integer in [0, 2**64)", fix)
+    error = get("error")
+    if error is None:
+        outcome = get("outcome")
+        if type(outcome) is not str or not outcome:
+            expected = ("a non-empty string, since the episode has no error: an episode "
+                        "ends with an outcome or an error")
+            raise _field(record, where, "outcome", expected, fix)
+    else:
+        _check_error(record, error, where, fix)
+    for name in ("t", "horizon", "duration"):
+        value = get(name)
+        if value is not None and not (type(value) in _NUMBERS and 0 <= value < math.inf):
+            raise _bad(where, name, value, "null or a finite number >= 0", fix)
+    t, horizon = get("t"), get("horizon")
+    if t is not None and horizon is not None and t > horizon:
+        raise _bad(where, "t", t, f"at most horizon ({horizon})", fix)
+    meta = get("meta")
+    if meta is not None:
+        if type(meta) is not dict:
+            raise _bad(where, "meta", meta, "an object", fix)
+        case_id = meta.get("case_id")
+        if case_id is not None and type(case_id) is not str and type(case_id) is not int:
+            raise _bad(where, "meta.case_id", case_id, "a string or an integer", fix)
+    tokens = get("tokens")
+    if tokens is not None:
+        _check_tokens(tokens, where, fix)
+    for name in ("steps", "spans"):
+        entries = get(name)
+        if entries is None and name not in record:
+            continue
+        if type(entries) is not list:
+            raise _bad(where, name, entries, "an array of objects", fix)
+        for entry in entries:
+            if type(entry) is not dict:
+                raise _bad(where, f"an entry of {name}", entry, "an object", fix)
+    return cast(EpisodeRecord, record)
+
+
+def _check_error(record: dict[str, Any], error: object, where: str, fix: str) -> None:
+    """Why an episode has no outcome: a known kind, and no outcome beside it."""
+    if type(error) is not dict:
+        raise _bad(where, "error", error, "null, or an object with a 'kind'", fix)
+    kind = error.get("kind")
+    if kind not in ERROR_KINDS:
+        raise _bad(where, "error.kind", kind, f"one of {', '.join(ERROR_KINDS)} (a newer "
+                   "pytest-prove may write kinds this one does not know: upgrade it)", fix)
+    for name in ("type", "message", "traceback"):
+        if name in error and type(error[name]) is not str:
+            raise _bad(where, f"error.{name}", error[name], "a string", fix)
+    if "outcome" not in record:
+        raise _missing(where, "outcome", "null, since the episode has an error", fix)
+    if record["outcome"] is not None:
+        raise _bad(where, "outcome", record["outcome"], f"null, since the episode has an "
+                   f"error ({kind}): an episode ends with an outcome or an error, not both", fix)
+
+
+def _check_tokens(tokens: object, where: str, fix: str) -> None:
+    """An episode's token usage: totals, and the same by model."""
+    if type(tokens) is not dict:
+        raise _bad(where, "tokens", tokens, "null or an object", fix)
+    for name in ("input", "output"):
+        value = tokens.get(name)
+        if type(value) is not int or value < 0:
+            raise _bad(where, f"tokens.{name}", value, "an integer >= 0", fix)
+    by_model = tokens.get("by_model", {})
+    if type(by_model) is not dict:
+        raise _bad(where, "tokens.by_model", by_model, "an object by model", fix)
+    for model, use in by_model.items():
+        if type(use) is not dict or any(
+                type(use.get(n, 0)) is not int or use.get(n, 0) < 0
+                for n in ("input", "output", "calls")):
+            raise _bad(where, f"tokens.by_model[{json.dumps(model)}]", use,
+                       "an object of input, output and calls, integers >= 0", fix)
+
+
+def check_seed(record: Mapping[str, Any], salt: str, where: str, fix: str = RUN_FIX) -> None:
+    """Refuse an episode whose seed is not the one its run's salt gives it.
+
+    A run paired with a baseline takes its salt and is matched with it replicate by
+    replicate: after a changed salt or an edited seed, episodes that ran on different
+    seeds would pass for twins.
+    """
+    rollout, key, replicate = record["rollout"], record["condition_key"], record["replicate"]
+    try:
+        expected = derive_seed(salt, rollout, key, replicate)
+    except ValueError as exc:
+        raise StoreError(
+            f"{where}: {_printable(str(exc))}; the file was edited or damaged: {fix}"
+        ) from None
+    if record["seed"] != expected:
+        raise StoreError(
+            f"{where}: seed {record['seed']} is not the seed of "
+            f"{episode_name(rollout, key, replicate)} under the salt {json.dumps(salt)} "
+            f"(that is {expected}); the salt or the seed was edited, so a run paired with "
+            f"this file would match episodes that did not run on the same seed: {fix}"
+        )
+
+
+def check_header(header: object, where: str, fix: str) -> dict[str, Any]:
+    """A baseline's first line: ``{"pytest_prove_baseline": FORMAT, "manifest": {...}}``."""
+    if not isinstance(header, dict):
+        raise _bad(where, "the header", header,
+                   'an object {"pytest_prove_baseline": 1, "manifest": {...}}', fix)
+    if "pytest_prove_baseline" not in header:
+        raise StoreError(
+            f"{where}: not a pytest-prove baseline (its first line has no "
+            f"'pytest_prove_baseline'); if it was one, {fix}"
+        )
+    if "manifest" not in header:
+        raise _missing(where, "manifest", "the manifest of the run it was saved from", fix)
+    return header
+
+
+def check_manifest(manifest: object, where: str, fix: str, *, prefix: str = "",
+                   run: bool = False) -> dict[str, Any]:
+    """``manifest`` as a run's or a baseline's manifest, or a :class:`StoreError`.
+
+    ``prefix`` names where it sits (``"manifest."`` in a baseline's header); ``run``
+    says it is a run's own ``manifest.json``, which must say its run id.
+    """
+    if not isinstance(manifest, dict):
+        raise _bad(where, prefix.rstrip(".") or "the manifest", manifest, "an object", fix)
+    salt = manifest.get("salt")
+    if not isinstance(salt, str) or not salt or "\x1f" in salt:
+        if "salt" not in manifest:
+            raise _missing(where, f"{prefix}salt", "the salt its seeds were made with", fix)
+        raise _bad(where, f"{prefix}salt", salt, "a non-empty string without U+001F", fix)
+    if run and "run_id" not in manifest:
+        raise _missing(where, f"{prefix}run_id", "the run's id (a non-empty string)", fix)
+    for name in ("run_id", "name", "status", "started", "baseline_name", "saved"):
+        value = manifest.get(name)
+        if name in manifest and (not isinstance(value, str) or not value):
+            raise _bad(where, f"{prefix}{name}", value, "a non-empty string", fix)
+    if manifest.get("ended") is not None and not isinstance(manifest["ended"], str):
+        raise _bad(where, f"{prefix}ended", manifest["ended"], "null or a string", fix)
+    rollouts = manifest.get("rollouts")
+    if not run and "rollouts" not in manifest:
+        raise _missing(where, f"{prefix}rollouts", "an object of rollouts by id", fix)
+    if "rollouts" in manifest:
+        if not isinstance(rollouts, dict):
+            raise _bad(where, f"{prefix}rollouts", rollouts, "an object of rollouts by id", fix)
+        for rollout, info in rollouts.items():
+            if not isinstance(info, dict):
+                raise _bad(where, f"{prefix}rollouts[{rollout!r}]", info,
+                           "an object with the rollout's label and declaration", fix)
+    for name in ("counts", "paired_with"):
+        value = manifest.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise _bad(where, f"{prefix}{name}", value, "null or an object", fix)
+    return manifest

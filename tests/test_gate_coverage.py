@@ -1,0 +1,233 @@
+"""A gate that compared nothing, or less than the baseline holds by mistake, never passes.
+
+Red-team findings 1-3 of issue 10: the separate form of a path option moved pytest's rootdir,
+a moved or renamed test compared nothing and exited 0, and a resume of part of a run marked
+it complete.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_prove.arguments import space_form_problem
+from pytest_prove.coverage import node_is_within
+from pytest_prove.plugin import PATH_OPTIONS, VALUE_OPTIONS
+from pytest_prove.store import Store
+
+from .conftest import BOT, INI, load
+
+#: An agent whose every episode fails when BROKEN is set.
+AGENT = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=int(os.environ.get("N", "150")), failures=["unresolved"],
+                   successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_r(ticket, prove_seed):
+        p = 1.0 if os.environ.get("BROKEN") else 0.1
+        ok = random.Random(prove_seed).random() >= p
+        return prove.Episode("resolved" if ok else "unresolved")
+    """
+)
+
+
+def _project(pytester: pytest.Pytester, *, where: str = "sub") -> Path:
+    pytester.makeini(INI)
+    folder = pytester.path / where
+    folder.mkdir(exist_ok=True)
+    (folder / "test_r.py").write_text(AGENT)
+    return folder
+
+
+def test_space_form_store_with_a_broken_agent_is_refused_before_it_runs(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _project(pytester)
+    store = pytester.path.parent / f"{pytester.path.name}-store"
+    saved = pytester.runpytest(f"--prove-store={store}", "--prove-save-baseline", "current")
+    assert saved.ret == pytest.ExitCode.OK
+    monkeypatch.setenv("BROKEN", "1")
+    # Before the fix: the rootdir moved, nothing matched, "300 passed", exit 0.
+    result = pytester.runpytest("--prove-store", str(store), "--prove-baseline", "current")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*write --prove-store={store} with '='*rootdir*"])
+    assert len(list((store / "runs").iterdir())) == 1  # nothing ran
+    # The '=' form runs, and the broken agent fails the gate.
+    result = pytester.runpytest(f"--prove-store={store}", "--prove-baseline", "current")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["worse*"])
+
+
+def test_space_form_report_path_is_refused(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    elsewhere = pytester.path.parent / f"{pytester.path.name}-r.html"
+    elsewhere.write_text("old")
+    result = pytester.runpytest("--prove-report", str(elsewhere))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*write --prove-report=*with '='*"])
+    assert not (pytester.path / ".prove").exists()
+
+
+def test_a_name_option_is_refused_only_when_its_value_is_a_path(tmp_path: Path) -> None:
+    (tmp_path / "current").mkdir()
+    common = {"value_options": VALUE_OPTIONS, "path_options": PATH_OPTIONS,
+              "invocation_dir": tmp_path}
+    assert space_form_problem(["--prove-baseline", "other"], **common) is None
+    assert space_form_problem(["--prove-baseline=current"], **common) is None
+    assert "--prove-baseline=current" in str(
+        space_form_problem(["--prove-baseline", "current"], **common))
+    assert space_form_problem(["-k", "current", "--prove-store=x"], **common) is None
+    assert space_form_problem(["--prove-store", "new-dir"], **common) is not None
+    assert space_form_problem(["--", "--prove-store", "x"], **common) is None
+
+
+def test_value_options_list_every_prove_option_that_takes_a_value(
+        pytester: pytest.Pytester) -> None:
+    """The refusal knows which options take a value; ``--help`` is the truth."""
+    result = pytester.runpytest("--help")
+    taking = set()
+    for line in result.stdout.lines:
+        for word in line.split():  # pytest prints an option that takes a value as --x=VALUE
+            name, sep, _ = word.rstrip(",").partition("=")
+            if name.startswith("--prove-") and sep:
+                taking.add(name)
+    assert taking
+    assert taking == set(VALUE_OPTIONS)
+
+
+def test_renamed_test_against_its_baseline_fails_with_the_reason(
+        pytester: pytest.Pytester) -> None:
+    folder = _project(pytester)
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    source = (folder / "test_r.py").read_text().replace("def test_r(", "def test_reply(")
+    (folder / "test_r.py").write_text(source)
+    result = pytester.runpytest("--prove-baseline", "current")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*gate failed: nothing was compared*sub/test_r.py::test_r, which this session did "
+        "not collect (was it moved or renamed?)*@prove.rollout(id=...)*"])
+
+
+def test_moved_file_fails_and_a_stable_id_survives_the_move(pytester: pytest.Pytester) -> None:
+    folder = _project(pytester)
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    (folder / "test_r.py").rename(folder / "test_moved.py")
+    result = pytester.runpytest("--prove-baseline", "current")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*gate failed: nothing was compared*moved or renamed*"])
+
+    # With id= the rollout keeps its identity wherever its file goes.
+    source = (folder / "test_moved.py").read_text().replace(
+        'successes=["resolved"])', 'successes=["resolved"], id="support")')
+    (folder / "test_moved.py").write_text(source)
+    assert pytester.runpytest("--prove-save-baseline", "stable").ret == 0
+    (folder / "test_moved.py").rename(folder / "test_again.py")
+    result = pytester.runpytest("--prove-baseline", "stable")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["no significant change*"])
+
+
+def test_a_condition_that_is_no_longer_collected_fails(pytester: pytest.Pytester) -> None:
+    folder = _project(pytester)
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    source = (folder / "test_r.py").read_text().replace('["refund", "password"]', '["refund"]')
+    (folder / "test_r.py").write_text(source)
+    result = pytester.runpytest("--prove-baseline", "current")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*gate failed: only 1 of the 2 condition(s)*no longer collected*ticket=password*"])
+
+
+def test_selecting_no_rollout_fails_the_gate(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    pytester.makepyfile(test_unit="def test_unit():\n    pass\n")
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    result = pytester.runpytest("--prove-baseline", "current", "-k", "test_unit")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*gate failed: no rollout ran in this session*"])
+
+
+def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _project(pytester)
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    source = (folder / "test_r.py").read_text().replace(
+        "    p = 1.0", "    if ticket == 'refund':\n        raise prove.NoOutcome('rate limited')\n"
+                      "    p = 1.0")
+    (folder / "test_r.py").write_text(source)
+    result = pytester.runpytest("--prove-baseline", "current")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*gate failed*ended without an outcome*ticket=refund*"])
+
+
+def test_deselected_and_outside_conditions_stay_not_run(pytester: pytest.Pytester) -> None:
+    _project(pytester, where="a")
+    _project(pytester, where="b")
+    (pytester.path / "b" / "test_r.py").rename(pytester.path / "b" / "test_b.py")
+    assert pytester.runpytest("--prove-save-baseline", "both").ret == 0
+    # -k leaves conditions out on purpose; so do paths that do not hold a rollout's file.
+    result = pytester.runpytest("--prove-baseline", "both", "-k", "refund")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*not run: 2 condition(s)*"])
+    result = pytester.runpytest("a", "--prove-baseline", "both")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*not run: 2 condition(s)*b/test_b.py::test_r*"])
+
+
+def test_node_is_within_paths() -> None:
+    node = "tests/agents/test_r.py::test_r"
+    assert node_is_within(node, ["."])
+    assert node_is_within(node, ["tests"])
+    assert node_is_within(node, ["tests/agents/"])
+    assert node_is_within(node, ["tests/agents/test_r.py"])
+    assert node_is_within(node, ["tests/agents/test_r.py::test_r"])
+    assert not node_is_within(node, ["tests/agents/test_r.py::test_other"])
+    assert not node_is_within(node, ["tests/age"])
+    assert not node_is_within(node, ["other", "tests/agents/test_s.py"])
+
+
+def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
+        pytester: pytest.Pytester) -> None:
+    from pytest_prove.cli import main
+
+    folder = _project(pytester)
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    source = (folder / "test_r.py").read_text().replace("def test_r(", "def test_reply(")
+    (folder / "test_r.py").write_text(source)
+    pytester.runpytest("--prove-name", "renamed")
+    code = main(["--store", str(pytester.path / ".prove"), "check", "baseline:current",
+                 "renamed"])
+    assert code == 1  # nothing in common: refused, never "check passed"
+
+
+def test_partial_resume_stays_incomplete_and_saves_no_baseline(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI)
+    monkeypatch.setenv("BOT_REPLICATES", "20")
+    pytester.makepyfile(test_a=BOT, test_b=BOT.replace("def test_bot", "def test_other"))
+    # The run is cut: test_b's rollout has 2 of its 40 episodes.
+    first = pytester.runpytest("--prove-name", "cut", "-k", "test_bot or r000 or r001")
+    assert first.ret == pytest.ExitCode.OK
+    assert len(load(pytester, "cut").episodes) == 40 + 4
+    # Before the fix: "(complete): 44 episodes" and a saved baseline.
+    result = pytester.runpytest("test_a.py", "--prove-resume", "cut",
+                                "--prove-save-baseline", "half")
+    result.stdout.fnmatch_lines(["*run 'cut' (incomplete)*",
+                                 "*not saved: baseline 'half'*incomplete (36 replicates "
+                                 "missing)*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert load(pytester, "cut").status == "incomplete"
+    assert not (pytester.path / ".prove" / "baselines" / "half.jsonl").exists()
+    # Resumed whole, it completes.
+    result = pytester.runpytest("--prove-resume", "cut")
+    result.assert_outcomes(passed=36, deselected=44)
+    assert load(pytester, "cut").status == "complete"
+    assert Store(pytester.path / ".prove").load("cut").manifest["counts"]["episodes"] == 80
