@@ -338,7 +338,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
     for note in run.notes:
         out.line(f"note: {note}")
     if run.status == "incomplete" and not run.is_baseline:
-        out.line(f"next: finish it with pytest --prove-resume {run.name}")
+        out.line(f"next: finish it with pytest --prove-resume={run.name}")
     else:
         out.line(f"next: pytest-prove diff BASELINE {_label_of(run)}")
     return EXIT_OK

@@ -186,12 +186,12 @@ def unfinished_reason(run: Run) -> str | None:
         return None
     if run.status == "capped":
         return (f"run {run.name!r} is capped: the token cap stopped it before it finished; "
-                f"finish it with pytest --prove-resume {run.name}")
+                f"finish it with pytest --prove-resume={run.name}")
     missing = unfinished(run)
     if missing == 0:
         return None
     count = "" if missing is None else f": {missing} replicates it selected have no episode"
-    return f"run {run.name!r} is incomplete{count}; finish it with pytest --prove-resume {run.name}"
+    return f"run {run.name!r} is incomplete{count}; finish it with pytest --prove-resume={run.name}"
 
 
 def run_notes(run: Run) -> list[str]:

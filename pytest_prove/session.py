@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Outcome", "ProveSession"]
 
+#: Why the session stopped when the store failed (the message itself is in the summary).
+_STORE_STOP = "the store could not be written, so no new item started (see pytest-prove above)"
+
 Key = tuple[str, str, int]
 
 
@@ -188,7 +191,7 @@ class ProveSession:
             # Disk full, a read-only store, a quota: what is stored stays, nothing more is
             # written, and the session stops with this one message (no traceback).
             self.write_failure = str(exc)
-            self._stop(f"pytest-prove could not write the store: {exc}")
+            self._stop(_STORE_STOP)
             return
         for record in records:
             self._count(record)
@@ -303,7 +306,7 @@ class ProveSession:
             if self.write_failure is None:
                 self.write_failure = (f"{self.writer.directory / 'manifest.json'}: cannot "
                                       f"write the manifest ({_reason(exc)})")
-                self._stop(f"pytest-prove could not write the store: {self.write_failure}")
+                self._stop(_STORE_STOP)
 
     # ---- the end
 
@@ -361,8 +364,7 @@ class ProveSession:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         if self.write_failure is not None and not self.writer.created:
-            self.outcome = Outcome(refusal=f"{self.write_failure}. Nothing was stored; make the "
-                                           "store writable (or free some space) and run again")
+            self.outcome = Outcome(refusal=f"{self.write_failure} (nothing was stored)")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if not self.writer.created:
@@ -471,7 +473,7 @@ class ProveSession:
         if run.status != "complete":
             return (f"not saved: baseline {name!r} is written only from a complete run, and "
                     f"run {run.name!r} is incomplete ({self._missing()} replicates missing); "
-                    f"finish it with --prove-resume {run.name}")
+                    f"finish it with --prove-resume={run.name}")
         if replace and self.baseline is not None:
             covered = {(r["rollout"], r["condition_key"]) for r in run.episodes}
             wanted = {(r["rollout"], r["condition_key"]) for r in self.baseline.episodes}
@@ -559,9 +561,9 @@ class ProveSession:
                 lines.insert(0, f"pytest-prove: {self.capped}; no new episode started, "
                                 f"run {name!r} is marked capped")
                 lines.append(f"next: raise the cap, or finish the run later with "
-                             f"--prove-resume {name}")
+                             f"--prove-resume={name}")
             elif status == "incomplete":
-                lines.append(f"next: finish it with --prove-resume {name}")
+                lines.append(f"next: finish it with --prove-resume={name}")
             elif self.baseline is None and self.save_baseline is None:
                 lines.append("next: keep it as a baseline with --prove-save-baseline NAME, "
                              "then compare later runs with --prove-baseline NAME")

@@ -310,10 +310,14 @@ class RunWriter:
             self.existing = True
             self.write_manifest()
         except OSError as exc:
+            if self.existing:
+                fix = (f"free some disk space or make the store writable, then finish the "
+                       f"run with --prove-resume={self.manifest.get('name') or self.run_id}")
+            else:
+                fix = ("make the store writable or free some space (or give another "
+                       "--prove-store=DIR), then run again")
             raise StoreError(
-                f"{self.directory}: cannot write the run ({exc.strerror or exc}); free some "
-                "disk space or make the store writable, then finish the run with "
-                f"--prove-resume {self.manifest.get('name') or self.run_id}"
+                f"{self.directory}: cannot write the run ({exc.strerror or exc}); {fix}"
             ) from None
 
     @staticmethod
@@ -355,7 +359,7 @@ class RunWriter:
                 os.ftruncate(self._fd, start)
             raise StoreError(
                 f"{self.episodes_path}: cannot write episodes ({exc.strerror or exc}); "
-                "free some disk space, then finish the run with --prove-resume "
+                "free some disk space, then finish the run with --prove-resume="
                 f"{self.manifest.get('name') or self.run_id}"
             ) from None
         self.written += len(records)

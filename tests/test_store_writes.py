@@ -104,7 +104,7 @@ def test_a_full_file_system_ends_in_one_clear_message(pytester: pytest.Pytester,
     assert proc.returncode == pytest.ExitCode.TESTS_FAILED, out
     assert "Traceback" not in out and "INTERNALERROR" not in out, out
     assert out.count("pytest-prove: ") == 1, out
-    assert "cannot write episodes" in out and "--prove-resume full" in out
+    assert "cannot write episodes" in out and "--prove-resume=full" in out
     run = load(pytester, "full")
     stored = len(run.episodes)
     assert 0 < stored < 400
@@ -142,7 +142,7 @@ def test_a_store_on_a_200_kb_tmpfs(pytester: pytest.Pytester,
         text = result.stdout.str()
         assert "INTERNALERROR" not in text and "Traceback" not in text
         result.stdout.fnmatch_lines(["pytest-prove: *cannot write episodes (No space left on "
-                                     "device)*--prove-resume full*"])
+                                     "device)*--prove-resume=full*"])
         run = Store(small).load("full")
         assert 0 < len(run.episodes) < 800
         assert (run.path / "episodes.jsonl").read_bytes().endswith(b"\n")
