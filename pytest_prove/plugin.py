@@ -15,14 +15,23 @@ import pytest
 
 from . import budget, capture
 from .api import declaration_of
-from .arguments import relative_to_root, session_paths, space_form_problem
+from .arguments import relative_to_root, space_form_problem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
 from .items import SpecFile, block_id, blocks, function_items
 from .options import fail_on, fraction, positive_int, run_name, store_name
 from .runner import Identity
 from .seeds import new_salt
 from .spec import Declaration, SpecError, condition_key
-from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
+from .state import (
+    PLAN_KEY,
+    PLANNED_KEY,
+    RESULTS_KEY,
+    SELECTED_KEY,
+    SETTINGS_KEY,
+    ItemPlan,
+    Settings,
+    session_paths,
+)
 from .store import Store, StoreError
 
 SESSION_NAME = "prove_session"
@@ -33,10 +42,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
                  "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from")
-PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 DESIGN_FAILURE_KEY = pytest.StashKey[str]()
-#: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
-SELECTED_KEY = pytest.StashKey[dict[str, list[str]]]()
 
 
 # ---------------------------------------------------------------------------
@@ -506,10 +512,6 @@ def _relative(config: pytest.Config, path: Path) -> str:
     return relative_to_root(path, config.rootpath)
 
 
-def _session_paths(config: pytest.Config) -> list[str]:
-    return session_paths(config.args, config.invocation_params.dir, config.rootpath)
-
-
 def _limit(value: float | None) -> str:
     return "none (no change of any size)" if value is None else f"{value:.3f}"
 
@@ -631,7 +633,7 @@ def pytest_runtest_makereport(item: pytest.Item,
             settings.plan_sent = True
             report.prove_plan = {"plan": json.loads(json.dumps(item.config.stash[PLANNED_KEY])),
                                  "selected": item.config.stash.get(SELECTED_KEY, {}),
-                                 "paths": _session_paths(item.config)}
+                                 "paths": session_paths(item.config)}
         if plan.rollout_id not in settings.announced:
             settings.announced.add(plan.rollout_id)
             report.prove_rollout = {"id": plan.rollout_id, "label": plan.label,
@@ -650,7 +652,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             json.dumps(config.stash[PLANNED_KEY]))
         config.workeroutput["prove_selected"] = (  # type: ignore[attr-defined]
             config.stash.get(SELECTED_KEY, {}))
-        config.workeroutput["prove_paths"] = _session_paths(config)  # type: ignore[attr-defined]
+        config.workeroutput["prove_paths"] = session_paths(config)  # type: ignore[attr-defined]
         config.workeroutput["prove_design_failure"] = (  # type: ignore[attr-defined]
             config.stash.get(DESIGN_FAILURE_KEY, None))
         return
@@ -658,7 +660,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if prove is None:
         return
     prove.merge_plan(config.stash[PLANNED_KEY], config.stash.get(SELECTED_KEY, {}),
-                     _session_paths(config))
+                     session_paths(config))
     prove.finish(session, exitstatus)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

@@ -24,7 +24,7 @@ from .prices import Prices
 from .report._format import terminal_text
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
-from .state import Settings
+from .state import PLANNED_KEY, SELECTED_KEY, Settings, session_paths
 from .store import Run, RunWriter, Store, StoreError, episode_key, utc_now
 
 if TYPE_CHECKING:
@@ -160,6 +160,11 @@ class ProveSession:
         if self.writer.manifest.get("packages") is None:
             self.writer.manifest.update(packages=_versions(),
                                         git_commit=_git_commit(self.config.rootpath))
+        # In one process the plan is known now (under xdist it comes with each worker's
+        # first report): in the manifest from the first episode on, a killed run keeps it.
+        planned: dict[str, dict[str, Any]] = self.config.stash.get(PLANNED_KEY, {})
+        self.merge_plan(planned,
+                        self.config.stash.get(SELECTED_KEY, {}), session_paths(self.config))
 
     # ---- from reports
 
@@ -369,7 +374,8 @@ class ProveSession:
             return
         if not self.writer.created:
             outcome = Outcome()
-            if self.baseline is not None and not self.settings.plan_only:
+            if (self.baseline is not None and not self.settings.plan_only
+                    and not self.config.option.collectonly):
                 outcome.refusal = (
                     f"gate failed: no rollout ran in this session, so nothing was compared "
                     f"with baseline {self.baseline.name!r}. Run the tests that made it (were "

@@ -8,9 +8,20 @@ from typing import Any, final
 
 import pytest
 
+from .arguments import session_paths as _paths
 from .spec import Declaration, Scalar
 
-__all__ = ["CAPTURE_KEY", "PLAN_KEY", "RESULTS_KEY", "SETTINGS_KEY", "ItemPlan", "Settings"]
+__all__ = [
+    "CAPTURE_KEY",
+    "PLANNED_KEY",
+    "PLAN_KEY",
+    "RESULTS_KEY",
+    "SELECTED_KEY",
+    "SETTINGS_KEY",
+    "ItemPlan",
+    "Settings",
+    "session_paths",
+]
 
 
 @final
@@ -54,5 +65,16 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 PLAN_KEY = pytest.StashKey[ItemPlan]()
 #: The stored records of the replicates an item ran (set by the item, read by its report).
 RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+#: Every rollout's plan as collected, before any deselection (rollout id -> its info).
+PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
+#: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
+SELECTED_KEY = pytest.StashKey[dict[str, list[str]]]()
+
+
+def session_paths(config: pytest.Config) -> list[str]:
+    """The paths or node ids this session collected from, relative to its rootdir."""
+    return _paths(config.args, config.invocation_params.dir, config.rootpath)
+
+
 #: What an item keeps of its episodes' spans (a capture.CaptureConfig; set at its setup).
 CAPTURE_KEY = pytest.StashKey[object]()
