@@ -282,3 +282,20 @@ def test_save_baseline_over_a_wider_one_says_replaced_and_what_it_dropped(
     result = pytester.runpytest("--prove-save-baseline", "current", "--prove-name", "only")
     result.stdout.fnmatch_lines(["*baseline 'current' replaced by run 'only'*; it no longer "
                                  "holds 1 condition(s) the old baseline had (ticket=password)*"])
+
+
+def test_a_read_only_store(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    with _tmpfs(pytester.path / "ro", "1m") as ro:
+        assert pytester.runpytest(f"--prove-store={ro}", "--prove-name", "r",
+                                  "-k", "refund").ret == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        result = pytester.runpytest(f"--prove-store={ro}")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines(["pytest-prove: *cannot write the run (Read-only file "
+                                     "system); make the store writable*(nothing was stored)"])
+        result = pytester.runpytest(f"--prove-store={ro}", "--prove-resume", "r")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*cannot lock the run (Read-only file system)*"])
+        assert "Traceback" not in result.stdout.str() + result.stderr.str()
