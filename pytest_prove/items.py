@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -90,12 +91,32 @@ def import_target(spec: SweepSpec) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
+#: The most items one rollout may make: every item is a pytest object held in memory
+#: (a few KB each), so a sweep past this is refused before it is built, not by MemoryError.
+MAX_ITEMS = 1_000_000
+
+
+def _check_size(declaration: Declaration, replicates: int, concurrency: int,
+                label: str) -> None:
+    conditions = math.prod(len(a.values) for a in declaration.axes or ())
+    per_condition = -(-replicates // max(1, concurrency))
+    items = conditions * per_condition
+    if items > MAX_ITEMS:
+        raise SpecError(
+            f"{label}: {conditions:,} conditions x {per_condition:,} items each = {items:,} "
+            f"items, more than the {MAX_ITEMS:,} one rollout may make (each is a pytest item "
+            "in memory). Use fewer axis values or replicates, or run several replicates an "
+            "item with --prove-concurrency=K"
+        )
+
+
 class _RolloutSource:
     """What :class:`SpecFile` and :class:`RolloutCollector` share: items for every cell."""
 
     def _items(self, parent: pytest.Collector, fn: Callable[..., Any], declaration: Declaration,
                rollout_id: str, label: str, replicates: int,
                concurrency: int) -> Iterator[RolloutItem]:
+        _check_size(declaration, replicates, declaration.concurrency or concurrency, label)
         for condition in declaration.conditions():
             key = condition_key(condition)
             cid = condition_id(condition)
@@ -120,6 +141,11 @@ class SpecFile(pytest.File, _RolloutSource):
             raise self.CollectError(str(exc)) from None
         settings = self.config.stash[SETTINGS_KEY]
         replicates = settings.replicates or spec.declaration.replicates
+        try:
+            _check_size(spec.declaration, replicates,
+                        spec.declaration.concurrency or settings.concurrency, str(self.path))
+        except SpecError as exc:
+            raise self.CollectError(str(exc)) from None
         yield from self._items(self, fn, spec.declaration, spec.target_id, spec.target_id,
                                replicates, settings.concurrency)
 

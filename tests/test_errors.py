@@ -206,3 +206,31 @@ def test_mixed_case_ids_are_refused_by_name(pytester: pytest.Pytester) -> None:
         "pytest-prove: refused to compare: condition temperature=0.0 of test_mixed in run "
         "'mixed' ran 3 cases (password, refund, shipping)*Each case must be its own "
         "condition*never from the seed"])
+
+
+def test_a_sweep_too_large_to_collect_is_refused_by_name(pytester: pytest.Pytester) -> None:
+    """10^9 conditions ended in a MemoryError; now a collection error says why, at once."""
+    pytester.makepyfile(agent="import pytest_prove as prove\n\n"
+                              "def rollout(cfg, seed):\n    return prove.Episode('ok')\n")
+    values = ", ".join(str(i) for i in range(178))
+    axes = "".join(f'[axes.{a}]\ntype = "categorical"\nvalues = [{values}]\n' for a in "abcd")
+    pytester.path.joinpath("prove_huge.toml").write_text(
+        f'target = "agent:rollout"\nreplicates = 200\n{axes}'
+        '[declare]\nfailures = ["bad"]\nsuccesses = ["ok"]\n')
+    result = pytester.runpytest("--co")
+    result.stdout.fnmatch_lines(["*prove_huge.toml: 1,003,875,856 conditions x 200 items each "
+                                 "= 200,775,171,200 items, more than the 1,000,000*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "MemoryError" not in result.stdout.str()
+    # The decorator form says the same, naming the function.
+    pytester.makepyfile(test_axes=textwrap.dedent(
+        f"""
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=200, failures=["bad"], successes=["ok"],
+                       axes={{a: list(range(178)) for a in "abcd"}})
+        def huge(cfg, seed):
+            return prove.Episode("ok")
+        """))
+    result = pytester.runpytest("--co", "test_axes.py")
+    result.stdout.fnmatch_lines(["*huge: 1,003,875,856 conditions x 200 items each*"])
