@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-__all__ = ["Episode", "NoOutcome", "RolloutContractError", "check_meta", "check_number"]
+__all__ = ["Episode", "NoOutcome", "RolloutContractError", "check_meta", "check_number",
+           "unstorable"]
 
 
 class RolloutContractError(ValueError):
@@ -61,8 +62,17 @@ def check_meta(meta: object) -> dict[str, Any]:
                 f"Episode meta keys must be strings, got the key {key!r} ({type(key).__name__})"
             )
     try:
-        json.dumps(meta, allow_nan=False)
+        # ensure_ascii=False, then UTF-8, as the store writes it: a lone surrogate passes
+        # json.dumps alone and would fail only when the episode is written.
+        json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
+        found = unstorable(meta, "meta")
+        if found is not None:
+            where, why = found
+            raise RolloutContractError(
+                f"Episode meta must be JSON-serialisable, and {where} is not: {why}; meta may "
+                "hold finite numbers, text UTF-8 can hold, booleans, None, lists and dicts"
+            ) from None
         raise RolloutContractError(
             "Episode meta must be JSON-serialisable (str, int, float, bool, None, list, "
             f"dict): {exc}"
@@ -73,6 +83,51 @@ def check_meta(meta: object) -> dict[str, Any]:
             f"Episode meta['case_id'] must be a string or an int, got {case_id!r}"
         )
     return meta
+
+
+def unstorable(value: object, where: str) -> tuple[str, str] | None:
+    """The part of ``value`` a store line cannot hold, and why; ``None`` when it can hold all.
+
+    A store line is JSON written as UTF-8, so NaN and infinity (not JSON), text with
+    a lone surrogate such as ``"\\ud800"`` (not UTF-8) and any object other than str,
+    int, float, bool, None, list, tuple and dict cannot be in it.  ``where`` names
+    ``value``; the part is named from it with its value, e.g. ``meta['s'][1]='\\ud800'``.
+    """
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (
+            f"{where}={value!r}", "JSON holds no NaN or infinity")
+    if isinstance(value, str):
+        return None if storable_text(value) else (
+            f"{where}={value!r:.80}", "it holds a lone surrogate, which UTF-8 cannot store")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and not storable_text(key):
+                return (f"{where}[{key!r:.80}]",
+                        "its key holds a lone surrogate, which UTF-8 cannot store")
+            if not isinstance(key, str | int | float | bool | None):
+                return f"{where}[{key!r:.80}]", "its key is not a string"
+            found = unstorable(item, f"{where}[{key!r:.80}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = unstorable(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+        return None
+    return f"{where}={value!r:.80}", f"{type(value).__name__} is not a JSON type"
+
+
+def storable_text(text: str) -> bool:
+    """Whether UTF-8 can hold ``text``: a lone surrogate (``"\\ud800"``) it cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @final

@@ -1,9 +1,13 @@
 """Running an item's replicates and deciding what the item reports.
 
 The rollout's outcome never fails its item.  The item fails when the rollout
-raises (its traceback shown as pytest shows any) or breaks its contract (a
-message naming the test, the value and what was expected); it is skipped when
-every replicate raised ``prove.NoOutcome``.
+raises (its traceback shown as pytest shows any), ``sys.exit()`` and other
+BaseExceptions included, or breaks its contract (a message naming the test, the
+value and what was expected); it is skipped when every replicate raised
+``prove.NoOutcome`` or called ``pytest.skip()`` (stored with no outcome).
+Ctrl-C (or ``pytest.exit()``) in a block fails the item and stops the session
+after it, so that its report still carries the replicates that finished; the
+one interrupted is stored by nobody and runs again on ``--prove-resume``.
 """
 
 from __future__ import annotations
@@ -13,13 +17,18 @@ from typing import Any
 
 import pytest
 
-from .runner import Identity, run_block
+from .runner import Identity, Stopped, run_block
 from .seeds import derive_seed
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
-__all__ = ["IDENTITIES_KEY", "execute_rollout", "identities_of"]
+__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "identities_of"]
+
+
+class BlockInterrupted(Exception):  # noqa: N818 - it says what happened to the item
+    """The session was stopped while this item's block ran; the finished replicates
+    are stored with its report, and the session ends after it."""
 
 
 def identities_of(item: pytest.Item) -> list[Identity]:
@@ -32,7 +41,14 @@ def identities_of(item: pytest.Item) -> list[Identity]:
 
 def _identities(item: pytest.Item) -> list[Identity]:
     plan = item.stash[PLAN_KEY]
-    salt = item.config.stash[SETTINGS_KEY].salt
+    settings = item.config.stash[SETTINGS_KEY]
+    salt, done = settings.salt, settings.done
+    replicates = plan.replicates
+    if done:
+        # A resumed run's block runs only the replicates that run is missing (an item it
+        # has whole is deselected before it runs).
+        replicates = tuple(r for r in replicates
+                           if (plan.rollout_id, plan.condition_key, r) not in done) or replicates
     return [
         Identity(
             rollout=plan.rollout_id,
@@ -41,13 +57,14 @@ def _identities(item: pytest.Item) -> list[Identity]:
             replicate=r,
             seed=derive_seed(salt, plan.rollout_id, plan.condition_key, r),
         )
-        for r in plan.replicates
+        for r in replicates
     ]
 
 
 def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
                     is_async: bool) -> None:
     """Run the item's block, keep its records for the report, and pass, fail or skip."""
+    __tracebackhide__ = True  # a failing item shows the rollout's frames, not these
     plan = item.stash[PLAN_KEY]
     idents = identities_of(item)
     many = len(idents) > 1
@@ -55,17 +72,42 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     def where(ident: Identity) -> str:
         return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
 
-    results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
-                        capture=item.stash.get(CAPTURE_KEY, None))
+    try:
+        results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
+                            capture=item.stash.get(CAPTURE_KEY, None),
+                            stops=(KeyboardInterrupt, pytest.exit.Exception))
+    except Stopped as stop:
+        if not many:
+            raise stop.cause from None
+        # pytest makes no report for an item that raises KeyboardInterrupt, so the
+        # finished replicates would be lost with it: the item fails instead, carrying
+        # them, and the session stops after it (on an xdist worker too).
+        item.stash[RESULTS_KEY] = [r.record for r in stop.finished]
+        what = type(stop.cause).__name__
+        item.session.shouldstop = (f"{what} in {item.nodeid}; its {len(stop.finished)} "
+                                   f"finished replicates of {len(idents)} are stored")
+        raise BlockInterrupted(
+            f"{what}: the session stopped while this block ran; {len(stop.finished)} of its "
+            f"{len(idents)} replicates finished and are stored, the others run again with "
+            "--prove-resume") from stop.cause
     item.stash[RESULTS_KEY] = [r.record for r in results]
     if not many and results[0].record["error"] is None:
         return  # the common case: one replicate, which ended with an outcome
-    raised = [r.exception for r in results if isinstance(r.exception, Exception)]
+    for r in results:
+        if isinstance(r.exception, pytest.skip.Exception):
+            # pytest.skip() in a rollout says what prove.NoOutcome says: this episode has
+            # no outcome, and the item is skipped.
+            error = r.record["error"]
+            r.record["error"] = {"kind": "no_outcome", "type": error["type"],
+                                 "message": error["message"]}
+            r.no_outcome, r.exception = error["message"] or "skipped", None
+    raised = [r.exception for r in results if r.exception is not None]
     broken = [r.contract_error for r in results if r.contract_error is not None]
     if raised:
         if len(raised) == 1:
             raise raised[0]
-        raise ExceptionGroup(f"{len(raised)} of {len(idents)} replicates raised", raised)
+        # BaseExceptionGroup is an ExceptionGroup when every one is an Exception.
+        raise BaseExceptionGroup(f"{len(raised)} of {len(idents)} replicates raised", raised)
     if broken:
         pytest.fail("\n".join(broken), pytrace=False)
     skipped = [r.no_outcome for r in results if r.no_outcome is not None]

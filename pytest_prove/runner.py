@@ -5,6 +5,14 @@ This module runs a block (inline, in threads, or as asyncio tasks), gives each
 replicate a log of its own in a context variable, and checks what it returned
 against the declaration.  It knows nothing of pytest: the plugin turns the
 results into a passed, failed or skipped item.
+
+Every way a replicate can end is stored once.  Any exception, and any other
+BaseException (``sys.exit()``, ``asyncio.CancelledError``, ``GeneratorExit``...),
+is an errored episode of kind ``"exception"`` with the exception's type, and the
+siblings of its block are stored with it.  Only the user stopping the session
+(KeyboardInterrupt, and whatever else the caller names in ``stops``) stores nothing
+for the replicate it stopped, so that ``--prove-resume`` runs it again; a block
+stopped that way raises :class:`Stopped` with what its other replicates finished.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from .recording import EpisodeLog, recording, set_current
 from .spec import Declaration, Scalar
 from .store import utc_now
 
-__all__ = ["Identity", "ReplicateResult", "error_record", "run_block"]
+__all__ = ["Identity", "ReplicateResult", "Stopped", "error_record", "run_block"]
 
 
 @final
@@ -52,10 +60,29 @@ class ReplicateResult:
     """One replicate's stored record, and what the item must do about it."""
 
     record: dict[str, Any]
-    exception: Exception | None = None  # the rollout raised: the item fails with it
+    exception: BaseException | None = None  # the rollout raised: the item fails with it
     contract_error: str | None = None  # it returned something it may not: the item fails
     no_outcome: str | None = None  # prove.NoOutcome: stored with no outcome, item skipped
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@final
+class Stopped(BaseException):
+    """The session was stopped in the middle of a block (Ctrl-C, or one of ``stops``).
+
+    ``finished`` holds the results of the replicates that ended before it, in
+    replicate order; ``cause`` is what stopped it, to be raised once they are kept.
+    """
+
+    def __init__(self, cause: BaseException, finished: list[ReplicateResult]) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.finished = finished
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate becomes its escape, ``\\ud800``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_record(identity: Identity, kind: str, exc_type: str, message: str,
@@ -67,7 +94,8 @@ def error_record(identity: Identity, kind: str, exc_type: str, message: str,
         "t": None,
         "horizon": None,
         "meta": {},
-        "error": {"kind": kind, "type": exc_type, "message": message[:2000]},
+        "error": {"kind": kind, "type": storable(exc_type),
+                  "message": storable(message[:2000])},
         "duration": duration,
         "tokens": None,
         "steps": [],
@@ -97,9 +125,26 @@ def _tokens(log: EpisodeLog) -> dict[str, Any] | None:
     }
 
 
+def _describe(exc: BaseException) -> str:
+    """``str(exc)``, or what can be said of it when its ``__str__`` itself raises."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not lose the episode
+        return f"<{type(exc).__name__} whose str() raised>"
+
+
+def _traceback(exc: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__,
+                                                  limit=-8))
+    except Exception:  # noqa: BLE001 - as in _describe
+        text = f"{type(exc).__name__}: {_describe(exc)}"
+    return storable(text[-4000:])
+
+
 def _finish(identity: Identity, declaration: Declaration, where: Callable[[Identity], str],
             value: object,
-            exc: Exception | None, log: EpisodeLog) -> ReplicateResult:
+            exc: BaseException | None, log: EpisodeLog) -> ReplicateResult:
     duration = round(time.perf_counter() - log.started, 6)
     if isinstance(exc, NoOutcome):
         record = error_record(identity, "no_outcome", "NoOutcome", exc.reason, duration)
@@ -110,7 +155,7 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
         return ReplicateResult(record, no_outcome=exc.reason or "no outcome")
     if exc is not None:
         kind = "contract" if isinstance(exc, RolloutContractError) else "exception"
-        message = str(exc)
+        message = _describe(exc)
         record = error_record(identity, kind, type(exc).__name__, message, duration)
         record["steps"] = log.steps
         record["tokens"] = _tokens(log)
@@ -118,9 +163,7 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
             record["spans"] = log.spans
         if kind == "contract":
             return ReplicateResult(record, contract_error=f"{where(identity)}: {message}")
-        record["error"]["traceback"] = "".join(
-            traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8)
-        )[-4000:]
+        record["error"]["traceback"] = _traceback(exc)
         return ReplicateResult(record, exception=exc)
     problem = _check_return(value, declaration)
     if problem is not None:
@@ -179,35 +222,55 @@ def run_block(
     where: Callable[[Identity], str],
     is_async: bool,
     capture: object | None = None,
+    stops: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
 ) -> list[ReplicateResult]:
     """Run every replicate of a block; return their results in replicate order.
 
     One replicate runs inline, so that a debugger and tracebacks behave as in any
-    test.  Several run at once: as asyncio tasks for an ``async def`` rollout,
-    in threads otherwise, each in a copy of the current context with a log of
-    its own.
+    test; one of ``stops`` raised there propagates as it is.  Several run at once:
+    as asyncio tasks for an ``async def`` rollout, in threads otherwise, each in a
+    copy of the current context with a log of its own; a stop among them (or
+    Ctrl-C while they run) raises :class:`Stopped` with what the others finished.
     """
     if is_async:
         import asyncio  # imported by the first async rollout, not by every session
 
-        return asyncio.run(_run_async(identities, declaration, call, where, capture))
+        return asyncio.run(_run_async(identities, declaration, call, where, capture, stops))
     if len(identities) == 1:
-        return [_run_one(identities[0], declaration, call, where, capture)]
-    from concurrent.futures import ThreadPoolExecutor
+        return [_run_one(identities[0], declaration, call, where, capture, stops)]
+    from concurrent.futures import ThreadPoolExecutor, wait
 
-    with ThreadPoolExecutor(max_workers=len(identities),
-                            thread_name_prefix="prove-replicate") as pool:
-        futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
-                               capture)
-                   for ident in identities]
-        return [f.result() for f in futures]
+    pool = ThreadPoolExecutor(max_workers=len(identities), thread_name_prefix="prove-replicate")
+    futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
+                           capture, stops)
+               for ident in identities]
+    try:
+        wait(futures)
+    except BaseException as exc:
+        # Ctrl-C reaches the main thread, which waits here: keep what finished, and do
+        # not wait for threads that cannot be stopped from outside.
+        pool.shutdown(wait=False, cancel_futures=True)
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
+        raise Stopped(exc, [f.result() for f in futures
+                            if f.done() and not f.cancelled() and f.exception() is None]
+                      ) from None
+    pool.shutdown()
+    stopped = [e for f in futures if (e := f.exception()) is not None]
+    for error in stopped:
+        if not isinstance(error, stops):
+            raise error  # _run_one lets only the stops out: this is the plugin's own error
+    if stopped:
+        raise Stopped(stopped[0], [f.result() for f in futures if f.exception() is None])
+    return [f.result() for f in futures]
 
 
 def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Identity], Any],
-             where: Callable[[Identity], str], capture: object | None = None) -> ReplicateResult:
+             where: Callable[[Identity], str], capture: object | None,
+             stops: tuple[type[BaseException], ...]) -> ReplicateResult:
     log = EpisodeLog(capture=capture)
     value: object = None
-    error: Exception | None = None
+    error: BaseException | None = None
     reset = set_current(log)  # not a context manager: this runs once an episode, every one
     try:
         value = call(identity)
@@ -216,8 +279,10 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
                 "the rollout returned an awaitable; declare it `async def` so the "
                 "plugin awaits it, or return the Episode itself"
             )
-    except Exception as exc:  # noqa: BLE001 - every ending of user code is stored
-        error = exc
+    except BaseException as exc:
+        if isinstance(exc, stops):
+            raise
+        error = exc  # every other ending of user code is stored
     finally:
         reset()
     return _finish(identity, declaration, where, value, error, log)
@@ -226,23 +291,49 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
 async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      call: Callable[[Identity], Any],
                      where: Callable[[Identity], str],
-                     capture: object | None = None) -> list[ReplicateResult]:
-    async def one(identity: Identity) -> ReplicateResult:
+                     capture: object | None,
+                     stops: tuple[type[BaseException], ...]) -> list[ReplicateResult]:
+    import asyncio
+
+    tasks: list[asyncio.Task[ReplicateResult | None]] = []
+    stopped: list[BaseException] = []
+
+    async def one(identity: Identity) -> ReplicateResult | None:
         # Each task runs in its own copy of the context, so this log is its alone.
         log = EpisodeLog(capture=capture)
         value: object = None
-        error: Exception | None = None
+        error: BaseException | None = None
         with recording(log):
             try:
                 awaitable = call(identity)
                 value = await _as_awaitable(awaitable)
-            except Exception as exc:  # noqa: BLE001 - every ending of user code is stored
-                error = exc
+            except BaseException as exc:  # noqa: BLE001 - every ending is stored, or a stop
+                me = asyncio.current_task()
+                # A CancelledError the rollout raised is its own ending; one from this
+                # task being cancelled (Ctrl-C, or a sibling's stop) is not.
+                if isinstance(exc, stops) or (isinstance(exc, asyncio.CancelledError)
+                                              and me is not None and me.cancelling()):
+                    stopped.append(exc)
+                    for task in tasks:
+                        if task is not me:
+                            task.cancel()
+                    return None
+                error = exc  # every other ending of user code is stored
         return _finish(identity, declaration, where, value, error, log)
 
-    import asyncio
-
-    return list(await asyncio.gather(*(one(i) for i in identities)))
+    tasks.extend(asyncio.create_task(one(i)) for i in identities)
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        # asyncio.run cancels this task on Ctrl-C: stop the replicates, keep what finished.
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        stopped.insert(0, KeyboardInterrupt())
+    finished = [r for t in tasks if not t.cancelled() and (r := t.result()) is not None]
+    if stopped:
+        raise Stopped(stopped[0], finished)
+    return finished
 
 
 async def _as_awaitable(value: Awaitable[Any] | Any) -> Any:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, final
 
+from .episode import storable_text
+
 __all__ = [
     "Axis",
     "Declaration",
@@ -43,6 +45,9 @@ def _names(what: str, values: object) -> tuple[str, ...]:
     for name in names:
         if not isinstance(name, str) or not name:
             raise SpecError(f"{what} must hold non-empty strings, got {name!r}")
+        if not storable_text(name):
+            raise SpecError(f"{what} names {name!r}, which holds a lone surrogate that UTF-8 "
+                            "cannot store; use plain text")
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SpecError(f"{what} names {', '.join(dupes)} more than once")
@@ -61,6 +66,9 @@ class Axis:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise SpecError(f"an axis needs a non-empty name, got {self.name!r}")
+        if not storable_text(self.name):
+            raise SpecError(f"axis {self.name!r} has a name with a lone surrogate, which "
+                            "UTF-8 cannot store; use plain text")
         if not self.values:
             raise SpecError(f"axis {self.name!r} has no values; give it at least one")
         for value in self.values:
@@ -78,6 +86,9 @@ class Axis:
                     f"axis {self.name!r} values must be strings, numbers, booleans or null; "
                     f"got {value!r}"
                 )
+            if isinstance(value, str) and not storable_text(value):
+                raise SpecError(f"axis {self.name!r} has the value {value!r}, which holds a "
+                                "lone surrogate that UTF-8 cannot store; use plain text")
         keys = [json.dumps(v) for v in self.values]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
@@ -130,6 +141,10 @@ class Declaration:
             or self.concurrency < 1
         ):
             raise SpecError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
+        for label, text in (("id", self.rollout_id), ("t_unit", self.t_unit)):
+            if isinstance(text, str) and not storable_text(text):
+                raise SpecError(f"the rollout's {label} {text!r} holds a lone surrogate, which "
+                                "UTF-8 cannot store; use plain text")
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})

@@ -1,0 +1,212 @@
+"""Every way a rollout can end is stored once, and its siblings in a block with it.
+
+A rollout may end with a BaseException that is not an Exception (``sys.exit()``,
+``asyncio.CancelledError``, ``GeneratorExit``): its item fails, its episode is
+stored as errored, and the session goes on.  Ctrl-C (KeyboardInterrupt) stops the
+session, and what finished before it is kept for ``--prove-resume``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from .conftest import INI, load
+
+ENDINGS = {
+    "SystemExit": "sys.exit()",
+    "CancelledError": "raise asyncio.CancelledError()",
+    "GeneratorExit": "raise GeneratorExit()",
+}
+
+
+def _block(pytester: pytest.Pytester, ending: str, *, is_async: bool, replicate: int = 2,
+           wait_for_siblings: bool = False) -> None:
+    """A rollout of 5 replicates where ``replicate`` ends with ``ending``."""
+    pytester.makeini(INI)
+    pause = "await asyncio.sleep(0.001)" if is_async else "time.sleep(0.001)"
+    wait = (f"while len(FINISHED) < 4 and time.monotonic() < DEADLINE: {pause}"
+            if wait_for_siblings else "pass")
+    pytester.makepyfile(test_block=textwrap.dedent(
+        f"""
+        import asyncio
+        import sys
+        import time
+        import pytest
+        import pytest_prove as prove
+
+        FINISHED = []
+        DEADLINE = time.monotonic() + 30
+
+        @prove.rollout(replicates=5, failures=["bad"], successes=["good"])
+        {"async " if is_async else ""}def test_block(prove_replicate):
+            if prove_replicate == {replicate}:
+                {wait}
+                {ending}
+            FINISHED.append(prove_replicate)
+            return prove.Episode("good", meta={{"case_id": "c"}})
+        """))
+
+
+def test_sys_exit_fails_its_item_and_the_session_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_exit=textwrap.dedent(
+        """
+        import sys
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("ticket", ["refund", "password"])
+        def test_exit(ticket, prove_replicate):
+            if ticket == "refund" and prove_replicate == 0:
+                sys.exit(3)
+            return prove.Episode("good", meta={"case_id": ticket})
+        """))
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1, passed=3)
+    result.stdout.fnmatch_lines(["*SystemExit: 3*",
+                                 "*run '*' (complete): 4 episodes, 3 with an outcome*1 errored*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = load(pytester)
+    assert run.status == "complete"
+    errors = [r["error"] for r in run.episodes if r["error"] is not None]
+    assert len(run.episodes) == 4
+    assert [(e["kind"], e["type"], e["message"]) for e in errors] == [
+        ("exception", "SystemExit", "3")]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
+@pytest.mark.parametrize("name", list(ENDINGS))
+def test_a_base_exception_in_a_block_keeps_every_sibling(pytester: pytest.Pytester, name: str,
+                                                         is_async: bool) -> None:
+    _block(pytester, ENDINGS[name], is_async=is_async)
+    result = pytester.runpytest("--prove-concurrency", "5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{name}*", "*run '*' (complete): 5 episodes*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = load(pytester)
+    ended = {r["replicate"]: (r["outcome"], (r["error"] or {}).get("type"))
+             for r in run.episodes}
+    assert ended == {0: ("good", None), 1: ("good", None), 2: (None, name),
+                     3: ("good", None), 4: ("good", None)}
+    assert run.episodes[[r["replicate"] for r in run.episodes].index(2)]["error"]["kind"] \
+        == "exception"
+
+
+def test_pytest_skip_in_a_rollout_is_an_episode_with_no_outcome(
+        pytester: pytest.Pytester) -> None:
+    _block(pytester, 'pytest.skip("no sandbox for this case")', is_async=False)
+    result = pytester.runpytest("--prove-concurrency", "5")
+    result.assert_outcomes(passed=1)  # as with prove.NoOutcome: skipped when all are
+    run = load(pytester)
+    ended = {r["replicate"]: (r["error"] or {}).get("kind") for r in run.episodes}
+    assert ended == {0: None, 1: None, 2: "no_outcome", 3: None, 4: None}
+    assert run.status == "complete"
+
+
+def test_pytest_exit_in_a_block_stops_the_session_and_keeps_the_rest(
+        pytester: pytest.Pytester) -> None:
+    _block(pytester, 'pytest.exit("enough")', is_async=False, wait_for_siblings=True)
+    result = pytester.runpytest("--prove-concurrency", "5")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*Interrupted: Exit in test_block.py::test_block[[]r000-004[]]*"])
+    run = load(pytester)
+    assert run.status == "incomplete"
+    assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 3, 4]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
+def test_ctrl_c_in_a_block_keeps_what_finished(pytester: pytest.Pytester,
+                                               is_async: bool) -> None:
+    _block(pytester, "raise KeyboardInterrupt", is_async=is_async, wait_for_siblings=True)
+    # A subprocess: an in-process run re-raises the session's KeyboardInterrupt into
+    # this test, as it should for a real Ctrl-C.
+    result = pytester.runpytest_subprocess("--prove-concurrency", "5", "--prove-name", "cut")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    run = load(pytester, "cut")
+    assert run.status == "incomplete"
+    assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 3, 4]
+    assert all(r["outcome"] == "good" for r in run.episodes)
+
+    before = {r["replicate"]: r["finished"] for r in run.episodes}
+
+    _block(pytester, "pass", is_async=is_async)
+    resumed = pytester.runpytest("--prove-concurrency", "5", "--prove-resume", "cut")
+    resumed.assert_outcomes(passed=1)
+    finished = load(pytester, "cut")
+    assert finished.status == "complete"
+    assert sorted(r["replicate"] for r in finished.episodes) == [0, 1, 2, 3, 4]
+    assert all(r["outcome"] == "good" for r in finished.episodes)
+    # Only the interrupted replicate ran again: the others are the episodes stored before.
+    assert {r["replicate"]: r["finished"] for r in finished.episodes if r["replicate"] != 2} \
+        == before
+
+
+def test_ctrl_c_in_one_replicate_stores_nothing_for_it(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_one=textwrap.dedent(
+        """
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=3, failures=["bad"], successes=["good"])
+        def test_one(prove_replicate):
+            if prove_replicate == 1:
+                raise KeyboardInterrupt
+            return prove.Episode("good", meta={"case_id": "c"})
+        """))
+    result = pytester.runpytest_subprocess()  # in-process would re-raise it into this test
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    run = load(pytester)
+    assert run.status == "incomplete"
+    assert [r["replicate"] for r in run.episodes] == [0]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
+def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
+                                                   is_async: bool) -> None:
+    # SIGINT reaches the main thread while it waits for the block (threads), or cancels
+    # asyncio.run's main task: only a subprocess can be sent it.
+    pytester.makeini(INI)
+    pause = "await asyncio.sleep(0.01)" if is_async else "time.sleep(0.01)"
+    pytester.makepyfile(test_slow=textwrap.dedent(
+        f"""
+        import asyncio
+        import pathlib
+        import time
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=5, failures=["bad"], successes=["good"])
+        {"async " if is_async else ""}def test_slow(prove_replicate):
+            if prove_replicate == 2:
+                for _ in range(500):  # until Ctrl-C; a thread cannot be stopped from outside
+                    if pathlib.Path("stop").exists():
+                        break
+                    {pause}
+            with open("finished", "a") as fh:
+                fh.write(f"{{prove_replicate}}\\n")
+            return prove.Episode("good", meta={{"case_id": "c"}})
+        """))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--prove-name", "cut",
+         "--prove-concurrency", "5"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    finished = pytester.path / "finished"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+            not finished.exists() or len(finished.read_text().split()) < 4):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    (pytester.path / "stop").touch()
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()
+    run = load(pytester, "cut")
+    assert run.status == "incomplete"
+    assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 3, 4]

@@ -1,0 +1,135 @@
+"""Values JSON cannot hold are refused where they come in, never when they are written.
+
+A parameter that is NaN, infinite or a string with a lone surrogate is refused at
+collection, naming the test and the parameter, before any rollout runs; the same
+in an episode's ``meta`` is a contract error of that episode, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from .conftest import INI, load
+
+WORKERS = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
+
+
+def _parametrized(pytester: pytest.Pytester, value: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_r=textwrap.dedent(
+        f"""
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("temp", [0.5, {value}])
+        def test_r(temp):
+            return prove.Episode("good", meta={{"case_id": "c"}})
+        """))
+
+
+@WORKERS
+@pytest.mark.parametrize(("value", "shown"), [
+    ('float("nan")', "nan"),
+    ('float("-inf")', "-inf"),
+    ('"caf\\ud800"', "'caf\\ud800'"),
+], ids=["nan", "inf", "surrogate"])
+def test_a_parameter_json_cannot_hold_is_refused_at_collection(
+        pytester: pytest.Pytester, value: str, shown: str, workers: list[str]) -> None:
+    _parametrized(pytester, value)
+    result = pytester.runpytest(*workers)
+    assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED)
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out
+    assert "test_r.py::test_r[" in out
+    assert f"the parameter temp={shown} " in out, out
+    assert "passed" not in out
+    assert not (pytester.path / ".prove").exists()
+
+
+def test_an_axis_value_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_axes=textwrap.dedent(
+        """
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"],
+                       axes={"ticket": ["refund", "caf\\ud800"]})
+        def sweep(cfg, seed):
+            return prove.Episode("good")
+        """))
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    result.stdout.fnmatch_lines(["*axis 'ticket'*'caf\\ud800'*lone surrogate*"])
+    assert not (pytester.path / ".prove").exists()
+
+
+def test_an_outcome_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_decl=textwrap.dedent(
+        """
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad\\ud800"], successes=["good"])
+        def test_decl():
+            return prove.Episode("good")
+        """))
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*failures*'bad\\ud800'*lone surrogate*"])
+    assert not (pytester.path / ".prove").exists()
+
+
+@WORKERS
+@pytest.mark.parametrize(("meta", "message"), [
+    ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),
+    ('{"case_id": "c", "s": ["ok", "\\ud800"]}',
+     "meta[[]'s'[]][[]1[]]='\\ud800' is not: it holds a lone surrogate*"),
+], ids=["nan", "surrogate"])
+def test_meta_json_cannot_hold_is_a_contract_error_of_its_episode(
+        pytester: pytest.Pytester, meta: str, message: str, workers: list[str]) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_meta=textwrap.dedent(
+        f"""
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("ticket", ["refund", "password"])
+        def test_meta(ticket, prove_replicate):
+            if ticket == "refund" and prove_replicate == 1:
+                return prove.Episode("good", meta={meta})
+            return prove.Episode("good", meta={{"case_id": ticket}})
+        """))
+    result = pytester.runpytest(*workers)
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines([f"*test_meta.py::test_meta[[]refund-r001[]]: Episode meta must "
+                                 f"be JSON-serialisable, and {message}",
+                                 "*run '*' (complete): 4 episodes, 3 with an outcome*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = load(pytester)
+    errors = [r["error"] for r in run.episodes if r["error"] is not None]
+    assert [(e["kind"], e["type"]) for e in errors] == [("contract", "RolloutContractError")]
+
+
+def test_an_exception_message_with_a_lone_surrogate_is_stored(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_msg=textwrap.dedent(
+        """
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        def test_msg(prove_replicate):
+            if prove_replicate == 0:
+                raise ValueError("upstream said caf\\ud800")
+            return prove.Episode("good", meta={"case_id": "c"})
+        """))
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*run '*' (complete): 2 episodes*"])
+    run = load(pytester)
+    errors = [r["error"] for r in run.episodes if r["error"] is not None]
+    assert [e["message"] for e in errors] == ["upstream said caf\\ud800"]
+    assert "caf\\ud800" in errors[0]["traceback"]
