@@ -59,7 +59,7 @@ class Coverage:
             head = (f"only {self.compared} of the {self.total} condition(s) of baseline "
                     f"{baseline!r} were compared")
         tail = "; ".join(parts) if parts else "the run left them all out"
-        return (f"gate failed: {head}; {tail}. A test that moved or was renamed gets new ids: "
+        return (f"{head}; {tail}. A test that moved or was renamed gets new ids: "
                 "give the rollout a stable id with @prove.rollout(id=...) (or target_id in a "
                 "spec), or make a new baseline on purpose with --prove-save-baseline "
                 f"{baseline}")

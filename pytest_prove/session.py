@@ -422,9 +422,9 @@ class ProveSession:
                     )
                 gap = coverage(self.baseline, run).failure(self.baseline.name, run.name)
                 if gap is not None or not prepared.rows:
-                    outcome.coverage_failure = gap or (
-                        "gate failed: nothing was compared: no condition of this run has an "
-                        f"outcome in baseline {self.baseline.name!r} as well")
+                    outcome.coverage_failure = "gate failed: " + (gap or (
+                        "nothing was compared: no condition of this run has an outcome in "
+                        f"baseline {self.baseline.name!r} as well"))
                     outcome.failed_gate = True
         if self.save_baseline is not None:
             notes.append(self._save(self.save_baseline, self.ended_run(), replace=False))

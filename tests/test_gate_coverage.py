@@ -195,7 +195,7 @@ def test_node_is_within_paths() -> None:
 
 
 def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_prove.cli import main
 
     folder = _project(pytester)
@@ -206,6 +206,17 @@ def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
     code = main(["--store", str(pytester.path / ".prove"), "check", "baseline:current",
                  "renamed"])
     assert code == 1  # nothing in common: refused, never "check passed"
+    # A run that lost one condition by mistake (its parametrize values changed).
+    source = (folder / "test_r.py").read_text().replace('["refund", "password"]', '["refund"]')
+    (folder / "test_r.py").write_text(source.replace("def test_reply(", "def test_r("))
+    pytester.runpytest("--prove-name", "narrow")
+    capsys.readouterr()
+    code = main(["--store", str(pytester.path / ".prove"), "check", "baseline:current",
+                 "narrow"])
+    out = capsys.readouterr().out
+    assert code == 4, out
+    assert "check failed: only 1 of the 2 condition(s)" in out
+    assert "no longer collected" in out and "ticket=password" in out
 
 
 def test_partial_resume_stays_incomplete_and_saves_no_baseline(
