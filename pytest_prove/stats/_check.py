@@ -10,7 +10,16 @@ import math
 import numbers
 import operator
 
-__all__ = ["check_count", "check_counts", "check_level", "check_probability", "check_q"]
+__all__ = [
+    "check_count",
+    "check_counts",
+    "check_design",
+    "check_direction",
+    "check_level",
+    "check_power",
+    "check_probability",
+    "check_q",
+]
 
 
 def check_count(name: str, value: object) -> int:
@@ -66,3 +75,28 @@ def check_probability(value: object, name: str) -> float:
     if not (math.isfinite(as_float) and 0.0 <= as_float <= 1.0):
         raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
     return as_float
+
+
+def check_power(power: object) -> float:
+    """The power asked of a limit: strictly between 0 and 1."""
+    return check_q(power, "power")
+
+
+def check_direction(direction: str) -> None:
+    """A direction of change: 'rise' or 'fall'."""
+    if direction not in ("rise", "fall"):
+        raise ValueError(f"direction must be 'rise' or 'fall', got {direction!r}")
+
+
+def check_design(n_before: object, n_after: object, paired: bool) -> tuple[int, int]:
+    """The arms of a design, (n1, n2): ``n_after`` None means n_before; a paired design has
+    one count of twins; both arms at least one replicate."""
+    n1 = check_count("n_before", n_before)
+    n2 = n1 if n_after is None else check_count("n_after", n_after)
+    if paired and n2 != n1:
+        raise ValueError(
+            f"a paired design has one count of twins; got n_before={n1} and n_after={n2}"
+        )
+    if n1 == 0 or n2 == 0:
+        raise ValueError(f"both arms need at least one replicate, got {n1} and {n2}")
+    return n1, n2

@@ -16,10 +16,13 @@ import numpy as np
 
 from ._check import check_count, check_counts, check_q
 from ._exact import fisher_p, midp
+from ._exact_power import PAIRED_MODEL
 from ._fragility import Fragility, RowState, fragility
 from ._intervals import Interval, newcombe_intervals, tango_intervals
+from ._limits import Limit, _cached_limits
 from ._multiplicity import benjamini_hochberg, holm
-from ._power import PAIRED_MODEL, Limit, _cached_limits, replicates_for_all
+from ._replicates import replicates_for_all
+from ._rows import RowCounts
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -51,30 +54,16 @@ class Pairs:
 
 
 @dataclass(frozen=True, slots=True)
-class RowInput:
+class RowInput(RowCounts):
     """One (condition, event) as counted in both runs; ``pairs`` set makes it paired."""
 
-    condition: str
-    event: str
-    worse_when: Literal["rise", "fall"]
-    x_before: int
-    n_before: int
-    x_after: int
-    n_after: int
     pairs: Pairs | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
+class Row(RowCounts):
     """A compared row: its counts, test, interval, limits and what the verdict made of it."""
 
-    condition: str
-    event: str
-    worse_when: Literal["rise", "fall"]
-    x_before: int
-    n_before: int
-    x_after: int
-    n_after: int
     pairs: Pairs | None
     before: float  # rate before (the base rate)
     after: float

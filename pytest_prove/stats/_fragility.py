@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exact import fisher_p, midp
+from ._rows import RowCounts
 
 __all__ = ["Flip", "Fragility", "RowState", "fragility"]
 
@@ -51,16 +52,9 @@ class Fragility:
 
 
 @dataclass(frozen=True, slots=True)
-class RowState:
+class RowState(RowCounts):
     """What fragility needs of a row (kept apart from Row to avoid an import cycle)."""
 
-    condition: str
-    event: str
-    worse_when: Literal["rise", "fall"]
-    x_before: int
-    n_before: int
-    x_after: int
-    n_after: int
     paired: bool
     both: int
     before_only: int
