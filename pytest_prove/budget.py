@@ -162,8 +162,8 @@ class WorkerCapWatch(CapWatch):
 
 def cost_lines(run: Any, prices: Prices) -> list[str]:
     """One line at the end of a session: the tokens the run used and their price."""
-    from .cost import cost_of
     from .report._format import terminal_text
+    from .review.cost import cost_of
 
     cost = cost_of(run, prices)
     if not cost.models:
@@ -223,7 +223,8 @@ def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) ->
     if name is None:
         return ["expected cost: add --prove-plan-from RUN to estimate tokens and price from "
                 "an earlier run"]
-    from .cost import estimate_plan, format_plan
+    from .report.cost import format_plan
+    from .review.cost import estimate_plan
     from .state import SETTINGS_KEY
     from .store import Store, StoreError
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
-from .analysis import CaseMixError, Prepared, declarations_of, prepare, rollout_label
-from .coverage import coverage, run_notes, unfinished_reason
 from .options import fail_on, fraction
 from .report._format import terminal_text
 from .report.json import REPORT_SCHEMA_VERSION, ReportContext, comparison_document, write_report
+from .review.coverage import coverage, run_notes, unfinished_reason
+from .review.pairing import CaseMixError, Prepared, declarations_of, prepare, rollout_label
 from .spec import SpecError, condition_label
 from .stats import Comparison, compare
 from .store import Run, Store, StoreError, StoreWarning
@@ -810,21 +810,22 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
 @command("cost", "tokens in and out, calls and price by model and condition (with a second "
          "run: the ratio per episode)", _cost_arguments)
 def _cost(args: argparse.Namespace, out: Output) -> int:
-    from . import cost
+    from .report import cost as cost_text
+    from .review import cost
 
     store = Store(Path(args.store))
     runs = [load_run(store, name) for name in (args.run, args.run2) if name]
     costs = [cost.cost_of(run, cost.prices_for(run, Path.cwd())) for run in runs]
     if len(costs) == 2:
         both = cost.compare_costs(costs[0], costs[1])
-        out.document("cost", {"runs": [cost.cost_document(c) for c in costs],
+        out.document("cost", {"runs": [cost_text.cost_document(c) for c in costs],
                               "median_ratio": both.median_ratio,
                               "total_ratio": both.total_ratio,
                               "price_ratio": both.price_ratio})
-        out.lines(cost.format_comparison(both))
+        out.lines(cost_text.format_comparison(both))
     else:
-        out.document("cost", cost.cost_document(costs[0]))
-        out.lines(cost.format_cost(costs[0]))
+        out.document("cost", cost_text.cost_document(costs[0]))
+        out.lines(cost_text.format_cost(costs[0]))
     return EXIT_OK
 
 
@@ -840,7 +841,8 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("plan", "expected tokens and price of a sweep, from an earlier run", _plan_arguments)
 def _plan(args: argparse.Namespace, out: Output) -> int:
-    from . import cost
+    from .report import cost as cost_text
+    from .review import cost
     from .spec import condition_key, load_spec
 
     source = load_run(Store(Path(args.store)), args.source)
@@ -864,7 +866,7 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
     out.document("plan", {"from": plan.source, "episodes": plan.episodes,
                           "input": plan.input, "output": plan.output, "price": plan.price,
                           "unpriced": list(plan.unpriced)})
-    out.lines(cost.format_plan(plan, prices))
+    out.lines(cost_text.format_plan(plan, prices))
     return EXIT_OK
 
 

@@ -28,7 +28,7 @@ from .state import PLANNED_KEY, SELECTED_KEY, Settings, session_paths
 from .store import Run, RunWriter, Store, StoreError, episode_key, utc_now
 
 if TYPE_CHECKING:
-    from .analysis import Prepared
+    from .review.pairing import Prepared
     from .stats import Comparison
 
 __all__ = ["Outcome", "ProveSession"]
@@ -402,8 +402,8 @@ class ProveSession:
         if self.baseline is not None:
             run = outcome.run = self.ended_run()
             # The engine (and scipy) is imported only when there is something to compare.
-            from .analysis import CaseMixError, prepare
-            from .coverage import coverage
+            from .review.coverage import coverage
+            from .review.pairing import CaseMixError, prepare
             from .stats import compare
 
             try:

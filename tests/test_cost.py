@@ -9,7 +9,7 @@ import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 from pytest_prove.cli import main
-from pytest_prove.cost import PriceError, Prices, cost_of, estimate_plan, parse_price_lines
+from pytest_prove.review.cost import PriceError, Prices, cost_of, estimate_plan, parse_price_lines
 
 from .conftest import INI, load
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-from .spec import condition_label
-from .store import Run
+from ..spec import condition_label
+from ..store import Run
 
 __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]
 

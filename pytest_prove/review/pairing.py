@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
-from .spec import Declaration, SpecError, condition_label
-from .stats import Pairs, RowInput
-from .store import Run
+from ..spec import Declaration, SpecError, condition_label
+from ..stats import Pairs, RowInput
+from ..store import Run
 
 __all__ = ["CaseMixError", "Prepared", "declarations_of", "prepare", "rollout_label"]
 

@@ -1,0 +1,129 @@
+"""The lines and the JSON document of what runs cost (:mod:`pytest_prove.review.cost`
+computes the figures); every model and condition shown with
+:func:`~pytest_prove.report._format.terminal_text`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_prove.prices import Prices
+from pytest_prove.review.cost import CostComparison, ModelUsage, PlanEstimate, RunCost
+
+from ._format import terminal_text
+
+__all__ = ["cost_document", "format_comparison", "format_cost", "format_plan"]
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "no price"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _price_note(prices: Prices, unpriced: Sequence[str]) -> list[str]:
+    if not prices:
+        return ["prices: none declared; declare them per million tokens in ini prove_prices "
+                "('MODEL = INPUT OUTPUT') or pyproject [tool.pytest-prove.prices]"]
+    lines = [f"prices: per million input/output tokens, from {prices.source}"]
+    if unpriced:
+        lines.append(f"no price declared for {', '.join(map(terminal_text, unpriced))}; add "
+                     f"'{terminal_text(unpriced[0])} = INPUT OUTPUT' to prove_prices")
+    return lines
+
+
+def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
+    """The cost of one run: the total first, then by model, by condition, per episode."""
+    if not cost.models:
+        return [f"run {cost.run!r}: no episode recorded token usage ({cost.episodes} episodes)",
+                "next: report usage with prove.usage(model, input, output), or name an "
+                "OpenTelemetry instrumentor in [capture] instrument"]
+    per = cost.episodes or 1
+    lines = [
+        f"run {cost.run!r} ({cost.status}): {_n(cost.input)} input and {_n(cost.output)} "
+        f"output tokens in {_n(cost.calls)} calls over {cost.episodes} episodes, "
+        f"{_money(cost.price)}",
+        f"per episode: {_n(cost.input / per)} input, {_n(cost.output / per)} output, "
+        f"{_money(None if cost.price is None else cost.price / per)}",
+        "by model:",
+    ]
+    models = [terminal_text(m.model) for m in cost.models]
+    width = max(map(len, models))
+    for model, m in zip(models, cost.models, strict=True):
+        lines.append(f"  {model:<{width}}  {_n(m.input):>12} in  {_n(m.output):>10} out  "
+                     f"{_n(m.calls):>7} calls  {_money(m.price)}")
+    lines.append("by condition (per episode):")
+    multi = len({c.rollout for c in cost.conditions}) > 1
+    labels = [terminal_text(f"{c.rollout} {c.label}" if multi else c.label)
+              for c in cost.conditions]
+    width = max(map(len, labels))
+    for label, c in zip(labels, cost.conditions, strict=True):
+        n = c.episodes or 1
+        lines.append(f"  {label:<{width}}  {_n(c.input / n):>9} in  {_n(c.output / n):>7} out  "
+                     f"{_money(None if c.price is None else c.price / n)}  ({c.episodes} "
+                     "episodes)")
+    if cost.with_tokens < cost.episodes:
+        lines.append(f"{cost.episodes - cost.with_tokens} episode(s) recorded no tokens")
+    lines.extend(_price_note(cost.prices, cost.unpriced))
+    return lines
+
+
+def format_comparison(comparison: CostComparison) -> list[str]:
+    """Two runs: what the second costs relative to the first, then each run's figures."""
+    before, after = comparison.before, comparison.after
+    lines: list[str] = []
+    ratio = comparison.median_ratio
+    if ratio is None:
+        lines.append(f"runs {before.run!r} and {after.run!r} share no episode with tokens, so "
+                     "no per-episode ratio")
+    else:
+        lines.append(f"{after.run!r} uses {ratio:.2f}x the tokens of {before.run!r} per "
+                     f"episode (median over {len(comparison.ratios)} shared episodes; "
+                     f"{min(comparison.ratios):.2f}x to {max(comparison.ratios):.2f}x)")
+    if comparison.price_ratio is not None:
+        b, a = before.price, after.price
+        assert a is not None and b is not None
+        per_b, per_a = b / (before.episodes or 1), a / (after.episodes or 1)
+        lines.append(f"price per episode {_money(per_b)} -> {_money(per_a)} "
+                     f"({(per_a - per_b) / per_b:+.0%})" if per_b else
+                     f"price per episode {_money(per_b)} -> {_money(per_a)}")
+    for cost in (before, after):
+        lines.append("")
+        lines.extend(format_cost(cost))
+    return lines
+
+
+def format_plan(plan: PlanEstimate, prices: Prices) -> list[str]:
+    """The expected cost of a sweep, with what it rests on."""
+    lines = [f"expected cost: {_n(plan.input)} input and {_n(plan.output)} output tokens over "
+             f"{plan.episodes:,} episodes, {_money(plan.price)} (per-condition means of run "
+             f"{plan.source!r})"]
+    guessed = [c for c in plan.conditions if not c.measured]
+    if guessed:
+        lines.append(f"{len(guessed)} condition(s) did not run in {plan.source!r}; their "
+                     "rollout's mean stands in")
+    if plan.unknown:
+        lines.append(f"no episode of {', '.join(map(terminal_text, plan.unknown))} in "
+                     f"{plan.source!r}: counted as 0 tokens")
+    lines.extend(_price_note(prices, plan.unpriced)[1:] if prices else _price_note(prices, ()))
+    return lines
+
+
+def cost_document(cost: RunCost) -> dict[str, Any]:
+    """A run's cost as plain data (``--json``)."""
+    def models(items: Sequence[ModelUsage]) -> list[dict[str, Any]]:
+        return [{"model": m.model, "input": m.input, "output": m.output, "calls": m.calls,
+                 "price": m.price} for m in items]
+
+    return {"run": cost.run, "status": cost.status, "episodes": cost.episodes,
+            "input": cost.input, "output": cost.output, "calls": cost.calls,
+            "price": cost.price, "models": models(cost.models),
+            "conditions": [{"rollout": c.rollout, "condition": c.label,
+                            "episodes": c.episodes, "input": c.input, "output": c.output,
+                            "price": c.price, "models": models(c.models)}
+                           for c in cost.conditions],
+            "prices": cost.prices.to_json(), "prices_from": cost.prices.source}
