@@ -19,6 +19,7 @@ from typing import Any, final
 
 import pytest
 
+from . import wire
 from .prices import PriceError, Prices, find_prices, parse_price_lines
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
@@ -155,7 +156,7 @@ class WorkerCapWatch(CapWatch):
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        episodes = getattr(report, "prove_episodes", None)
+        episodes = wire.take(report).get("episodes")
         if episodes:
             self.add(episodes)
 
@@ -187,9 +188,9 @@ def register(config: pytest.Config, session: Any | None) -> None:
     cap = token_cap_of(config)
     if session is None:
         if cap:
-            flag = getattr(config, "workerinput", {}).get("prove_cap_flag")
+            sent = wire.worker_input(getattr(config, "workerinput", {}))["cap_flag"]
             config.pluginmanager.register(
-                WorkerCapWatch(cap, flag=Path(flag) if flag else None), "prove_cap")
+                WorkerCapWatch(cap, flag=Path(sent) if sent else None), "prove_cap")
         return
     session.prices = prices_of(config)
     session.token_cap = cap

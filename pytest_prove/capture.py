@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
+from . import wire
 from .state import CAPTURE_KEY, PLAN_KEY
 
 if TYPE_CHECKING:
@@ -300,8 +301,8 @@ class CaptureManager:
             if state != self._reported:
                 # Sent whenever it changes, so that the controller can tell the user.
                 self._reported = state
-                report.prove_capture = {"instrumented": sorted(self.active),
-                                        "missing": dict(self.missing)}
+                wire.attach(report, capture={"instrumented": sorted(self.active),
+                                             "missing": dict(self.missing)})
         return report
 
     def pytest_sessionfinish(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from . import budget, capture
+from . import budget, capture, wire
 from .api import declaration_of
 from .arguments import relative_to_root, space_form_problem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
@@ -157,9 +157,10 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # An xdist worker: the controller decided the salt and what is already done.
+        sent = wire.worker_input(workerinput)
         settings.is_worker = True
-        settings.salt = workerinput["prove_salt"]
-        settings.done = frozenset(_done_key(k) for k in workerinput.get("prove_done", ()))
+        settings.salt = sent["salt"]
+        settings.done = sent["done"]
         config.pluginmanager.register(_Collection(config), "prove_collection")
         config.pluginmanager.register(_WorkerReports(), "prove_worker_reports")
         budget.register(config, None)
@@ -217,12 +218,6 @@ def _refuse_space_form(config: pytest.Config) -> None:
         raise pytest.UsageError(problem)
 
 
-def _done_key(text: str) -> tuple[str, str, int]:
-    """A done replicate as the controller sent it: 'rollout\x1fcondition key\x1freplicate'."""
-    rollout, key, replicate = text.split("\x1f")
-    return rollout, key, int(replicate)
-
-
 def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
     """Replicates a resumed run needs no more: those that ended (errors are run again)."""
     done = set()
@@ -242,8 +237,7 @@ class _WorkerReports:
         try:
             return (yield)
         finally:
-            report.__dict__.pop("prove_episodes", None)
-            report.__dict__.pop("prove_pending", None)
+            wire.take(report, "episodes", "pending")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -614,7 +608,7 @@ def pytest_runtest_makereport(item: pytest.Item,
         return report
     if report.when == "call":
         # Taken off the item: the controller stores them, and nothing keeps them after.
-        report.prove_episodes = item.stash.get(RESULTS_KEY, [])
+        wire.attach(report, episodes=item.stash.get(RESULTS_KEY, []))
         if RESULTS_KEY in item.stash:
             del item.stash[RESULTS_KEY]
         if IDENTITIES_KEY in item.stash:  # worked out again if the item runs again
@@ -625,20 +619,24 @@ def pytest_runtest_makereport(item: pytest.Item,
             # A worker sends them ahead, so that the controller can store these replicates
             # as errored if it dies; a failed setup ends them here, a skipped one leaves
             # them out on purpose.
-            report.prove_pending = [i.to_json() for i in identities_of(item)]
+            wire.attach(report, pending=[i.to_json() for i in identities_of(item)])
         if settings.is_worker and not settings.plan_sent:
             # The controller of an xdist session collects nothing: it learns the sweep's
             # plan from the first report of each worker, so that a run killed midway still
             # knows what it was meant to hold.
             settings.plan_sent = True
-            report.prove_plan = {"plan": json.loads(json.dumps(item.config.stash[PLANNED_KEY])),
-                                 "selected": item.config.stash.get(SELECTED_KEY, {}),
-                                 "paths": session_paths(item.config)}
+            wire.attach(report, plan=_plan_data(item.config))
         if plan.rollout_id not in settings.announced:
             settings.announced.add(plan.rollout_id)
-            report.prove_rollout = {"id": plan.rollout_id, "label": plan.label,
-                                    "declaration": plan.declaration.to_json()}
+            wire.attach(report, rollout=wire.RolloutData(
+                id=plan.rollout_id, label=plan.label, declaration=plan.declaration.to_json()))
     return report
+
+
+def _plan_data(config: pytest.Config) -> wire.PlanData:
+    return wire.PlanData(plan=json.loads(json.dumps(config.stash[PLANNED_KEY])),
+                         selected=config.stash.get(SELECTED_KEY, {}),
+                         paths=session_paths(config))
 
 
 @pytest.hookimpl(trylast=True)
@@ -648,13 +646,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if settings is None:
         return
     if settings.is_worker:
-        config.workeroutput["prove_plan"] = json.loads(  # type: ignore[attr-defined]
-            json.dumps(config.stash[PLANNED_KEY]))
-        config.workeroutput["prove_selected"] = (  # type: ignore[attr-defined]
-            config.stash.get(SELECTED_KEY, {}))
-        config.workeroutput["prove_paths"] = session_paths(config)  # type: ignore[attr-defined]
-        config.workeroutput["prove_design_failure"] = (  # type: ignore[attr-defined]
-            config.stash.get(DESIGN_FAILURE_KEY, None))
+        wire.to_worker_output(config.workeroutput,  # type: ignore[attr-defined]
+                              plan=_plan_data(config),
+                              design_failure=config.stash.get(DESIGN_FAILURE_KEY, None))
         return
     prove = config.pluginmanager.get_plugin(SESSION_NAME)
     if prove is None:

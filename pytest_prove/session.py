@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
+from . import wire
 from .budget import CapWatch, TokenCap, add_tokens, cost_lines
 from .prices import Prices
 from .report._format import terminal_text
@@ -212,29 +213,29 @@ class ProveSession:
             dsession.shouldstop = message
 
     def on_report(self, report: pytest.TestReport) -> None:
-        attributes = report.__dict__
         if report.when == "call":
-            episodes = attributes.pop("prove_episodes", None)
+            # Stored, then dropped from the report, which pytest keeps to the end.
+            episodes = wire.take(report, "episodes").get("episodes")
             if episodes is not None:
-                # Stored, then dropped from the report, which pytest keeps to the end.
                 self.pending.pop(report.nodeid, None)
                 self._store(episodes)
             return
         if report.when != "setup":
             return
-        status = attributes.get("prove_capture")
+        data = wire.take(report, "plan", "pending")
+        status = data.get("capture")
         if status is not None and self.capture is not None:
             self.capture.record_status(status)
-        rollout = attributes.get("prove_rollout")
+        rollout = data.get("rollout")
         if rollout is not None and rollout["id"] not in self.rollouts:
             self.rollouts[rollout["id"]] = {"label": rollout["label"],
                                             "declaration": rollout["declaration"]}
             if self.writer.created:
                 self._write_manifest()
-        sent = attributes.pop("prove_plan", None)
+        sent = data.get("plan")
         if sent is not None:
             self.merge_plan(sent["plan"], sent["selected"], sent["paths"])
-        pending = attributes.pop("prove_pending", None)
+        pending = data.get("pending")
         if pending is not None:
             if report.passed:
                 self.pending[report.nodeid] = pending

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
+from . import wire
 from .session import ProveSession
 
 __all__ = ["CappedLoadScheduling", "XdistHooks"]
@@ -22,21 +23,17 @@ class XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         """Every worker seeds with the controller's salt and skips what a resumed run has."""
         settings = self.session.settings
-        node.workerinput["prove_salt"] = settings.salt
-        node.workerinput["prove_done"] = [f"{r}\x1f{k}\x1f{n}" for r, k, n in settings.done]
-        flag = getattr(self.session, "cap_flag", None)
-        if flag is not None:
-            node.workerinput["prove_cap_flag"] = str(flag)
+        flag = self.session.cap_flag
+        wire.to_worker_input(node.workerinput, salt=settings.salt, done=settings.done,
+                             cap_flag=None if flag is None else str(flag))
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        plan = output.get("prove_plan")
-        if plan:
-            self.session.merge_plan(plan, output.get("prove_selected") or {},
-                                    output.get("prove_paths") or ())
-        failure = output.get("prove_design_failure")
-        if failure:
-            self.session.design_failure = failure
+        output = wire.worker_output(getattr(node, "workeroutput", None))
+        plan = output["plan"]
+        if plan is not None:
+            self.session.merge_plan(plan["plan"], plan["selected"], plan["paths"])
+        if output["design_failure"]:
+            self.session.design_failure = output["design_failure"]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -54,7 +54,7 @@ COUNT_HELD_REPORTS = textwrap.dedent(
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         reports = [r for kept in reporter.stats.values() for r in kept
                    if getattr(r, "when", None) == "call"]
-        held = sum(1 for r in reports if "prove_episodes" in vars(r))
+        held = sum(1 for r in reports if "episodes" in (vars(r).get("prove") or {}))
         role = "worker" if hasattr(session.config, "workerinput") else "controller"
         with open(f"held-{role}-{os.getpid()}.txt", "w") as fh:
             fh.write(f"{len(reports)} {held}")

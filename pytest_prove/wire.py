@@ -1,0 +1,120 @@
+"""What crosses between an xdist worker and the controller, in one place.
+
+Three channels, each plain JSON-able data:
+
+- down, in ``workerinput``: the run's salt, the replicates a resumed run already holds, and
+  where the token cap's flag file will appear (:class:`WorkerInput`);
+- up, with each test report: one attribute, ``prove``, holding :class:`ReportData` (the
+  item's stored episodes on its call report; on its setup report the identities it is about
+  to run, the rollout's declaration the first time, the sweep's plan with a worker's first
+  report, what capture switched on);
+- up, in ``workeroutput`` when a worker ends: its plan and the design check's refusal
+  (:class:`WorkerOutput`).
+
+In one process without xdist the same report data flows the same way, so the controller
+has one way to read it.  Everything here is read by :func:`take` / :func:`worker_input` /
+:func:`worker_output` and written by :func:`attach` / :func:`to_worker_input` /
+:func:`to_worker_output`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TypedDict
+
+__all__ = [
+    "Done",
+    "PlanData",
+    "ReportData",
+    "RolloutData",
+    "WorkerInput",
+    "WorkerOutput",
+    "attach",
+    "take",
+    "to_worker_input",
+    "to_worker_output",
+    "worker_input",
+    "worker_output",
+]
+
+#: The one attribute of a test report that carries pytest-prove's data.
+REPORT_ATTRIBUTE: Final = "prove"
+
+#: A replicate a run holds: (rollout id, condition key, replicate).
+Done = tuple[str, str, int]
+
+
+class RolloutData(TypedDict):
+    id: str
+    label: str
+    declaration: dict[str, Any]
+
+
+class PlanData(TypedDict):
+    """A process's collection: every rollout's plan before deselection, what the selection
+    kept, and the paths it collected from (rootdir-relative)."""
+
+    plan: dict[str, dict[str, Any]]
+    selected: dict[str, list[str]]
+    paths: list[str]
+
+
+class ReportData(TypedDict, total=False):
+    episodes: list[dict[str, Any]]  # call: the stored records of the item's replicates
+    pending: list[dict[str, Any]]  # setup: the identities the item runs
+    rollout: RolloutData  # setup, once per rollout and process
+    plan: PlanData  # setup, once per xdist worker
+    capture: dict[str, Any]  # setup: the instrumentors capture switched on
+
+
+class WorkerInput(TypedDict):
+    salt: str
+    done: frozenset[Done]
+    cap_flag: str | None
+
+
+class WorkerOutput(TypedDict):
+    plan: PlanData | None
+    design_failure: str | None
+
+
+def attach(report: object, **data: Any) -> None:
+    """Add ``data`` (keys of :class:`ReportData`) to what ``report`` carries."""
+    unknown = set(data) - set(ReportData.__annotations__)
+    if unknown:
+        raise TypeError(f"not report data: {', '.join(sorted(unknown))}")
+    carried = report.__dict__.setdefault(REPORT_ATTRIBUTE, {})
+    carried.update(data)
+
+
+def take(report: object, *names: str) -> ReportData:
+    """What ``report`` carries, removing ``names`` from it (the controller keeps no episode
+    on a report once it stored them); everything is left when no name is given."""
+    carried: dict[str, Any] = report.__dict__.get(REPORT_ATTRIBUTE) or {}
+    found: ReportData = {**carried}  # type: ignore[typeddict-item]
+    for name in names:
+        carried.pop(name, None)
+    return found
+
+
+def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
+                    cap_flag: str | None) -> None:
+    workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
+                            "cap_flag": cap_flag}
+
+
+def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
+    sent = workerinput.get("prove") or {}
+    return WorkerInput(salt=str(sent.get("salt", "")),
+                       done=frozenset((str(r), str(k), int(n)) for r, k, n in sent.get("done", ())),
+                       cap_flag=sent.get("cap_flag"))
+
+
+def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,
+                     design_failure: str | None) -> None:
+    workeroutput["prove"] = {"plan": plan, "design_failure": design_failure}
+
+
+def worker_output(workeroutput: Mapping[str, Any] | None) -> WorkerOutput:
+    sent = (workeroutput or {}).get("prove") or {}
+    return WorkerOutput(plan=sent.get("plan"), design_failure=sent.get("design_failure"))
