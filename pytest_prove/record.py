@@ -41,9 +41,10 @@ class StoreError(Exception):
     """A store problem the user can fix: an unknown name, a corrupt line, a bad name."""
 
 
-#: How an episode ended without an outcome: ``prove.NoOutcome``, a raised exception, a
-#: broken contract (a wrong return value), a failed fixture, a crashed xdist worker, an
-#: episode that ran past ``--prove-episode-timeout``.
+#: How an episode ended without an outcome: ``prove.NoOutcome`` (or ``pytest.skip``), a
+#: raised exception, a broken contract (a wrong return value), a failed fixture, a crashed
+#: xdist worker; and ``timeout``, for an episode stopped by ``--prove-episode-timeout``
+#: (SPEC section 7), which the command line already tells apart.
 ErrorKind = Literal["no_outcome", "exception", "contract", "setup", "worker_crash", "timeout"]
 ERROR_KINDS: Final[tuple[str, ...]] = get_args(ErrorKind)
 
@@ -73,7 +74,7 @@ class EpisodeRecord(TypedDict):
     """
 
     rollout: str
-    condition: dict[str, Any]
+    condition: dict[str, str | int | float | bool | None]
     condition_key: str
     replicate: int
     seed: int
@@ -155,6 +156,8 @@ def _field(record: dict[str, Any], where: str, name: str, expected: str,
 #: json.loads gives exactly these types for numbers (``type(x) in`` leaves out bool).
 _NUMBERS: Final = (int, float)
 _SEED_END: Final = 2**64
+_SCALARS: Final = (str, int, float, bool)
+_INFINITIES: Final = (math.inf, -math.inf)
 
 
 def check_record(record: object, where: str, fix: str = RUN_FIX) -> EpisodeRecord:
@@ -173,8 +176,14 @@ def check_record(record: object, where: str, fix: str = RUN_FIX) -> EpisodeRecor
         value = get(name)
         if type(value) is not str or not value:
             raise _field(record, where, name, "a non-empty string", fix)
-    if type(get("condition")) is not dict:
+    condition = get("condition")
+    if type(condition) is not dict:
         raise _field(record, where, "condition", "an object of axis values", fix)
+    for axis, value in condition.items():
+        if value is not None and (type(value) not in _SCALARS or value != value
+                                  or value in _INFINITIES):
+            raise _bad(where, _printable(f"condition[{json.dumps(axis)}]"), value,
+                       "an axis value: a string, a finite number, true, false or null", fix)
     replicate = get("replicate")
     if type(replicate) is not int or replicate < 0:
         raise _field(record, where, "replicate", "an integer >= 0", fix)
@@ -324,7 +333,7 @@ def check_manifest(manifest: object, where: str, fix: str, *, prefix: str = "",
             raise _bad(where, f"{prefix}rollouts", rollouts, "an object of rollouts by id", fix)
         for rollout, info in rollouts.items():
             if not isinstance(info, dict):
-                raise _bad(where, f"{prefix}rollouts[{rollout!r}]", info,
+                raise _bad(where, _printable(f"{prefix}rollouts[{json.dumps(rollout)}]"), info,
                            "an object with the rollout's label and declaration", fix)
     for name in ("counts", "paired_with"):
         value = manifest.get(name)

@@ -14,6 +14,7 @@ Readers tolerate a truncated last line (a session killed mid-write) and say so.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import re
@@ -170,6 +171,29 @@ def _episodes(path: Path, salt: str, fix: str, *, skip_first: bool = False,
     line wins.  A baseline is written sorted and deduplicated, so there a repeat
     means the file was edited (``unique``).
     """
+    with _collector_paused():
+        return _checked(path, salt, fix, skip_first=skip_first, unique=unique)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a file of episodes is read.
+
+    Parsed JSON holds no reference cycles, yet each of the many containers it makes
+    counts towards the next collection, and each collection walks every record read
+    so far: with it running, a 100,000-episode baseline took about a quarter longer.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _checked(path: Path, salt: str, fix: str, *, skip_first: bool,
+             unique: bool) -> tuple[list[dict[str, Any]], list[str]]:
     parsed, notes = _read_jsonl(path, fix, skip_first=skip_first)
     by_key: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
     prefix = f"{path}:"
