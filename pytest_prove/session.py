@@ -462,9 +462,9 @@ class ProveSession:
                 outcome.notes += (f"no report written to {path}: nothing was compared (a "
                                   "report needs --prove-baseline NAME)",)
             return
-        from .cli import report_context
-        from .report.json import write_report
+        from .report.files import write_report
         from .report.markdown import append_step_summary, render_markdown
+        from .review.context import report_context
 
         context = report_context(self.baseline, outcome.run, outcome.prepared)
         if path is not None:

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from pytest_prove.cli import main
 from pytest_prove.report._format import terminal_text
-from pytest_prove.report.json import ReportContext
 from pytest_prove.report.markdown import escape, render_markdown
 from pytest_prove.report.terminal import format_comparison
+from pytest_prove.review.context import ReportContext
 from pytest_prove.stats import RowInput, compare
 
 IMAGE = "![px](http://127.0.0.1:9/p.png)"

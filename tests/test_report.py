@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytest_prove.report.html import render_html
-from pytest_prove.report.json import ReportContext, comparison_document
+from pytest_prove.report.json import comparison_document
 from pytest_prove.report.markdown import render_markdown
+from pytest_prove.review.context import ReportContext
 from pytest_prove.stats import RowInput, compare
 
 

@@ -4,8 +4,12 @@ a text that came from a rollout (on one line, with nothing a terminal would act 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
-__all__ = ["q_text", "rate", "signed", "terminal_text"]
+__all__ = ["REPORT_SCHEMA_VERSION", "q_text", "rate", "signed", "terminal_text"]
+
+#: The shape of every JSON document the reports and the command line write.
+REPORT_SCHEMA_VERSION: Final = 1
 
 
 def rate(value: float) -> str:

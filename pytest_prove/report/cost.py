@@ -12,7 +12,8 @@ from pytest_prove.review.cost import CostComparison, ModelUsage, PlanEstimate, R
 
 from ._format import terminal_text
 
-__all__ = ["cost_document", "format_comparison", "format_cost", "format_plan"]
+__all__ = ["cost_document", "costs_document", "format_comparison", "format_cost", "format_plan",
+           "plan_document"]
 
 
 def _money(value: float | None) -> str:
@@ -127,3 +128,17 @@ def cost_document(cost: RunCost) -> dict[str, Any]:
                             "price": c.price, "models": models(c.models)}
                            for c in cost.conditions],
             "prices": cost.prices.to_json(), "prices_from": cost.prices.source}
+
+
+def costs_document(costs: Sequence[RunCost], both: CostComparison | None) -> dict[str, Any]:
+    """``cost``'s document: one run's cost, or two runs' and their ratios."""
+    if both is None:
+        return cost_document(costs[0])
+    return {"runs": [cost_document(c) for c in costs], "median_ratio": both.median_ratio,
+            "total_ratio": both.total_ratio, "price_ratio": both.price_ratio}
+
+
+def plan_document(plan: PlanEstimate) -> dict[str, Any]:
+    """``plan``'s document: the expected tokens and price."""
+    return {"from": plan.source, "episodes": plan.episodes, "input": plan.input,
+            "output": plan.output, "price": plan.price, "unpriced": list(plan.unpriced)}

@@ -17,10 +17,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_prove.review.context import ReportContext
 from pytest_prove.stats import Comparison, Row
 
-from ._format import q_text, rate, signed
-from .json import REPORT_SCHEMA_VERSION, ReportContext
+from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
 from .terminal import verdict_line
 
 __all__ = ["AxisError", "choose_axes", "render_html"]

@@ -11,10 +11,10 @@ import os
 import re
 from pathlib import Path
 
+from pytest_prove.review.context import ReportContext
 from pytest_prove.stats import Comparison, Row
 
 from ._format import q_text, rate, signed, terminal_text
-from .json import ReportContext
 from .terminal import verdict_line
 
 __all__ = ["append_step_summary", "escape", "render_markdown"]

@@ -1,4 +1,96 @@
-"""The read side: two stored runs in, one result object out (pairing, labels, not run / new /
-left out, the comparison, the gate); also the cost of runs, step endings, fix-check's cases
-and the tallies of one run.  Pytest-free and renderer-free: it imports only the store, the
-declaration and the statistics."""
+"""The read side: two stored runs in, one result object out.
+
+:func:`review` pairs the runs, labels their conditions, sets aside what was not run, is new
+or was left out, compares what is left and decides the gate; the session and every command
+of the command line call it with the same arguments.  The cost of runs
+(:mod:`.cost`), where episodes stop (:mod:`.steps`), fix-check's cases (:mod:`.fixcheck`)
+and the tallies of one run (:mod:`.tallies`) live beside it.  Pytest-free and renderer-free:
+it imports only the store, the declaration and the statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import final
+
+from ..stats import Comparison, compare
+from ..store import Run
+from .context import ReportContext, label_of, report_context
+from .coverage import Coverage, coverage, run_notes, unfinished_reason
+from .pairing import CaseMixError, Prepared, RefusalError, prepare
+
+__all__ = ["CaseMixError", "Gate", "RefusalError", "ReportContext", "Review", "label_of",
+           "review"]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Whether the comparison fails, and why: the verdict named in ``fail_on``, or one of
+    ``reasons`` (less compared than the baseline holds, an unfinished run), which fail
+    whatever the verdict."""
+
+    verdict_failed: bool
+    reasons: tuple[str, ...]
+    fail_on: frozenset[str]
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict_failed or bool(self.reasons)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Review:
+    """``after`` read against ``before``: everything a report or a gate needs."""
+
+    before: Run
+    after: Run
+    prepared: Prepared
+    comparison: Comparison | None  # None: no condition has an outcome in both runs
+    context: ReportContext
+    coverage: Coverage
+    notes: tuple[str, ...]  # how either run is unfinished (coverage.run_notes)
+    gate: Gate
+
+    def require_comparison(self) -> Comparison:
+        """The comparison, or a refusal saying why there is none."""
+        if self.comparison is None:
+            raise RefusalError(
+                f"runs {self.context.before!r} and {self.context.after!r} share no condition "
+                "with an outcome in both, so there is nothing to compare; compare runs of the "
+                "same rollout")
+        return self.comparison
+
+
+def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
+           max_mde: float, fail_on: Collection[str]) -> Review:
+    """Compare ``after`` with ``before`` and decide the gate.
+
+    Refuses with :class:`CaseMixError` (a condition ran more than one case),
+    :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
+    """
+    prepared = prepare(before, after, events or None)
+    comparison = compare(prepared.rows, q=q, max_mde=max_mde) if prepared.rows else None
+    context = report_context(before, after, prepared)
+    covered = coverage(before, after)
+    word = None if comparison is None else comparison.verdict.word
+    verdict_failed = ((word == "worse" and "worse" in fail_on)
+                      or (word == "too small to tell" and "too-small" in fail_on))
+    # A gate that compared less than the baseline holds, or read a run that did not
+    # finish, is never a pass.
+    reasons: list[str] = []
+    gap = covered.failure(context.before, context.after)
+    if gap is not None:
+        reasons.append(gap)
+    elif comparison is None:
+        reasons.append(f"nothing was compared: no condition of run {context.after!r} has an "
+                       f"outcome in {context.before!r} as well")
+    unfinished = unfinished_reason(after)
+    if unfinished is not None:
+        reasons.append(unfinished)
+    notes = tuple(note for run in (before, after) for note in run_notes(run))
+    return Review(before=before, after=after, prepared=prepared, comparison=comparison,
+                  context=context, coverage=covered, notes=notes,
+                  gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on)))

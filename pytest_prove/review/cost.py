@@ -34,6 +34,7 @@ __all__ = [
     "estimate_plan",
     "find_prices",
     "parse_price_lines",
+    "planned_sweep",
     "prices_for",
     "tokens_of",
 ]
@@ -305,6 +306,28 @@ def estimate_plan(source: Run, planned: Mapping[str, tuple[Iterable[str], int]],
         price=None if any(p is None for p in prices_known) else sum(
             p for p in prices_known if p is not None),
         conditions=tuple(rows), unpriced=tuple(sorted(unpriced)), unknown=tuple(unknown))
+
+
+def planned_sweep(source: Run, spec: Path | None, replicates: int | None,
+                  ) -> dict[str, tuple[list[str], int]]:
+    """What a sweep would run, {rollout: (condition keys, replicates)}: the spec's
+    conditions, else those ``source`` ran; ``replicates`` overrides either's."""
+    from ..spec import condition_key, load_spec
+
+    planned: dict[str, tuple[list[str], int]] = {}
+    if spec is not None:
+        loaded = load_spec(spec)
+        keys = [condition_key(c) for c in loaded.declaration.conditions()]
+        planned[loaded.target_id] = (keys, replicates or loaded.declaration.replicates)
+        return planned
+    for record in source.episodes:
+        keys, n = planned.setdefault(str(record["rollout"]), ([], 0))
+        if record["condition_key"] not in keys:
+            keys.append(str(record["condition_key"]))
+        planned[str(record["rollout"])] = (keys, max(n, int(record["replicate"]) + 1))
+    if replicates:
+        planned = {r: (k, replicates) for r, (k, _) in planned.items()}
+    return planned
 
 
 def prices_for(run: Run, start: Path) -> Prices:

@@ -17,11 +17,17 @@ from ..spec import Declaration, SpecError, condition_label
 from ..stats import Pairs, RowInput
 from ..store import Run
 
-__all__ = ["CaseMixError", "Prepared", "declarations_of", "prepare", "rollout_label"]
+__all__ = ["CaseMixError", "Prepared", "RefusalError", "declarations_of", "prepare",
+           "rollout_label"]
 
 
 class CaseMixError(ValueError):
     """Some condition's episodes recorded more than one case_id."""
+
+
+class RefusalError(ValueError):
+    """A question these runs cannot answer (nothing to compare, no outcome named), with the
+    reason and the fix."""
 
 
 @final

@@ -1,0 +1,370 @@
+"""What the commands of ``pytest-prove`` print: one function per command, taking the read
+side's result objects and returning lines (and, for ``--json``, the document's body).
+
+Every name that came from a rollout or the store goes through
+:func:`~pytest_prove.report._format.terminal_text` in the lines; the documents keep them
+whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_prove.review import Review
+from pytest_prove.review.fixcheck import FixCheckReview
+from pytest_prove.review.steps import StepComparison, Where
+from pytest_prove.review.tallies import RunLine, Tally
+
+from ._format import terminal_text
+from .json import comparison_document
+from .terminal import format_comparison
+
+__all__ = [
+    "check_document",
+    "check_lines",
+    "compare_steps_document",
+    "compare_steps_lines",
+    "comparison_lines",
+    "diff_lines",
+    "fix_check_document",
+    "fix_check_lines",
+    "report_lines",
+    "run_note_lines",
+    "runs_lines",
+    "show_document",
+    "show_lines",
+    "table",
+    "where_document",
+    "where_lines",
+]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]],
+          numeric: frozenset[int] = frozenset()) -> list[str]:
+    """Columns padded to their widest cell; the ``numeric`` ones right-aligned."""
+    widths = [max(len(str(line[i])) for line in [header, *rows]) for i in range(len(header))]
+    return ["  ".join((str(c).rjust(w) if i in numeric else str(c).ljust(w))
+                      for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
+            for line in [header, *rows]]
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _p(value: float) -> str:
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _p_is(value: float) -> str:
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def _left_out(left: dict[str, int]) -> str:
+    return "left out: " + ", ".join(f"{n} {k}" for k, n in sorted(left.items()))
+
+
+# --------------------------------------------------------------------------- diff, check, report
+
+
+def run_note_lines(review: Review) -> list[str]:
+    """What the comparison left aside (not run, new, left out) and how either run is
+    unfinished: worded here once, for every front door."""
+    prepared = review.prepared
+    before, after = terminal_text(review.context.before), terminal_text(review.context.after)
+    lines = []
+    if prepared.not_run:
+        lines.append(f"not run: {len(prepared.not_run)} condition(s) of {before} are not in "
+                     f"{after}: {', '.join(map(terminal_text, prepared.not_run[:6]))}")
+    if prepared.new:
+        lines.append(f"new: {len(prepared.new)} condition(s) only in {after}: "
+                     f"{', '.join(map(terminal_text, prepared.new[:6]))}")
+    if prepared.left_out:
+        lines.append("left out of the comparison: " + ", ".join(
+            f"{n} {terminal_text(reason)}" for reason, n in sorted(prepared.left_out.items())))
+    lines.extend(f"note: {note}" for note in review.notes)
+    return lines
+
+
+def comparison_lines(review: Review, verbose: bool) -> list[str]:
+    """The comparison's table and verdict, then the run notes."""
+    lines = format_comparison(review.require_comparison(), before=review.context.before,
+                              after=review.context.after, verbose=verbose)
+    return lines + run_note_lines(review)
+
+
+def diff_lines(review: Review, verbose: bool) -> list[str]:
+    comparison = review.require_comparison()
+    lines = comparison_lines(review, verbose)
+    if comparison.verdict.word == "worse":
+        lines.append(f"next: pytest-prove where {review.context.after} --event "
+                     f"{comparison.verdict.worse[0].event}")
+    return lines
+
+
+def check_document(review: Review) -> dict[str, Any]:
+    gate = review.gate
+    return {**comparison_document(review.require_comparison(), review.context),
+            "fail_on": sorted(gate.fail_on), "failed": gate.failed,
+            "reasons": list(gate.reasons)}
+
+
+def check_lines(review: Review, verbose: bool) -> list[str]:
+    gate = review.gate
+    lines = comparison_lines(review, verbose)
+    if gate.reasons:
+        return lines + [f"check failed: {r}" for r in gate.reasons]
+    word = review.require_comparison().verdict.word
+    lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
+                 f"{word!r}; --fail-on {','.join(sorted(gate.fail_on))}")
+    return lines
+
+
+def report_lines(review: Review, path: Path) -> list[str]:
+    word = review.require_comparison().verdict.word
+    return [f"{word}: report of {review.context.before} -> {review.context.after} written "
+            f"to {path}", f"next: open {path}"]
+
+
+# --------------------------------------------------------------------------- runs, show
+
+
+def runs_lines(root: Path, runs: Sequence[RunLine], baselines: Sequence[RunLine]) -> list[str]:
+    if not runs and not baselines:
+        return [f"no runs in {root} yet",
+                "next: run a sweep, e.g. pytest --prove-save-baseline current"]
+    header = ("name", "id", "status", "rollouts", "episodes", "started", "paired with")
+    body = [(r["name"], r["run_id"], r["status"], str(r["rollouts"]), str(r["episodes"]),
+             r["started"][:19], r["paired_with"] or "-") for r in [*runs, *baselines]]
+    return [f"{len(runs)} run(s) and {len(baselines)} baseline(s) in {root}",
+            *table(header, body, frozenset({3, 4})),
+            "next: pytest-prove show RUN, or pytest-prove diff A B"]
+
+
+def show_document(t: Tally) -> dict[str, Any]:
+    run, m = t.run, t.run.manifest
+    return {
+        **t.summary, "ended": m.get("ended"), "salt": run.salt, "path": str(run.path),
+        "git_commit": m.get("git_commit"), "command_line": m.get("command"),
+        "packages": m.get("packages"), "episodes_read": len(run.episodes),
+        "outcomes": dict(t.outcomes), "by_condition": {k: dict(v) for k, v in
+                                                       t.by_condition.items()},
+        "without_outcome": dict(t.without_outcome), "errored": t.errored,
+        "notes": list(run.notes),
+    }
+
+
+def show_lines(t: Tally, verbose: bool) -> list[str]:
+    run, m = t.run, t.run.manifest
+    label = t.summary["name"]
+    lines = [
+        f"run {label!r} is {run.status}: {len(run.episodes)} episodes, {t.with_outcome} with "
+        f"an outcome, {t.without_outcome.get('no_outcome', 0)} with none, "
+        f"{len(t.errored)} errored",
+        f"id {run.run_id} · started {run.started or '-'} · ended {m.get('ended') or '-'}"
+        f" · salt {run.salt or '-'} · paired with {t.summary['paired_with'] or '-'}",
+    ]
+    if m.get("git_commit"):
+        lines.append(f"git commit {m['git_commit']}")
+    if m.get("command"):
+        lines.append("command: " + terminal_text(" ".join(str(c) for c in m["command"]), 400))
+    for rollout_id, info in (m.get("rollouts") or {}).items():
+        declaration = (info or {}).get("declaration") or {}
+        failures = ", ".join(map(terminal_text, declaration.get("failures", []))) or "-"
+        successes = ", ".join(map(terminal_text, declaration.get("successes", []))) or "-"
+        lines.append(f"rollout {terminal_text(info.get('label') or rollout_id)}: failures "
+                     f"{failures}; successes {successes}; "
+                     f"{declaration.get('replicates', '?')} replicates")
+    names = sorted(t.outcomes)
+    if t.by_condition:
+        body = [(terminal_text(condition), *(str(c.get(n, 0)) for n in names),
+                 str(sum(c.values()))) for condition, c in sorted(t.by_condition.items())]
+        lines.extend(table(("condition", *map(terminal_text, names), "episodes"), body,
+                           frozenset(range(1, len(names) + 2))))
+    shown = t.errored if verbose else t.errored[:10]
+    for e in shown:
+        lines.append(f"errored: {terminal_text(e['condition'])} r{e['replicate']}: "
+                     f"{terminal_text(e['type'])}: {terminal_text(e['message'], 200)}")
+    if len(shown) < len(t.errored):
+        lines.append(f"... and {len(t.errored) - len(shown)} more errored (-v lists them all)")
+    lines.extend(f"note: {note}" for note in run.notes)
+    if run.status == "incomplete" and not run.is_baseline:
+        lines.append(f"next: finish it with pytest --prove-resume={run.name}")
+    else:
+        lines.append(f"next: pytest-prove diff BASELINE {label}")
+    return lines
+
+
+# --------------------------------------------------------------------------- where, compare
+
+
+def where_document(w: Where) -> dict[str, Any]:
+    incidence = w.incidence
+    failed = incidence.curve("failed")
+    return {
+        "run": w.run, "event": w.event, "episodes": len(w.endings),
+        "failed": failed.total, "left_out": dict(w.left_out),
+        "method": "Aalen-Johansen cumulative incidence by step index; other outcomes and "
+                  "timeouts are competing ends, episodes with no outcome are censored; "
+                  "bootstrap percentile band resampling cases, B=1000, seed 0",
+        "incidence": incidence.to_dict(),
+        "by_last_step": [{"step": c.name.removeprefix("step:"), "episodes": c.total,
+                          "share": c.incidence[-1], "low": c.low[-1], "high": c.high[-1]}
+                         for c in (incidence.curve(n) for n in w.failed_causes)],
+    }
+
+
+def _step_name(cause: str) -> str:
+    return terminal_text(cause.partition(":")[2] or cause)
+
+
+def where_lines(w: Where) -> list[str]:
+    incidence = w.incidence
+    failed = incidence.curve("failed")
+    by_name = [incidence.curve(c) for c in w.failed_causes]
+    others = [c for c in incidence.curves if c.name.startswith("ended:") or
+              c.name == "timed out"]
+    rows = [i for i, d in enumerate(failed.events) if d]
+    last = incidence.steps[-1]
+    label, event = terminal_text(w.run), terminal_text(w.event)
+    lines = []
+    if failed.total == 0:
+        lines.append(f"none of {len(w.endings)} episodes of {label} ended {event}, so no "
+                     "failing episode stopped anywhere")
+    else:
+        names = sorted(by_name, key=lambda c: -c.total)
+        shown = ", ".join(f"{_step_name(c.name)} {c.total}" for c in names[:4])
+        lines.append(f"{failed.total} of {len(w.endings)} episodes of {label} ended "
+                     f"{event}; by their last step: {shown} (where they stopped, not "
+                     "necessarily the cause)")
+    lines.append(f"Aalen-Johansen by step index (the number of steps recorded, else t): other "
+                 f"outcomes and timeouts compete, no-outcome episodes are censored; 95% band: "
+                 f"bootstrap over {incidence.clusters} cases, B = {incidence.bootstrap}, "
+                 f"seed = {incidence.seed}")
+    if rows:
+        body = [(str(incidence.steps[i]), str(incidence.at_risk[i]), str(failed.events[i]),
+                 _f(failed.incidence[i]), f"{_f(failed.low[i])} - {_f(failed.high[i])}")
+                for i in rows]
+        lines.extend(table(("step", "at risk", event, f"share {event} by step", "95% band"),
+                           body, frozenset({0, 1, 2, 3})))
+        lines.append("")
+        names_body = [(_step_name(c.name), str(c.total), _f(c.incidence[-1]),
+                       f"{_f(c.low[-1])} - {_f(c.high[-1])}") for c in by_name]
+        lines.extend(table(("last step", "episodes", f"share by step {last}", "95% band"),
+                           names_body, frozenset({1, 2})))
+    if others:
+        lines.append("competing ends by step " + str(last) + ": " + ", ".join(
+            f"{_step_name(c.name)} {c.total} ({_f(c.incidence[-1])})" for c in others))
+    if sum(incidence.censored):
+        lines.append(f"censored (no outcome): {sum(incidence.censored)}")
+    if w.left_out:
+        lines.append(_left_out(w.left_out))
+    lines.append(f"next: pytest-prove compare {terminal_text(w.baseline)} {label} --event "
+                 f"{event}")
+    return lines
+
+
+def compare_steps_document(c: StepComparison) -> dict[str, Any]:
+    return {
+        "before": c.before, "after": c.after, "event": c.event, "word": c.word,
+        "strata": c.strata, "logrank": c.test.to_dict(),
+        "detectable_hazard_ratio": c.detectable, "max_hr": c.max_hr, "q": c.q,
+        "by_step": [t.to_dict() for t in c.by_step],
+        "left_out": {"before": dict(c.left_before), "after": dict(c.left_after)},
+        "method": "log-rank over step index, stratified by condition; other ends censored at "
+                  "their step; Peto's one-step hazard ratio exp((O-E)/V); per step name: "
+                  "cause-specific log-rank, Benjamini-Hochberg",
+    }
+
+
+def compare_steps_lines(c: StepComparison) -> list[str]:
+    test = c.test
+    la, lb, event = terminal_text(c.before), terminal_text(c.after), terminal_text(c.event)
+    hr = ("none (no information)" if test.hazard_ratio is None else
+          f"{test.hazard_ratio:.2f} ({_f(test.hr_low, 2)} to {_f(test.hr_high, 2)}, 95%)")
+    lines = [f"{c.word} (log-rank stratified by condition over {c.strata} conditions, "
+             f"{_p_is(test.p)}); hazard ratio {lb} against {la}: {hr}"]
+    lines.extend(table(("run", "episodes", event, "expected"),
+                       [(la, str(test.n_a), str(test.observed_a), f"{test.expected_a:.3f}"),
+                        (lb, str(test.n_b), str(test.observed_b), f"{test.expected_b:.3f}")],
+                       frozenset({1, 2, 3})))
+    lines.append(f"statistic: chi2 = {test.statistic:.3f} on 1 d.f., variance "
+                 f"{test.variance:.3f}, {_p_is(test.p)}; could not have detected a hazard "
+                 f"ratio below {_f(c.detectable, 2)} (80% power, level {c.q:g}; you accept "
+                 f"{c.max_hr:g})")
+    if c.by_step:
+        lines.append(f"by last step: cause-specific log-rank, other steps censored; "
+                     f"Benjamini-Hochberg at q = {c.q:g}")
+        lines.extend(table(
+            ("last step", la, lb, "chi2", "p", "q", "flag", "detectable HR"),
+            [(terminal_text(t.cause.removeprefix("step:")), str(t.test.observed_a),
+              str(t.test.observed_b),
+              f"{t.test.statistic:.3f}", _p(t.test.p), _p(t.q),
+              "yes" if t.flag else "-", _f(t.detectable, 2)) for t in c.by_step],
+            frozenset({1, 2, 3, 4, 5})))
+    lines.append("this asks whether failures come sooner among episodes still going; whether "
+                 "they come more often overall is fix-check's question")
+    lines.append(f"next: pytest-prove fix-check {la} {lb} --event {event}")
+    return lines
+
+
+# --------------------------------------------------------------------------- fix-check
+
+
+def fix_check_document(f: FixCheckReview) -> dict[str, Any]:
+    return {"before": f.before, "after": f.after, "event": f.event,
+            "left_out": dict(f.left_out), **f.result.to_dict(),
+            "method": "exact conditional Cochran-Mantel-Haenszel over cases; Mantel-Haenszel "
+                      "risk difference, Sato's variance; Fisher per case with "
+                      "Benjamini-Hochberg"}
+
+
+def fix_check_lines(f: FixCheckReview) -> list[str]:
+    result = f.result
+    la, lb, event = terminal_text(f.before), terminal_text(f.after), terminal_text(f.event)
+    cases = len(result.cases)
+    share = (f"{result.x_new} of {result.n_new} in {lb} against {result.x_old} of "
+             f"{result.n_old} in {la}")
+    if result.word in ("worse", "safer"):
+        head = f"{result.word}: {event} {share}, over {cases} cases"
+    elif result.word == "no significant change":
+        head = (f"no significant change: {event} {share}; it could have detected a rise of "
+                f"{result.rise} and a fall of {result.fall} (you asked for "
+                f"{result.max_mde:.3f})")
+    else:
+        head = (f"too small to tell: {event} {share}, and this run could not have detected a "
+                f"change of {result.max_mde:.3f} (rise {result.rise}, fall {result.fall})")
+    lines = [
+        head,
+        f"exact conditional Cochran-Mantel-Haenszel test over {cases} cases "
+        f"({result.informative} informative), two-sided; alpha = {result.alpha:g}",
+        f"{lb} {event}: observed {result.observed}, expected {result.expected:.3f}, "
+        f"variance {result.variance:.3f}; {_p_is(result.p)}",
+        f"difference: {100 * result.risk_difference:+.1f} points, {lb} minus {la} "
+        f"({100 * result.rd_low:+.1f} to {100 * result.rd_high:+.1f}, 95%; "
+        "Mantel-Haenszel weights, Sato's variance)",
+        f"smallest common change it could have detected (80% power): rise "
+        f"{result.rise}, fall {result.fall}",
+        f"Fisher's exact test per case, Benjamini-Hochberg at q = {result.alpha:g}; "
+        f"{sum(c.flag for c in result.cases)} flagged",
+    ]
+    lines.extend(table(
+        ("case", f"{la} {event}/n", f"{lb} {event}/n", "change", "p", "q", "flag"),
+        [(terminal_text(c.case.name), f"{c.case.x_old}/{c.case.n_old}",
+          f"{c.case.x_new}/{c.case.n_new}",
+          f"{100 * c.change:+.1f} pts", _p(c.p), _p(c.q), "yes" if c.flag else "-")
+         for c in result.cases], frozenset({1, 2, 3, 4, 5})))
+    if f.left_out:
+        lines.append(_left_out(f.left_out))
+    if result.word == "too small to tell":
+        if result.repeats_needed is not None:
+            lines.append(f"next: run {result.repeats_needed} repeats per case in each version, "
+                         "as two fresh runs, then pytest-prove fix-check on them")
+        else:
+            lines.append("next: no number of repeats on these cases reaches that size; accept "
+                         "a larger --max-mde or add cases")
+    else:
+        lines.append(f"next: pytest-prove where {lb} --event {event}")
+    return lines

@@ -1,0 +1,98 @@
+"""The tallies of one run that ``runs`` and ``show`` print: a manifest's summary line, and
+a run's outcomes by condition, its errored episodes and those without an outcome."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, final
+
+from ..spec import condition_label
+from ..store import Run, Store, StoreWarning
+from .context import label_of
+
+__all__ = ["RunLine", "Tally", "run_line", "stored_runs", "tally"]
+
+RunLine = dict[str, Any]  # one row of ``runs``, as its JSON document has it
+
+
+def run_line(manifest: dict[str, Any], name: str, run_id: str,
+             episodes: int | None = None) -> RunLine:
+    """A run's summary: name, id, status, rollouts, episodes, start, baseline."""
+    counts = manifest.get("counts") or {}
+    paired = manifest.get("paired_with") or {}
+    return {
+        "name": name,
+        "run_id": run_id,
+        "status": str(manifest.get("status", "incomplete")),
+        "rollouts": len(manifest.get("rollouts") or {}),
+        "episodes": int(counts.get("episodes", episodes or 0)),
+        "started": str(manifest.get("started", "")),
+        "paired_with": paired.get("baseline") if isinstance(paired, dict) else None,
+    }
+
+
+def stored_runs(store: Store, load: Callable[[Store, str], Run],
+                ) -> tuple[list[RunLine], list[RunLine]]:
+    """Every run and every baseline of ``store`` as summary lines; ``load(store, text)``
+    opens a baseline by the name a user would give."""
+    runs = []
+    for directory, m in store.runs():
+        episodes = None
+        if m.get("ended") is None:
+            # Being written, or its session was killed: the manifest's counts are those of
+            # its first episode, so count what its lines hold.
+            m = {**m, "counts": None}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", StoreWarning)  # `show RUN` says it
+                episodes = len(store.read(directory).episodes)
+        runs.append(run_line(m, str(m.get("name", m["run_id"])), str(m["run_id"]), episodes))
+    baselines = []
+    for name in store.baselines():
+        run = load(store, f"baseline:{name}")
+        baselines.append(run_line(run.manifest, f"baseline:{name}", run.run_id,
+                                  len(run.episodes)))
+    return runs, baselines
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """One run read whole: its summary, outcomes overall and by condition, and what has
+    no outcome (by kind) or errored (each episode)."""
+
+    run: Run
+    summary: RunLine
+    outcomes: Counter[str]
+    by_condition: dict[str, Counter[str]]
+    without_outcome: Counter[str]
+    errored: list[dict[str, Any]]
+
+    @property
+    def with_outcome(self) -> int:
+        return sum(self.outcomes.values())
+
+
+def tally(run: Run) -> Tally:
+    """Count ``run``'s outcomes by condition and list its errored episodes."""
+    outcomes: Counter[str] = Counter()
+    by_condition: dict[str, Counter[str]] = defaultdict(Counter)
+    errored = []
+    left: Counter[str] = Counter()
+    for record in run.episodes:
+        label = condition_label(record.get("condition") or {})
+        error = record.get("error")
+        if error is None:
+            outcomes[str(record.get("outcome"))] += 1
+            by_condition[label][str(record.get("outcome"))] += 1
+            continue
+        kind = str(error.get("kind", "errored"))
+        left[kind] += 1
+        if kind != "no_outcome":
+            errored.append({"rollout": record.get("rollout"), "condition": label,
+                            "replicate": record.get("replicate"), "kind": kind,
+                            "type": error.get("type"), "message": error.get("message")})
+    summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
+    return Tally(run, summary, outcomes, dict(by_condition), left, errored)
