@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import json
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +27,10 @@ from .state import (
     RESULTS_KEY,
     SELECTED_KEY,
     SETTINGS_KEY,
+    SKIPPED_FILES_KEY,
     ItemPlan,
     Settings,
-    session_paths,
+    plan_data,
 )
 from .store import Store, StoreError
 
@@ -358,6 +358,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Give every rollout item its plan, and note the whole sweep before any deselection."""
     planned = config.stash[PLANNED_KEY]
     seen: dict[Any, Condition] = {}
+    clashes: dict[str, set[str]] = {}
     for item in items:
         if isinstance(item, pytest.Function) and PLAN_KEY not in item.stash:
             declaration = declaration_of(item.obj)
@@ -376,8 +377,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 # Where the rollout lives, so that a gate can tell a test that moved from
                 # one left out of this session's paths (see coverage.py).
                 "node": item.nodeid.split("[", 1)[0], "path": _relative(config, item.path)}
+        elif info["node"] != item.nodeid.split("[", 1)[0]:
+            clashes.setdefault(plan.rollout_id, {info["node"]}).add(item.nodeid.split("[", 1)[0])
         info["declaration"]["replicates"] = plan.total
         info["conditions"][plan.condition_key] = plan.condition
+    if clashes:
+        shown = "; ".join(f"{rid!r} by {' and '.join(sorted(nodes))}"
+                          for rid, nodes in sorted(clashes.items()))
+        _refuse(config, items, f"rollout ids must be unique, and two rollouts share one: "
+                               f"{shown}. Their episodes would be stored as one rollout's; "
+                               "give each its own id= (or target_id in a spec)")
+
+
+def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> None:
+    """Stop before anything runs: a usage error, or on an xdist worker (where raising in
+    collection would crash it) no item at all and the message for the controller."""
+    if not config.stash[SETTINGS_KEY].is_worker:
+        raise pytest.UsageError(message)
+    config.stash[DESIGN_FAILURE_KEY] = message
+    config.hook.pytest_deselected(items=list(items))
+    items[:] = []
 
 
 class _Collection:
@@ -385,17 +404,25 @@ class _Collection:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        config.stash[SKIPPED_FILES_KEY] = set()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module skipped as it was collected leaves its rollouts out on purpose."""
+        if report.skipped and report.nodeid and "::" not in report.nodeid:
+            self.config.stash[SKIPPED_FILES_KEY].add(report.nodeid)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         settings = config.stash[SETTINGS_KEY]
-        selected_keys: dict[str, set[str]] = {}
+        # What the selection kept, replicate by replicate (-k can pick replicates).
+        kept: dict[str, dict[str, list[int]]] = {}
         for item in items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
-                selected_keys.setdefault(plan.rollout_id, set()).add(plan.condition_key)
-        config.stash[SELECTED_KEY] = {rid: sorted(keys) for rid, keys in selected_keys.items()}
+                kept.setdefault(plan.rollout_id, {}).setdefault(
+                    plan.condition_key, []).extend(plan.replicates)
+        config.stash[SELECTED_KEY] = kept
         if settings.done:
             keep, drop = [], []
             for item in items:
@@ -452,14 +479,7 @@ class _Collection:
                 f"than the {settings.max_mde:.3f} you accept. {needed} (replicates= or "
                 f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
                 f"or run anyway with --prove-allow-underpowered")
-            if settings.is_worker:
-                # Raising in a worker's collection would crash it; it runs nothing instead,
-                # and the controller reports the message and exits as a usage error.
-                config.stash[DESIGN_FAILURE_KEY] = message
-                config.hook.pytest_deselected(items=list(items))
-                items[:] = []
-                return
-            raise pytest.UsageError(message)
+            _refuse(config, items, message)
 
     def _print(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -625,18 +645,12 @@ def pytest_runtest_makereport(item: pytest.Item,
             # plan from the first report of each worker, so that a run killed midway still
             # knows what it was meant to hold.
             settings.plan_sent = True
-            wire.attach(report, plan=_plan_data(item.config))
+            wire.attach(report, plan=plan_data(item.config))
         if plan.rollout_id not in settings.announced:
             settings.announced.add(plan.rollout_id)
             wire.attach(report, rollout=wire.RolloutData(
                 id=plan.rollout_id, label=plan.label, declaration=plan.declaration.to_json()))
     return report
-
-
-def _plan_data(config: pytest.Config) -> wire.PlanData:
-    return wire.PlanData(plan=json.loads(json.dumps(config.stash[PLANNED_KEY])),
-                         selected=config.stash.get(SELECTED_KEY, {}),
-                         paths=session_paths(config))
 
 
 @pytest.hookimpl(trylast=True)
@@ -647,14 +661,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if settings.is_worker:
         wire.to_worker_output(config.workeroutput,  # type: ignore[attr-defined]
-                              plan=_plan_data(config),
+                              plan=plan_data(config),
                               design_failure=config.stash.get(DESIGN_FAILURE_KEY, None))
         return
     prove = config.pluginmanager.get_plugin(SESSION_NAME)
     if prove is None:
         return
-    prove.merge_plan(config.stash[PLANNED_KEY], config.stash.get(SELECTED_KEY, {}),
-                     session_paths(config))
+    prove.merge_plan(plan_data(config))
     prove.finish(session, exitstatus)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

@@ -25,7 +25,7 @@ from .prices import Prices
 from .report._format import terminal_text
 from .runner import Identity, error_record
 from .spec import SpecError, condition_label
-from .state import PLANNED_KEY, SELECTED_KEY, Settings, session_paths
+from .state import Settings, plan_data
 from .store import Run, RunWriter, Store, StoreError, episode_key, utc_now
 
 if TYPE_CHECKING:
@@ -98,9 +98,12 @@ class ProveSession:
         self.plan: dict[str, dict[str, Any]] = {}
         # What pytest's selection kept of the plan, the conditions whose items were skipped,
         # and the paths the session collected from: the gate's coverage reads them.
-        self.selected: dict[str, set[str]] = {}
+        self.selected: dict[str, dict[str, set[int]]] = {}
         self.skipped: dict[str, set[str]] = {}
         self.paths: list[str] = []
+        self.narrowed = False  # --lf or a node id narrowed collection itself
+        self.prior_selection: dict[str, Any] | None = None  # a resumed run's, see _selection
+        self.leave_out: dict[str, list[str]] = {"ignored": [], "skipped_files": []}
         # How each stored episode ended, the last line of an identity winning as readers
         # read it (a resumed replicate replaces its errored line): the counts come from it.
         self.states: dict[Key, str] = {}
@@ -127,6 +130,10 @@ class ProveSession:
                 self._count(record)
             self.rollouts: dict[str, Any] = dict(resume.manifest.get("rollouts") or {})
             self._merge_stored_plan(resume.manifest.get("plan"))
+            # Left out on purpose only where every session of the run left it out: a killed
+            # session (no selection recorded) left out nothing.
+            prior = resume.manifest.get("selection")
+            self.prior_selection = prior if isinstance(prior, dict) else {}
         else:
             manifest: dict[str, Any] = {
                 "paired_with": None if baseline is None else {
@@ -163,9 +170,7 @@ class ProveSession:
                                         git_commit=_git_commit(self.config.rootpath))
         # In one process the plan is known now (under xdist it comes with each worker's
         # first report): in the manifest from the first episode on, a killed run keeps it.
-        planned: dict[str, dict[str, Any]] = self.config.stash.get(PLANNED_KEY, {})
-        self.merge_plan(planned,
-                        self.config.stash.get(SELECTED_KEY, {}), session_paths(self.config))
+        self.merge_plan(plan_data(self.config))
 
     # ---- from reports
 
@@ -234,7 +239,7 @@ class ProveSession:
                 self._write_manifest()
         sent = data.get("plan")
         if sent is not None:
-            self.merge_plan(sent["plan"], sent["selected"], sent["paths"])
+            self.merge_plan(sent)
         pending = data.get("pending")
         if pending is not None:
             if report.passed:
@@ -256,11 +261,15 @@ class ProveSession:
         self._store(error_record(_identity(p), "worker_crash", "WorkerCrash", message)
                     for p in pending)
 
-    def merge_plan(self, plan: Mapping[str, Mapping[str, Any]],
-                   selected: Mapping[str, Iterable[str]] | None = None,
-                   paths: Iterable[str] = ()) -> None:
+    def merge_plan(self, data: wire.PlanData) -> None:
         """Add what a process collected (every xdist worker sends the same) to the run's plan,
         and keep the manifest's copy current, so that a killed run still knows its plan."""
+        plan, selected, paths = data["plan"], data["selected"], data["paths"]
+        self.narrowed = self.narrowed or bool(data.get("narrowed"))
+        for name in ("ignored", "skipped_files"):
+            for path in data.get(name) or ():  # type: ignore[attr-defined]
+                if path not in self.leave_out[name]:
+                    self.leave_out[name].append(path)
         before = self._plan_json()
         for rollout_id, info in plan.items():
             mine = self.plan.setdefault(rollout_id, {"conditions": {}, "replicates": 0})
@@ -275,7 +284,9 @@ class ProveSession:
                 if info.get(field):
                     known[field] = info[field]
         for rollout_id, keys in (selected or {}).items():
-            self.selected.setdefault(rollout_id, set()).update(keys)
+            mine = self.selected.setdefault(rollout_id, {})
+            for key, replicates in keys.items():
+                mine.setdefault(key, set()).update(replicates)
         for path in paths:
             if path not in self.paths:
                 self.paths.append(path)
@@ -324,12 +335,39 @@ class ProveSession:
         return len(self._planned() - self.keys)
 
     def _selection(self) -> dict[str, Any]:
-        """What this session left out on purpose, for the manifest (read by coverage.py)."""
-        deselected = {rid: sorted(set(info["conditions"]) - self.selected.get(rid, set()))
-                      for rid, info in self.plan.items()}
-        return {"deselected": {rid: keys for rid, keys in deselected.items() if keys},
-                "skipped": {rid: sorted(keys) for rid, keys in self.skipped.items()},
-                "paths": list(self.paths)}
+        """What this session left out on purpose, for the manifest (read by coverage.py):
+        the replicates of each condition pytest's selection dropped, the conditions whose
+        items were skipped, and how collection was narrowed."""
+        deselected: dict[str, dict[str, list[int]]] = {}
+        for rid, info in self.plan.items():
+            kept = self.selected.get(rid, {})
+            for key in info["conditions"]:
+                dropped = set(range(info["replicates"])) - kept.get(key, set())
+                if dropped:
+                    deselected.setdefault(rid, {})[key] = sorted(dropped)
+        skipped = {rid: sorted(keys) for rid, keys in self.skipped.items()}
+        narrowed = self.narrowed
+        prior = self.prior_selection
+        if prior is not None:
+            # Left out on purpose only what every session of the run left out.
+            earlier = prior.get("deselected")
+            earlier = earlier if isinstance(earlier, dict) else {}
+            for rid, conditions in deselected.items():
+                found = earlier.get(rid)
+                before: dict[str, Any] = found if isinstance(found, dict) else {}
+                for key in list(conditions):
+                    conditions[key] = sorted(set(conditions[key])
+                                             & set(before.get(key) or ()))
+            earlier_skips = prior.get("skipped")
+            earlier_skips = earlier_skips if isinstance(earlier_skips, dict) else {}
+            skipped = {rid: [k for k in keys if k in set(earlier_skips.get(rid) or ())]
+                       for rid, keys in skipped.items()}
+            narrowed = narrowed and bool(prior.get("narrowed"))
+        return {"deselected": {rid: {k: r for k, r in conditions.items() if r}
+                               for rid, conditions in deselected.items()
+                               if any(conditions.values())},
+                "skipped": {rid: keys for rid, keys in skipped.items() if keys},
+                "paths": list(self.paths), "narrowed": narrowed, **self.leave_out}
 
     def _close(self, exitstatus: int) -> str:
         """Write the final manifest (best effort when the store fails) and release the run."""
@@ -403,7 +441,7 @@ class ProveSession:
         if self.baseline is not None:
             run = outcome.run = self.ended_run()
             # The engine (and scipy) is imported only when there is something to compare.
-            from .review.coverage import coverage
+            from .review.coverage import coverage, unfinished_reason
             from .review.pairing import CaseMixError, prepare
             from .stats import compare
 
@@ -422,6 +460,9 @@ class ProveSession:
                         or (word == "too small to tell" and "too-small" in self.fail_on)
                     )
                 gap = coverage(self.baseline, run).failure(self.baseline.name, run.name)
+                # A run that stopped before it ran what it selected (pytest.exit, -x, a
+                # crash) compared less than it meant to, whatever its exit status says.
+                gap = gap or unfinished_reason(run)
                 if gap is not None or not prepared.rows:
                     outcome.coverage_failure = "gate failed: " + (gap or (
                         "nothing was compared: no condition of this run has an outcome in "
@@ -481,8 +522,17 @@ class ProveSession:
             return (f"not saved: baseline {name!r} is written only from a complete run, and "
                     f"run {run.name!r} is incomplete ({self._missing()} replicates missing); "
                     f"finish it with --prove-resume={run.name}")
+        # Every condition of the new baseline must have outcomes to compare with, and a
+        # refresh must hold every condition of the baseline it replaces.
+        covered = {(r["rollout"], r["condition_key"]) for r in run.episodes
+                   if r.get("error") is None and r.get("outcome") is not None}
+        empty = sorted({condition_label(dict(r.get("condition") or {})) for r in run.episodes
+                        if (r["rollout"], r["condition_key"]) not in covered})
+        if empty:
+            return (f"not saved: baseline {name!r} would hold {len(empty)} condition(s) with no "
+                    f"outcome to compare with ({', '.join(empty[:5])}); make them end with an "
+                    "outcome, then save again")
         if replace and self.baseline is not None:
-            covered = {(r["rollout"], r["condition_key"]) for r in run.episodes}
             wanted = {(r["rollout"], r["condition_key"]) for r in self.baseline.episodes}
             left = wanted - covered
             if left:

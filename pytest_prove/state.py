@@ -10,6 +10,7 @@ import pytest
 
 from .arguments import session_paths as _paths
 from .spec import Declaration, Scalar
+from .wire import PlanData
 
 __all__ = [
     "CAPTURE_KEY",
@@ -18,8 +19,10 @@ __all__ = [
     "RESULTS_KEY",
     "SELECTED_KEY",
     "SETTINGS_KEY",
+    "SKIPPED_FILES_KEY",
     "ItemPlan",
     "Settings",
+    "plan_data",
     "session_paths",
 ]
 
@@ -68,12 +71,35 @@ RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 #: Every rollout's plan as collected, before any deselection (rollout id -> its info).
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 #: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
-SELECTED_KEY = pytest.StashKey[dict[str, list[str]]]()
+SELECTED_KEY = pytest.StashKey[dict[str, dict[str, list[int]]]]()
+
+
+#: Modules whose collection was skipped (``pytest.importorskip`` at the top, a module skip).
+SKIPPED_FILES_KEY = pytest.StashKey[set[str]]()
 
 
 def session_paths(config: pytest.Config) -> list[str]:
     """The paths or node ids this session collected from, relative to its rootdir."""
     return _paths(config.args, config.invocation_params.dir, config.rootpath)
+
+
+def plan_data(config: pytest.Config) -> PlanData:
+    """What this process collected and how the user narrowed it, for the run's manifest."""
+    import json
+
+    ignored = [*(config.getoption("ignore", None) or []),
+               *(config.getoption("ignore_glob", None) or [])]
+    paths = session_paths(config)
+    skipped: set[str] = config.stash.get(SKIPPED_FILES_KEY, set())
+    return PlanData(
+        plan=json.loads(json.dumps(config.stash.get(PLANNED_KEY, {}))),
+        selected=config.stash.get(SELECTED_KEY, {}),
+        paths=paths,
+        ignored=_paths([str(p) for p in ignored], config.invocation_params.dir,
+                       config.rootpath),
+        skipped_files=sorted(skipped),
+        narrowed=bool(config.getoption("lf", False)) or any("::" in p for p in paths),
+    )
 
 
 #: What an item keeps of its episodes' spans (a capture.CaptureConfig; set at its setup).

@@ -319,30 +319,49 @@ class RunWriter:
                 self.directory = self.directory.parent / new
 
     def _open(self) -> None:
+        new = not self.existing
+        made = False
         try:
-            if not self.existing:
+            if new:
                 self._make_folder()
+                made = True
                 self._acquire()
             # A killed session may have left a partial last line: cut it off before
             # appending, so that it never becomes a corrupt line in the middle.
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-            fd = os.open(self.episodes_path, flags, 0o666)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                os.ftruncate(fd, self._last_newline(fd, size))
-            self._fd = fd
+            self._fd = os.open(self.episodes_path, flags, 0o666)
+            size = os.fstat(self._fd).st_size
+            if size and os.pread(self._fd, 1, size - 1) != b"\n":
+                os.ftruncate(self._fd, self._last_newline(self._fd, size))
             self.existing = True
             self.write_manifest()
         except OSError as exc:
-            if self.existing:
-                fix = (f"free some disk space or make the store writable, then finish the "
-                       f"run with --prove-resume={self.manifest.get('name') or self.run_id}")
-            else:
+            if new:
+                # Nothing of this run is on disk yet that anyone could resume: take back
+                # what was made, so that no folder without a manifest is left behind.
+                self._unmake(made)
                 fix = ("make the store writable or free some space (or give another "
                        "--prove-store=DIR), then run again")
+            else:
+                fix = (f"free some disk space or make the store writable, then finish the "
+                       f"run with --prove-resume={self.manifest.get('name') or self.run_id}")
             raise StoreError(
                 f"{self.directory}: cannot write the run ({exc.strerror or exc}); {fix}"
             ) from None
+
+    def _unmake(self, made: bool) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        self.existing = False
+        self.release()
+        if made:
+            for name in ("episodes.jsonl", "episodes.jsonl.lock", "manifest.json"):
+                with contextlib.suppress(OSError):
+                    (self.directory / name).unlink()
+            with contextlib.suppress(OSError):
+                self.directory.rmdir()
 
     @staticmethod
     def _last_newline(fd: int, size: int) -> int:

@@ -55,8 +55,11 @@ class PlanData(TypedDict):
     kept, and the paths it collected from (rootdir-relative)."""
 
     plan: dict[str, dict[str, Any]]
-    selected: dict[str, list[str]]
+    selected: dict[str, dict[str, list[int]]]  # rollout -> condition key -> replicates
     paths: list[str]
+    ignored: list[str]  # --ignore and --ignore-glob, rootdir-relative
+    skipped_files: list[str]  # modules skipped at collection (importorskip, a module skip)
+    narrowed: bool  # --lf or a node id narrowed collection itself, below the plan
 
 
 class ReportData(TypedDict, total=False):

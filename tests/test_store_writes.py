@@ -299,3 +299,19 @@ def test_a_read_only_store(pytester: pytest.Pytester) -> None:
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(["*cannot lock the run (Read-only file system)*"])
         assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_full_disk_before_the_first_episode_leaves_no_folder(pytester: pytest.Pytester) -> None:
+    """Nothing to resume, so the message says to run again, and nothing half-made is left."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    with _tmpfs(pytester.path / "tiny", "100k") as tiny:
+        (tiny / "s" / "runs").mkdir(parents=True)
+        with contextlib.suppress(OSError), (tiny / "fill").open("wb") as fh:
+            fh.write(b"\0" * 200_000)
+        result = pytester.runpytest(f"--prove-store={tiny / 's'}")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines(["pytest-prove: *cannot write the run (No space left on "
+                                     "device)*then run again (nothing was stored)"])
+        assert "--prove-resume" not in result.stdout.str().split("pytest-prove:", 1)[1]
+        assert list((tiny / "s" / "runs").iterdir()) == []

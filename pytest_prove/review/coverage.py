@@ -28,6 +28,8 @@ __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", 
 DESELECTED = "deselected (-k, -m, --lf or --deselect)"
 SKIPPED = "skipped"
 OUTSIDE = "in a file outside the paths this session collected"
+NARROWED = "not collected: --lf or a node id narrowed what pytest collected"
+IGNORED = "in a file that --ignore left out"
 
 
 @final
@@ -65,6 +67,29 @@ class Coverage:
                 f"{baseline}")
 
 
+def _dropped(table: object) -> dict[tuple[str, str], set[int]]:
+    """The replicates a selection dropped, ``{(rollout, condition key): {replicate}}``, from
+    the manifest's ``{rollout: {condition key: [replicates]}}``."""
+    found: dict[tuple[str, str], set[int]] = {}
+    if isinstance(table, Mapping):
+        for rollout_id, conditions in table.items():
+            if not isinstance(conditions, Mapping):
+                continue
+            for key, replicates in conditions.items():
+                if isinstance(replicates, list):
+                    found[(str(rollout_id), str(key))] = {
+                        r for r in replicates if isinstance(r, int)}
+    return found
+
+
+def _sizes(plan: object) -> dict[str, int]:
+    """Each rollout's replicates a condition, from the manifest's plan."""
+    if not isinstance(plan, Mapping):
+        return {}
+    return {str(rid): int(info.get("replicates") or 0) for rid, info in plan.items()
+            if isinstance(info, Mapping)}
+
+
 def node_is_within(node: str, paths: Iterable[str]) -> bool:
     """Whether the node id ``node`` (rootdir-relative) lies under one of ``paths``: folders,
     files or node ids as the session's arguments named them, rootdir-relative."""
@@ -100,6 +125,32 @@ def _keys(table: object) -> dict[str, set[str]]:
     return found
 
 
+def _look_alikes(baseline: Run, run: Run, baseline_rollouts: set[str]) -> dict[str, str]:
+    """Rollouts of the baseline that the run has not, each mapped to a rollout that only the
+    run has and that shares its short name or its set of conditions: a move or a rename,
+    which a test path that leaves the old file out would otherwise hide."""
+    def conditions(source: Run) -> dict[str, frozenset[str]]:
+        found: dict[str, set[str]] = defaultdict(set)
+        for record in source.episodes:
+            found[str(record["rollout"])].add(str(record["condition_key"]))
+        return {rid: frozenset(keys) for rid, keys in found.items()}
+
+    def short(source: Run, rollout_id: str) -> str:
+        info = (source.manifest.get("rollouts") or {}).get(rollout_id)
+        return str(info.get("label") or rollout_id) if isinstance(info, Mapping) else rollout_id
+
+    old, new = conditions(baseline), conditions(run)
+    gone = baseline_rollouts - set(new)
+    arrived = set(new) - set(old)
+    found = {}
+    for rollout_id in sorted(gone):
+        for other in sorted(arrived):
+            if short(baseline, rollout_id) == short(run, other) or old[rollout_id] == new[other]:
+                found[rollout_id] = other
+                break
+    return found
+
+
 def coverage(baseline: Run, run: Run) -> Coverage:
     """Classify every baseline condition that ``run`` has no outcome for."""
     labels: dict[tuple[str, str], str] = {}
@@ -118,9 +169,16 @@ def coverage(baseline: Run, run: Run) -> Coverage:
     plan = _keys(manifest.get("plan"))
     selection = manifest.get("selection")
     selection = selection if isinstance(selection, Mapping) else {}
-    deselected = _keys(selection.get("deselected"))
+    dropped = _dropped(selection.get("deselected"))
+    sizes = _sizes(manifest.get("plan"))
+    deselected = {(rid, key) for (rid, key), replicates in dropped.items()
+                  if len(replicates) >= sizes.get(rid, 0)}
     skipped = _keys(selection.get("skipped"))
     paths = [str(p) for p in selection.get("paths") or [] if isinstance(p, str)]
+    ignored = [str(p) for p in selection.get("ignored") or [] if isinstance(p, str)]
+    skipped_files = {str(p) for p in selection.get("skipped_files") or [] if isinstance(p, str)}
+    narrowed = bool(selection.get("narrowed"))
+    moved_to = _look_alikes(baseline, run, {rollout for rollout, _ in labels})
     many = len({rollout for rollout, _ in labels}) > 1
     on_purpose: dict[str, list[str]] = defaultdict(list)
     by_mistake: dict[str, list[str]] = defaultdict(list)
@@ -130,7 +188,7 @@ def coverage(baseline: Run, run: Run) -> Coverage:
             compared += 1
             continue
         shown = f"{rollout_id} · {label}" if many else label
-        if key in deselected.get(rollout_id, ()):
+        if (rollout_id, key) in deselected:
             on_purpose[DESELECTED].append(shown)
         elif key in skipped.get(rollout_id, ()):
             on_purpose[SKIPPED].append(shown)
@@ -138,12 +196,25 @@ def coverage(baseline: Run, run: Run) -> Coverage:
             by_mistake["ended without an outcome in every episode"].append(shown)
         elif key in plan.get(rollout_id, ()):
             by_mistake["were collected but did not run"].append(shown)
+        elif rollout_id in plan and narrowed:
+            on_purpose[NARROWED].append(shown)
         elif rollout_id in plan:
             by_mistake[f"are no longer collected in {rollout_id} (its parametrize values or "
                        "axes changed)"].append(shown)
+        elif rollout_id in moved_to:
+            by_mistake[f"belong to rollout {rollout_id}, which looks moved or renamed to "
+                       f"{moved_to[rollout_id]} (same name or conditions, a new id)"
+                       ].append(shown)
         else:
-            node = _node_of(run, baseline, rollout_id)
-            if node is not None and "selection" in manifest and not node_is_within(node, paths):
+            node = _node_of(run, baseline, rollout_id) if "selection" in manifest else None
+            if node is not None and node.split("::", 1)[0] in skipped_files:
+                on_purpose[SKIPPED].append(shown)
+            elif node is not None and node_is_within(node, ignored):
+                on_purpose[IGNORED].append(shown)
+            elif node is not None and narrowed and node_is_within(
+                    node, [p.split("::", 1)[0] for p in paths]):
+                on_purpose[NARROWED].append(shown)
+            elif node is not None and not node_is_within(node, paths):
                 on_purpose[OUTSIDE].append(shown)
             else:
                 by_mistake[f"belong to rollout {rollout_id}, which this session did not "
@@ -161,9 +232,8 @@ def unfinished(run: Run) -> int | None:
         return None
     selection = run.manifest.get("selection")
     selection = selection if isinstance(selection, Mapping) else {}
-    left_out = _keys(selection.get("deselected"))
-    for rollout_id, keys in _keys(selection.get("skipped")).items():
-        left_out.setdefault(rollout_id, set()).update(keys)
+    dropped = _dropped(selection.get("deselected"))
+    skipped = _keys(selection.get("skipped"))
     have = {(str(r["rollout"]), str(r["condition_key"]), int(r["replicate"]))
             for r in run.episodes}
     missing = 0
@@ -172,10 +242,11 @@ def unfinished(run: Run) -> int | None:
             continue
         replicates = int(info.get("replicates") or 0)
         for key in info.get("conditions") or []:
-            if key in left_out.get(str(rollout_id), ()):
+            if key in skipped.get(str(rollout_id), ()):
                 continue
+            left_out = dropped.get((str(rollout_id), str(key)), set())
             missing += sum(1 for r in range(replicates)
-                           if (str(rollout_id), str(key), r) not in have)
+                           if r not in left_out and (str(rollout_id), str(key), r) not in have)
     return missing
 
 
