@@ -21,6 +21,7 @@ import pytest
 
 from . import wire
 from .prices import PriceError, Prices, find_prices, parse_price_lines
+from .record import add_tokens
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
 
@@ -88,12 +89,6 @@ class TokenCap:
 
 def token_cap_of(config: pytest.Config) -> TokenCap:
     return TokenCap(config.option.prove_token_cap, config.option.prove_output_token_cap)
-
-
-def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
-    tokens = record.get("tokens") or {}
-    spent["input"] = spent.get("input", 0) + int(tokens.get("input") or 0)
-    spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
 
 
 class CapWatch:

@@ -243,7 +243,7 @@ class _WorkerReports:
 def pytest_unconfigure(config: pytest.Config) -> None:
     prove = config.pluginmanager.get_plugin(SESSION_NAME)
     if prove is not None:
-        prove.writer.release()  # a session that ended before its run closed
+        prove.run.writer.release()  # a session that ended before its run closed
     for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture",
                  "prove_capture_gate", "prove_worker_reports"):
         plugin = config.pluginmanager.get_plugin(name)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
+from .errors import ProveError
 from .seeds import derive_seed
 
 __all__ = [
@@ -28,17 +30,62 @@ __all__ = [
     "ErrorKind",
     "StoreError",
     "Tokens",
+    "add_tokens",
     "baseline_fix",
     "check_header",
     "check_manifest",
     "check_record",
     "check_seed",
+    "ending",
     "episode_name",
+    "has_outcome",
+    "identity",
+    "left_out_reason",
+    "utc_now",
 ]
 
 
-class StoreError(Exception):
+class StoreError(ProveError):
     """A store problem the user can fix: an unknown name, a corrupt line, a bad name."""
+
+
+def utc_now() -> str:
+    """Now, as an ISO 8601 UTC timestamp with microseconds (every stored time is one)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+# ---- what every reader asks of a stored episode
+
+
+def has_outcome(record: Mapping[str, Any]) -> bool:
+    """Whether the episode ended with one of the declared outcomes (it is compared)."""
+    return record.get("error") is None and record.get("outcome") is not None
+
+
+def ending(record: Mapping[str, Any]) -> str:
+    """``with_outcome``, ``no_outcome`` or ``errored``: how the counts class an episode."""
+    error = record.get("error")
+    if error is None:
+        return "with_outcome"
+    return "no_outcome" if error.get("kind") == "no_outcome" else "errored"
+
+
+def left_out_reason(record: Mapping[str, Any]) -> str:
+    """Why an episode without an outcome is left out of a comparison, as a person reads it."""
+    kind = str((record.get("error") or {}).get("kind", "errored"))
+    return {"no_outcome": "no outcome", "exception": "errored"}.get(kind, kind)
+
+
+def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
+    """Add the episode's input and output tokens to ``spent``."""
+    tokens = record.get("tokens") or {}
+    spent["input"] = spent.get("input", 0) + int(tokens.get("input") or 0)
+    spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
+
+
+def identity(record: Mapping[str, Any]) -> tuple[str, str, int]:
+    """The episode's identity within a run: (rollout, condition key, replicate)."""
+    return (str(record["rollout"]), str(record["condition_key"]), int(record["replicate"]))
 
 
 #: How an episode ended without an outcome: ``prove.NoOutcome`` (or ``pytest.skip``), a

@@ -20,15 +20,15 @@ from __future__ import annotations
 import inspect
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import Any, final
 
 from .episode import Episode, NoOutcome, RolloutContractError
+from .record import utc_now
 from .recording import EpisodeLog, recording, set_current
 from .spec import Declaration, Scalar
-from .store import utc_now
 
 __all__ = ["Identity", "ReplicateResult", "Stopped", "error_record", "run_block"]
 
@@ -43,6 +43,13 @@ class Identity:
     condition_key: str
     replicate: int
     seed: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Identity:
+        """The inverse of :meth:`to_json` (an identity sent ahead with a report)."""
+        return cls(rollout=data["rollout"], condition=dict(data["condition"]),
+                   condition_key=data["condition_key"], replicate=int(data["replicate"]),
+                   seed=int(data["seed"]))
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -39,6 +39,8 @@ from .record import (
     check_record,
     check_seed,
     episode_name,
+    identity,
+    utc_now,
 )
 
 __all__ = [
@@ -65,11 +67,6 @@ class StoreWarning(UserWarning):
     """Something was read with a loss the user should know of (a truncated last line)."""
 
 
-def utc_now() -> str:
-    """Now, as an ISO 8601 UTC timestamp with microseconds."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 def check_name(name: str, what: str = "run name") -> str:
     """A run or baseline name that cannot escape the store, or an error that says why."""
     if not isinstance(name, str) or not name:
@@ -86,9 +83,8 @@ def check_name(name: str, what: str = "run name") -> str:
     return name
 
 
-def episode_key(record: Mapping[str, Any]) -> tuple[str, str, int]:
-    """The identity of an episode within a run: (rollout, condition key, replicate)."""
-    return (str(record["rollout"]), str(record["condition_key"]), int(record["replicate"]))
+#: The identity of an episode within a run: (rollout, condition key, replicate).
+episode_key = identity
 
 
 def _atomic_write(path: Path, text: str) -> None:

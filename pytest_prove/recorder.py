@@ -1,0 +1,299 @@
+"""The run as the controller writes it: its episodes, its plan, its counts, its manifest.
+
+One :class:`RunRecorder` per session, on the controller only.  It appends the episodes the
+reports bring, counts them one per identity (a resumed replicate replaces its errored line,
+as readers read it), keeps the sweep's plan and what pytest's selection left out in the
+manifest from the first episode on, and closes the run with its status.  A failed write
+(disk full, read-only store) is kept as :attr:`RunRecorder.failure` and reported once
+through ``on_failure``; nothing is written after it.  It knows nothing of pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, final
+
+from .record import add_tokens, ending, identity, utc_now
+from .store import Run, RunWriter, Store, StoreError
+from .wire import PlanData
+
+__all__ = ["RunRecorder", "provenance"]
+
+Key = tuple[str, str, int]
+
+
+def provenance(root: Path) -> dict[str, Any]:
+    """What made the run: package versions and the git commit of ``root``, if any."""
+    from importlib import metadata
+
+    found = {"python": platform.python_version()}
+    for dist in ("pytest-prove", "pytest", "pytest-xdist", "numpy", "scipy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    else:
+        commit = done.stdout.strip() or None if done.returncode == 0 else None
+    return {"packages": found, "git_commit": commit}
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+@final
+class RunRecorder:
+    """The run being written: a new one, or a resumed one (locked from the start)."""
+
+    def __init__(self, store: Store, *, name: str | None, salt: str, baseline: Run | None,
+                 resume: Run | None, on_failure: Callable[[], None]) -> None:
+        self.on_failure = on_failure
+        self.plan: dict[str, dict[str, Any]] = {}
+        # What pytest's selection kept of the plan, the conditions whose items were skipped,
+        # and the paths the session collected from: the gate's coverage reads them.
+        self.selected: dict[str, dict[str, set[int]]] = {}
+        self.skipped: dict[str, set[str]] = {}
+        self.paths: list[str] = []
+        self.narrowed = False  # --lf or a node id narrowed collection itself
+        self.prior_selection: dict[str, Any] | None = None  # a resumed run's, see selection
+        self.leave_out: dict[str, list[str]] = {"ignored": [], "skipped_files": []}
+        self.states: dict[Key, str] = {}  # how each stored episode ended, by identity
+        self.spent = {"input": 0, "output": 0}  # tokens of the run so far
+        self.any_tokens = False
+        self.failure: str | None = None  # the store could not be written
+        self.ended = False
+        if resume is not None:
+            # Locks the run at once: a second session resuming it is refused before it runs.
+            self.writer: RunWriter = store.reopen(resume)
+            for record in resume.episodes:
+                self.count(record)
+            self.rollouts: dict[str, Any] = dict(resume.manifest.get("rollouts") or {})
+            self.merge_stored_plan(resume.manifest.get("plan"))
+            # Left out on purpose only where every session of the run left it out: a killed
+            # session (no selection recorded) left out nothing.
+            prior = resume.manifest.get("selection")
+            self.prior_selection = prior if isinstance(prior, dict) else {}
+        else:
+            manifest: dict[str, Any] = {
+                "paired_with": None if baseline is None else {
+                    "baseline": baseline.name, "run_id": baseline.run_id},
+                "rollouts": {},
+                "packages": None,  # filled in as the tests start: see stamp()
+                "git_commit": None,
+                "command": [_program(), *sys.argv[1:]],
+                "counts": self.counts,
+            }
+            self.writer = store.new_run(name=name, salt=salt, manifest=manifest)
+            self.rollouts = self.writer.manifest["rollouts"]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Episodes of the run by how they ended, one per identity, as readers count them."""
+        tally = Counter(self.states.values())
+        return {"episodes": len(self.states), "with_outcome": tally["with_outcome"],
+                "no_outcome": tally["no_outcome"], "errored": tally["errored"]}
+
+    @property
+    def keys(self) -> set[Key]:
+        return set(self.states)
+
+    def stamp(self, root: Path) -> None:
+        """Record what made the run, once, before any test runs (so that no test's fixture,
+        such as a monkeypatched subprocess, can change what is recorded)."""
+        if self.writer.manifest.get("packages") is None:
+            self.writer.manifest.update(provenance(root))
+
+    def store(self, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append ``records``; return those stored (none once the store has failed)."""
+        records = list(records)
+        if not records or self.failure is not None:
+            return []
+        try:
+            self.writer.append(records)
+        except StoreError as exc:
+            # Disk full, a read-only store, a quota: what is stored stays, nothing more is
+            # written, and the session stops with this one message (no traceback).
+            self.failure = str(exc)
+            self.on_failure()
+            return []
+        for record in records:
+            self.count(record)
+        return records
+
+    def announce(self, rollout: Mapping[str, Any]) -> None:
+        """A rollout's declaration, the first time a report brings it."""
+        if rollout["id"] in self.rollouts:
+            return
+        self.rollouts[rollout["id"]] = {"label": rollout["label"],
+                                        "declaration": rollout["declaration"]}
+        if self.writer.created:
+            self.write_manifest()
+
+    def count(self, record: Mapping[str, Any]) -> None:
+        if record.get("tokens"):
+            self.any_tokens = True
+            add_tokens(self.spent, record)
+        key = identity(record)
+        self.states.pop(key, None)  # a replaced line counts where it now stands
+        self.states[key] = ending(record)
+
+    def merge_plan(self, data: PlanData) -> None:
+        """Add what a process collected (every xdist worker sends the same) to the run's plan,
+        and keep the manifest's copy current, so that a killed run still knows its plan."""
+        plan, selected, paths = data["plan"], data["selected"], data["paths"]
+        self.narrowed = self.narrowed or bool(data.get("narrowed"))
+        for name in ("ignored", "skipped_files"):
+            for path in data.get(name) or ():  # type: ignore[attr-defined]
+                if path not in self.leave_out[name]:
+                    self.leave_out[name].append(path)
+        before = self.plan_json()
+        for rollout_id, info in plan.items():
+            mine = self.plan.setdefault(rollout_id, {"conditions": {}, "replicates": 0})
+            mine["conditions"].update(info["conditions"])
+            mine["replicates"] = max(mine["replicates"], int(info["replicates"]))
+            for field in ("node", "path"):
+                if info.get(field):
+                    mine[field] = info[field]
+            known = self.rollouts.setdefault(rollout_id, {"label": info["label"],
+                                                          "declaration": info["declaration"]})
+            for field in ("node", "path"):
+                if info.get(field):
+                    known[field] = info[field]
+        for rollout_id, keys in (selected or {}).items():
+            mine = self.selected.setdefault(rollout_id, {})
+            for key, replicates in keys.items():
+                mine.setdefault(key, set()).update(replicates)
+        for path in paths:
+            if path not in self.paths:
+                self.paths.append(path)
+        plan_json = self.plan_json()
+        if plan_json != before:
+            self.writer.manifest["plan"] = plan_json
+            if self.writer.created and not self.ended:
+                self.write_manifest()
+
+
+    def merge_stored_plan(self, stored: object) -> None:
+        """A resumed run's plan: what every session of it meant to run, not only this one."""
+        if not isinstance(stored, Mapping):
+            return
+        for rollout_id, info in stored.items():
+            if not isinstance(info, Mapping) or not isinstance(info.get("conditions"), list):
+                continue
+            mine = self.plan.setdefault(str(rollout_id), {"conditions": {}, "replicates": 0})
+            mine["conditions"].update({str(k): None for k in info["conditions"]})
+            mine["replicates"] = max(mine["replicates"], int(info.get("replicates") or 0))
+            for field in ("node", "path"):
+                if isinstance(info.get(field), str):
+                    mine[field] = info[field]
+
+
+    def plan_json(self) -> dict[str, Any]:
+        return {rid: {"replicates": info["replicates"], "conditions": sorted(info["conditions"]),
+                      **{f: info[f] for f in ("node", "path") if f in info}}
+                for rid, info in self.plan.items()}
+
+
+    def write_manifest(self, **updates: Any) -> None:
+        """Write the manifest; a failure stops the session like a failed episode write."""
+        try:
+            self.writer.write_manifest(counts=self.counts, **updates)
+        except (OSError, StoreError) as exc:
+            if self.failure is None:
+                self.failure = (f"{self.writer.directory / 'manifest.json'}: cannot write "
+                                f"the manifest ({_reason(exc)})")
+                self.on_failure()
+
+    # ---- the end
+
+
+    def planned(self) -> set[Key]:
+        return {(rid, key, r) for rid, info in self.plan.items()
+                for key in info["conditions"] for r in range(info["replicates"])}
+
+
+    def missing(self) -> int:
+        return len(self.planned() - self.keys)
+
+
+    def selection(self) -> dict[str, Any]:
+        """What this session left out on purpose, for the manifest (read by coverage.py):
+        the replicates of each condition pytest's selection dropped, the conditions whose
+        items were skipped, and how collection was narrowed."""
+        deselected: dict[str, dict[str, list[int]]] = {}
+        for rid, info in self.plan.items():
+            kept = self.selected.get(rid, {})
+            for key in info["conditions"]:
+                dropped = set(range(info["replicates"])) - kept.get(key, set())
+                if dropped:
+                    deselected.setdefault(rid, {})[key] = sorted(dropped)
+        skipped = {rid: sorted(keys) for rid, keys in self.skipped.items()}
+        narrowed = self.narrowed
+        prior = self.prior_selection
+        if prior is not None:
+            # Left out on purpose only what every session of the run left out.
+            earlier = prior.get("deselected")
+            earlier = earlier if isinstance(earlier, dict) else {}
+            for rid, conditions in deselected.items():
+                found = earlier.get(rid)
+                before: dict[str, Any] = found if isinstance(found, dict) else {}
+                for key in list(conditions):
+                    conditions[key] = sorted(set(conditions[key])
+                                             & set(before.get(key) or ()))
+            earlier_skips = prior.get("skipped")
+            earlier_skips = earlier_skips if isinstance(earlier_skips, dict) else {}
+            skipped = {rid: [k for k in keys if k in set(earlier_skips.get(rid) or ())]
+                       for rid, keys in skipped.items()}
+            narrowed = narrowed and bool(prior.get("narrowed"))
+        return {"deselected": {rid: {k: r for k, r in conditions.items() if r}
+                               for rid, conditions in deselected.items()
+                               if any(conditions.values())},
+                "skipped": {rid: keys for rid, keys in skipped.items() if keys},
+                "paths": list(self.paths), "narrowed": narrowed, **self.leave_out}
+
+
+    def close(self, *, interrupted: bool, capped: dict[str, Any] | None,
+              prices: dict[str, Any] | None) -> str:
+        """Write the final manifest (best effort when the store fails) and release the run;
+        return its status."""
+        missing = self.missing()
+        status = "complete" if (not interrupted and missing == 0 and self.plan
+                                and self.failure is None) else "incomplete"
+        if capped is not None:
+            status = "capped"
+            self.writer.manifest["capped"] = capped
+        if prices:
+            self.writer.manifest["prices"] = prices
+        updates = {"ended": utc_now(), "status": status, "plan": self.plan_json(),
+                   "selection": self.selection(), "missing": missing}
+        if self.failure is None:
+            self.write_manifest(**updates)
+        else:
+            # The store already failed once: one more try at the final word, quietly.
+            with contextlib.suppress(OSError, StoreError):
+                self.writer.write_manifest(counts=self.counts, **updates)
+        self.writer.manifest.update(updates)
+        try:
+            self.writer.close()
+        except OSError as exc:
+            if self.failure is None:
+                self.failure = (f"{self.writer.episodes_path}: cannot finish writing "
+                                      f"the episodes ({_reason(exc)})")
+        self.ended = True
+        return status
+
+
+def _program() -> str:
+    name = Path(sys.argv[0]).name
+    return "pytest" if name in ("__main__.py", "py.test", "pytest") else name

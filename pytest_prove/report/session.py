@@ -1,0 +1,84 @@
+"""What the end of a pytest session prints in its ``pytest-prove`` section.
+
+The verdict first (or why there is none), then the rows that matter, what was left out,
+the run and where it was stored, what it cost, and the next step.  Reads the session's
+outcome and the review; computes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._format import terminal_text
+from .terminal import format_comparison
+
+if TYPE_CHECKING:
+    from pytest_prove.session import Outcome
+
+__all__ = ["no_rollout_ran", "summary_lines"]
+
+
+def no_rollout_ran(baseline: str) -> str:
+    return (f"gate failed: no rollout ran in this session, so nothing was compared with "
+            f"baseline {baseline!r}. Run the tests that made it (were they moved or renamed, "
+            "or did -k select none of them?)")
+
+
+def _left_aside(outcome: Outcome) -> list[str]:
+    review = outcome.review
+    if review is None:
+        return []
+    prepared = review.prepared
+    lines = []
+    if prepared.not_run:
+        more = " ..." if len(prepared.not_run) > 6 else ""
+        lines.append(f"not run: {len(prepared.not_run)} condition(s) of the baseline did not "
+                     f"run in this session and are left out of the verdict: "
+                     f"{', '.join(map(terminal_text, prepared.not_run[:6]))}{more}")
+    if prepared.new:
+        new = ", ".join(map(terminal_text, prepared.new[:6]))
+        lines.append(f"new: {len(prepared.new)} condition(s) are not in the baseline and were "
+                     f"not compared: {new}")
+    if prepared.left_out:
+        shown = ", ".join(f"{n} {terminal_text(reason)}"
+                          for reason, n in sorted(prepared.left_out.items()))
+        lines.append(f"left out of the comparison: {shown}")
+    return lines
+
+
+def summary_lines(outcome: Outcome, *, verbose: bool, ended: bool,
+                  manifest: Mapping[str, Any], counts: Mapping[str, int], where: str,
+                  cost: Sequence[str], capture: Sequence[str], capped: str | None,
+                  suggest_baseline: bool) -> list[str]:
+    lines: list[str] = []
+    if outcome.refusal is not None:
+        lines.append(f"pytest-prove: {outcome.refusal}")
+    review = outcome.review
+    if review is not None:
+        lines.extend(f"pytest-prove: gate failed: {reason}" for reason in review.gate.reasons)
+        if review.comparison is not None and outcome.run is not None:
+            lines.extend(format_comparison(review.comparison, before=review.before.name,
+                                           after=outcome.run.name, verbose=verbose))
+    lines.extend(_left_aside(outcome))
+    if ended:
+        name = str(manifest["name"])
+        status = manifest["status"]
+        lines.append(
+            f"run {terminal_text(name)!r} ({status}): {counts['episodes']} episodes, "
+            f"{counts['with_outcome']} with an outcome, {counts['no_outcome']} with none, "
+            f"{counts['errored']} errored; stored in {where}")
+        lines.extend(cost)
+        lines.extend(capture)
+        if capped is not None:
+            lines.insert(0, f"pytest-prove: {capped}; no new episode started, run {name!r} is "
+                            "marked capped")
+            lines.append(f"next: raise the cap, or finish the run later with "
+                         f"--prove-resume={name}")
+        elif status == "incomplete":
+            lines.append(f"next: finish it with --prove-resume={name}")
+        elif suggest_baseline:
+            lines.append("next: keep it as a baseline with --prove-save-baseline NAME, then "
+                         "compare later runs with --prove-baseline NAME")
+    lines.extend(outcome.notes)
+    return lines

@@ -1,0 +1,87 @@
+"""Whether a run may become a baseline, and saving it.
+
+A baseline is what every later gate compares with, so it is written only from a complete
+run, never with a condition that has no outcome to compare with, and a refresh only from a
+run that holds every condition of the baseline it replaces.  Saving over another baseline
+says what the old one held that the new one does not.  The answer is one line for the
+person who asked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..record import has_outcome
+from ..spec import condition_label
+from ..store import Run, Store, StoreError
+
+__all__ = ["save_baseline"]
+
+
+def _labels(run: Run, keys: set[tuple[str, str]]) -> list[str]:
+    found: dict[tuple[str, str], str] = {}
+    for record in run.episodes:
+        key = (str(record["rollout"]), str(record["condition_key"]))
+        if key in keys:
+            found.setdefault(key, condition_label(dict(record.get("condition") or {})))
+    return sorted(found.values())
+
+
+def _shown(labels: list[str]) -> str:
+    return ", ".join(labels[:5]) + (" ..." if len(labels) > 5 else "")
+
+
+def save_baseline(store: Store, name: str, run: Run, *, missing: int,
+                  replacing: Run | None = None) -> str:
+    """Write ``run`` as baseline ``name`` (``replacing`` the one a gate compared with), or
+    say why not: a line starting ``baseline`` when saved, ``not saved`` when refused."""
+    if run.status != "complete":
+        return (f"not saved: baseline {name!r} is written only from a complete run, and run "
+                f"{run.name!r} is incomplete ({missing} replicates missing); finish it with "
+                f"--prove-resume={run.name}")
+    every = {(str(r["rollout"]), str(r["condition_key"])) for r in run.episodes}
+    covered = {(str(r["rollout"]), str(r["condition_key"])) for r in run.episodes
+               if has_outcome(r)}
+    empty = _labels(run, every - covered)
+    if empty:
+        return (f"not saved: baseline {name!r} would hold {len(empty)} condition(s) with no "
+                f"outcome to compare with ({_shown(empty)}); make them end with an outcome, "
+                "then save again")
+    if replacing is not None:
+        wanted = {(str(r["rollout"]), str(r["condition_key"])) for r in replacing.episodes}
+        left = _labels(replacing, wanted - covered)
+        if left:
+            return (f"not saved: baseline {name!r} was not replaced, because this run did not "
+                    f"cover {len(left)} of its conditions ({_shown(left)}); run them all, "
+                    "without -k or a shard")
+    replaces = store.baseline_path(name).is_file()
+    dropped = _dropped(store, name, run, replacing) if replaces and replacing is None else ""
+    try:
+        path = store.write_baseline(name, run)
+    except (OSError, StoreError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        return f"not saved: baseline {name!r} could not be written: {reason}"
+    verb = "replaced by" if replaces else "saved from"
+    return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}{dropped}"
+
+
+def _dropped(store: Store, name: str, run: Run, known: Run | None) -> str:
+    """What a baseline about to be overwritten holds that ``run`` does not."""
+    try:
+        old = known if known is not None else store.load_baseline(name)
+    except StoreError:
+        return " (the old file could not be read, so what it held is not listed)"
+    covered = {(str(r["rollout"]), str(r["condition_key"])) for r in run.episodes}
+    gone = _labels(old, {(str(r["rollout"]), str(r["condition_key"]))
+                         for r in old.episodes} - covered)
+    if not gone:
+        return ""
+    return f"; it no longer holds {len(gone)} condition(s) the old baseline had ({_shown(gone)})"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
