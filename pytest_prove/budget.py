@@ -225,7 +225,7 @@ def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) ->
     from .store import Store, StoreError
 
     try:
-        source = Store(config.stash[SETTINGS_KEY].store).load(name)
+        source = Store(config.stash[SETTINGS_KEY].store).open(name)
     except StoreError as exc:
         raise pytest.UsageError(f"--prove-plan-from: {exc}") from None
     prices = prices_of(config)

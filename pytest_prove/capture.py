@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, final
 import pytest
 
 from . import wire
+from .errors import ProveError
 from .state import CAPTURE_KEY, PLAN_KEY
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ _CONTENT_PREFIXES = (
 _CONTENT_SUFFIXES = (".content", ".message.content", ".body")
 
 
-class CaptureError(ValueError):
+class CaptureError(ProveError, ValueError):
     """A capture setting that cannot be used, naming where it was set and the fix."""
 
 

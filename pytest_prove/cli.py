@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from .errors import ProveError
 from .options import fail_on, fraction
 from .report import commands as say
 from .report import cost as cost_text
@@ -33,12 +34,11 @@ from .report._format import REPORT_SCHEMA_VERSION
 from .report.files import write_report
 from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
-from .review import CaseMixError, RefusalError, Review, cost, review
+from .review import RefusalError, Review, cost, review
 from .review.fixcheck import fix_check_runs
 from .review.steps import compare_steps, where
 from .review.tallies import stored_runs, tally
-from .spec import SpecError
-from .store import Run, Store, StoreError
+from .store import Run, Store
 
 __all__ = ["COMMANDS", "Command", "Output", "command", "load_run", "main"]
 
@@ -100,21 +100,10 @@ class Output:
 
 
 def load_run(store: Store, text: str) -> Run:
-    """The run or baseline ``text`` names: a run name, a run id, ``latest``,
-    ``baseline:NAME``, or a bare NAME found only among the baselines."""
+    """``Store.open(text)``, with what was read with a loss (a truncated tail) said on stderr."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if text.startswith("baseline:"):
-            run = store.load_baseline(text.removeprefix("baseline:"))
-        else:
-            try:
-                run = store.load(text)
-            except StoreError as exc:
-                if text != "latest" and text in store.baselines():
-                    run = store.load_baseline(text)
-                else:
-                    known = ", ".join(f"baseline:{b}" for b in store.baselines()) or "none"
-                    raise StoreError(f"{exc}; baselines: {known}") from None
+        run = store.open(text)
     for note in caught:
         print(f"pytest-prove: note: {note.message}", file=sys.stderr)
     return run
@@ -383,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(as_json=bool(args.json))
     try:
         return COMMANDS[args.command].run(args, out)
-    except (StoreError, CaseMixError, SpecError, RefusalError, ValueError) as exc:
+    except (ProveError, ValueError) as exc:
         if out.as_json:
             out.document(args.command, {"error": str(exc)})
         print(f"pytest-prove {args.command}: {exc}", file=sys.stderr)

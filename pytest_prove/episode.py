@@ -12,11 +12,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
+from .errors import ProveError
+
 __all__ = ["Episode", "NoOutcome", "RolloutContractError", "check_meta", "check_number",
            "unstorable"]
 
 
-class RolloutContractError(ValueError):
+class RolloutContractError(ProveError, ValueError):
     """A rollout broke its contract: a wrong return value, an undeclared outcome..."""
 
 

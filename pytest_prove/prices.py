@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import final
 
+from .errors import ProveError
+
 __all__ = ["Price", "PriceError", "Prices", "find_prices", "parse_price_lines", "price_of"]
 
 
-class PriceError(ValueError):
+class PriceError(ProveError, ValueError):
     """A price declaration that cannot be read, with where it is and the fix."""
 
 

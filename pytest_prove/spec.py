@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, final
 
 from .episode import storable_text
+from .errors import ProveError
 
 __all__ = [
     "Axis",
@@ -32,7 +33,7 @@ __all__ = [
 Scalar = str | int | float | bool | None
 
 
-class SpecError(ValueError):
+class SpecError(ProveError, ValueError):
     """A declaration or a sweep spec that cannot be used, with what to fix."""
 
 

@@ -510,6 +510,21 @@ class Store:
             f"no run named {name!r} in {self.root}; runs: {listed} (or 'latest')"
         )
 
+    def open(self, name: str) -> Run:
+        """The run or baseline ``name`` names, as every front door reads one: a run name, a
+        run id, ``latest``, ``baseline:NAME``, or a bare NAME found only among the
+        baselines."""
+        if name.startswith("baseline:"):
+            return self.load_baseline(name.removeprefix("baseline:"))
+        try:
+            directory = self.resolve(name)
+        except StoreError as exc:
+            if name != "latest" and name in self.baselines():
+                return self.load_baseline(name)
+            known = ", ".join(f"baseline:{b}" for b in self.baselines()) or "none"
+            raise StoreError(f"{exc}; baselines: {known}") from None
+        return self.read(directory)
+
     def load(self, name: str) -> Run:
         """Read the run called ``name`` whole."""
         return self.read(self.resolve(name))

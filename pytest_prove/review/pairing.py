@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
+from ..errors import ProveError
 from ..spec import Declaration, SpecError, condition_label
 from ..stats import Pairs, RowInput
 from ..store import Run
@@ -21,11 +22,11 @@ __all__ = ["CaseMixError", "Prepared", "RefusalError", "declarations_of", "prepa
            "rollout_label"]
 
 
-class CaseMixError(ValueError):
+class CaseMixError(ProveError, ValueError):
     """Some condition's episodes recorded more than one case_id."""
 
 
-class RefusalError(ValueError):
+class RefusalError(ProveError, ValueError):
     """A question these runs cannot answer (nothing to compare, no outcome named), with the
     reason and the fix."""
 
