@@ -281,8 +281,11 @@ class ProveSession:
         from .report.session import summary_lines
 
         ended = self.run.ended
+        outcome = self.outcome
         return summary_lines(
-            self.outcome, verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
+            refusal=outcome.refusal, review=outcome.review,
+            after=None if outcome.run is None else outcome.run.name, notes=outcome.notes,
+            verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
             cost=cost_lines(self.ended_run(), self.prices) if ended and self.run.any_tokens
             else [],

@@ -8,13 +8,12 @@ outcome and the review; computes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pytest_prove.review import Review
 
 from ._format import terminal_text
 from .terminal import format_comparison
-
-if TYPE_CHECKING:
-    from pytest_prove.session import Outcome
 
 __all__ = ["no_rollout_ran", "summary_lines"]
 
@@ -25,8 +24,7 @@ def no_rollout_ran(baseline: str) -> str:
             "or did -k select none of them?)")
 
 
-def _left_aside(outcome: Outcome) -> list[str]:
-    review = outcome.review
+def _left_aside(review: Review | None) -> list[str]:
     if review is None:
         return []
     prepared = review.prepared
@@ -47,20 +45,20 @@ def _left_aside(outcome: Outcome) -> list[str]:
     return lines
 
 
-def summary_lines(outcome: Outcome, *, verbose: bool, ended: bool,
+def summary_lines(*, refusal: str | None, review: Review | None, after: str | None,
+                  notes: Sequence[str], verbose: bool, ended: bool,
                   manifest: Mapping[str, Any], counts: Mapping[str, int], where: str,
                   cost: Sequence[str], capture: Sequence[str], capped: str | None,
                   suggest_baseline: bool) -> list[str]:
     lines: list[str] = []
-    if outcome.refusal is not None:
-        lines.append(f"pytest-prove: {outcome.refusal}")
-    review = outcome.review
+    if refusal is not None:
+        lines.append(f"pytest-prove: {refusal}")
     if review is not None:
         lines.extend(f"pytest-prove: gate failed: {reason}" for reason in review.gate.reasons)
-        if review.comparison is not None and outcome.run is not None:
+        if review.comparison is not None and after is not None:
             lines.extend(format_comparison(review.comparison, before=review.before.name,
-                                           after=outcome.run.name, verbose=verbose))
-    lines.extend(_left_aside(outcome))
+                                           after=after, verbose=verbose))
+    lines.extend(_left_aside(review))
     if ended:
         name = str(manifest["name"])
         status = manifest["status"]
@@ -80,5 +78,5 @@ def summary_lines(outcome: Outcome, *, verbose: bool, ended: bool,
         elif suggest_baseline:
             lines.append("next: keep it as a baseline with --prove-save-baseline NAME, then "
                          "compare later runs with --prove-baseline NAME")
-    lines.extend(outcome.notes)
+    lines.extend(notes)
     return lines

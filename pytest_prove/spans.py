@@ -1,0 +1,151 @@
+"""What capture keeps of a span: its settings, its bounded attributes, its token usage.
+
+Shared by the pytest side of capture (:mod:`pytest_prove.capture`) and the OpenTelemetry
+span processor (:mod:`pytest_prove._otel`), so that neither imports the other; it imports
+neither pytest nor the OpenTelemetry SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, final
+
+from .errors import ProveError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "CaptureConfig", "CaptureError",
+           "span_record", "usage_of_span"]
+
+ENTRY_POINT_GROUP = "opentelemetry_instrumentor"
+DEFAULT_MAX_BYTES = 16384
+CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+#: Attribute names that hold prompts, completions, tool arguments and results.
+_CONTENT_PREFIXES = (
+    "gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
+    "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+    "gen_ai.tool.definitions", "llm.prompts", "llm.completions", "llm.input_messages",
+    "llm.output_messages", "input.value", "output.value", "traceloop.entity.input",
+    "traceloop.entity.output",
+)
+_CONTENT_SUFFIXES = (".content", ".message.content", ".body")
+
+
+class CaptureError(ProveError, ValueError):
+    """A capture setting that cannot be used, naming where it was set and the fix."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CaptureConfig:
+    """What to capture: which instrumentors, whether content is kept, the byte bound."""
+
+    instrument: tuple[str, ...] = ()
+    content: bool = False
+    max_observation_bytes: int = DEFAULT_MAX_BYTES
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str) -> CaptureConfig:
+        unknown = sorted(set(data) - {"instrument", "content", "max_observation_bytes"})
+        if unknown:
+            raise CaptureError(f"{where}: unknown capture key {unknown[0]!r}; known keys: "
+                               "instrument, content, max_observation_bytes")
+        instrument = data.get("instrument", ())
+        if isinstance(instrument, str) or not isinstance(instrument, Sequence) or not all(
+                isinstance(n, str) and n for n in instrument):
+            raise CaptureError(f"{where}: instrument must be a list of instrumentor names, "
+                               f'e.g. ["openai_v2"]; got {instrument!r}')
+        content = data.get("content", False)
+        if not isinstance(content, bool):
+            raise CaptureError(f"{where}: content must be true or false, got {content!r}")
+        limit = data.get("max_observation_bytes", DEFAULT_MAX_BYTES)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 16:
+            raise CaptureError(f"{where}: max_observation_bytes must be a whole number >= 16, "
+                               f"got {limit!r}")
+        return cls(tuple(instrument), content, limit)
+
+
+def _is_content(key: str) -> bool:
+    return key.startswith(_CONTENT_PREFIXES) or key.endswith(_CONTENT_SUFFIXES)
+
+
+def _bounded(value: object, limit: int) -> object:
+    """``value`` as stored: JSON-able, and at most ``limit`` bytes once encoded."""
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, Sequence):
+        items = [v if isinstance(v, str | int | float | bool) else str(v) for v in value]
+        encoded = json.dumps(items, ensure_ascii=False)
+        if len(encoded.encode()) <= limit:
+            return items
+        text = encoded
+    else:
+        text = str(value)
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    note = f"…[{len(data) - limit} more bytes]"
+    return data[: max(0, limit - len(note.encode()))].decode("utf-8", "ignore") + note
+
+
+def _attributes(attributes: Mapping[str, Any] | None, config: CaptureConfig) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, value in (attributes or {}).items():
+        if not config.content and _is_content(key):
+            continue
+        kept[key] = _bounded(value, config.max_observation_bytes)
+    return kept
+
+
+def span_record(span: ReadableSpan, config: CaptureConfig, started: float) -> dict[str, Any]:
+    """A span as stored with its episode (times in seconds from the episode's start)."""
+    context = span.context
+    parent = span.parent
+    start = (span.start_time or 0) / 1e9
+    end = (span.end_time or span.start_time or 0) / 1e9
+    record: dict[str, Any] = {
+        "name": _bounded(span.name, config.max_observation_bytes),
+        "span_id": f"{context.span_id:016x}" if context else None,
+        "parent_id": f"{parent.span_id:016x}" if parent else None,
+        "start": round(start - started, 6),
+        "duration": round(end - start, 6),
+        "status": span.status.status_code.name.lower(),
+        "attributes": _attributes(span.attributes, config),
+    }
+    if span.status.description:
+        record["status_message"] = _bounded(span.status.description,
+                                            config.max_observation_bytes)
+    if span.events:
+        record["events"] = [{"name": e.name, "attributes": _attributes(e.attributes, config)}
+                            for e in span.events]
+    return record
+
+
+def _int(attributes: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def usage_of_span(attributes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The token usage a span reports under the GenAI semantic conventions, if any."""
+    tokens_in = _int(attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+    tokens_out = _int(attributes, "gen_ai.usage.output_tokens",
+                      "gen_ai.usage.completion_tokens")
+    if tokens_in is None and tokens_out is None:
+        return None
+    request = attributes.get("gen_ai.request.model")
+    response = attributes.get("gen_ai.response.model")
+    model = request if isinstance(request, str) and request else (
+        response if isinstance(response, str) and response else "unknown")
+    return {"model": model, "input": tokens_in or 0, "output": tokens_out or 0,
+            "source": "span",
+            "response_model": response if isinstance(response, str) else None}

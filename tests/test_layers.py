@@ -1,0 +1,192 @@
+"""The package's layering, read from its imports (docs/architecture.md draws the same table).
+
+Every module of ``pytest_prove`` belongs to one layer; each layer may import only the layers
+the table allows, and no two modules import each other in a circle.  Imports are read with
+``ast`` from the source, function-level imports and ``TYPE_CHECKING`` blocks included, so
+an import put off until it is needed still counts.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_prove"
+
+#: Which layer a module is in: the first prefix that matches its dotted name (without the
+#: package's), longest prefixes first.
+LAYERS: Mapping[str, tuple[str, ...]] = {
+    "public face": ("__init__", "__main__", "api"),
+    "declaration": ("errors", "spec", "episode", "seeds", "prices"),
+    "options": ("options", "arguments"),
+    "running": ("runner", "recording"),
+    "episode record": ("record",),
+    "storage": ("store", "recorder"),
+    "statistics": ("stats",),
+    "review": ("review",),
+    "renderers": ("report",),
+    "command line": ("cli",),
+    "traces": ("capture", "_otel", "spans"),
+    "pytest glue": ("plugin", "session", "xdist", "items", "execute", "state", "budget"),
+    "the wire": ("wire",),
+}
+
+#: What each layer may import, of the package's layers and of these outside packages
+#: (written "ext:NAME" in the table).
+OUTSIDE = ("pytest", "_pytest", "xdist", "pluggy", "opentelemetry", "numpy", "scipy")
+ALLOWED: Mapping[str, frozenset[str]] = {
+    "statistics": frozenset({"statistics", "ext:numpy", "ext:scipy"}),
+    "options": frozenset({"declaration", "storage", "options"}),
+    "declaration": frozenset({"declaration"}),
+    "running": frozenset({"declaration", "episode record", "running"}),
+    "episode record": frozenset({"declaration"}),
+    "storage": frozenset({"declaration", "episode record", "storage", "the wire"}),
+    "the wire": frozenset(),
+    "review": frozenset({"declaration", "episode record", "storage", "statistics", "review"}),
+    "renderers": frozenset({"review", "statistics", "renderers", "declaration"}),
+    "command line": frozenset({"declaration", "options", "episode record", "storage", "review",
+                               "renderers", "statistics", "command line"}),
+    "traces": frozenset({"declaration", "traces", "running", "pytest glue", "the wire",
+                         "ext:pytest", "ext:opentelemetry"}),
+    "pytest glue": frozenset({"public face", "declaration", "options", "running",
+                              "episode record", "storage",
+                              "statistics", "review", "renderers", "traces", "pytest glue",
+                              "the wire",
+                              "ext:pytest", "ext:xdist", "ext:pluggy"}),
+    "public face": frozenset({"public face", "declaration", "running", "pytest glue",
+                              "command line", "ext:pytest"}),
+}
+
+
+def layer_of(module: str) -> str:
+    """The layer of ``module`` (a dotted name inside the package, e.g. ``stats._exact``)."""
+    best: tuple[int, str] | None = None
+    for layer, prefixes in LAYERS.items():
+        for prefix in prefixes:
+            matches = module == prefix or module.startswith(prefix + ".")
+            if matches and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), layer)
+    if best is None:
+        raise AssertionError(f"pytest_prove.{module} is in no layer: add it to LAYERS and to "
+                             "docs/architecture.md")
+    return best[1]
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[tuple[str, int]]:
+    """(what, line) for every import in the file: a module of the package (dotted, without the
+    package's name) or ``ext:NAME`` for an outside package of OUTSIDE."""
+    is_package = path.name == "__init__.py"
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    if module == "__init__":
+        here = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - (node.level - 1)] if node.level > 1 else here
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                candidates = [f"{target}.{a.name}".strip(".") for a in node.names]
+                names = [f"pytest_prove.{c}" if c in known else f"pytest_prove.{target}"
+                         for c in candidates]
+            elif node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        for name in names:
+            top = name.split(".")[0]
+            if top == "pytest_prove":
+                inner = name.removeprefix("pytest_prove").lstrip(".") or "__init__"
+                while inner not in known and "." in inner:
+                    inner = inner.rsplit(".", 1)[0]
+                if inner in known and inner != module:
+                    yield inner, node.lineno
+            elif top in OUTSIDE:
+                yield f"ext:{top}", node.lineno
+
+
+def forbidden(root: Path = PACKAGE) -> list[str]:
+    known = modules(root)
+    problems = []
+    for module, path in known.items():
+        layer = layer_of(module)
+        for target, line in imports(module, path, known):
+            other = target if target.startswith("ext:") else layer_of(target)
+            if other not in ALLOWED[layer]:
+                problems.append(f"{path.relative_to(root.parent)}:{line}: {module} ({layer}) "
+                                f"imports {target} ({other})")
+    return problems
+
+
+def circles(root: Path = PACKAGE) -> list[list[str]]:
+    """Every import circle between modules (each as the path that closes it)."""
+    known = modules(root)
+    graph = {m: sorted({t for t, _ in imports(m, p, known) if t in known})
+             for m, p in known.items()}
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node)
+    # A package's __init__ re-exporting its own modules is not a circle of roles.
+    return [c for c in found
+            if not any(a.split(".")[0] == b.split(".")[0] and (a == a.split(".")[0]
+                                                               or b == b.split(".")[0])
+                       for a, b in itertools.pairwise(c)
+                       if "." in a or "." in b)]
+
+
+def test_every_module_imports_only_what_its_layer_may() -> None:
+    assert forbidden() == []
+
+
+def test_no_import_circle_between_modules() -> None:
+    assert circles() == []
+
+
+def test_the_test_catches_a_forbidden_import_and_a_circle(tmp_path: Path) -> None:
+    """The two tests above can fail: a copy of the package with a forbidden import added."""
+    import shutil
+
+    copy = tmp_path / "pytest_prove"
+    shutil.copytree(PACKAGE, copy)
+    stats_init = copy / "stats" / "__init__.py"
+    stats_init.write_text(stats_init.read_text() + "\n\ndef _late() -> None:\n"
+                          "    import pytest  # noqa\n    from ..store import Store  # noqa\n")
+    found = forbidden(copy)
+    assert any("stats (statistics) imports ext:pytest" in p for p in found), found
+    assert any("imports store (storage)" in p for p in found), found
+    episode = copy / "episode.py"
+    episode.write_text(episode.read_text() + "\n\nfrom .spec import Declaration  # noqa\n")
+    assert any("episode" in c and "spec" in c for c in circles(copy)), circles(copy)
+
+
+@pytest.mark.parametrize("module", sorted(modules()))
+def test_every_module_has_a_layer(module: str) -> None:
+    assert layer_of(module) in ALLOWED
