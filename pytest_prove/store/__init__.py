@@ -19,17 +19,14 @@ import json
 import os
 import re
 import secrets
-import tempfile
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, final
 
-from filelock import FileLock, Timeout
-
-from .record import (
+from ..record import (
     RUN_FIX,
     RUN_MANIFEST_FIX,
     StoreError,
@@ -42,6 +39,7 @@ from .record import (
     identity,
     utc_now,
 )
+from .writer import RunWriter, atomic_write, dump_line
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -85,39 +83,6 @@ def check_name(name: str, what: str = "run name") -> str:
 
 #: The identity of an episode within a run: (rollout, condition key, replicate).
 episode_key = identity
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file private; give it the mode any new file would get.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-#: One encoder for every line (json.dumps with options would build one per call).
-_LINE_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
-                                        allow_nan=False)
-
-
-_ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"),
-                                         allow_nan=False)
-
-
-def _dump(record: Mapping[str, Any]) -> str:
-    return _LINE_ENCODER.encode(record)
 
 
 def _read_jsonl(path: Path, fix: str, *,
@@ -236,198 +201,6 @@ class Run:
     @property
     def is_baseline(self) -> bool:
         return self.path.suffix == ".jsonl"
-
-
-def _refuse_link(path: Path) -> None:
-    """pytest-prove writes only files it made: never through a symbolic link."""
-    if path.is_symlink():
-        raise StoreError(
-            f"{path} is a symbolic link; pytest-prove writes only the files it made in a "
-            "run's folder, so it does not write through it. Remove the link (and copy the "
-            "file there if it is the run's), then run again"
-        )
-
-
-@final
-class RunWriter:
-    """The one writer of a run: appends episodes and keeps the manifest current.
-
-    A resumed run is locked as soon as its writer is made, so that a second session
-    is refused before it runs anything; a new run is locked when its folder is
-    made, which is created exclusively (two sessions never share one)."""
-
-    def __init__(self, directory: Path, manifest: dict[str, Any], *,
-                 existing: bool = False) -> None:
-        self.directory = directory
-        self.existing = existing
-        self.manifest = manifest
-        self._lock: FileLock | None = None
-        self._fd: int | None = None
-        self.written = 0
-        if existing:
-            self._acquire()
-
-    @property
-    def run_id(self) -> str:
-        return str(self.manifest["run_id"])
-
-    @property
-    def episodes_path(self) -> Path:
-        return self.directory / "episodes.jsonl"
-
-    @property
-    def created(self) -> bool:
-        """Whether the run is on disk (it is once an episode arrived, or when resumed)."""
-        return self.existing or self._fd is not None
-
-    def _acquire(self) -> None:
-        for path in (self.directory, self.episodes_path,
-                     self.directory / "episodes.jsonl.lock", self.directory / "manifest.json"):
-            _refuse_link(path)
-        # Held for as long as this session writes the run; the operating system releases
-        # it when the process dies, even on SIGKILL.
-        lock = FileLock(str(self.directory / "episodes.jsonl.lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise StoreError(
-                f"run {self.manifest.get('name') or self.run_id!r} ({self.directory}) is being "
-                "written by another session right now; wait for it to end, then resume it, "
-                "or start a new run"
-            ) from None
-        except OSError as exc:
-            raise StoreError(f"{self.directory}: cannot lock the run ({exc.strerror})") from None
-        self._lock = lock
-
-    def _make_folder(self) -> None:
-        """Create the run's folder, a new one: a run id already taken gets a suffix."""
-        self.directory.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            try:
-                self.directory.mkdir()
-                return
-            except FileExistsError:
-                old = self.run_id
-                new = f"{old}-{secrets.token_hex(2)}"
-                if self.manifest.get("name") == old:
-                    self.manifest["name"] = new
-                self.manifest["run_id"] = new
-                self.directory = self.directory.parent / new
-
-    def _open(self) -> None:
-        new = not self.existing
-        made = False
-        try:
-            if new:
-                self._make_folder()
-                made = True
-                self._acquire()
-            # A killed session may have left a partial last line: cut it off before
-            # appending, so that it never becomes a corrupt line in the middle.
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-            self._fd = os.open(self.episodes_path, flags, 0o666)
-            size = os.fstat(self._fd).st_size
-            if size and os.pread(self._fd, 1, size - 1) != b"\n":
-                os.ftruncate(self._fd, self._last_newline(self._fd, size))
-            self.existing = True
-            self.write_manifest()
-        except OSError as exc:
-            if new:
-                # Nothing of this run is on disk yet that anyone could resume: take back
-                # what was made, so that no folder without a manifest is left behind.
-                self._unmake(made)
-                fix = ("make the store writable or free some space (or give another "
-                       "--prove-store=DIR), then run again")
-            else:
-                fix = (f"free some disk space or make the store writable, then finish the "
-                       f"run with --prove-resume={self.manifest.get('name') or self.run_id}")
-            raise StoreError(
-                f"{self.directory}: cannot write the run ({exc.strerror or exc}); {fix}"
-            ) from None
-
-    def _unmake(self, made: bool) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
-        self.existing = False
-        self.release()
-        if made:
-            for name in ("episodes.jsonl", "episodes.jsonl.lock", "manifest.json"):
-                with contextlib.suppress(OSError):
-                    (self.directory / name).unlink()
-            with contextlib.suppress(OSError):
-                self.directory.rmdir()
-
-    @staticmethod
-    def _last_newline(fd: int, size: int) -> int:
-        """The length of the file's whole lines, read backwards in chunks."""
-        end = size
-        while end > 0:
-            start = max(0, end - 65536)
-            chunk = os.pread(fd, end - start, start)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                return start + cut + 1
-            end = start
-        return 0
-
-    def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Append whole lines in one write; a failed write is cut back to whole lines."""
-        records = list(records)
-        if not records:
-            return
-        text = "".join(_dump(r) + "\n" for r in records)
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate (from a rollout's text) cannot be UTF-8: JSON's \\u escapes
-            # hold it, and json.loads gives back the same string.
-            data = "".join(_ASCII_ENCODER.encode(r) + "\n" for r in records).encode("ascii")
-        if self._fd is None:
-            self._open()
-        assert self._fd is not None
-        start = os.fstat(self._fd).st_size
-        try:
-            view = memoryview(data)
-            while view:
-                done = os.write(self._fd, view)
-                view = view[done:]
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, start)
-            raise StoreError(
-                f"{self.episodes_path}: cannot write episodes ({exc.strerror or exc}); "
-                "free some disk space, then finish the run with --prove-resume="
-                f"{self.manifest.get('name') or self.run_id}"
-            ) from None
-        self.written += len(records)
-
-    def write_manifest(self, **updates: Any) -> None:
-        """Merge ``updates`` into the manifest and write it atomically (only once created)."""
-        self.manifest.update(updates)
-        if not self.created:
-            return
-        _atomic_write(self.directory / "manifest.json", json.dumps(self.manifest, indent=2) + "\n")
-
-    def close(self) -> None:
-        """Flush the episodes to disk and release the run."""
-        try:
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-        finally:
-            self.release()
-
-    def release(self) -> None:
-        """Let another session write the run (idempotent)."""
-        if self._lock is not None:
-            lock, self._lock = self._lock, None
-            with contextlib.suppress(OSError):
-                lock.release()
 
 
 @final
@@ -602,8 +375,8 @@ class Store:
         manifest["saved"] = utc_now()
         header = {"pytest_prove_baseline": BASELINE_FORMAT, "manifest": manifest}
         ordered = sorted(run.episodes, key=episode_key)
-        text = _dump(header) + "\n" + "".join(_dump(r) + "\n" for r in ordered)
-        _atomic_write(path, text)
+        text = dump_line(header) + "\n" + "".join(dump_line(r) + "\n" for r in ordered)
+        atomic_write(path, text)
         return path
 
 
