@@ -14,6 +14,7 @@ from .wire import PlanData
 
 __all__ = [
     "CAPTURE_KEY",
+    "DESIGN_FAILURE_KEY",
     "PLANNED_KEY",
     "PLAN_KEY",
     "RESULTS_KEY",
@@ -74,6 +75,9 @@ PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 SELECTED_KEY = pytest.StashKey[dict[str, dict[str, list[int]]]]()
 
 
+#: Why an xdist worker refused to run anything (the design check, clashing ids): the
+#: controller reports it and exits as a usage error.
+DESIGN_FAILURE_KEY = pytest.StashKey[str]()
 #: Modules whose collection was skipped (``pytest.importorskip`` at the top, a module skip).
 SKIPPED_FILES_KEY = pytest.StashKey[set[str]]()
 

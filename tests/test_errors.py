@@ -224,11 +224,11 @@ def test_a_sweep_too_large_to_collect_is_refused_by_name(pytester: pytest.Pytest
     assert "MemoryError" not in result.stdout.str()
     # The decorator form says the same, naming the function.
     pytester.makepyfile(test_axes=textwrap.dedent(
-        f"""
+        """
         import pytest_prove as prove
 
         @prove.rollout(replicates=200, failures=["bad"], successes=["ok"],
-                       axes={{a: list(range(178)) for a in "abcd"}})
+                       axes={a: list(range(178)) for a in "abcd"})
         def huge(cfg, seed):
             return prove.Episode("ok")
         """))

@@ -31,7 +31,8 @@ LAYERS: Mapping[str, tuple[str, ...]] = {
     "renderers": ("report",),
     "command line": ("cli",),
     "traces": ("capture", "_otel", "spans"),
-    "pytest glue": ("plugin", "session", "xdist", "items", "execute", "state", "budget"),
+    "pytest glue": ("plugin", "collect", "session", "xdist", "items", "execute", "state",
+                    "budget"),
     "the wire": ("wire",),
 }
 
