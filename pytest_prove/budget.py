@@ -22,6 +22,7 @@ import pytest
 from . import wire
 from .prices import PriceError, Prices, find_prices, parse_price_lines
 from .record import add_tokens
+from .state import own
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
 
@@ -184,8 +185,7 @@ def register(config: pytest.Config, session: Any | None) -> None:
     if session is None:
         if cap:
             sent = wire.worker_input(getattr(config, "workerinput", {}))["cap_flag"]
-            config.pluginmanager.register(
-                WorkerCapWatch(cap, flag=Path(sent) if sent else None), "prove_cap")
+            own(config, WorkerCapWatch(cap, flag=Path(sent) if sent else None), "prove_cap")
         return
     session.prices = prices_of(config)
     session.token_cap = cap
@@ -210,7 +210,7 @@ def register(config: pytest.Config, session: Any | None) -> None:
 
     # The controller's session hands it every episode it stores.
     session.cap_watch = CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap, flag=flag)
-    config.pluginmanager.register(session.cap_watch, "prove_cap")
+    own(config, session.cap_watch, "prove_cap")
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

@@ -32,7 +32,7 @@ from .spans import (
     span_record,
     usage_of_span,
 )
-from .state import CAPTURE_KEY, PLAN_KEY
+from .state import CAPTURE_KEY, PLAN_KEY, own
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -248,7 +248,7 @@ class _CaptureGate:
             getattr(plan.declaration, "capture", None)
             for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None)
         if wanted and not config.pluginmanager.is_registered(self.manager):
-            config.pluginmanager.register(self.manager, "prove_capture")
+            own(config, self.manager, "prove_capture")
 
 
 def register(config: pytest.Config, session: Any | None = None) -> None:
@@ -256,4 +256,4 @@ def register(config: pytest.Config, session: Any | None = None) -> None:
     if session is not None:
         session.capture_lines = []
         session.capture = manager
-    config.pluginmanager.register(_CaptureGate(manager), "prove_capture_gate")
+    own(config, _CaptureGate(manager), "prove_capture_gate")

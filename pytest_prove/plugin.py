@@ -29,9 +29,12 @@ from .state import (
     PLAN_KEY,
     PLANNED_KEY,
     RESULTS_KEY,
+    SESSION_KEY,
     SETTINGS_KEY,
     ItemPlan,
     Settings,
+    disown_all,
+    own,
     plan_data,
 )
 from .store import Store, StoreError
@@ -162,8 +165,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.is_worker = True
         settings.salt = sent["salt"]
         settings.done = sent["done"]
-        config.pluginmanager.register(Collection(config), "prove_collection")
-        config.pluginmanager.register(_WorkerReports(), "prove_worker_reports")
+        own(config, Collection(config), "prove_collection")
+        own(config, _WorkerReports(), "prove_worker_reports")
         budget.register(config, None)
         capture.register(config)
         return
@@ -196,14 +199,15 @@ def pytest_configure(config: pytest.Config) -> None:
             events=tuple(opt.prove_event), fail_on=fail_words)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.pluginmanager.register(session, SESSION_NAME)
-    config.pluginmanager.register(Collection(config), "prove_collection")
+    config.stash[SESSION_KEY] = session
+    own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
+    own(config, Collection(config), "prove_collection")
     budget.register(config, session)
     capture.register(config, session)
     if config.pluginmanager.hasplugin("xdist"):
         from .xdist import XdistHooks
 
-        config.pluginmanager.register(XdistHooks(session), "prove_xdist")
+        own(config, XdistHooks(session), "prove_xdist")
 
 
 def _refuse_space_form(config: pytest.Config) -> None:
@@ -242,14 +246,11 @@ class _WorkerReports:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    prove = config.pluginmanager.get_plugin(SESSION_NAME)
+    prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
         prove.run.writer.release()  # a session that ended before its run closed
-    for name in (SESSION_NAME, "prove_collection", "prove_xdist", "prove_cap", "prove_capture",
-                 "prove_capture_gate", "prove_worker_reports"):
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is not None:
-            config.pluginmanager.unregister(plugin, name)
+        del config.stash[SESSION_KEY]
+    disown_all(config)
 
 
 # ---------------------------------------------------------------------------
@@ -367,7 +368,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                               plan=plan_data(config),
                               design_failure=config.stash.get(DESIGN_FAILURE_KEY, None))
         return
-    prove = config.pluginmanager.get_plugin(SESSION_NAME)
+    prove = config.stash.get(SESSION_KEY, None)
     if prove is None:
         return
     prove.merge_plan(plan_data(config))
@@ -377,7 +378,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    prove = config.pluginmanager.get_plugin(SESSION_NAME)
+    prove = config.stash.get(SESSION_KEY, None)
     if prove is None:
         return
     lines = prove.summary_lines(verbose=config.get_verbosity() > 0)

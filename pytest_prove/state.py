@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
@@ -12,17 +12,24 @@ from .arguments import session_paths as _paths
 from .spec import Declaration, Scalar
 from .wire import PlanData
 
+if TYPE_CHECKING:
+    from .session import ProveSession
+
 __all__ = [
     "CAPTURE_KEY",
     "DESIGN_FAILURE_KEY",
     "PLANNED_KEY",
     "PLAN_KEY",
+    "REGISTERED_KEY",
     "RESULTS_KEY",
     "SELECTED_KEY",
+    "SESSION_KEY",
     "SETTINGS_KEY",
     "SKIPPED_FILES_KEY",
     "ItemPlan",
     "Settings",
+    "disown_all",
+    "own",
     "plan_data",
     "session_paths",
 ]
@@ -73,6 +80,27 @@ RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 #: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
 SELECTED_KEY = pytest.StashKey[dict[str, dict[str, list[int]]]]()
+
+
+#: The controller's session (absent on xdist workers and before configure).
+SESSION_KEY: pytest.StashKey[ProveSession] = pytest.StashKey()
+#: Every plugin object pytest-prove registered, so that it unregisters exactly those.
+REGISTERED_KEY = pytest.StashKey[list[tuple[object, str]]]()
+
+
+def own(config: pytest.Config, plugin: object, name: str) -> None:
+    """Register ``plugin`` under ``name`` and remember it, for :func:`disown_all`."""
+    config.pluginmanager.register(plugin, name)
+    config.stash.setdefault(REGISTERED_KEY, []).append((plugin, name))
+
+
+def disown_all(config: pytest.Config) -> None:
+    """Unregister every plugin :func:`own` registered, last first."""
+    registered: list[tuple[object, str]] = config.stash.get(REGISTERED_KEY, [])
+    for plugin, name in reversed(registered):
+        if config.pluginmanager.is_registered(plugin):
+            config.pluginmanager.unregister(plugin, name)
+    config.stash[REGISTERED_KEY] = []
 
 
 #: Why an xdist worker refused to run anything (the design check, clashing ids): the

@@ -3,7 +3,7 @@
 Every module of ``pytest_prove`` belongs to one layer; each layer may import only the layers
 the table allows, and no two modules import each other in a circle.  Imports are read with
 ``ast`` from the source, function-level imports and ``TYPE_CHECKING`` blocks included, so
-an import put off until it is needed still counts.
+an import put off until it is needed still counts (for circles, only imports that run).
 """
 
 from __future__ import annotations
@@ -87,14 +87,22 @@ def modules(root: Path = PACKAGE) -> dict[str, Path]:
     return found
 
 
-def imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[tuple[str, int]]:
+def imports(module: str, path: Path, known: Mapping[str, Path], *,
+            runtime_only: bool = False) -> Iterator[tuple[str, int]]:
     """(what, line) for every import in the file: a module of the package (dotted, without the
     package's name) or ``ext:NAME`` for an outside package of OUTSIDE."""
     is_package = path.name == "__init__.py"
     here = module.split(".") if is_package else module.split(".")[:-1]
     if module == "__init__":
         here = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(inner) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                   and node.test.id == "TYPE_CHECKING"
+                   for inner in ast.walk(node)}
+    for node in ast.walk(tree):
+        if runtime_only and id(node) in typing_only:
+            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -133,9 +141,10 @@ def forbidden(root: Path = PACKAGE) -> list[str]:
 
 
 def circles(root: Path = PACKAGE) -> list[list[str]]:
-    """Every import circle between modules (each as the path that closes it)."""
+    """Every import circle between modules (each as the path that closes it); an import
+    made only for type checkers runs never, so it closes no circle."""
     known = modules(root)
-    graph = {m: sorted({t for t, _ in imports(m, p, known) if t in known})
+    graph = {m: sorted({t for t, _ in imports(m, p, known, runtime_only=True) if t in known})
              for m, p in known.items()}
     found: list[list[str]] = []
     state: dict[str, int] = {}
