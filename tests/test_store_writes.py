@@ -315,3 +315,18 @@ def test_a_full_disk_before_the_first_episode_leaves_no_folder(pytester: pytest.
                                      "device)*then run again (nothing was stored)"])
         assert "--prove-resume" not in result.stdout.str().split("pytest-prove:", 1)[1]
         assert list((tiny / "s" / "runs").iterdir()) == []
+
+
+def test_runs_counts_the_lines_of_a_run_whose_manifest_has_no_counts(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A manifest from an older pytest-prove had no counts: `runs` said 0 episodes."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    pytester.runpytest("--prove-name", "old")
+    path = load(pytester, "old").path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["counts"]
+    path.write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(["--store", str(pytester.path / ".prove"), "--json", "runs"]) == 0
+    assert [r["episodes"] for r in json.loads(capsys.readouterr().out)["runs"]] == [80]

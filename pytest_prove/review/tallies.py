@@ -41,9 +41,10 @@ def stored_runs(store: Store, load: Callable[[Store, str], Run],
     runs = []
     for directory, m in store.runs():
         episodes = None
-        if m.get("ended") is None:
+        if m.get("ended") is None or not isinstance(m.get("counts"), dict):
             # Being written, or its session was killed: the manifest's counts are those of
-            # its first episode, so count what its lines hold.
+            # its first episode (or, from an older pytest-prove, absent), so count what its
+            # lines hold.
             m = {**m, "counts": None}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", StoreWarning)  # `show RUN` says it
