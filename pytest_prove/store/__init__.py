@@ -20,7 +20,7 @@ import os
 import re
 import secrets
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -305,21 +305,11 @@ class Store:
     def read(self, directory: Path) -> Run:
         """Read the run in ``directory`` whole (a folder under ``runs/``)."""
         path = directory / "manifest.json"
-        try:
-            text = path.read_bytes()
-        except FileNotFoundError:
-            raise StoreError(
-                f"{path}: the run's manifest is missing; {RUN_MANIFEST_FIX}"
-            ) from None
-        except OSError as exc:
-            raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-        try:
-            found = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StoreError(
-                f"{path}: corrupt JSON ({exc}); the file was edited or damaged: "
-                f"{RUN_MANIFEST_FIX}"
-            ) from None
+        if not path.exists():
+            raise StoreError(f"{path}: the run's manifest is missing; {RUN_MANIFEST_FIX}")
+        found = _json_of(path, path.read_bytes, lambda exc: (
+            f"{path}: corrupt JSON ({exc}); the file was edited or damaged: "
+            f"{RUN_MANIFEST_FIX}"))
         manifest = check_manifest(found, str(path), RUN_MANIFEST_FIX, run=True)
         _check_format(manifest.get("format", 1), RUN_FORMAT, path)
         episodes, notes = _episodes(directory / "episodes.jsonl", manifest["salt"], RUN_FIX)
@@ -380,21 +370,29 @@ class Store:
         return path
 
 
-def _baseline_manifest(path: Path, fix: str) -> dict[str, Any]:
-    """The manifest in a baseline's first line, checked, or an error naming line 1."""
-    where = f"{path}:1"
+def _json_of(path: Path, read: Callable[[], bytes], corrupt: Callable[[Exception], str]) -> Any:
+    """The JSON that ``read()`` gives, or a StoreError: ``corrupt(exc)`` when it is not JSON."""
     try:
-        with path.open("rb") as fh:
-            first = fh.readline()
+        data = read()
     except OSError as exc:
         raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     try:
-        header = json.loads(first)
+        return json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(
-            f"{where}: the first line must be the baseline's header, and it is not JSON "
-            f"({exc}); the file was edited or damaged: {fix}"
-        ) from None
+        raise StoreError(corrupt(exc)) from None
+
+
+def _baseline_manifest(path: Path, fix: str) -> dict[str, Any]:
+    """The manifest in a baseline's first line, checked, or an error naming line 1."""
+    where = f"{path}:1"
+
+    def first_line() -> bytes:
+        with path.open("rb") as fh:
+            return fh.readline()
+
+    header = _json_of(path, first_line, lambda exc: (
+        f"{where}: the first line must be the baseline's header, and it is not JSON "
+        f"({exc}); the file was edited or damaged: {fix}"))
     check_header(header, where, fix)
     _check_format(header["pytest_prove_baseline"], BASELINE_FORMAT, path, fix)
     return check_manifest(header["manifest"], where, fix, prefix="manifest.")
