@@ -371,7 +371,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     prove = config.stash.get(SESSION_KEY, None)
     if prove is None:
         return
-    prove.merge_plan(plan_data(config))
+    prove.run.merge_plan(plan_data(config))
     prove.finish(session, exitstatus)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

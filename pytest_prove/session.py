@@ -154,9 +154,6 @@ class ProveSession:
         self._store(error_record(Identity.from_json(p), "worker_crash", "WorkerCrash", message)
                     for p in pending)
 
-    def merge_plan(self, data: wire.PlanData) -> None:
-        self.run.merge_plan(data)
-
     # ---- the end
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -31,7 +31,7 @@ class XdistHooks:
         output = wire.worker_output(getattr(node, "workeroutput", None))
         plan = output["plan"]
         if plan is not None:
-            self.session.merge_plan(plan)
+            self.session.run.merge_plan(plan)
         if output["design_failure"]:
             self.session.design_failure = output["design_failure"]
 
