@@ -178,25 +178,30 @@ def _money(value: float) -> str:
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
-def register(config: pytest.Config, session: Any | None) -> None:
-    """Watch the cap in this process: ``session`` is the controller's ProveSession, or None
-    on an xdist worker."""
-    cap = token_cap_of(config)
-    if session is None:
-        if cap:
-            sent = wire.worker_input(getattr(config, "workerinput", {}))["cap_flag"]
-            own(config, WorkerCapWatch(cap, flag=Path(sent) if sent else None), "prove_cap")
-        return
-    session.prices = prices_of(config)
-    session.token_cap = cap
-    if not cap:
-        return
+@final
+@dataclass(slots=True)
+class Budget:
+    """The controller's cost side: declared prices, the token cap, the flag file workers
+    look for, the watch that stops the session, and once the cap is reached, why."""
 
-    flag = Path(tempfile.mkdtemp(prefix="pytest-prove-cap-")) / "reached"
-    session.cap_flag = flag
+    prices: Prices
+    cap: TokenCap
+    flag: Path | None = None
+    watch: CapWatch | None = None
+    capped: str | None = None
+
+
+def controller_budget(config: pytest.Config,
+                      spent: Callable[[], Mapping[str, int]]) -> Budget:
+    """The controller's budget; with a cap, its watch is registered (``spent`` reads the
+    run's tally)."""
+    budget = Budget(prices=prices_of(config), cap=token_cap_of(config))
+    if not budget.cap:
+        return budget
+    flag = budget.flag = Path(tempfile.mkdtemp(prefix="pytest-prove-cap-")) / "reached"
 
     def on_cap(message: str) -> None:
-        session.capped = message
+        budget.capped = message
         flag.write_text(message, encoding="utf-8")
         # Under xdist the controller's own session does not run items: tell the
         # scheduler to start nothing more and to take back what workers have queued.
@@ -208,9 +213,18 @@ def register(config: pytest.Config, session: Any | None) -> None:
             if stop is not None:
                 stop()
 
-    # The controller's session hands it every episode it stores.
-    session.cap_watch = CapWatch(cap, spent=lambda: session.spent, on_cap=on_cap, flag=flag)
-    own(config, session.cap_watch, "prove_cap")
+    budget.watch = CapWatch(budget.cap, spent=spent, on_cap=on_cap, flag=flag)
+    own(config, budget.watch, "prove_cap")
+    return budget
+
+
+def register_worker(config: pytest.Config) -> None:
+    """On an xdist worker: a watch that stops the worker once its own episodes reach the
+    cap, and skips items once the controller's flag file says the run's did."""
+    cap = token_cap_of(config)
+    if cap:
+        sent = wire.worker_input(getattr(config, "workerinput", {}))["cap_flag"]
+        own(config, WorkerCapWatch(cap, flag=Path(sent) if sent else None), "prove_cap")
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

@@ -89,9 +89,10 @@ class CaptureManager:
     reports: which instrumentors run and why the others do not.
     """
 
-    def __init__(self, config: pytest.Config, session: Any | None = None) -> None:
+    def __init__(self, config: pytest.Config, run: Any | None = None) -> None:
         self.config = config
-        self.session = session
+        self.run = run  # the controller's RunRecorder; None on an xdist worker
+        self.lines: list[str] = []  # the instrumentors that did not run, for the summary
         self.default = _ini_config(config)
         self.provider: TracerProvider | None = None
         self.active: dict[str, Any] = {}
@@ -191,9 +192,9 @@ class CaptureManager:
 
     def record_status(self, status: Mapping[str, Any]) -> None:
         """What a process reported of its instrumentors (called by the controller's session)."""
-        if self.session is None:
+        if self.run is None:
             return
-        manifest = self.session.run.writer.manifest.setdefault(
+        manifest = self.run.writer.manifest.setdefault(
             "capture", {"instrumented": [], "missing": {}})
         manifest["instrumented"] = sorted(set(manifest["instrumented"])
                                           | set(status["instrumented"]))
@@ -203,7 +204,7 @@ class CaptureManager:
         if new:
             self._announced.update(new)
             self._write(start_lines(status))
-        self.session.capture_lines = end_lines(manifest)
+        self.lines = end_lines(manifest)
 
     def _write(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -251,9 +252,9 @@ class _CaptureGate:
             own(config, self.manager, "prove_capture")
 
 
-def register(config: pytest.Config, session: Any | None = None) -> None:
-    manager = CaptureManager(config, session)
-    if session is not None:
-        session.capture_lines = []
-        session.capture = manager
+def register(config: pytest.Config, run: Any | None = None) -> CaptureManager:
+    """This process's capture manager (``run``: the controller's recorder, or None on an
+    xdist worker), switched on by its gate once a collected rollout asks for capture."""
+    manager = CaptureManager(config, run)
     own(config, _CaptureGate(manager), "prove_capture_gate")
+    return manager

@@ -167,7 +167,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.done = sent["done"]
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
-        budget.register(config, None)
+        budget.register_worker(config)
         capture.register(config)
         return
 
@@ -202,8 +202,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, Collection(config), "prove_collection")
-    budget.register(config, session)
-    capture.register(config, session)
+    session.start()
     if config.pluginmanager.hasplugin("xdist"):
         from .xdist import XdistHooks
 

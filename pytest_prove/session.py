@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from . import wire
-from .budget import CapWatch, TokenCap
+from . import capture, wire
+from .budget import Budget, TokenCap, controller_budget
+from .capture import CaptureManager
 from .prices import Prices
 from .recorder import RunRecorder
 from .runner import Identity, error_record
@@ -68,20 +69,16 @@ class ProveSession:
         self.outcome = Outcome()
         self._ended_run: Run | None = None  # see ended_run()
         self.design_failure: str | None = None  # set when xdist workers refused the design
-        # Cost: the cap (budget.py watches it) and prices.
-        self.capped: str | None = None
-        self.cap_flag: Path | None = None  # budget.py: where workers look for "cap reached"
-        self.token_cap = TokenCap()
-        self.cap_watch: CapWatch | None = None  # budget.py: stops the session at the cap
-        self.prices = Prices()
-        self.capture: Any = None  # capture.py's manager: records what instrumentors ran
-        self.capture_lines: list[str] = []  # set by capture.py: instrumentors that did not run
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
+        self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
+        self.capture: CaptureManager | None = None  # what instrumentors ran; see start()
 
-    @property
-    def spent(self) -> dict[str, int]:
-        return self.run.spent
+    def start(self) -> None:
+        """Build and register what the session owns besides itself: the budget (prices, the
+        token cap and its watch) and the capture manager."""
+        self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
+        self.capture = capture.register(self.config, self.run)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.pytest_session = session
@@ -101,8 +98,8 @@ class ProveSession:
 
     def _store(self, records: Any) -> None:
         stored = self.run.store(records)
-        if stored and self.cap_watch is not None:
-            self.cap_watch.add(stored)
+        if stored and self.budget.watch is not None:
+            self.budget.watch.add(stored)
 
     def _stop(self, message: str) -> None:
         """Start no new item: in this process, and under xdist in the scheduler."""
@@ -138,7 +135,7 @@ class ProveSession:
         if report.passed:
             self.pending[report.nodeid] = pending
         elif report.skipped:
-            if self.capped is None:  # skipped by the user, not by the token cap
+            if self.budget.capped is None:  # skipped by the user, not by the token cap
                 for p in pending:
                     self.run.skipped.setdefault(p["rollout"], set()).add(p["condition_key"])
         elif report.failed:
@@ -183,10 +180,10 @@ class ProveSession:
         status = self.run.close(
             interrupted=exitstatus in (pytest.ExitCode.INTERRUPTED,
                                        pytest.ExitCode.INTERNAL_ERROR),
-            capped=None if self.capped is None else {
-                "message": self.capped, "cap": self.token_cap.to_json(),
+            capped=None if self.budget.capped is None else {
+                "message": self.budget.capped, "cap": self.budget.cap.to_json(),
                 "spent": dict(self.run.spent)},
-            prices=self.prices.to_json() if self.prices else None)
+            prices=self.budget.prices.to_json() if self.budget.prices else None)
         notes: list[str] = []
         if resumed_nothing and status == "complete":
             notes.append(f"nothing left to run: run {writer.manifest['name']!r} already "
@@ -202,7 +199,7 @@ class ProveSession:
         notes.extend(self._save_baselines(outcome))
         outcome.notes = tuple(notes)
         self._write_report(outcome)
-        if self.capped is not None:
+        if self.budget.capped is not None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if (outcome.refusal is not None or outcome.failed_gate
                 or any(n.startswith("not saved") for n in notes)):
@@ -284,9 +281,11 @@ class ProveSession:
             after=None if outcome.run is None else outcome.run.name, notes=outcome.notes,
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
-            cost=cost_lines(self.ended_run(), self.prices) if ended and self.run.any_tokens
+            cost=cost_lines(self.ended_run(), self.budget.prices)
+            if ended and self.run.any_tokens
             else [],
-            capture=self.capture_lines, capped=self.capped,
+            capture=[] if self.capture is None else self.capture.lines,
+            capped=self.budget.capped,
             suggest_baseline=self.baseline is None and self.save_baseline is None)
 
 

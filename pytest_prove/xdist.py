@@ -23,7 +23,7 @@ class XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         """Every worker seeds with the controller's salt and skips what a resumed run has."""
         settings = self.session.settings
-        flag = self.session.cap_flag
+        flag = self.session.budget.flag
         wire.to_worker_input(node.workerinput, salt=settings.salt, done=settings.done,
                              cap_flag=None if flag is None else str(flag))
 
@@ -38,7 +38,7 @@ class XdistHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """With a token cap and --dist load: a scheduler that can take queued items back."""
-        if not self.session.token_cap or config.getvalue("dist") != "load":
+        if not self.session.budget.cap or config.getvalue("dist") != "load":
             return None
         return CappedLoadScheduling(config, log)
 
