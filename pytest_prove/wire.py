@@ -81,9 +81,12 @@ class WorkerOutput(TypedDict):
     design_failure: str | None
 
 
+_REPORT_KEYS: Final = frozenset(ReportData.__annotations__)
+
+
 def attach(report: object, **data: Any) -> None:
     """Add ``data`` (keys of :class:`ReportData`) to what ``report`` carries."""
-    unknown = set(data) - set(ReportData.__annotations__)
+    unknown = data.keys() - _REPORT_KEYS
     if unknown:
         raise TypeError(f"not report data: {', '.join(sorted(unknown))}")
     carried = report.__dict__.setdefault(REPORT_ATTRIBUTE, {})

@@ -83,6 +83,7 @@ class RunWriter:
         self.manifest = manifest
         self._lock: FileLock | None = None
         self._fd: int | None = None
+        self._size = 0  # the file's length: where a failed write is cut back to
         self.written = 0
         if existing:
             self._acquire()
@@ -148,7 +149,9 @@ class RunWriter:
             self._fd = os.open(self.episodes_path, flags, 0o666)
             size = os.fstat(self._fd).st_size
             if size and os.pread(self._fd, 1, size - 1) != b"\n":
-                os.ftruncate(self._fd, self._last_newline(self._fd, size))
+                size = self._last_newline(self._fd, size)
+                os.ftruncate(self._fd, size)
+            self._size = size
             self.existing = True
             self.write_manifest()
         except OSError as exc:
@@ -207,7 +210,7 @@ class RunWriter:
         if self._fd is None:
             self._open()
         assert self._fd is not None
-        start = os.fstat(self._fd).st_size
+        start = self._size  # only this writer appends, under the run's lock
         try:
             view = memoryview(data)
             while view:
@@ -221,6 +224,7 @@ class RunWriter:
                 "free some disk space, then finish the run with --prove-resume="
                 f"{self.manifest.get('name') or self.run_id}"
             ) from None
+        self._size = start + len(data)
         self.written += len(records)
 
     def write_manifest(self, **updates: Any) -> None:
