@@ -227,7 +227,7 @@ class ProveSession:
         outcome.failed_gate = outcome.review.gate.failed
 
     def _save_baselines(self, outcome: Outcome) -> list[str]:
-        from .review.baselines import save_baseline
+        from .store.baselines import save_baseline
 
         notes = []
         if self.save_baseline is not None:

@@ -8,12 +8,14 @@ outcome and the review; computes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from pytest_prove.review import Review
+from typing import TYPE_CHECKING, Any
 
 from ._format import terminal_text
-from .terminal import format_comparison
+
+if TYPE_CHECKING:
+    # Only its type: every session prints this summary, and importing the review would
+    # import the engine (numpy, scipy) into sessions that compare nothing.
+    from pytest_prove.review import Review
 
 __all__ = ["no_rollout_ran", "summary_lines"]
 
@@ -56,6 +58,8 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
     if review is not None:
         lines.extend(f"pytest-prove: gate failed: {reason}" for reason in review.gate.reasons)
         if review.comparison is not None and after is not None:
+            from .terminal import format_comparison
+
             lines.extend(format_comparison(review.comparison, before=review.before.name,
                                            after=after, verbose=verbose))
     lines.extend(_left_aside(review))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..record import has_outcome
 from ..spec import condition_label
-from ..store import Run, Store, StoreError
+from . import Run, Store, StoreError
 
 __all__ = ["save_baseline"]
 
