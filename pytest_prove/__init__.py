@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .episode import Episode, NoOutcome, RolloutContractError
-from .recording import step, usage
-from .seeds import derive_seed
+from .declare.episode import Episode, NoOutcome, RolloutContractError
+from .declare.seeds import derive_seed
+from .running.recording import step, usage
 
 if TYPE_CHECKING:
     from .api import rollout

@@ -7,7 +7,7 @@ from typing import Any, Final, TypeVar, overload
 
 import pytest
 
-from .spec import Axis, Declaration, SpecError
+from .declare.spec import Axis, Declaration, SpecError
 
 __all__ = ["ROLLOUT_ATTR", "declaration_of", "rollout"]
 

@@ -128,7 +128,7 @@ def _review(args: argparse.Namespace) -> Review:
 
 
 def _step_summary(done: Review) -> None:
-    append_step_summary(render_markdown(done.require_comparison(), done.context))
+    append_step_summary(render_markdown(done))
 
 
 # --------------------------------------------------------------------------- arguments
@@ -189,7 +189,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 @command("diff", "compare two runs condition by condition", _engine_options)
 def _diff(args: argparse.Namespace, out: Output) -> int:
     done = _review(args)
-    out.document("diff", comparison_document(done.require_comparison(), done.context))
+    out.document("diff", comparison_document(done))
     out.lines(say.diff_lines(done, args.verbose))
     _step_summary(done)
     return EXIT_OK
@@ -225,7 +225,7 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 def _report(args: argparse.Namespace, out: Output) -> int:
     done = _review(args)
     comparison = done.require_comparison()
-    path = write_report(args.out, comparison, done.context, x=args.x, y=args.y)
+    path = write_report(args.out, done, x=args.x, y=args.y)
     out.document("report", {"path": str(path), "verdict": comparison.verdict.word})
     out.lines(say.report_lines(done, path))
     return EXIT_OK

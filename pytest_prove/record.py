@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
+from .declare.seeds import derive_seed
 from .errors import ProveError
-from .seeds import derive_seed
 
 __all__ = [
     "ERROR_KINDS",

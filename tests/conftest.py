@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 
 import pytest
 
@@ -10,6 +11,10 @@ import pytest
 # compare.  pytester's in-process runs drop modules first imported inside them, and
 # numpy cannot be imported twice in one process, so the suite imports it up front.
 import pytest_prove.stats  # noqa: F401
+from pytest_prove.review import Gate, Labels, Review
+from pytest_prove.review.coverage import Coverage
+from pytest_prove.review.pairing import Prepared
+from pytest_prove.stats import Comparison
 from pytest_prove.store import Run, Store
 
 #: A seeded agent whose refund tickets fail at the rate REFUND_FAIL says.
@@ -49,3 +54,16 @@ def bot(pytester: pytest.Pytester) -> pytest.Pytester:
 def load(pytester: pytest.Pytester, name: str = "latest") -> Run:
     """The stored run called ``name`` in the project's default store."""
     return Store(pytester.path / ".prove").load(name)
+
+
+def reviewed(comparison: Comparison, labels: Labels, *, paired: bool = False,
+             not_run: tuple[str, ...] = (), new: tuple[str, ...] = (),
+             left_out: Mapping[str, int] | None = None) -> Review:
+    """A Review around a comparison made from counts, for the renderers' own tests (they read
+    its comparison, labels and pairing, never its runs)."""
+    prepared = Prepared(rows=(), paired=paired, events=(), not_run=not_run, new=new,
+                        left_out=dict(left_out or {}))
+    return Review(before=None, after=None,  # type: ignore[arg-type]
+                  prepared=prepared, comparison=comparison, labels=labels,
+                  coverage=Coverage({}, {}, 1, 1), notes=(),
+                  gate=Gate(False, (), frozenset()))

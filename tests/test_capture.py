@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from pytest_prove._otel import EpisodeSpanProcessor
-from pytest_prove.capture import CaptureConfig, CaptureError
-from pytest_prove.recording import EpisodeLog, recording
+from pytest_prove.running.recording import EpisodeLog, recording
+from pytest_prove.traces._otel import EpisodeSpanProcessor
+from pytest_prove.traces.capture import CaptureConfig, CaptureError
 
 
 @pytest.fixture

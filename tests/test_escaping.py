@@ -19,8 +19,10 @@ from pytest_prove.cli import main
 from pytest_prove.report._format import terminal_text
 from pytest_prove.report.markdown import escape, render_markdown
 from pytest_prove.report.terminal import format_comparison
-from pytest_prove.review.context import ReportContext
+from pytest_prove.review import Labels
 from pytest_prove.stats import RowInput, compare
+
+from .conftest import reviewed
 
 IMAGE = "![px](http://127.0.0.1:9/p.png)"
 BREAKS = "a\rb\n# heading"
@@ -142,10 +144,10 @@ def test_markdown_escapes_every_field_a_rollout_or_the_store_fills() -> None:
     hostile = f"{IMAGE}|{BREAKS}\u2028<img src=x>`code`\\|*b* _i_ ~s~ {ANSI}"
     comparison = compare([RowInput(f"ticket={hostile}", hostile, "rise", 2, 50, 40, 50),
                           RowInput("ticket=plain", "unresolved", "rise", 5, 50, 6, 50)])
-    context = ReportContext(before=hostile, after=hostile, not_run=(hostile, LONG),
-                            new=(hostile,), left_out={hostile: 3},
-                            cases={f"ticket={hostile}": hostile})
-    text = render_markdown(comparison, context, verbose=True)
+    labels = Labels(before=hostile, after=hostile, cases={f"ticket={hostile}": hostile})
+    found = reviewed(comparison, labels, not_run=(hostile, LONG), new=(hostile,),
+                     left_out={hostile: 3})
+    text = render_markdown(found, verbose=True)
     _assert_safe_markdown(text)
     assert "`" not in text and "*b*" not in text and "_i_" not in text and "~s~" not in text
     assert len(text) < 20_000  # a 100,000-character value is shortened here too

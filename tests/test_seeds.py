@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_prove.seeds import derive_seed, new_salt
+from pytest_prove.declare.seeds import derive_seed, new_salt
 
 from .conftest import load
 
@@ -26,7 +26,7 @@ PINNED = (10922953472659182898, 863527281228857530, 5780582063119380256)
 
 
 def test_seed_is_the_same_in_another_process() -> None:
-    code = ("from pytest_prove.seeds import derive_seed;"
+    code = ("from pytest_prove.declare.seeds import derive_seed;"
             "print(derive_seed('s', 'r', '{\"a\":1}', 3))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONHASHSEED": "123", "PATH": ""})

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_prove.cli import main
-from pytest_prove.seeds import derive_seed
+from pytest_prove.declare.seeds import derive_seed
 from pytest_prove.store import Store, StoreError
 
 from .conftest import BOT, INI, load

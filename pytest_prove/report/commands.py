@@ -73,7 +73,7 @@ def run_note_lines(review: Review) -> list[str]:
     """What the comparison left aside (not run, new, left out) and how either run is
     unfinished: worded here once, for every front door."""
     prepared = review.prepared
-    before, after = terminal_text(review.context.before), terminal_text(review.context.after)
+    before, after = terminal_text(review.labels.before), terminal_text(review.labels.after)
     lines = []
     if prepared.not_run:
         lines.append(f"not run: {len(prepared.not_run)} condition(s) of {before} are not in "
@@ -90,8 +90,8 @@ def run_note_lines(review: Review) -> list[str]:
 
 def comparison_lines(review: Review, verbose: bool) -> list[str]:
     """The comparison's table and verdict, then the run notes."""
-    lines = format_comparison(review.require_comparison(), before=review.context.before,
-                              after=review.context.after, verbose=verbose)
+    lines = format_comparison(review.require_comparison(), before=review.labels.before,
+                              after=review.labels.after, verbose=verbose)
     return lines + run_note_lines(review)
 
 
@@ -99,14 +99,14 @@ def diff_lines(review: Review, verbose: bool) -> list[str]:
     comparison = review.require_comparison()
     lines = comparison_lines(review, verbose)
     if comparison.verdict.word == "worse":
-        lines.append(f"next: pytest-prove where {review.context.after} --event "
+        lines.append(f"next: pytest-prove where {review.labels.after} --event "
                      f"{comparison.verdict.worse[0].event}")
     return lines
 
 
 def check_document(review: Review) -> dict[str, Any]:
     gate = review.gate
-    return {**comparison_document(review.require_comparison(), review.context),
+    return {**comparison_document(review),
             "fail_on": sorted(gate.fail_on), "failed": gate.failed,
             "reasons": list(gate.reasons)}
 
@@ -124,7 +124,7 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
 
 def report_lines(review: Review, path: Path) -> list[str]:
     word = review.require_comparison().verdict.word
-    return [f"{word}: report of {review.context.before} -> {review.context.after} written "
+    return [f"{word}: report of {review.labels.before} -> {review.labels.after} written "
             f"to {path}", f"next: open {path}"]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_prove.prices import Prices
+from pytest_prove.declare.prices import Prices
 from pytest_prove.review.cost import CostComparison, ModelUsage, PlanEstimate, RunCost
 
 from ._format import terminal_text

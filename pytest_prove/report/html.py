@@ -1,6 +1,6 @@
 """The comparison as one self-contained HTML page: a heat-map per event, and the full table.
 
-Reads a :class:`~pytest_prove.stats.Comparison`; computes nothing statistical. The page loads
+Reads a :class:`~pytest_prove.review.Review`; computes nothing statistical. The page loads
 nothing (inline CSS and JS, a Content-Security-Policy that forbids every request). Every text
 that came from a rollout is escaped with :func:`html.escape`; the data the script reads is
 JSON inside a ``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as
@@ -17,8 +17,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_prove.review.context import ReportContext
-from pytest_prove.stats import Comparison, Row
+from pytest_prove.review import Review
+from pytest_prove.review.labels import Labels
+from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
 from .terminal import verdict_line
@@ -40,10 +41,10 @@ def _script_json(data: object) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def choose_axes(context: ReportContext, x: str | None, y: str | None) -> tuple[str | None,
+def choose_axes(labels: Labels, x: str | None, y: str | None) -> tuple[str | None,
                                                                                 str | None]:
     """The heat-map's axes: those asked for, else the first two axes the conditions have."""
-    names = context.axis_names()
+    names = labels.axis_names()
     for label, asked in (("--x", x), ("--y", y)):
         if asked is not None and asked not in names:
             raise AxisError(
@@ -77,11 +78,11 @@ def _tone(row: Row) -> str:
     return f"{tone} counted" if row.counted else tone
 
 
-def _row_data(index: int, row: Row, context: ReportContext) -> dict[str, Any]:
+def _row_data(index: int, row: Row, labels: Labels) -> dict[str, Any]:
     return {
         "i": index,
         "condition": row.condition,
-        "case": context.cases.get(row.condition),
+        "case": labels.cases.get(row.condition),
         "event": row.event,
         "before": f"{rate(row.before)} ({row.x_before}/{row.n_before})",
         "after": f"{rate(row.after)} ({row.x_after}/{row.n_after})",
@@ -118,17 +119,17 @@ def _cell(index: int, row: Row, first: bool) -> str:
     )
 
 
-def _grids(event: str, rows: Sequence[tuple[int, Row]], context: ReportContext,
+def _grids(event: str, rows: Sequence[tuple[int, Row]], labels: Labels,
            x: str | None, y: str | None) -> list[str]:
     def value(row: Row, axis: str | None) -> Any:
         if axis is None:
             return ""
-        return context.axes.get(row.condition, {}).get(axis, "—")
+        return labels.axes.get(row.condition, {}).get(axis, "—")
 
-    others = [a for a in context.axis_names() if a not in (x, y)]
+    others = [a for a in labels.axis_names() if a not in (x, y)]
     slices: dict[str, list[tuple[int, Row]]] = {}
     for item in rows:
-        axes = context.axes.get(item[1].condition, {})
+        axes = labels.axes.get(item[1].condition, {})
         key = ", ".join(f"{a}={axes.get(a, '—')}" for a in others)
         slices.setdefault(key, []).append(item)
     out: list[str] = []
@@ -242,14 +243,14 @@ _JS = """
 """
 
 
-def render_html(comparison: Comparison, context: ReportContext, *, x: str | None = None,
-                y: str | None = None) -> str:
+def render_html(review: Review, *, x: str | None = None, y: str | None = None) -> str:
     """The page: verdict first, a grid per event, details on focus or hover, the full table."""
-    x, y = choose_axes(context, x, y)
+    comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
+    x, y = choose_axes(labels, x, y)
     verdict = comparison.verdict
     indexed = list(enumerate(comparison.rows))
     data = {"schema_version": REPORT_SCHEMA_VERSION,
-            "rows": [_row_data(i, r, context) for i, r in indexed]}
+            "rows": [_row_data(i, r, labels) for i, r in indexed]}
     by_event: dict[str, list[tuple[int, Row]]] = {}
     for i, r in indexed:
         by_event.setdefault(r.event, []).append((i, r))
@@ -259,7 +260,7 @@ def render_html(comparison: Comparison, context: ReportContext, *, x: str | None
         sections.append(
             f'<section class="event" aria-label="event {_e(event)}">'
             f"<h2>{_e(event)} <span class=\"muted\">(worse when it {worse})</span></h2>"
-            f'<div class="grids">{"".join(_grids(event, rows, context, x, y))}</div>'
+            f'<div class="grids">{"".join(_grids(event, rows, labels, x, y))}</div>'
             f'<aside class="details" aria-live="polite" aria-label="details of the chosen '
             f'cell"></aside></section>'
         )
@@ -268,7 +269,7 @@ def render_html(comparison: Comparison, context: ReportContext, *, x: str | None
                                   "interval", "p", "q", "verdict", "rise", "fall"))
              + "</tr></thead><tbody>"]
     for _, r in indexed:
-        case = context.cases.get(r.condition)
+        case = labels.cases.get(r.condition)
         table.append(
             f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
             f"<td>{_e(r.event)}</td><td class=\"n\">{rate(r.before)}</td>"
@@ -279,17 +280,17 @@ def render_html(comparison: Comparison, context: ReportContext, *, x: str | None
             f"<td class=\"n\">{_e(r.fall)}</td></tr>")
     table.append("</tbody></table>")
     notes = []
-    if context.not_run:
-        notes.append(f"<p>Not run, left out of the verdict: {_e(', '.join(context.not_run))}</p>")
-    if context.new:
-        notes.append(f"<p>New, not in the baseline: {_e(', '.join(context.new))}</p>")
-    if context.left_out:
+    if prepared.not_run:
+        notes.append(f"<p>Not run, left out of the verdict: {_e(', '.join(prepared.not_run))}</p>")
+    if prepared.new:
+        notes.append(f"<p>New, not in the baseline: {_e(', '.join(prepared.new))}</p>")
+    if prepared.left_out:
         notes.append("<p>Left out of the comparison: " + _e(", ".join(
-            f"{n} {k}" for k, n in sorted(context.left_out.items()))) + "</p>")
+            f"{n} {k}" for k, n in sorted(prepared.left_out.items()))) + "</p>")
     axes_note = (f"grid: {_e(x or 'one condition')} across"
                  + (f", {_e(y)} down" if y else "")
                  + " (choose with --x and --y)")
-    title = f"pytest-prove: {verdict.word}: {context.before} → {context.after}"
+    title = f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
@@ -298,8 +299,8 @@ def render_html(comparison: Comparison, context: ReportContext, *, x: str | None
 <body>
 <header><h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
 <p class="verdict">{_e(verdict_line(comparison))}</p>
-<p class="muted">{_e(context.before)} → {_e(context.after)}, {comparison.m} tests,
-{'paired on shared seeds' if context.paired else 'unpaired'}; {axes_note}. Use the arrow keys
+<p class="muted">{_e(labels.before)} → {_e(labels.after)}, {comparison.m} tests,
+{'paired on shared seeds' if prepared.paired else 'unpaired'}; {axes_note}. Use the arrow keys
 in a grid, or hover a cell, to read its details.</p>
 <p class="legend muted"><span style="background:#e8928a">worse, counted</span><span
 style="background:#fbe3e1">flagged, leaning worse</span><span style="background:#dff3e5">flagged,

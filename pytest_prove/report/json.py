@@ -1,6 +1,6 @@
 """The comparison as a JSON document.
 
-Reads a :class:`~pytest_prove.stats.Comparison`; computes nothing statistical. The document
+Reads a :class:`~pytest_prove.review.Review`; computes nothing statistical. The document
 carries ``schema_version`` so that a reader can refuse a newer shape.
 """
 
@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_prove.review.context import ReportContext
-from pytest_prove.stats import Comparison
+from pytest_prove.review import Review
 
 from ._format import REPORT_SCHEMA_VERSION
 from .terminal import verdict_line
@@ -18,28 +17,29 @@ from .terminal import verdict_line
 __all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json"]
 
 
-def comparison_document(comparison: Comparison, context: ReportContext) -> dict[str, Any]:
-    """The comparison and its context as plain JSON-able data."""
+def comparison_document(review: Review) -> dict[str, Any]:
+    """The comparison and what was set aside, as plain JSON-able data."""
+    comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "comparison",
-        "before": context.before,
-        "after": context.after,
-        "paired": context.paired,
+        "before": labels.before,
+        "after": labels.after,
+        "paired": prepared.paired,
         "verdict": comparison.verdict.word,
         "verdict_line": verdict_line(comparison),
         "comparison": comparison.to_dict(),
         "conditions": {
-            label: {"axes": dict(context.axes.get(label, {})),
-                    "case_id": context.cases.get(label)}
+            label: {"axes": dict(labels.axes.get(label, {})),
+                    "case_id": labels.cases.get(label)}
             for label in dict.fromkeys(r.condition for r in comparison.rows)
         },
-        "not_run": list(context.not_run),
-        "new": list(context.new),
-        "left_out": dict(context.left_out),
+        "not_run": list(prepared.not_run),
+        "new": list(prepared.new),
+        "left_out": dict(prepared.left_out),
     }
 
 
-def render_json(comparison: Comparison, context: ReportContext) -> str:
-    return json.dumps(comparison_document(comparison, context), indent=2,
+def render_json(review: Review) -> str:
+    return json.dumps(comparison_document(review), indent=2,
                       ensure_ascii=False, allow_nan=False) + "\n"

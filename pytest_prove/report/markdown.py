@@ -1,6 +1,6 @@
 """The comparison as GitHub-flavoured markdown (a report file, or the CI step summary).
 
-Reads a :class:`~pytest_prove.stats.Comparison`; computes nothing statistical. Every piece of
+Reads a :class:`~pytest_prove.review.Review`; computes nothing statistical. Every piece of
 text that came from a rollout or the store (condition labels, case ids, events, run names) goes
 through :func:`escape`, so that GitHub, which renders markdown and HTML, shows it as typed.
 """
@@ -11,8 +11,8 @@ import os
 import re
 from pathlib import Path
 
-from pytest_prove.review.context import ReportContext
-from pytest_prove.stats import Comparison, Row
+from pytest_prove.review import Review
+from pytest_prove.stats import Row
 
 from ._format import q_text, rate, signed, terminal_text
 from .terminal import verdict_line
@@ -49,19 +49,19 @@ def _status(row: Row) -> str:
     return "unchanged"
 
 
-def render_markdown(comparison: Comparison, context: ReportContext, *,
-                    verbose: bool = False) -> str:
+def render_markdown(review: Review, *, verbose: bool = False) -> str:
     """The summary: the verdict first, the rows that matter (all with ``verbose``), the
     method, and what to do next."""
+    comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     verdict = comparison.verdict
     lines = [
         f"### pytest-prove: {escape(verdict.word)}",
         "",
         escape(verdict_line(comparison), _OURS),
         "",
-        f"<code>{escape(context.before)}</code> → <code>{escape(context.after)}</code>, "
+        f"<code>{escape(labels.before)}</code> → <code>{escape(labels.after)}</code>, "
         f"{comparison.m} tests "
-        f"({'paired on shared seeds' if context.paired else 'unpaired'})",
+        f"({'paired on shared seeds' if prepared.paired else 'unpaired'})",
         "",
     ]
     shown = list(comparison.rows) if verbose else [
@@ -73,7 +73,7 @@ def render_markdown(comparison: Comparison, context: ReportContext, *,
             "|---|---|---|--:|--:|--:|---|--:|---|--:|--:|",
         ]
         for r in shown:
-            case = context.cases.get(r.condition)
+            case = labels.cases.get(r.condition)
             lines.append(
                 f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
                 f"{escape(r.event)} | {rate(r.before)} | {rate(r.after)} | "
@@ -86,18 +86,18 @@ def render_markdown(comparison: Comparison, context: ReportContext, *,
     if hidden:
         lines += [f"{hidden} rows unchanged and able to see {rate(comparison.max_mde)} are not "
                   "shown.", ""]
-    if context.not_run:
+    if prepared.not_run:
         lines += [f"Not run (left out of the verdict): "
-                  f"{', '.join(map(escape, context.not_run))}", ""]
-    if context.new:
-        lines += [f"New, not in the baseline: {', '.join(map(escape, context.new))}", ""]
-    if context.left_out:
+                  f"{', '.join(map(escape, prepared.not_run))}", ""]
+    if prepared.new:
+        lines += [f"New, not in the baseline: {', '.join(map(escape, prepared.new))}", ""]
+    if prepared.left_out:
         lines += ["Left out of the comparison: " + ", ".join(
-            f"{n} {escape(reason)}" for reason, n in sorted(context.left_out.items())), ""]
+            f"{n} {escape(reason)}" for reason, n in sorted(prepared.left_out.items())), ""]
     lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]
     if verdict.word == "worse":
         lines.append("Next: read where the failing episodes stop: "
-                     f"<code>pytest-prove where {escape(context.after)} --event EVENT</code>.")
+                     f"<code>pytest-prove where {escape(labels.after)} --event EVENT</code>.")
     elif verdict.word == "too small to tell" and verdict.replicates_needed is not None:
         lines.append(f"Next: run {verdict.replicates_needed} replicates per condition in both "
                      "runs, or accept a larger change (max_mde).")

@@ -16,11 +16,11 @@ from typing import final
 
 from ..stats import Comparison, compare
 from ..store import Run
-from .context import ReportContext, label_of, report_context
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
+from .labels import Labels, label_of, labels_of
 from .pairing import CaseMixError, Prepared, RefusalError, prepare
 
-__all__ = ["CaseMixError", "Gate", "RefusalError", "ReportContext", "Review", "label_of",
+__all__ = ["CaseMixError", "Gate", "Labels", "RefusalError", "Review", "label_of",
            "review"]
 
 
@@ -49,7 +49,7 @@ class Review:
     after: Run
     prepared: Prepared
     comparison: Comparison | None  # None: no condition has an outcome in both runs
-    context: ReportContext
+    labels: Labels  # how the runs and conditions are named
     coverage: Coverage
     notes: tuple[str, ...]  # how either run is unfinished (coverage.run_notes)
     gate: Gate
@@ -58,7 +58,7 @@ class Review:
         """The comparison, or a refusal saying why there is none."""
         if self.comparison is None:
             raise RefusalError(
-                f"runs {self.context.before!r} and {self.context.after!r} share no condition "
+                f"runs {self.labels.before!r} and {self.labels.after!r} share no condition "
                 "with an outcome in both, so there is nothing to compare; compare runs of the "
                 "same rollout")
         return self.comparison
@@ -73,7 +73,7 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     """
     prepared = prepare(before, after, events or None)
     comparison = compare(prepared.rows, q=q, max_mde=max_mde) if prepared.rows else None
-    context = report_context(before, after, prepared)
+    labels = labels_of(before, after)
     covered = coverage(before, after)
     word = None if comparison is None else comparison.verdict.word
     verdict_failed = ((word == "worse" and "worse" in fail_on)
@@ -81,16 +81,16 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     # A gate that compared less than the baseline holds, or read a run that did not
     # finish, is never a pass.
     reasons: list[str] = []
-    gap = covered.failure(context.before, context.after)
+    gap = covered.failure(labels.before, labels.after)
     if gap is not None:
         reasons.append(gap)
     elif comparison is None:
-        reasons.append(f"nothing was compared: no condition of run {context.after!r} has an "
-                       f"outcome in {context.before!r} as well")
+        reasons.append(f"nothing was compared: no condition of run {labels.after!r} has an "
+                       f"outcome in {labels.before!r} as well")
     unfinished = unfinished_reason(after)
     if unfinished is not None:
         reasons.append(unfinished)
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     return Review(before=before, after=after, prepared=prepared, comparison=comparison,
-                  context=context, coverage=covered, notes=notes,
+                  labels=labels, coverage=covered, notes=notes,
                   gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on)))

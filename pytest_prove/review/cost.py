@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
-from ..prices import Price, PriceError, Prices, find_prices, parse_price_lines, price_of
-from ..spec import condition_label
+from ..declare.prices import Price, PriceError, Prices, find_prices, parse_price_lines, price_of
+from ..declare.spec import condition_label
 from ..store import Run
 
 __all__ = [
@@ -312,7 +312,7 @@ def planned_sweep(source: Run, spec: Path | None, replicates: int | None,
                   ) -> dict[str, tuple[list[str], int]]:
     """What a sweep would run, {rollout: (condition keys, replicates)}: the spec's
     conditions, else those ``source`` ran; ``replicates`` overrides either's."""
-    from ..spec import condition_key, load_spec
+    from ..declare.spec import condition_key, load_spec
 
     planned: dict[str, tuple[list[str], int]] = {}
     if spec is not None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-from ..spec import condition_label
+from ..declare.spec import condition_label
 from ..store import Run
 
 __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 from ..store import Run
-from .context import keys_and_labels, label_of
+from .labels import keys_and_labels, label_of
 from .pairing import RefusalError
 from .steps import event_of
 

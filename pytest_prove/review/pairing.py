@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
+from ..declare.spec import Declaration, SpecError, condition_label
 from ..errors import ProveError
-from ..spec import Declaration, SpecError, condition_label
 from ..stats import Pairs, RowInput
 from ..store import Run
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final
 
 from ..store import Run
-from .context import label_of
+from .labels import label_of
 from .pairing import RefusalError, declarations_of
 
 if TYPE_CHECKING:

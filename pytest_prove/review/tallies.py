@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, final
 
-from ..spec import condition_label
+from ..declare.spec import condition_label
 from ..store import Run, Store, StoreWarning
-from .context import label_of
+from .labels import label_of
 
 __all__ = ["RunLine", "Tally", "run_line", "stored_runs", "tally"]
 

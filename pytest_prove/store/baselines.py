@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..declare.spec import condition_label
 from ..record import has_outcome
-from ..spec import condition_label
 from . import Run, Store, StoreError
 
 __all__ = ["save_baseline"]

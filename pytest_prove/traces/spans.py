@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
-from .errors import ProveError
+from ..errors import ProveError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from . import wire
+from .. import wire
+from ..plugin.state import CAPTURE_KEY, PLAN_KEY, own
 from .spans import (
     CONTENT_ENV,
     DEFAULT_MAX_BYTES,
@@ -32,7 +33,6 @@ from .spans import (
     span_record,
     usage_of_span,
 )
-from .state import CAPTURE_KEY, PLAN_KEY, own
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

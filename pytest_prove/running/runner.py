@@ -25,10 +25,10 @@ from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from .episode import Episode, NoOutcome, RolloutContractError
-from .record import utc_now
+from ..declare.episode import Episode, NoOutcome, RolloutContractError
+from ..declare.spec import Declaration, Scalar
+from ..record import utc_now
 from .recording import EpisodeLog, recording, set_current
-from .spec import Declaration, Scalar
 
 __all__ = ["Identity", "ReplicateResult", "Stopped", "error_record", "run_block"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import final
 
-from .errors import ProveError
+from ..errors import ProveError
 
 __all__ = ["Price", "PriceError", "Prices", "find_prices", "parse_price_lines", "price_of"]
 

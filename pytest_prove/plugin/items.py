@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from ..declare.spec import Declaration, Scalar, SpecError, SweepSpec, condition_key, load_spec
 from .execute import execute_rollout
-from .spec import Declaration, Scalar, SpecError, SweepSpec, condition_key, load_spec
 from .state import PLAN_KEY, SETTINGS_KEY, ItemPlan
 
 __all__ = [

@@ -18,17 +18,18 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from . import capture, wire
+from .. import wire
+from ..declare.prices import Prices
+from ..running.runner import Identity, error_record
+from ..store import Run, Store
+from ..store.recorder import RunRecorder
+from ..traces import capture
+from ..traces.capture import CaptureManager
 from .budget import Budget, TokenCap, controller_budget
-from .capture import CaptureManager
-from .prices import Prices
-from .recorder import RunRecorder
-from .runner import Identity, error_record
 from .state import Settings, plan_data
-from .store import Run, Store
 
 if TYPE_CHECKING:
-    from .review import Review
+    from ..review import Review
 
 __all__ = ["Outcome", "ProveSession"]
 
@@ -156,7 +157,7 @@ class ProveSession:
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Close the run, review it against the baseline, save baselines, set the exit
         status."""
-        from .report.session import no_rollout_ran
+        from ..report.session import no_rollout_ran
 
         outcome = self.outcome = Outcome()
         if self.design_failure is not None:
@@ -212,8 +213,8 @@ class ProveSession:
 
     def _review(self, outcome: Outcome) -> None:
         # The engine (and scipy) is imported only when there is something to compare.
-        from .review import CaseMixError, review
-        from .spec import SpecError
+        from ..declare.spec import SpecError
+        from ..review import CaseMixError, review
 
         assert self.baseline is not None
         run = outcome.run = self.ended_run()
@@ -227,7 +228,7 @@ class ProveSession:
         outcome.failed_gate = outcome.review.gate.failed
 
     def _save_baselines(self, outcome: Outcome) -> list[str]:
-        from .store.baselines import save_baseline
+        from ..store.baselines import save_baseline
 
         notes = []
         if self.save_baseline is not None:
@@ -258,21 +259,21 @@ class ProveSession:
                 outcome.notes += (f"no report written to {path}: nothing was compared (a "
                                   "report needs --prove-baseline NAME)",)
             return
-        from .report.files import write_report
-        from .report.markdown import append_step_summary, render_markdown
+        from ..report.files import write_report
+        from ..report.markdown import append_step_summary, render_markdown
 
         if path is not None:
             try:
-                written = write_report(Path(path), found.comparison, found.context)
+                written = write_report(Path(path), found)
             except (OSError, ValueError) as exc:
                 outcome.notes += (f"report not written to {path}: {exc}",)
             else:
                 outcome.notes += (f"report written to {_rel(written)}",)
-        append_step_summary(render_markdown(found.comparison, found.context))
+        append_step_summary(render_markdown(found))
 
     def summary_lines(self, verbose: bool) -> list[str]:
+        from ..report.session import summary_lines
         from .budget import cost_lines
-        from .report.session import summary_lines
 
         ended = self.run.ended
         outcome = self.outcome

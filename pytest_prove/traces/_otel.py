@@ -13,7 +13,7 @@ from typing import final
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from .recording import EpisodeLog, current_log
+from ..running.recording import EpisodeLog, current_log
 from .spans import CaptureConfig, span_record, usage_of_span
 
 __all__ = ["EpisodeSpanProcessor"]

@@ -1,5 +1,5 @@
-"""What every report of one run against another says besides the comparison: the runs'
-names, each condition's row label and axis values, its case, and what was not compared."""
+"""How the runs and their conditions are named to the user: each run's name, each
+condition's row label and axis values, and the case its episodes recorded."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from ..spec import condition_label
+from ..declare.spec import condition_label
 from ..store import Run
-from .pairing import Prepared, rollout_label
+from .pairing import rollout_label
 
-__all__ = ["ReportContext", "keys_and_labels", "label_of", "report_context"]
+__all__ = ["Labels", "keys_and_labels", "label_of", "labels_of"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
 
 
 @final
 @dataclass(frozen=True, slots=True)
-class ReportContext:
-    """What a report says besides the comparison: which runs, and each condition's axes.
+class Labels:
+    """The names a report uses: which runs, and each condition's axes and case.
 
     ``axes`` maps a row's condition label to its axis values (the heat-map's coordinates);
     ``cases`` maps it to the case_id its episodes recorded. Both come from the rollout and
@@ -28,10 +28,6 @@ class ReportContext:
 
     before: str
     after: str
-    paired: bool = False
-    not_run: tuple[str, ...] = ()
-    new: tuple[str, ...] = ()
-    left_out: Mapping[str, int] = field(default_factory=dict)
     axes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cases: Mapping[str, str] = field(default_factory=dict)
 
@@ -69,8 +65,8 @@ def keys_and_labels(before: Run, after: Run) -> dict[Key, tuple[str, dict[str, A
     return found
 
 
-def report_context(before: Run, after: Run, prepared: Prepared) -> ReportContext:
-    """The context every report of ``after`` against ``before`` shares."""
+def labels_of(before: Run, after: Run) -> Labels:
+    """The names every report of ``after`` against ``before`` uses."""
     labels = keys_and_labels(before, after)
     cases: dict[str, str] = {}
     for run in (before, after):
@@ -79,8 +75,7 @@ def report_context(before: Run, after: Run, prepared: Prepared) -> ReportContext
             if case is not None:
                 label = labels[(str(record["rollout"]), str(record["condition_key"]))][0]
                 cases.setdefault(label, str(case))
-    return ReportContext(
-        before=label_of(before), after=label_of(after), paired=prepared.paired,
-        not_run=prepared.not_run, new=prepared.new, left_out=dict(prepared.left_out),
+    return Labels(
+        before=label_of(before), after=label_of(after),
         axes={label: axes for label, axes in labels.values()}, cases=cases,
     )

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from .runner import Identity, Stopped, run_block
-from .seeds import derive_seed
+from ..declare.seeds import derive_seed
+from ..running.runner import Identity, Stopped, run_block
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
-from . import wire
+from .. import wire
 from .session import ProveSession
 
 __all__ = ["CappedLoadScheduling", "XdistHooks"]

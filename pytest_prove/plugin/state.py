@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from .arguments import session_paths as _paths
-from .spec import Declaration, Scalar
-from .wire import PlanData
+from ..arguments import session_paths as _paths
+from ..declare.spec import Declaration, Scalar
+from ..wire import PlanData
 
 if TYPE_CHECKING:
     from .session import ProveSession

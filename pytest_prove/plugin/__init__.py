@@ -11,8 +11,14 @@ from typing import Any
 
 import pytest
 
-from . import budget, capture, wire
-from .arguments import space_form_problem
+from .. import wire
+from ..arguments import space_form_problem
+from ..declare.seeds import new_salt
+from ..options import fail_on, fraction, positive_int, run_name, store_name
+from ..running.runner import Identity
+from ..store import Store, StoreError
+from ..traces import capture
+from . import budget
 
 # The collection hooks live in collect.py; named here, they are this plugin's hooks.
 from .collect import Collection
@@ -21,9 +27,6 @@ from .collect import pytest_collection_modifyitems as pytest_collection_modifyit
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
-from .options import fail_on, fraction, positive_int, run_name, store_name
-from .runner import Identity
-from .seeds import new_salt
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_KEY,
@@ -37,7 +40,6 @@ from .state import (
     own,
     plan_data,
 )
-from .store import Store, StoreError
 
 SESSION_NAME = "prove_session"
 #: Options that name a file or folder, and every option that takes a value (tests check

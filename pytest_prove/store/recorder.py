@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, final
 
-from .record import add_tokens, ending, identity, utc_now
-from .store import Run, RunWriter, Store, StoreError
-from .wire import PlanData
+from ..record import add_tokens, ending, identity, utc_now
+from ..wire import PlanData
+from . import Run, RunWriter, Store, StoreError
 
 __all__ = ["RunRecorder", "provenance"]
 

@@ -19,9 +19,9 @@ from typing import Any, final
 
 import pytest
 
-from . import wire
-from .prices import PriceError, Prices, find_prices, parse_price_lines
-from .record import add_tokens
+from .. import wire
+from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
+from ..record import add_tokens
 from .state import own
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
@@ -159,8 +159,8 @@ class WorkerCapWatch(CapWatch):
 
 def cost_lines(run: Any, prices: Prices) -> list[str]:
     """One line at the end of a session: the tokens the run used and their price."""
-    from .report._format import terminal_text
-    from .review.cost import cost_of
+    from ..report._format import terminal_text
+    from ..review.cost import cost_of
 
     cost = cost_of(run, prices)
     if not cost.models:
@@ -233,10 +233,10 @@ def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) ->
     if name is None:
         return ["expected cost: add --prove-plan-from RUN to estimate tokens and price from "
                 "an earlier run"]
-    from .report.cost import format_plan
-    from .review.cost import estimate_plan
+    from ..report.cost import format_plan
+    from ..review.cost import estimate_plan
+    from ..store import Store, StoreError
     from .state import SETTINGS_KEY
-    from .store import Store, StoreError
 
     try:
         source = Store(config.stash[SETTINGS_KEY].store).open(name)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-from .errors import ProveError
+from ..errors import ProveError
 
 __all__ = ["Episode", "NoOutcome", "RolloutContractError", "check_meta", "check_number",
            "unstorable"]

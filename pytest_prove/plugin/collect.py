@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from ..api import declaration_of
+from ..arguments import relative_to_root
+from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
-from .api import declaration_of
-from .arguments import relative_to_root
 from .execute import identities_of
 from .items import SpecFile, block_id, blocks, function_items
-from .spec import Declaration, SpecError, condition_key
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_KEY,
@@ -78,7 +78,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
     """The value a parameter keys its condition by, or a refusal naming the test."""
-    from .episode import unstorable
+    from ..declare.episode import unstorable
 
     scalar: Any = value
     why: str | None = None
@@ -290,7 +290,7 @@ def _design_check(config: pytest.Config, replicates: int, m: int, settings: Sett
                 return _Design(**found)
             except TypeError:
                 pass
-    from .stats import design_check  # scipy is imported only when a sweep is collected
+    from ..stats import design_check  # scipy is imported only when a sweep is collected
 
     check = design_check(replicates, m, paired=settings.paired, q=settings.q,
                          max_mde=settings.max_mde)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, final
 
+from ..errors import ProveError
 from .episode import storable_text
-from .errors import ProveError
 
 __all__ = [
     "Axis",
