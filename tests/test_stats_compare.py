@@ -98,7 +98,8 @@ def test_to_dict_is_json_with_a_schema_version() -> None:
                 "rise", "fall"):
         assert key in row
     assert set(row["interval"]) == {"low", "high", "level"}
-    assert set(row["rise"]) == {"value", "status"}
+    assert set(row["rise"]) == {"value", "status", "shown"}
+    assert float(row["rise"]["shown"]) >= row["rise"]["value"]
     assert data["verdict"]["fragility"]["exhaustive"] is False
 
 

@@ -309,7 +309,9 @@ def _relative(config: pytest.Config, path: Path) -> str:
 
 
 def _limit(value: float | None) -> str:
-    return "none (no change of any size)" if value is None else f"{value:.3f}"
+    from ..stats import outward  # imported already: the design check computed ``value``
+
+    return "none (no change of any size)" if value is None else outward(value)
 
 
 def _fill_own_arguments(item: pytest.Function) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_prove.stats import Comparison, Limit, Row
+from pytest_prove.stats import Comparison, Limit, Row, outward
 
 from ._format import q_text, rate, signed, terminal_text
 
@@ -48,7 +48,7 @@ def _test_name(comparison: Comparison) -> str:
 def verdict_line(comparison: Comparison) -> str:
     """The one line to read first: the word, then the facts it rests on."""
     verdict = comparison.verdict
-    largest = "none" if verdict.largest_limit is None else rate(verdict.largest_limit)
+    largest = "none" if verdict.largest_limit is None else outward(verdict.largest_limit)
     tail = (f"largest limit read {largest}; {_test_name(comparison)}, "
             f"Holm q {comparison.q:g} over {comparison.m} tests")
     if verdict.word == "worse":

@@ -19,6 +19,7 @@ from ._compare import (
 from ._exact import fisher_exact_p, mcnemar_exact_p, mcnemar_midp
 from ._fragility import Flip, Fragility
 from ._intervals import Interval, newcombe_interval, tango_interval, tango_score, wilson_interval
+from ._limits import outward
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -59,6 +60,7 @@ __all__ = [
     "mcnemar_exact_p",
     "mcnemar_midp",
     "newcombe_interval",
+    "outward",
     "replicates_for",
     "rise_limit",
     "tango_interval",

@@ -130,8 +130,8 @@ class Row(RowCounts):
                 "high": self.interval.high,
                 "level": self.interval.level,
             },
-            "rise": {"value": self.rise.value, "status": self.rise.status},
-            "fall": {"value": self.fall.value, "status": self.fall.status},
+            "rise": self.rise.to_dict(),
+            "fall": self.fall.to_dict(),
             "blind": list(self.blind),
         }
 

@@ -8,6 +8,7 @@ and rises with the change, so the limit is found by bisection on the change.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,9 +18,26 @@ import numpy.typing as npt
 from ._check import check_counts, check_design, check_power, check_q
 from ._exact_power import Direction, PowerAt, _evaluator
 
-__all__ = ["Limit", "Limits", "fall_limit", "limits", "rise_limit"]
+__all__ = ["Limit", "Limits", "fall_limit", "limits", "outward", "rise_limit"]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def outward(value: float) -> str:
+    """A detection limit as printed: rounded up, never down, so that the change the text
+    names is detected at least as often as the exact limit promises (power rises with the
+    change). Three decimals, or two significant digits below 0.01 where three decimals would
+    read 0.00x: 0.00924 prints 0.0093, 0.0013 prints 0.0013, 0.1501 prints 0.151."""
+    if not math.isfinite(value) or value <= 0:
+        return f"{max(value, 0.0):.3f}"
+    digits = 3 if value >= 0.01 else 1 - math.floor(math.log10(value))
+    step = 10.0 ** -digits
+    up = math.ceil(value / step) * step
+    while float(f"{up:.{digits}f}") < value:  # the product rounded down a hair
+        up += step
+    if digits > 3 and up >= 0.01:
+        digits = 3
+    return f"{up:.{digits}f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +56,12 @@ class Limit:
         return self.value is not None and self.value <= change + 1e-12
 
     def __str__(self) -> str:
-        return f"{self.value:.3f}" if self.value is not None else self.status
+        """The printed limit: :func:`outward`, or the status."""
+        return outward(self.value) if self.value is not None else self.status
+
+    def to_dict(self) -> dict[str, object]:
+        """The exact value, its status, and the text every report prints for it."""
+        return {"value": self.value, "status": self.status, "shown": str(self)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as _sps  # type: ignore[import-untyped]
 
+from ._limits import outward
+
 __all__ = ["Case", "CaseTest", "FixCheck", "Limit", "fix_check", "power_at", "repeats_needed"]
 
 Float = NDArray[np.float64]
@@ -72,7 +74,7 @@ class Limit:
     status: Literal["ok", "no room", "none detectable"]
 
     def __str__(self) -> str:
-        return f"{self.value:.3f}" if self.value is not None else self.status
+        return outward(self.value) if self.value is not None else self.status
 
     def sees(self, size: float) -> bool:
         return self.value is not None and self.value <= size + 1e-12
@@ -123,8 +125,10 @@ class FixCheck:
             "variance": self.variance, "p": self.p, "informative": self.informative,
             "risk_difference": self.risk_difference,
             "interval": {"low": self.rd_low, "high": self.rd_high, "level": self.level},
-            "rise": {"value": self.rise.value, "status": self.rise.status},
-            "fall": {"value": self.fall.value, "status": self.fall.status},
+            "rise": {"value": self.rise.value, "status": self.rise.status,
+                     "shown": str(self.rise)},
+            "fall": {"value": self.fall.value, "status": self.fall.status,
+                     "shown": str(self.fall)},
             "repeats_needed": self.repeats_needed, "worse_when": self.worse_when,
             "alpha": self.alpha, "power": self.power, "max_mde": self.max_mde,
             "old": {"events": self.x_old, "episodes": self.n_old},
