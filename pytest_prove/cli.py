@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from .errors import ProveError
-from .options import fail_on, fraction
+from .options import fail_on, fraction, missing_mode
 from .report import commands as say
 from .report import cost as cost_text
 from .report._format import REPORT_SCHEMA_VERSION
@@ -122,7 +122,7 @@ def _review(args: argparse.Namespace) -> Review:
     compare."""
     before, after = _pair_of(args)
     done = review(before, after, events=args.event or None, q=args.q, max_mde=args.max_mde,
-                  fail_on=getattr(args, "fail_on", frozenset({"worse"})))
+                  fail_on=getattr(args, "fail_on", frozenset({"worse"})), missing=args.missing)
     done.require_comparison()
     return done
 
@@ -149,6 +149,9 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-mde", type=fraction, default=0.20,
                         help="the largest change you accept not being able to see; "
                              "default 0.20")
+    parser.add_argument("--missing", type=missing_mode, default="test",
+                        help="episodes without an outcome: test (default: a rise in their "
+                             "share is worse) or ignore (they are infrastructure)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
+from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
-__all__ = ["FAIL_ON", "fail_on", "fraction", "positive_int", "run_name", "store_name"]
+__all__ = ["FAIL_ON", "fail_on", "fraction", "missing_mode", "positive_int", "run_name",
+           "store_name"]
 
 #: The verdicts a session or ``check`` can be told to fail on.
 FAIL_ON: Final = ("worse", "too-small")
@@ -50,6 +52,18 @@ def store_name(text: str) -> str:
 def run_name(text: str) -> str:
     """A run name, or ``latest``."""
     return text if text == "latest" else store_name(text)
+
+
+def missing_mode(text: str) -> Missing:
+    """How episodes without an outcome are read: test (the default) or ignore."""
+    word = text.strip()
+    if word == "test":
+        return "test"
+    if word == "ignore":
+        return "ignore"
+    raise argparse.ArgumentTypeError(
+        f"expected one of {', '.join(MISSING_MODES)}, got {text!r} (test: a rise in episodes "
+        "without an outcome is worse; ignore: they are infrastructure, leave them out)")
 
 
 def fail_on(text: str) -> frozenset[str]:

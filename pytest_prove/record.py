@@ -56,6 +56,13 @@ def utc_now() -> str:
 
 # ---- what every reader asks of a stored episode
 
+#: How a comparison reads episodes without an outcome: tested as an event of their own
+#: (``test``, the default), or left out because the user knows they are infrastructure
+#: (``ignore``; ``--prove-missing=ignore``, ``pytest-prove diff --missing=ignore``).
+Missing = Literal["test", "ignore"]
+MISSING_MODES: Final[tuple[str, ...]] = get_args(Missing)
+
+
 
 def has_outcome(record: Mapping[str, Any]) -> bool:
     """Whether the episode ended with one of the declared outcomes (it is compared)."""

@@ -191,7 +191,10 @@ def test_diff_shows_the_verdict_first(project: Path, capsys: pytest.CaptureFixtu
     assert lines[-1] == "next: pytest-prove where worse --event unresolved"
     code, doc = run_json(project, capsys, "diff", "base", "worse")
     assert doc["verdict"] == "worse" and doc["paired"] is True
-    assert doc["comparison"]["m"] == 4
+    # unresolved per condition (resolved is its mirror), and refund's errored episodes
+    # tested as "no outcome".
+    assert doc["comparison"]["m"] == 3
+    assert doc["mirrored"] == {"resolved": "unresolved"}
     refund = [r for r in doc["comparison"]["rows"] if r["condition"] == "ticket=refund"]
     assert {r["direction"] for r in refund} == {"worse"}
     assert doc["conditions"]["ticket=refund"] == {"axes": {"ticket": "refund"},
@@ -205,11 +208,16 @@ def test_diff_verbose_and_event(project: Path, capsys: pytest.CaptureFixture[str
     _, short, _ = run(project, capsys, "diff", "base", "worse", "--max-mde", "0.5")
     _, full, _ = run(project, capsys, "diff", "base", "worse", "--max-mde", "0.5", "-v")
     rows = [line for line in full.splitlines() if line.startswith("ticket=")]
-    assert len(rows) == 4  # every (condition, event)
-    assert len([line for line in short.splitlines() if line.startswith("ticket=")]) < 4
+    assert len(rows) == 3  # every (condition, event): unresolved twice, one no outcome
+    assert len([line for line in short.splitlines() if line.startswith("ticket=")]) < 3
     assert "(-v shows every row)" in short
     code, doc = run_json(project, capsys, "diff", "base", "worse", "--event", "unresolved")
+    # --event picks among the outcomes; episodes without one are still tested.
+    assert {r["event"] for r in doc["comparison"]["rows"]} == {"unresolved", "no outcome"}
+    code, doc = run_json(project, capsys, "diff", "base", "worse", "--event", "unresolved",
+                         "--missing", "ignore")
     assert {r["event"] for r in doc["comparison"]["rows"]} == {"unresolved"}
+    assert doc["missing"] == "ignore"
     code, _, err = run(project, capsys, "diff", "base", "worse", "--event", "resolvd")
     assert code == 1 and "'resolvd' is not a declared" in err
 

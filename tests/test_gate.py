@@ -76,7 +76,7 @@ def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester,
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     # Without xdist pytest prints the usage error; with it, the controller's summary does.
     (result.stdout if workers else result.stderr).fnmatch_lines([
-        "*design check failed: with 20 replicates a condition and 4 tests*"
+        "*design check failed: with 20 replicates a condition and 2 tests*"
         "Use * replicates a condition*--prove-allow-underpowered*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert not (pytester.path / ".prove").exists()

@@ -166,7 +166,14 @@ def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pyteste
     (folder / "test_r.py").write_text(source)
     result = pytester.runpytest("--prove-baseline", "current")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*gate failed*ended without an outcome*ticket=refund*"])
+    # Tested, the missing outcomes make the condition worse (issue 12) ...
+    result.stdout.fnmatch_lines(["*worse: 1 condition got worse (ticket=refund: more episodes "
+                                 "ended without an outcome, 0.000 -> 1.000)*"])
+    # ... and ignored, they leave it out, which the gate does not take for a pass.
+    result = pytester.runpytest("--prove-baseline", "current", "--prove-missing=ignore")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*gate failed*ended without an outcome*ticket=refund*"
+                                 "Missing outcomes are ignored*"])
 
 
 def test_deselected_and_outside_conditions_stay_not_run(pytester: pytest.Pytester) -> None:

@@ -40,7 +40,7 @@ LAYERS: Mapping[str, tuple[str, ...]] = {
 OUTSIDE = ("pytest", "_pytest", "xdist", "pluggy", "opentelemetry", "numpy", "scipy")
 ALLOWED: Mapping[str, frozenset[str]] = {
     "statistics": frozenset({"statistics", "ext:numpy", "ext:scipy"}),
-    "options": frozenset({"declaration", "storage", "options"}),
+    "options": frozenset({"declaration", "episode record", "storage", "options"}),
     "declaration": frozenset({"declaration"}),
     "running": frozenset({"declaration", "episode record", "running"}),
     "episode record": frozenset({"declaration"}),

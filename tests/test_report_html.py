@@ -40,7 +40,8 @@ AGENT = textwrap.dedent(
     WORSE = os.environ.get("WORSE") == "1"
 
 
-    @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+    @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
     @pytest.mark.parametrize("tone", ["kind", "terse"])
     @pytest.mark.parametrize("ticket", ["refund", "password", "shipping"])
     def test_agent(ticket, tone, prove_seed):

@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, final
+from typing import Any, Final, Literal, final
 
 from ..errors import ProveError
 from .episode import storable_text
@@ -37,6 +37,11 @@ class SpecError(ProveError, ValueError):
     """A declaration or a sweep spec that cannot be used, with what to fix."""
 
 
+#: The event pytest-prove tests for episodes that ended without an outcome (no outcome,
+#: an error, a timeout, a crash); no rollout may declare an outcome of that name.
+NO_OUTCOME_EVENT: Final = "no outcome"
+
+
 def _names(what: str, values: object) -> tuple[str, ...]:
     if values is None:
         return ()
@@ -49,6 +54,9 @@ def _names(what: str, values: object) -> tuple[str, ...]:
         if not storable_text(name):
             raise SpecError(f"{what} names {name!r}, which holds a lone surrogate that UTF-8 "
                             "cannot store; use plain text")
+        if name == NO_OUTCOME_EVENT:
+            raise SpecError(f"{what} names {name!r}, which pytest-prove keeps for episodes "
+                            "that end without an outcome; give the outcome another name")
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SpecError(f"{what} names {', '.join(dupes)} more than once")
@@ -156,6 +164,23 @@ class Declaration:
     def events(self) -> tuple[str, ...]:
         """The events compared by default: the failures, then the successes."""
         return self.failures + self.successes
+
+    @property
+    def mirrors(self) -> dict[str, str]:
+        """``{success: failure}`` for a success that is exactly the complement of a failure
+        over the declared outcomes (two outcomes, one of each): every episode has one or the
+        other, so the two rates move together and their tests give the same p-value, paired
+        or not. Such a pair is one test."""
+        if len(self.outcomes) == 2 and len(self.failures) == 1 and len(self.successes) == 1:
+            return {self.successes[0]: self.failures[0]}
+        return {}
+
+    def tested(self, events: Sequence[str] | None = None) -> tuple[str, ...]:
+        """The events of ``events`` (default: all declared) that are tested: a success whose
+        mirror failure is among them is left to that failure."""
+        chosen = self.events if events is None else tuple(events)
+        mirrors = self.mirrors
+        return tuple(e for e in chosen if mirrors.get(e) not in chosen)
 
     def worse_when(self, event: str) -> Literal["rise", "fall"]:
         """Which way ``event`` moving is worse: a failure rising, a success falling."""

@@ -14,7 +14,7 @@ import pytest
 from .. import wire
 from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
-from ..options import fail_on, fraction, positive_int, run_name, store_name
+from ..options import fail_on, fraction, missing_mode, positive_int, run_name, store_name
 from ..running.runner import Identity
 from ..store import Store, StoreError
 from ..traces import capture
@@ -48,7 +48,7 @@ PATH_OPTIONS = ("--prove-store", "--prove-report")
 VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-save-baseline",
                  "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
                  "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
-                 "--prove-output-token-cap", "--prove-plan-from")
+                 "--prove-output-token-cap", "--prove-plan-from", "--prove-missing")
 
 
 # ---------------------------------------------------------------------------
@@ -93,6 +93,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-fail-on", metavar="WORDS", type=fail_on, default=None,
                     help="verdicts that fail the session: worse (default), too-small, or both "
                          "comma-separated")
+    group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
+                    help="episodes without an outcome (no outcome, errors, timeouts): test "
+                         "(default: a rise in their share is worse) or ignore (they are "
+                         "infrastructure; the summary says how many were left out)")
     group.addoption("--prove-q", metavar="Q", type=fraction, default=None,
                     help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
     group.addoption("--prove-max-mde", metavar="D", type=fraction, default=None,
@@ -110,6 +114,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("prove_q", "default for --prove-q", default="0.05")
     parser.addini("prove_max_mde", "default for --prove-max-mde", default="0.20")
     parser.addini("prove_fail_on", "default for --prove-fail-on", default="worse")
+    parser.addini("prove_missing", "default for --prove-missing: test or ignore",
+                  default="test")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
                   type="bool", default=False)
     budget.add_options(parser)
@@ -138,6 +144,10 @@ def pytest_configure(config: pytest.Config) -> None:
         fail_words = opt.prove_fail_on or fail_on(str(config.getini("prove_fail_on")))
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
+    try:
+        missing = opt.prove_missing or missing_mode(str(config.getini("prove_missing")))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_missing: {exc}") from None
     store_root = Path(opt.prove_store) if opt.prove_store else (
         config.rootpath / str(config.getini("prove_store")))
     if opt.prove_update_baseline and not opt.prove_baseline:
@@ -198,7 +208,8 @@ def pytest_configure(config: pytest.Config) -> None:
         session = ProveSession(
             config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
             save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
-            events=tuple(opt.prove_event), fail_on=fail_words)
+            asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
+                   "missing": missing})
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session

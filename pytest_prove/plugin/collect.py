@@ -229,7 +229,7 @@ class Collection:
                 config.hook.pytest_deselected(items=list(items))
                 items[:] = []
             return
-        m = sum(len(keys) * len(plan.declaration.events) for plan, keys in selected.values())
+        m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in selected.values())
         replicates = min(plan.total for plan, _ in selected.values())
         check = _design_check(config, replicates, m, settings)
         cells = sum(len(keys) for _, keys in selected.values())

@@ -12,6 +12,7 @@ baselines and sets the exit status.  What it prints is worded in
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
@@ -56,15 +57,14 @@ class ProveSession:
     def __init__(self, config: pytest.Config, settings: Settings, store: Store, *,
                  name: str | None, baseline: Run | None, resume: Run | None,
                  save_baseline: str | None, update_baseline: bool,
-                 events: tuple[str, ...], fail_on: frozenset[str]) -> None:
+                 asked: Mapping[str, Any]) -> None:
         self.config = config
         self.settings = settings
         self.store = store
         self.baseline = baseline
         self.save_baseline = save_baseline
         self.update_baseline = update_baseline
-        self.events = events
-        self.fail_on = fail_on
+        self.asked = asked  # review()'s events, fail_on and missing, as the options say
         self.pending: dict[str, list[dict[str, Any]]] = {}
         self.pytest_session: pytest.Session | None = None
         self.outcome = Outcome()
@@ -219,9 +219,8 @@ class ProveSession:
         assert self.baseline is not None
         run = outcome.run = self.ended_run()
         try:
-            outcome.review = review(self.baseline, run, events=self.events or None,
-                                    q=self.settings.q, max_mde=self.settings.max_mde,
-                                    fail_on=self.fail_on)
+            outcome.review = review(self.baseline, run, q=self.settings.q,
+                                    max_mde=self.settings.max_mde, **self.asked)
         except (CaseMixError, SpecError, ValueError) as exc:
             outcome.refusal = str(exc)
             return

@@ -19,6 +19,7 @@ from pytest_prove.review.tallies import RunLine, Tally
 
 from ._format import terminal_text
 from .json import comparison_document
+from .notes import set_aside
 from .terminal import format_comparison
 
 __all__ = [
@@ -72,18 +73,7 @@ def _left_out(left: dict[str, int]) -> str:
 def run_note_lines(review: Review) -> list[str]:
     """What the comparison left aside (not run, new, left out) and how either run is
     unfinished: worded here once, for every front door."""
-    prepared = review.prepared
-    before, after = terminal_text(review.labels.before), terminal_text(review.labels.after)
-    lines = []
-    if prepared.not_run:
-        lines.append(f"not run: {len(prepared.not_run)} condition(s) of {before} are not in "
-                     f"{after}: {', '.join(map(terminal_text, prepared.not_run[:6]))}")
-    if prepared.new:
-        lines.append(f"new: {len(prepared.new)} condition(s) only in {after}: "
-                     f"{', '.join(map(terminal_text, prepared.new[:6]))}")
-    if prepared.left_out:
-        lines.append("left out of the comparison: " + ", ".join(
-            f"{n} {terminal_text(reason)}" for reason, n in sorted(prepared.left_out.items())))
+    lines = [f"{head}: {text}" for head, text in set_aside(review, terminal_text)]
     lines.extend(f"note: {note}" for note in review.notes)
     return lines
 

@@ -22,6 +22,7 @@ from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
+from .notes import set_aside
 from .terminal import verdict_line
 
 __all__ = ["AxisError", "choose_axes", "render_html"]
@@ -280,13 +281,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
             f"<td class=\"n\">{_e(r.fall)}</td></tr>")
     table.append("</tbody></table>")
     notes = []
-    if prepared.not_run:
-        notes.append(f"<p>Not run, left out of the verdict: {_e(', '.join(prepared.not_run))}</p>")
-    if prepared.new:
-        notes.append(f"<p>New, not in the baseline: {_e(', '.join(prepared.new))}</p>")
-    if prepared.left_out:
-        notes.append("<p>Left out of the comparison: " + _e(", ".join(
-            f"{n} {k}" for k, n in sorted(prepared.left_out.items()))) + "</p>")
+    for head, text in set_aside(review, _e):
+        notes.append(f"<p><b>{_e(head.capitalize())}</b>: {text}</p>")
     axes_note = (f"grid: {_e(x or 'one condition')} across"
                  + (f", {_e(y)} down" if y else "")
                  + " (choose with --x and --y)")

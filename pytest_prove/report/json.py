@@ -37,6 +37,10 @@ def comparison_document(review: Review) -> dict[str, Any]:
         "not_run": list(prepared.not_run),
         "new": list(prepared.new),
         "left_out": dict(prepared.left_out),
+        "missing": prepared.missing,
+        "no_outcome": dict(prepared.no_outcome),
+        "unpaired": dict(prepared.unpaired),
+        "mirrored": dict(prepared.mirrored),
     }
 
 

@@ -15,6 +15,7 @@ from pytest_prove.review import Review
 from pytest_prove.stats import Row
 
 from ._format import q_text, rate, signed, terminal_text
+from .notes import set_aside
 from .terminal import verdict_line
 
 __all__ = ["append_step_summary", "escape", "render_markdown"]
@@ -86,14 +87,8 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
     if hidden:
         lines += [f"{hidden} rows unchanged and able to see {rate(comparison.max_mde)} are not "
                   "shown.", ""]
-    if prepared.not_run:
-        lines += [f"Not run (left out of the verdict): "
-                  f"{', '.join(map(escape, prepared.not_run))}", ""]
-    if prepared.new:
-        lines += [f"New, not in the baseline: {', '.join(map(escape, prepared.new))}", ""]
-    if prepared.left_out:
-        lines += ["Left out of the comparison: " + ", ".join(
-            f"{n} {escape(reason)}" for reason, n in sorted(prepared.left_out.items())), ""]
+    for head, text in set_aside(review, escape):
+        lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
     lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]
     if verdict.word == "worse":
         lines.append("Next: read where the failing episodes stop: "

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._format import terminal_text
+from .notes import set_aside
 
 if TYPE_CHECKING:
     # Only its type: every session prints this summary, and importing the review would
@@ -29,22 +30,7 @@ def no_rollout_ran(baseline: str) -> str:
 def _left_aside(review: Review | None) -> list[str]:
     if review is None:
         return []
-    prepared = review.prepared
-    lines = []
-    if prepared.not_run:
-        more = " ..." if len(prepared.not_run) > 6 else ""
-        lines.append(f"not run: {len(prepared.not_run)} condition(s) of the baseline did not "
-                     f"run in this session and are left out of the verdict: "
-                     f"{', '.join(map(terminal_text, prepared.not_run[:6]))}{more}")
-    if prepared.new:
-        new = ", ".join(map(terminal_text, prepared.new[:6]))
-        lines.append(f"new: {len(prepared.new)} condition(s) are not in the baseline and were "
-                     f"not compared: {new}")
-    if prepared.left_out:
-        shown = ", ".join(f"{n} {terminal_text(reason)}"
-                          for reason, n in sorted(prepared.left_out.items()))
-        lines.append(f"left out of the comparison: {shown}")
-    return lines
+    return [f"{head}: {text}" for head, text in set_aside(review, terminal_text)]
 
 
 def summary_lines(*, refusal: str | None, review: Review | None, after: str | None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.stats import Comparison, Limit, Row, outward
 
 from ._format import q_text, rate, signed, terminal_text
@@ -29,10 +30,17 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
+def _move(row: Row) -> str:
+    change = f"{rate(row.before)} -> {rate(row.after)}"
+    if row.event == NO_OUTCOME_EVENT:
+        more = "more" if row.change > 0 else "fewer"
+        return (f"{terminal_text(row.condition)}: {more} episodes ended without an outcome, "
+                f"{change}")
+    return f"{terminal_text(row.condition)} {terminal_text(row.event)} {change}"
+
+
 def _moves(rows: Sequence[Row]) -> str:
-    shown = [f"{terminal_text(r.condition)} {terminal_text(r.event)} {rate(r.before)} -> "
-             f"{rate(r.after)}"
-             for r in rows[:_LIST_AT_MOST]]
+    shown = [_move(r) for r in rows[:_LIST_AT_MOST]]
     more = len(rows) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 

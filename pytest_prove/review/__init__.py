@@ -18,10 +18,28 @@ from ..stats import Comparison, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
 from .labels import Labels, label_of, labels_of
-from .pairing import CaseMixError, Prepared, RefusalError, prepare
+from .pairing import (
+    MISSING_MODES,
+    NO_OUTCOME,
+    CaseMixError,
+    Missing,
+    Prepared,
+    RefusalError,
+    prepare,
+)
 
-__all__ = ["CaseMixError", "Gate", "Labels", "RefusalError", "Review", "label_of",
-           "review"]
+__all__ = [
+    "MISSING_MODES",
+    "NO_OUTCOME",
+    "CaseMixError",
+    "Gate",
+    "Labels",
+    "Missing",
+    "RefusalError",
+    "Review",
+    "label_of",
+    "review",
+]
 
 
 @final
@@ -65,23 +83,28 @@ class Review:
 
 
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
-           max_mde: float, fail_on: Collection[str]) -> Review:
+           max_mde: float, fail_on: Collection[str], missing: Missing = "test") -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
+
+    ``missing`` says how episodes without an outcome are read: tested as the event
+    ``no outcome`` of their condition (``"test"``), or left out (``"ignore"``, for missing
+    outcomes known to be infrastructure).
 
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
     :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
     """
-    prepared = prepare(before, after, events or None)
-    comparison = compare(prepared.rows, q=q, max_mde=max_mde) if prepared.rows else None
+    prepared = prepare(before, after, events or None, missing=missing)
+    comparison = (compare(prepared.rows, q=q, max_mde=max_mde, mirrored=prepared.mirrored)
+                  if prepared.rows else None)
     labels = labels_of(before, after)
-    covered = coverage(before, after)
+    covered = coverage(before, after, missing_tested=missing == "test")
     word = None if comparison is None else comparison.verdict.word
     verdict_failed = ((word == "worse" and "worse" in fail_on)
                       or (word == "too small to tell" and "too-small" in fail_on))
     # A gate that compared less than the baseline holds, or read a run that did not
     # finish, is never a pass.
     reasons: list[str] = []
-    gap = covered.failure(labels.before, labels.after)
+    gap = covered.failure(before.name, labels.after)
     if gap is not None:
         reasons.append(gap)
     elif comparison is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from ..declare.spec import condition_label
+from ..record import has_outcome
 from ..store import Run
 
 __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]
@@ -30,6 +31,7 @@ SKIPPED = "skipped"
 OUTSIDE = "in a file outside the paths this session collected"
 NARROWED = "not collected: --lf or a node id narrowed what pytest collected"
 IGNORED = "in a file that --ignore left out"
+NO_OUTCOME_ANYWHERE = "ended without an outcome in every episode"
 
 
 @final
@@ -47,7 +49,10 @@ class Coverage:
         return not self.by_mistake and self.compared > 0
 
     def failure(self, baseline: str, after: str) -> str | None:
-        """The gate's reason to fail, with the fix, or None when the coverage is fine."""
+        """The gate's reason to fail, with the fix, or None when the coverage is fine.
+
+        ``baseline`` is the baseline's own name (what --prove-save-baseline takes), ``after``
+        the run's."""
         if self.ok:
             return None
         parts = []
@@ -61,10 +66,17 @@ class Coverage:
             head = (f"only {self.compared} of the {self.total} condition(s) of baseline "
                     f"{baseline!r} were compared")
         tail = "; ".join(parts) if parts else "the run left them all out"
-        return (f"{head}; {tail}. A test that moved or was renamed gets new ids: "
-                "give the rollout a stable id with @prove.rollout(id=...) (or target_id in a "
-                "spec), or make a new baseline on purpose with --prove-save-baseline "
-                f"{baseline}")
+        fixes = []
+        if any(reason != NO_OUTCOME_ANYWHERE for reason in self.by_mistake):
+            fixes.append("A test that moved or was renamed gets new ids: give the rollout a "
+                         "stable id with @prove.rollout(id=...) (or target_id in a spec), or "
+                         "make a new baseline on purpose with --prove-save-baseline "
+                         f"{baseline}")
+        if NO_OUTCOME_ANYWHERE in self.by_mistake:
+            fixes.append("Missing outcomes are ignored (--prove-missing=ignore), so a "
+                         "condition with none cannot be compared: fix what stops its "
+                         "episodes, or let the gate test them (--prove-missing=test)")
+        return f"{head}; {tail}. " + " ".join(fixes)
 
 
 def _dropped(table: object) -> dict[tuple[str, str], set[int]]:
@@ -151,11 +163,14 @@ def _look_alikes(baseline: Run, run: Run, baseline_rollouts: set[str]) -> dict[s
     return found
 
 
-def coverage(baseline: Run, run: Run) -> Coverage:
-    """Classify every baseline condition that ``run`` has no outcome for."""
+def coverage(baseline: Run, run: Run, *, missing_tested: bool = True) -> Coverage:
+    """Classify every baseline condition that ``run`` has no outcome for.
+
+    With ``missing_tested``, a condition whose episodes all ended without an outcome is
+    compared (its share of missing outcomes is tested), not left out."""
     labels: dict[tuple[str, str], str] = {}
     for record in baseline.episodes:
-        if record.get("error") is None and record.get("outcome") is not None:
+        if has_outcome(record):
             labels.setdefault((str(record["rollout"]), str(record["condition_key"])),
                               condition_label(record.get("condition") or {}))
     with_outcome: set[tuple[str, str]] = set()
@@ -163,7 +178,7 @@ def coverage(baseline: Run, run: Run) -> Coverage:
     for record in run.episodes:
         identity = (str(record["rollout"]), str(record["condition_key"]))
         ran.add(identity)
-        if record.get("error") is None and record.get("outcome") is not None:
+        if has_outcome(record):
             with_outcome.add(identity)
     manifest: Mapping[str, Any] = run.manifest
     plan = _keys(manifest.get("plan"))
@@ -184,7 +199,7 @@ def coverage(baseline: Run, run: Run) -> Coverage:
     by_mistake: dict[str, list[str]] = defaultdict(list)
     compared = 0
     for (rollout_id, key), label in sorted(labels.items()):
-        if (rollout_id, key) in with_outcome:
+        if (rollout_id, key) in with_outcome or (missing_tested and (rollout_id, key) in ran):
             compared += 1
             continue
         shown = f"{rollout_id} · {label}" if many else label
@@ -193,7 +208,7 @@ def coverage(baseline: Run, run: Run) -> Coverage:
         elif key in skipped.get(rollout_id, ()):
             on_purpose[SKIPPED].append(shown)
         elif (rollout_id, key) in ran:
-            by_mistake["ended without an outcome in every episode"].append(shown)
+            by_mistake[NO_OUTCOME_ANYWHERE].append(shown)
         elif key in plan.get(rollout_id, ()):
             by_mistake["were collected but did not run"].append(shown)
         elif rollout_id in plan and narrowed:

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, final
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, final
 
-from ..declare.spec import Declaration, SpecError, condition_label
+from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError, condition_label
 from ..errors import ProveError
+from ..record import MISSING_MODES, Missing, has_outcome, left_out_reason
 from ..stats import Pairs, RowInput
 from ..store import Run
 
-__all__ = ["CaseMixError", "Prepared", "RefusalError", "declarations_of", "prepare",
-           "rollout_label"]
+__all__ = ["MISSING_MODES", "NO_OUTCOME", "CaseMixError", "Missing", "Prepared", "RefusalError",
+           "declarations_of", "prepare", "rollout_label"]
+
+Key = tuple[str, str]  # (rollout id, condition key)
+
+#: The event of the row that tests missing outcomes: an episode ended without one.
+NO_OUTCOME: Final = NO_OUTCOME_EVENT
+
 
 
 class CaseMixError(ProveError, ValueError):
@@ -42,6 +49,11 @@ class Prepared:
     not_run: tuple[str, ...]  # labels of baseline conditions this run did not cover
     new: tuple[str, ...]  # labels of conditions only the new run has
     left_out: Mapping[str, int]  # episodes not compared, by reason, over both runs
+    mirrored: Mapping[str, str] = field(default_factory=dict)  # success -> its mirror failure
+    missing: Missing = "test"  # how episodes without an outcome were read
+    no_outcome: Mapping[str, int] = field(default_factory=dict)  # label -> episodes, none
+    # with an outcome, of conditions not compared (missing outcomes ignored)
+    unpaired: Mapping[str, int] = field(default_factory=dict)  # arm -> replicates, no twin
 
 
 def declarations_of(*runs: Run) -> dict[str, Declaration]:
@@ -67,16 +79,6 @@ def rollout_label(run: Run, rollout_id: str, among: Sequence[str] = ()) -> str:
     if any(other != rollout_id and short(other) == name for other in among):
         return rollout_id
     return name
-
-
-def _has_outcome(record: Mapping[str, Any]) -> bool:
-    return record.get("error") is None and record.get("outcome") is not None
-
-
-def _left_out_reason(record: Mapping[str, Any]) -> str:
-    error = record.get("error") or {}
-    kind = str(error.get("kind", "errored"))
-    return {"no_outcome": "no outcome", "exception": "errored"}.get(kind, kind)
 
 
 def check_cases(*runs: Run) -> None:
@@ -107,13 +109,44 @@ def check_cases(*runs: Run) -> None:
         )
 
 
+def _counts(before: Mapping[int, bool], after: Mapping[int, bool],
+            twins: Sequence[int]) -> tuple[int, int, int]:
+    """(both, before only, after only): twins with the event in both runs, in one only."""
+    both = sum(1 for r in twins if before[r] and after[r])
+    before_only = sum(1 for r in twins if before[r] and not after[r])
+    after_only = sum(1 for r in twins if not before[r] and after[r])
+    return both, before_only, after_only
+
+
+def _row(label: str, event: str, worse_when: Literal["rise", "fall"],
+         before: Mapping[int, bool], after: Mapping[int, bool], paired: bool) -> RowInput:
+    """One row: whether each replicate had the event, before and after; twins matched by
+    replicate when ``paired`` (the replicates both maps hold)."""
+    if paired:
+        twins = sorted(set(before) & set(after))
+        both, before_only, after_only = _counts(before, after, twins)
+        n = len(twins)
+        return RowInput(condition=label, event=event, worse_when=worse_when,
+                        x_before=both + before_only, n_before=n,
+                        x_after=both + after_only, n_after=n,
+                        pairs=Pairs(n=n, both=both, before_only=before_only,
+                                    after_only=after_only))
+    return RowInput(condition=label, event=event, worse_when=worse_when,
+                    x_before=sum(before.values()), n_before=len(before),
+                    x_after=sum(after.values()), n_after=len(after))
+
+
 def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
-            *, paired: bool | None = None) -> Prepared:
+            *, paired: bool | None = None, missing: Missing = "test") -> Prepared:
     """The (condition, event) rows of ``after`` against ``before``.
 
     Runs that share a salt are paired (twins matched by replicate, both with an
     outcome) unless ``paired=False``; otherwise each arm counts all its episodes
-    that ended in an outcome.
+    that ended in an outcome.  With ``missing="test"`` a condition where any episode of
+    either run ended without an outcome (no outcome, errored, timed out, crashed) also gets
+    the row :data:`NO_OUTCOME`: the share of its episodes without one, a rise being worse, so
+    that failures which hide as missing outcomes are seen.  Runs where every episode has an
+    outcome get no such row.
     """
     check_cases(before, after)
     declarations = declarations_of(before, after)
@@ -124,20 +157,21 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
             f"runs {before.name!r} and {after.name!r} have different salts, so their episodes "
             "have no twins; compare them unpaired, or run the new one with --prove-baseline"
         )
-    grouped: dict[tuple[str, str], dict[str, dict[int, Mapping[str, Any]]]] = defaultdict(
-        lambda: {"before": {}, "after": {}}
-    )
-    conditions: dict[tuple[str, str], Mapping[str, Any]] = {}
+    if missing not in MISSING_MODES:
+        raise ValueError(f"missing must be one of {', '.join(MISSING_MODES)}, got {missing!r}")
+    arm_names = ("before", "after")
+    # Every episode by replicate, and those with an outcome, per condition and arm.
+    every: dict[Key, dict[str, dict[int, Mapping[str, Any]]]] = defaultdict(
+        lambda: {"before": {}, "after": {}})
+    conditions: dict[Key, Mapping[str, Any]] = {}
     left_out: dict[str, int] = defaultdict(int)
-    for arm, run in (("before", before), ("after", after)):
+    for arm, run in zip(arm_names, (before, after), strict=True):
         for record in run.episodes:
             key = (str(record["rollout"]), str(record["condition_key"]))
             conditions.setdefault(key, record.get("condition") or {})
-            arms = grouped[key]  # the condition exists even when nothing had an outcome
-            if _has_outcome(record):
-                arms[arm][int(record["replicate"])] = record
-            else:
-                left_out[f"{_left_out_reason(record)} ({arm})"] += 1
+            every[key][arm][int(record["replicate"])] = record
+            if not has_outcome(record):
+                left_out[f"{left_out_reason(record)} ({arm})"] += 1
 
     chosen = tuple(events) if events else ()
     if chosen:
@@ -148,59 +182,68 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                 f"event {unknown[0]!r} is not a declared failure or success of these runs; "
                 f"declared: {', '.join(sorted(known)) or 'none'}"
             )
-    rollouts = sorted({k[0] for k in grouped})
+    rollouts = sorted({k[0] for k in every})
     many = len(rollouts) > 1
     rows: list[RowInput] = []
     not_run: list[str] = []
     new: list[str] = []
+    no_outcome: dict[str, int] = {}
+    unpaired: dict[str, int] = defaultdict(int)
     used_events: list[str] = []
-    for key in sorted(grouped, key=lambda k: (k[0], k[1])):
+    mirrored: dict[str, str] = {}
+    for key in sorted(every):
         rollout_id, _ = key
         label = condition_label(conditions[key])
         if many:
             label = f"{rollout_label(after, rollout_id, rollouts)} · {label}"
-        arms = grouped[key]
         declaration = declarations.get(rollout_id)
         if declaration is None:
             continue
-        if not arms["after"]:
+        b_all, a_all = every[key]["before"], every[key]["after"]
+        if not a_all:
             not_run.append(label)
             continue
-        if not arms["before"]:
+        if not b_all:
             new.append(label)
             continue
-        b, a = arms["before"], arms["after"]
-        twins = sorted(set(b) & set(a)) if paired else []
-        if paired and not twins:
-            not_run.append(label)
-            continue
-        for event in chosen or declaration.events:
-            if event not in declaration.events:
-                continue
-            if event not in used_events:
-                used_events.append(event)
-            worse_when = declaration.worse_when(event)
-            if paired:
-                both = sum(1 for r in twins
-                           if b[r]["outcome"] == event and a[r]["outcome"] == event)
-                before_only = sum(1 for r in twins
-                                  if b[r]["outcome"] == event and a[r]["outcome"] != event)
-                after_only = sum(1 for r in twins
-                                 if b[r]["outcome"] != event and a[r]["outcome"] == event)
-                n = len(twins)
-                rows.append(RowInput(
-                    condition=label, event=event, worse_when=worse_when,
-                    x_before=both + before_only, n_before=n,
-                    x_after=both + after_only, n_after=n,
-                    pairs=Pairs(n=n, both=both, before_only=before_only, after_only=after_only),
-                ))
+        if paired:
+            for arm, mine, theirs in (("before", b_all, a_all), ("after", a_all, b_all)):
+                alone = len(set(mine) - set(theirs))
+                if alone:
+                    unpaired[arm] += alone
+        b = {r: rec for r, rec in b_all.items() if has_outcome(rec)}
+        a = {r: rec for r, rec in a_all.items() if has_outcome(rec)}
+        twins = set(b) & set(a) if paired else set()
+        compared = bool(twins) if paired else bool(b and a)
+        lacking = len(b) < len(b_all) or len(a) < len(a_all)
+        tests_missing = missing == "test" and lacking and (
+            not paired or bool(set(b_all) & set(a_all)))
+        if not compared and not tests_missing:
+            if not a:
+                no_outcome[label] = len(a_all)
             else:
-                rows.append(RowInput(
-                    condition=label, event=event, worse_when=worse_when,
-                    x_before=sum(1 for r in b.values() if r["outcome"] == event),
-                    n_before=len(b),
-                    x_after=sum(1 for r in a.values() if r["outcome"] == event),
-                    n_after=len(a),
-                ))
+                not_run.append(label)
+            continue
+        wanted = [e for e in chosen if e in declaration.events] if chosen else None
+        tested = declaration.tested(wanted)
+        mirrored.update({s: f for s, f in declaration.mirrors.items()
+                         if f in tested and s in (wanted or declaration.events)})
+        if compared:
+            for event in tested:
+                if event not in used_events:
+                    used_events.append(event)
+                rows.append(_row(label, event, declaration.worse_when(event),
+                                 {r: rec["outcome"] == event for r, rec in b.items()},
+                                 {r: rec["outcome"] == event for r, rec in a.items()},
+                                 paired))
+        if tests_missing:
+            if NO_OUTCOME not in used_events:
+                used_events.append(NO_OUTCOME)
+            rows.append(_row(label, NO_OUTCOME, "rise",
+                             {r: not has_outcome(rec) for r, rec in b_all.items()},
+                             {r: not has_outcome(rec) for r, rec in a_all.items()},
+                             paired))
     return Prepared(rows=tuple(rows), paired=paired, events=tuple(used_events),
-                    not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out))
+                    not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out),
+                    mirrored=mirrored, missing=missing, no_outcome=no_outcome,
+                    unpaired=dict(unpaired))

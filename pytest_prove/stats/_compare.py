@@ -8,7 +8,7 @@ what the verdict counts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -272,16 +272,21 @@ def _check_row(index: int, row: RowInput) -> None:
 # --------------------------------------------------------------------------- the engine
 
 
-def _method(design: str, m: int, q: float, power: float, level: float) -> str:
+def _method(design: str, m: int, q: float, power: float, level: float,
+            mirrored: Mapping[str, str]) -> str:
     tests = []
     if design in ("paired", "mixed"):
         tests.append("paired McNemar mid-p on discordant twins, Tango score interval")
     if design in ("unpaired", "mixed"):
         tests.append("Fisher's exact test (two-sided), Newcombe hybrid score interval")
+    mirrors = "".join(
+        f"; {success} is the complement of {failure} over the declared outcomes, so it is "
+        f"tested once, as {failure}" for success, failure in sorted(mirrored.items()))
     return (
         f"{'; '.join(tests)}; flag: Benjamini-Hochberg q {q:g} over {m} tests; "
         f"verdict: Holm q {q:g} over {m} tests; intervals simultaneous at "
         f"{100 * level:.3f}% (Bonferroni); limits: power {power:g} at level q/m, exact"
+        f"{mirrors}"
     )
 
 
@@ -354,8 +359,12 @@ def compare(
     q: float = 0.05,
     max_mde: float = 0.20,
     power: float = 0.8,
+    mirrored: Mapping[str, str] | None = None,
 ) -> Comparison:
-    """Compare two runs row by row and give the verdict (SPEC section 4)."""
+    """Compare two runs row by row and give the verdict (SPEC section 4).
+
+    ``mirrored`` (``{success: failure}``) names the events left out because each is the
+    complement of a tested one; the method says so."""
     q = check_q(q)
     max_mde = check_q(max_mde, "max_mde")
     power = check_q(power, "power")
@@ -471,7 +480,7 @@ def compare(
         q=q,
         max_mde=max_mde,
         power=power,
-        method=_method(design, m, q, power, level),
+        method=_method(design, m, q, power, level, mirrored or {}),
         design=design,
         paired_model=PAIRED_MODEL if design != "unpaired" else None,
         level=level,

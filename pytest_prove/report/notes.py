@@ -1,0 +1,68 @@
+"""What a comparison set aside, worded once for every renderer: conditions not run, new,
+without any outcome, replicates without a twin, and how episodes without an outcome were
+read.
+
+Each line is ``(head, text)``: the renderer writes the head its own way (``not run:`` in a
+terminal, bold in markdown) and passes every value that came from a rollout or the store
+through its own escape, given as ``esc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Only its type: the session's summary imports this module, and importing the review
+    # would import the engine into sessions that compare nothing.
+    from pytest_prove.review import Review
+
+__all__ = ["set_aside"]
+
+_SHOWN = 6
+
+
+def _some(values: Sequence[str], esc: Callable[[str], str]) -> str:
+    more = f" and {len(values) - _SHOWN} more" if len(values) > _SHOWN else ""
+    return ", ".join(esc(v) for v in values[:_SHOWN]) + more
+
+
+def _by_reason(counts: Mapping[str, int], esc: Callable[[str], str]) -> str:
+    return ", ".join(f"{n} {esc(reason)}" for reason, n in sorted(counts.items()))
+
+
+def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]]:
+    """The lines, as ``(head, text)``, in the order a reader needs them."""
+    prepared = review.prepared
+    before, after = esc(review.labels.before), esc(review.labels.after)
+    lines: list[tuple[str, str]] = []
+    if prepared.not_run:
+        lines.append(("not run", f"{len(prepared.not_run)} condition(s) of {before} have no "
+                                 f"episode to compare in {after} and are left out of the "
+                                 f"verdict: {_some(prepared.not_run, esc)}"))
+    if prepared.no_outcome:
+        shown = [f"{esc(label)} ran {n} episode(s), none had an outcome"
+                 for label, n in list(prepared.no_outcome.items())[:_SHOWN]]
+        more = len(prepared.no_outcome) - len(shown)
+        lines.append(("no outcome", f"{'; '.join(shown)}{f'; and {more} more' if more > 0 else ''}"
+                                    " (not compared: missing outcomes are ignored)"))
+    if prepared.new:
+        lines.append(("new", f"{len(prepared.new)} condition(s) only in {after}, not "
+                             f"compared: {_some(prepared.new, esc)}"))
+    if prepared.unpaired:
+        counts = ", ".join(f"{n} of {after if arm == 'after' else before}"
+                           for arm, n in sorted(prepared.unpaired.items(), reverse=True))
+        lines.append(("unpaired", f"replicates with no twin in the other run were left out "
+                                  f"({counts}); to pair them all, run both with the same "
+                                  "--prove-replicates"))
+    if prepared.left_out:
+        reasons = _by_reason(prepared.left_out, esc)
+        total = sum(prepared.left_out.values())
+        if prepared.missing == "ignore":
+            lines.append(("missing outcomes ignored", f"{total} episode(s) without an outcome "
+                                                      f"were left out on request ({reasons})"))
+        else:
+            lines.append(("without an outcome", f"{total} episode(s) ({reasons}); a rise in "
+                                                "their share is tested as the event 'no "
+                                                "outcome' of their condition"))
+    return lines

@@ -1,0 +1,195 @@
+"""Missing outcomes are tested, not dropped; mirror events are tested once; replicates with no
+twin are reported (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from .conftest import load
+
+#: Two tickets; FAIL_<TICKET> is the failure rate, and the share of it above HIDE_<TICKET>
+#: raises prove.NoOutcome instead (as a harness that maps a timeout or a 429 to "no outcome").
+AGENT = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=int(os.environ.get("N", "190")), failures=["unresolved"],
+                   successes=["resolved"], outcomes=["resolved", "unresolved", "escalated"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        fail = float(os.environ.get(f"FAIL_{ticket.upper()}", "0.2"))
+        hide = float(os.environ.get(f"HIDE_{ticket.upper()}", "1"))
+        draw = rng.random()
+        if draw < min(fail, hide):
+            return prove.Episode("unresolved")
+        if draw < fail:
+            if os.environ.get("CRASH") == "1":
+                raise RuntimeError("the model's API returned 429")
+            raise prove.NoOutcome("timed out waiting for the model")
+        return prove.Episode("escalated" if draw > 0.97 else "resolved")
+    """
+)
+
+INI = "[pytest]\nprove_allow_underpowered = true\n"
+
+
+@pytest.fixture
+def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=AGENT)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=base")
+    assert result.ret == 0, result.stdout.str()
+    return pytester
+
+
+def _json(pytester: pytest.Pytester) -> dict:  # type: ignore[type-arg]
+    return json.loads((pytester.path / "r.json").read_text())
+
+
+def test_failures_that_hide_as_missing_outcomes_read_worse(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIL_REFUND", "0.6")
+    monkeypatch.setenv("HIDE_REFUND", "0.2")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                             "--prove-report=r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*worse: 1 condition got worse (ticket=refund: more episodes ended without an "
+        "outcome, 0.000 -> 0.*",
+        "*without an outcome: * episode(s) (* no outcome (after)); a rise in their share is "
+        "tested as the event 'no outcome' of their condition*",
+    ])
+    assert "ticket=password: more episodes" not in text
+    doc = _json(agent)
+    rows = {(r["condition"], r["event"]): r for r in doc["comparison"]["rows"]}
+    assert rows[("ticket=refund", "no outcome")]["direction"] == "worse"
+    assert ("ticket=password", "no outcome") not in rows  # no missing outcome there
+    assert doc["missing"] == "test"
+    # The same failures recorded as failures are worse too.
+    monkeypatch.setenv("HIDE_REFUND", "1")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*worse: 1 condition got worse (ticket=refund unresolved *"])
+
+
+def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIL_REFUND", "0.6")
+    monkeypatch.setenv("HIDE_REFUND", "0.2")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                             "--prove-missing=ignore")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*missing outcomes ignored: * episode(s) without an outcome "
+                                 "were left out on request (* no outcome (after))*"])
+    assert "no outcome  " not in result.stdout.str()  # no row of that event
+    # The ini value says the same, and a bad value is refused at the door.
+    agent.makeini(INI + "prove_missing = ignore\n")
+    assert agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base").ret == 0
+    agent.makeini(INI + "prove_missing = drop\n")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option prove_missing: expected one of test, ignore, "
+                                 "got 'drop'*"])
+
+
+def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIL_REFUND", "1")
+    monkeypatch.setenv("HIDE_REFUND", "0")
+    monkeypatch.setenv("CRASH", "1")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
+    text = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "did not run" not in text and "not run:" not in text
+    result.stdout.fnmatch_lines(["*worse: * (ticket=refund: more episodes ended without an "
+                                 "outcome, 0.000 -> 1.000)*"])
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                             "--prove-missing=ignore")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*gate failed: only 1 of the 2 condition(s) of baseline 'base' were compared; 1 "
+        "ended without an outcome in every episode: ticket=refund*",
+        "*no outcome: ticket=refund ran 190 episode(s), none had an outcome (not compared: "
+        "missing outcomes are ignored)*",
+    ])
+    assert "did not run" not in result.stdout.str()
+
+
+def test_replicates_without_a_twin_are_counted(agent: pytest.Pytester,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("N", "300")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                             "--prove-report=r.json")
+    result.stdout.fnmatch_lines(["*unpaired: replicates with no twin in the other run were "
+                                 "left out (220 of *); to pair them all, run both with the "
+                                 "same --prove-replicates*"])
+    assert _json(agent)["unpaired"] == {"after": 220}
+    assert load(agent).manifest["status"] == "complete"
+
+
+MIRROR = textwrap.dedent(
+    """
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=60, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["a", "b", "c", "d"])
+    def test_mirror(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        return prove.Episode("unresolved" if rng.random() < 0.2 else "resolved")
+    """
+)
+
+
+def test_a_success_that_mirrors_a_failure_is_one_test(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_mirror=MIRROR)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=base",
+                                "--prove-plan")
+    result.stdout.fnmatch_lines(["*design check: *q 0.05 over 4 tests*"])
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=base").ret == 0
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "-v",
+                                "--prove-report=r.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*Holm q 0.05 over 4 tests*",
+        "*method: *resolved is the complement of unresolved over the declared outcomes, so "
+        "it is tested once, as unresolved*",
+    ])
+    doc = _json(pytester)
+    assert {r["event"] for r in doc["comparison"]["rows"]} == {"unresolved"}
+    assert doc["comparison"]["m"] == 4 and doc["mirrored"] == {"resolved": "unresolved"}
+    # Asked for by name, a success is tested alone.
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                                "--prove-event=resolved")
+    result.stdout.fnmatch_lines(["*over 4 tests*"])
+    assert "complement" not in result.stdout.str()
+
+
+def test_no_outcome_is_a_reserved_outcome_name(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bad="""
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=5, failures=["no outcome"], successes=["ok"])
+        def test_r(prove_seed):
+            return prove.Episode("ok")
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*failures names 'no outcome', which pytest-prove keeps for "
+                                 "episodes that end without an outcome*"])
+    assert "Traceback" not in result.stdout.str()
