@@ -37,7 +37,7 @@ def rollout(fn: F, /) -> F: ...
 def rollout(*, replicates: int = ..., failures: Iterable[str] = ...,
             successes: Iterable[str] = ..., outcomes: Iterable[str] = ...,
             t_unit: str | None = ..., concurrency: int | None = ...,
-            axes: Mapping[str, Any] | None = ..., id: str | None = ...,
+            timeout: float | None = ..., axes: Mapping[str, Any] | None = ..., id: str | None = ...,
             capture: Mapping[str, Any] | None = ...) -> Callable[[F], F]: ...
 
 
@@ -51,6 +51,7 @@ def rollout(
     outcomes: Iterable[str] = (),
     t_unit: str | None = None,
     concurrency: int | None = None,
+    timeout: float | None = None,
     axes: Mapping[str, Any] | None = None,
     id: str | None = None,  # noqa: A002 - it is the rollout's id
     capture: Mapping[str, Any] | None = None,
@@ -80,6 +81,7 @@ def rollout(
         replicates=replicates,
         t_unit=t_unit,
         concurrency=concurrency,
+        timeout=timeout,
         axes=None if axes is None else _axes(axes),
         rollout_id=id,
         capture=capture,

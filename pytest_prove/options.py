@@ -7,12 +7,13 @@ argparse (and so pytest) turns into a usage error naming the option.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Final
 
 from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
-__all__ = ["FAIL_ON", "fail_on", "fraction", "missing_mode", "positive_int", "run_name",
+__all__ = ["FAIL_ON", "fail_on", "fraction", "missing_mode", "positive_int", "run_name", "seconds",
            "store_name"]
 
 #: The verdicts a session or ``check`` can be told to fail on.
@@ -27,6 +28,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A number of seconds above 0 (``--prove-episode-timeout``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
     return value
 
 

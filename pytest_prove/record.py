@@ -80,7 +80,8 @@ def ending(record: Mapping[str, Any]) -> str:
 def left_out_reason(record: Mapping[str, Any]) -> str:
     """Why an episode without an outcome is left out of a comparison, as a person reads it."""
     kind = str((record.get("error") or {}).get("kind", "errored"))
-    return {"no_outcome": "no outcome", "exception": "errored"}.get(kind, kind)
+    return {"no_outcome": "no outcome", "exception": "errored",
+            "episode_timeout": "timed out"}.get(kind, kind)
 
 
 def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
@@ -97,9 +98,10 @@ def identity(record: Mapping[str, Any]) -> tuple[str, str, int]:
 
 #: How an episode ended without an outcome: ``prove.NoOutcome`` (or ``pytest.skip``), a
 #: raised exception, a broken contract (a wrong return value), a failed fixture, a crashed
-#: xdist worker; and ``timeout``, for an episode stopped by ``--prove-episode-timeout``
-#: (SPEC section 7), which the command line already tells apart.
-ErrorKind = Literal["no_outcome", "exception", "contract", "setup", "worker_crash", "timeout"]
+#: xdist worker; and ``episode_timeout``, for an episode stopped by
+#: ``--prove-episode-timeout`` (SPEC section 7).
+ErrorKind = Literal["no_outcome", "exception", "contract", "setup", "worker_crash",
+                    "episode_timeout"]
 ERROR_KINDS: Final[tuple[str, ...]] = get_args(ErrorKind)
 
 

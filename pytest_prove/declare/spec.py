@@ -42,6 +42,14 @@ class SpecError(ProveError, ValueError):
 NO_OUTCOME_EVENT: Final = "no outcome"
 
 
+def episode_timeout(value: object, what: str = "--prove-episode-timeout") -> float:
+    """Seconds an episode may run: a finite number above zero."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value > 0):
+        raise SpecError(f"{what} must be a number of seconds above 0, got {value!r}")
+    return float(value)
+
+
 def _names(what: str, values: object) -> tuple[str, ...]:
     if values is None:
         return ()
@@ -115,6 +123,7 @@ class Declaration:
     replicates: int = 100
     t_unit: str | None = None
     concurrency: int | None = None
+    timeout: float | None = field(default=None, compare=False)  # seconds an episode may run
     axes: tuple[Axis, ...] | None = None
     rollout_id: str | None = None
     capture: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -150,6 +159,8 @@ class Declaration:
             or self.concurrency < 1
         ):
             raise SpecError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
+        if self.timeout is not None:
+            object.__setattr__(self, "timeout", episode_timeout(self.timeout, "timeout"))
         for label, text in (("id", self.rollout_id), ("t_unit", self.t_unit)):
             if isinstance(text, str) and not storable_text(text):
                 raise SpecError(f"the rollout's {label} {text!r} holds a lone surrogate, which "
@@ -265,8 +276,8 @@ class SweepSpec:
 
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-_TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "axes", "declare",
-             "capture"}
+_TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
+             "declare", "capture"}
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -347,6 +358,7 @@ def load_spec(path: Path) -> SweepSpec:
             replicates=data.get("replicates", 100),
             t_unit=data.get("t_unit"),
             concurrency=data.get("concurrency"),
+            timeout=data.get("timeout"),
             axes=tuple(axes),
             rollout_id=target_id,
             capture=capture,

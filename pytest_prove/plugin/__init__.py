@@ -14,7 +14,15 @@ import pytest
 from .. import wire
 from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
-from ..options import fail_on, fraction, missing_mode, positive_int, run_name, store_name
+from ..options import (
+    fail_on,
+    fraction,
+    missing_mode,
+    positive_int,
+    run_name,
+    seconds,
+    store_name,
+)
 from ..running.runner import Identity
 from ..store import Store, StoreError
 from ..traces import capture
@@ -48,7 +56,8 @@ PATH_OPTIONS = ("--prove-store", "--prove-report")
 VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-save-baseline",
                  "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
                  "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
-                 "--prove-output-token-cap", "--prove-plan-from", "--prove-missing")
+                 "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
+                 "--prove-episode-timeout")
 
 
 # ---------------------------------------------------------------------------
@@ -87,6 +96,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-concurrency", metavar="K", type=positive_int, default=None,
                     help="run K replicates at once in each item (threads, or asyncio tasks "
                          "for async rollouts)")
+    group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
+                    help="stop an episode still running after S seconds: stored with no "
+                         "outcome (episode_timeout), its item fails, the sweep goes on "
+                         "(overrides timeout= and the ini value prove_episode_timeout)")
     group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
                     help="compare this outcome (repeatable; default: every declared failure "
                          "and success)")
@@ -114,6 +127,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("prove_q", "default for --prove-q", default="0.05")
     parser.addini("prove_max_mde", "default for --prove-max-mde", default="0.20")
     parser.addini("prove_fail_on", "default for --prove-fail-on", default="worse")
+    parser.addini("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
+                  "empty: no timeout)", default="")
     parser.addini("prove_missing", "default for --prove-missing: test or ignore",
                   default="test")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
@@ -148,6 +163,11 @@ def pytest_configure(config: pytest.Config) -> None:
         missing = opt.prove_missing or missing_mode(str(config.getini("prove_missing")))
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_missing: {exc}") from None
+    ini_timeout = str(config.getini("prove_episode_timeout")).strip()
+    try:
+        default_timeout = seconds(ini_timeout) if ini_timeout else None
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_episode_timeout: {exc}") from None
     store_root = Path(opt.prove_store) if opt.prove_store else (
         config.rootpath / str(config.getini("prove_store")))
     if opt.prove_update_baseline and not opt.prove_baseline:
@@ -167,6 +187,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 or config.getini("prove_allow_underpowered")),
         paired=opt.prove_baseline is not None or opt.prove_resume is not None,
         plan_only=opt.prove_plan,
+        episode_timeout=opt.prove_episode_timeout,
+        default_timeout=default_timeout,
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}

@@ -4,7 +4,9 @@ The rollout's outcome never fails its item.  The item fails when the rollout
 raises (its traceback shown as pytest shows any), ``sys.exit()`` and other
 BaseExceptions included, or breaks its contract (a message naming the test, the
 value and what was expected); it is skipped when every replicate raised
-``prove.NoOutcome`` or called ``pytest.skip()`` (stored with no outcome).
+``prove.NoOutcome`` or called ``pytest.skip()`` (stored with no outcome).  A replicate
+stopped by the episode timeout fails its item as a timeout does ("Timeout: ..."), and
+the sweep goes on.
 Ctrl-C (or ``pytest.exit()``) in a block fails the item and stops the session
 after it, so that its report still carries the replicates that finished; the
 one interrupted is stored by nobody and runs again on ``--prove-resume``.
@@ -72,10 +74,14 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     def where(ident: Identity) -> str:
         return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
 
+    settings = item.config.stash[SETTINGS_KEY]
+    timeout = next((s for s in (settings.episode_timeout, plan.declaration.timeout,
+                                settings.default_timeout) if s is not None), None)
     try:
         results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                             capture=item.stash.get(CAPTURE_KEY, None),
-                            stops=(KeyboardInterrupt, pytest.exit.Exception))
+                            stops=(KeyboardInterrupt, pytest.exit.Exception),
+                            timeout=timeout)
     except Stopped as stop:
         if not many:
             raise stop.cause from None
@@ -103,6 +109,8 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
             r.no_outcome, r.exception = error["message"] or "skipped", None
     raised = [r.exception for r in results if r.exception is not None]
     broken = [r.contract_error for r in results if r.contract_error is not None]
+    broken += [f"Timeout: {where(r_ident)}: {r.timed_out}" for r, r_ident
+               in zip(results, idents, strict=True) if r.timed_out is not None]
     if raised:
         if len(raised) == 1:
             raise raised[0]

@@ -65,6 +65,8 @@ class Settings:
     allow_underpowered: bool = False
     paired: bool = False  # a baseline is given, so the comparison will be paired
     plan_only: bool = False
+    episode_timeout: float | None = None  # --prove-episode-timeout: beats every other
+    default_timeout: float | None = None  # ini prove_episode_timeout: below timeout=
     is_worker: bool = False
     plan_sent: bool = False  # an xdist worker sent its plan with a report
     #: Rollouts whose declaration this process has sent with a report (once each).

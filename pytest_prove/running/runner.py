@@ -13,11 +13,21 @@ siblings of its block are stored with it.  Only the user stopping the session
 (KeyboardInterrupt, and whatever else the caller names in ``stops``) stores nothing
 for the replicate it stopped, so that ``--prove-resume`` runs it again; a block
 stopped that way raises :class:`Stopped` with what its other replicates finished.
+
+With a timeout (``--prove-episode-timeout``), the block runs in daemon threads while the
+calling thread waits until the deadline: an ``async def`` rollout's tasks are each given
+``asyncio.timeout``; a sync replicate still running is sent :class:`EpisodeTimeout`
+(raised in its thread at its next Python bytecode) and given a short grace to unwind.  A
+replicate that is still running then (blocked in C code, or a loop that never yields) is
+left to run on in its daemon thread, and its episode is stored from what it recorded so
+far; the caller goes on at once.
 """
 
 from __future__ import annotations
 
+import ctypes
 import inspect
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +40,11 @@ from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
 from .recording import EpisodeLog, recording, set_current
 
-__all__ = ["Identity", "ReplicateResult", "Stopped", "error_record", "run_block"]
+__all__ = ["GRACE", "EpisodeTimeout", "Identity", "ReplicateResult", "Stopped", "error_record",
+           "run_block"]
+
+#: Seconds a timed-out replicate is given to unwind before it is left running.
+GRACE = 0.25
 
 
 @final
@@ -70,6 +84,7 @@ class ReplicateResult:
     exception: BaseException | None = None  # the rollout raised: the item fails with it
     contract_error: str | None = None  # it returned something it may not: the item fails
     no_outcome: str | None = None  # prove.NoOutcome: stored with no outcome, item skipped
+    timed_out: str | None = None  # stopped by the episode timeout: stored, the item fails
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -85,6 +100,12 @@ class Stopped(BaseException):
         super().__init__(cause)
         self.cause = cause
         self.finished = finished
+
+
+@final
+class EpisodeTimeout(BaseException):
+    """Raised into a rollout still running at its deadline.  A BaseException, so that the
+    rollout's own ``except Exception`` does not take it for one of its errors."""
 
 
 def storable(text: str) -> str:
@@ -149,9 +170,29 @@ def _traceback(exc: BaseException) -> str:
     return storable(text[-4000:])
 
 
+def timeout_result(identity: Identity, log: EpisodeLog, timeout: float, *,
+                   left_running: bool = False) -> ReplicateResult:
+    """The record of an episode stopped by its timeout: no outcome, its duration, and the
+    steps, tokens and spans it had recorded by then."""
+    duration = round(time.perf_counter() - log.started, 6)
+    message = f"still running after {timeout:g} s (--prove-episode-timeout)"
+    if left_running:
+        message += ("; it did not stop within the grace (blocked outside Python?) and was "
+                    "left running in its thread")
+    record = error_record(identity, "episode_timeout", "EpisodeTimeout", message, duration)
+    record["steps"] = list(log.steps)
+    record["tokens"] = _tokens(log)
+    if log.spans:
+        record["spans"] = list(log.spans)
+    return ReplicateResult(record, timed_out=message)
+
+
 def _finish(identity: Identity, declaration: Declaration, where: Callable[[Identity], str],
             value: object,
-            exc: BaseException | None, log: EpisodeLog) -> ReplicateResult:
+            exc: BaseException | None, log: EpisodeLog,
+            timeout: float | None = None) -> ReplicateResult:
+    if timeout is not None and isinstance(exc, EpisodeTimeout):
+        return timeout_result(identity, log, timeout)
     duration = round(time.perf_counter() - log.started, 6)
     if isinstance(exc, NoOutcome):
         record = error_record(identity, "no_outcome", "NoOutcome", exc.reason, duration)
@@ -230,6 +271,7 @@ def run_block(
     is_async: bool,
     capture: object | None = None,
     stops: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
+    timeout: float | None = None,
 ) -> list[ReplicateResult]:
     """Run every replicate of a block; return their results in replicate order.
 
@@ -238,7 +280,11 @@ def run_block(
     as asyncio tasks for an ``async def`` rollout, in threads otherwise, each in a
     copy of the current context with a log of its own; a stop among them (or
     Ctrl-C while they run) raises :class:`Stopped` with what the others finished.
+    With ``timeout`` (seconds), see the module's docstring.
     """
+    if timeout is not None:
+        return _run_with_deadline(identities, declaration, call, where, is_async, capture,
+                                  stops, timeout)
     if is_async:
         import asyncio  # imported by the first async rollout, not by every session
 
@@ -274,8 +320,9 @@ def run_block(
 
 def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Identity], Any],
              where: Callable[[Identity], str], capture: object | None,
-             stops: tuple[type[BaseException], ...]) -> ReplicateResult:
-    log = EpisodeLog(capture=capture)
+             stops: tuple[type[BaseException], ...], log: EpisodeLog | None = None,
+             timeout: float | None = None) -> ReplicateResult:
+    log = log if log is not None else EpisodeLog(capture=capture)
     value: object = None
     error: BaseException | None = None
     reset = set_current(log)  # not a context manager: this runs once an episode, every one
@@ -292,29 +339,112 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
         error = exc  # every other ending of user code is stored
     finally:
         reset()
-    return _finish(identity, declaration, where, value, error, log)
+    return _finish(identity, declaration, where, value, error, log, timeout)
+
+
+def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    """Have ``thread`` raise ``exc_type`` when it next runs Python bytecode (CPython's
+    PyThreadState_SetAsyncExc; a thread blocked in C code sees it only once it returns)."""
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                   ctypes.py_object(exc_type))
+
+
+def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
+                       call: Callable[[Identity], Any], where: Callable[[Identity], str],
+                       is_async: bool, capture: object | None,
+                       stops: tuple[type[BaseException], ...],
+                       timeout: float) -> list[ReplicateResult]:
+    """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
+    logs = [EpisodeLog(capture=capture) for _ in identities]
+    results: dict[int, ReplicateResult] = {}
+    failures: list[BaseException] = []  # stops, and errors of this module's own
+
+    def replicate(index: int) -> None:
+        try:
+            results[index] = _run_one(identities[index], declaration, call, where, capture,
+                                      stops, logs[index], timeout)
+        except EpisodeTimeout:
+            # Raised after the rollout returned, on the way out: it did end in time.
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failures.append(exc)
+
+    def block() -> None:
+        import asyncio
+
+        try:
+            asyncio.run(_run_async(identities, declaration, call, where, capture, stops,
+                                   timeout, logs, results))
+        except Stopped as stop:
+            failures.append(stop.cause)
+        except BaseException as exc:  # noqa: BLE001 - as in replicate()
+            failures.append(exc)
+
+    if is_async:
+        threads = [threading.Thread(target=copy_context().run, args=(block,), daemon=True,
+                                    name="prove-replicates")]
+        owner = dict.fromkeys(range(len(identities)), threads[0])
+    else:
+        threads = [threading.Thread(target=copy_context().run, args=(replicate, i),
+                                    daemon=True, name=f"prove-replicate-{ident.replicate}")
+                   for i, ident in enumerate(identities)]
+        owner = dict(enumerate(threads))
+    deadline = time.monotonic() + timeout
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        late = [thread for thread in threads if thread.is_alive()]
+        if not is_async:  # async tasks are stopped by their own asyncio.timeout
+            for thread in late:
+                _raise_in(thread, EpisodeTimeout)
+        grace = time.monotonic() + GRACE
+        for thread in late:
+            thread.join(max(0.0, grace - time.monotonic()))
+    except KeyboardInterrupt as exc:
+        raise Stopped(exc, [results[i] for i in sorted(results)]) from None
+    for error in failures:
+        if not isinstance(error, stops):
+            raise error  # _run_one lets only the stops out: this is the plugin's own error
+    if failures:
+        raise Stopped(failures[0], [results[i] for i in sorted(results)])
+    return [results[i] if i in results else
+            timeout_result(ident, logs[i], timeout, left_running=owner[i].is_alive())
+            for i, ident in enumerate(identities)]
 
 
 async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      call: Callable[[Identity], Any],
                      where: Callable[[Identity], str],
                      capture: object | None,
-                     stops: tuple[type[BaseException], ...]) -> list[ReplicateResult]:
+                     stops: tuple[type[BaseException], ...],
+                     timeout: float | None = None,
+                     logs: Sequence[EpisodeLog] | None = None,
+                     into: dict[int, ReplicateResult] | None = None) -> list[ReplicateResult]:
     import asyncio
 
     tasks: list[asyncio.Task[ReplicateResult | None]] = []
     stopped: list[BaseException] = []
 
-    async def one(identity: Identity) -> ReplicateResult | None:
+    async def one(index: int, identity: Identity) -> ReplicateResult | None:
         # Each task runs in its own copy of the context, so this log is its alone.
-        log = EpisodeLog(capture=capture)
+        log = logs[index] if logs is not None else EpisodeLog(capture=capture)
         value: object = None
         error: BaseException | None = None
+        limit = asyncio.timeout(timeout)
         with recording(log):
             try:
-                awaitable = call(identity)
-                value = await _as_awaitable(awaitable)
+                async with limit:
+                    awaitable = call(identity)
+                    value = await _as_awaitable(awaitable)
             except BaseException as exc:  # noqa: BLE001 - every ending is stored, or a stop
+                if timeout is not None and isinstance(exc, TimeoutError) and limit.expired():
+                    found = timeout_result(identity, log, timeout)
+                    if into is not None:
+                        into[index] = found
+                    return found
                 me = asyncio.current_task()
                 # A CancelledError the rollout raised is its own ending; one from this
                 # task being cancelled (Ctrl-C, or a sibling's stop) is not.
@@ -326,9 +456,12 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                             task.cancel()
                     return None
                 error = exc  # every other ending of user code is stored
-        return _finish(identity, declaration, where, value, error, log)
+        found = _finish(identity, declaration, where, value, error, log)
+        if into is not None:
+            into[index] = found
+        return found
 
-    tasks.extend(asyncio.create_task(one(i)) for i in identities)
+    tasks.extend(asyncio.create_task(one(n, i)) for n, i in enumerate(identities))
     try:
         await asyncio.wait(tasks)
     except asyncio.CancelledError:

@@ -1,0 +1,127 @@
+"""--prove-episode-timeout (issue 12): an episode still running after S seconds is stored
+with no outcome as episode_timeout, its item fails as a timeout does, and the sweep goes on;
+sync alone and in blocks, async, one process and -n 2."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+
+from .conftest import load
+
+SLEEPER = textwrap.dedent(
+    """
+    import asyncio
+    import os
+    import time
+
+    import pytest
+    import pytest_prove as prove
+
+    ASYNC = os.environ.get("ASYNC") == "1"
+    BUSY = os.environ.get("BUSY") == "1"
+    TIMEOUT = float(os.environ.get("DECORATOR_TIMEOUT", "0")) or None
+
+
+    def sleeps(seed):
+        return seed % 10 == 0
+
+
+    if ASYNC:
+        @prove.rollout(replicates=50, failures=["unresolved"], successes=["resolved"],
+                       outcomes=["resolved", "unresolved", "escalated"], timeout=TIMEOUT)
+        async def test_sleepy(prove_seed):
+            with prove.step("start"):
+                pass
+            if sleeps(prove_seed):
+                await asyncio.sleep(60)
+            return prove.Episode("resolved")
+    else:
+        @prove.rollout(replicates=50, failures=["unresolved"], successes=["resolved"],
+                       outcomes=["resolved", "unresolved", "escalated"], timeout=TIMEOUT)
+        def test_sleepy(prove_seed):
+            with prove.step("start"):
+                pass
+            if sleeps(prove_seed):
+                if BUSY:
+                    while True:  # pure Python: stopped at the next bytecode
+                        pass
+                time.sleep(60)  # in C: left running in its thread
+            return prove.Episode("resolved")
+    """
+)
+
+
+@pytest.fixture
+def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_sleepy=SLEEPER)
+    return pytester
+
+
+def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float) -> None:
+    assert took < 30, took
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    assert len(run.episodes) == 50
+    from pytest_prove.declare.seeds import derive_seed  # noqa: F401 - seeds decide who sleeps
+
+    timed = [r for r in run.episodes if (r["error"] or {}).get("kind") == "episode_timeout"]
+    sleeping = [r for r in run.episodes if int(r["seed"]) % 10 == 0]
+    assert sorted(r["replicate"] for r in timed) == sorted(r["replicate"] for r in sleeping)
+    assert timed, "some replicate should have slept"
+    for record in timed:
+        assert record["outcome"] is None and record["duration"] >= 0.9
+        assert [s["name"] for s in record["steps"]] == ["start"]
+    assert all(r["outcome"] == "resolved" for r in run.episodes if r not in timed)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert f"{len(timed)} failed" in text or "failed" in text
+    result.stdout.fnmatch_lines(["*Timeout: *still running after 1 s (--prove-episode-timeout)*"])
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=5"]],
+                         ids=["one-process", "xdist", "blocks-of-5"])
+@pytest.mark.parametrize("mode", ["sync", "async", "busy"])
+def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
+        sleepy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str],
+        mode: str) -> None:
+    monkeypatch.setenv("ASYNC", "1" if mode == "async" else "0")
+    monkeypatch.setenv("BUSY", "1" if mode == "busy" else "0")
+    start = time.monotonic()
+    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider",
+                                         "--prove-episode-timeout=1", *args)
+    _check(sleepy, result, time.monotonic() - start)
+
+
+def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
+    start = time.monotonic()
+    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider")
+    _check(sleepy, result, time.monotonic() - start)
+    monkeypatch.delenv("DECORATOR_TIMEOUT")
+    sleepy.makeini("[pytest]\nprove_allow_underpowered = true\nprove_episode_timeout = 1\n")
+    start = time.monotonic()
+    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider")
+    _check(sleepy, result, time.monotonic() - start)
+    # The command line beats both (one block of 50, so the sleepers time out together).
+    monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
+    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider", "--prove-episode-timeout=2",
+                                         "--prove-concurrency=50")
+    result.stdout.fnmatch_lines(["*still running after 2 s*"])
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_a_bad_timeout_is_refused_at_the_door(sleepy: pytest.Pytester, value: str) -> None:
+    result = sleepy.runpytest("-p", "no:cacheprovider", f"--prove-episode-timeout={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--prove-episode-timeout*expected a number of seconds "
+                                 f"above 0, got '{value}'*"])
+    sleepy.makeini(f"[pytest]\nprove_episode_timeout = {value}\n")
+    result = sleepy.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option prove_episode_timeout: expected a number*"])
