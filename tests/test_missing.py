@@ -193,3 +193,24 @@ def test_no_outcome_is_a_reserved_outcome_name(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["*failures names 'no outcome', which pytest-prove keeps for "
                                  "episodes that end without an outcome*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_run_where_every_episode_errored(agent: pytest.Pytester,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for ticket in ("REFUND", "PASSWORD"):
+        monkeypatch.setenv(f"FAIL_{ticket}", "1")
+        monkeypatch.setenv(f"HIDE_{ticket}", "0")
+    monkeypatch.setenv("CRASH", "1")
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*worse: 2 conditions got worse (ticket=password: more "
+                                 "episodes ended without an outcome, 0.000 -> 1.000, "
+                                 "ticket=refund: more episodes*"])
+    result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                             "--prove-missing=ignore")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(["*gate failed: nothing was compared: none of the 2 "
+                                 "condition(s) of baseline 'base' has an outcome in run *; 2 "
+                                 "ended without an outcome in every episode*"])
+    assert "did not run" not in text and "not in the baseline" not in text
