@@ -391,7 +391,7 @@ def pytest_runtest_makereport(item: pytest.Item,
     return report
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)  # before junitxml and the --lf cache write what they saw
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     settings = config.stash.get(SETTINGS_KEY, None)
@@ -407,6 +407,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     prove.run.merge_plan(plan_data(config))
     prove.finish(session, exitstatus)
+    outcome = prove.outcome
+    if prove.design_failure is None and (outcome.failed_gate or outcome.refusal is not None):
+        review = outcome.review
+        reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()))
+                   if r is not None]
+        prove.gate_reports.emit(config, review, reasons)
+    elif prove.baseline is not None and outcome.review is not None:
+        prove.gate_reports.clear_for_lf(config)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK
 

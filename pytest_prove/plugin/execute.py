@@ -97,6 +97,12 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
             f"{len(idents)} replicates finished and are stored, the others run again with "
             "--prove-resume") from stop.cause
     item.stash[RESULTS_KEY] = [r.record for r in results]
+    for r in results:
+        # Shown by --junitxml (as properties) and -rA: which seed, and how it ended.
+        error = r.record["error"]
+        item.user_properties += [
+            ("prove_replicate", r.record["replicate"]), ("prove_seed", str(r.record["seed"])),
+            ("prove_outcome", r.record["outcome"] if error is None else f"none ({error['kind']})")]
     if not many and results[0].record["error"] is None:
         return  # the common case: one replicate, which ended with an outcome
     for r in results:

@@ -27,6 +27,7 @@ from ..store.recorder import RunRecorder
 from ..traces import capture
 from ..traces.capture import CaptureManager
 from .budget import Budget, TokenCap, controller_budget
+from .gate import GateReports
 from .state import Settings, plan_data
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class ProveSession:
         self.pending: dict[str, list[dict[str, Any]]] = {}
         self.pytest_session: pytest.Session | None = None
         self.outcome = Outcome()
+        self.gate_reports = GateReports()  # a failed gate as reports pytest counts
         self._ended_run: Run | None = None  # see ended_run()
         self.design_failure: str | None = None  # set when xdist workers refused the design
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
@@ -117,6 +119,7 @@ class ProveSession:
             if episodes is not None:
                 self.pending.pop(report.nodeid, None)
                 self._store(episodes)
+                self.gate_reports.saw(report, episodes)
             return
         if report.when != "setup":
             return

@@ -17,7 +17,7 @@ from pytest_prove.stats import Comparison, Limit, Row, outward
 
 from ._format import q_text, rate, signed, terminal_text
 
-__all__ = ["format_comparison", "verdict_line"]
+__all__ = ["condition_failure", "format_comparison", "verdict_line"]
 
 _LIST_AT_MOST = 3
 
@@ -28,6 +28,12 @@ def _limit(limit: Limit) -> str:
 
 def _plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+def _event_words(row: Row) -> str:
+    if row.event == NO_OUTCOME_EVENT:
+        return "episodes that ended without an outcome"
+    return terminal_text(row.event)
 
 
 def _move(row: Row) -> str:
@@ -167,3 +173,19 @@ def format_comparison(
                 "(max_mde) or split fewer conditions"
             )
     return lines
+
+
+def condition_failure(comparison: Comparison, condition: str, *, before: str,
+                      after: str) -> list[str]:
+    """The failure text of one condition's gate report: the verdict, this condition's rows,
+    and how it was tested (what ``-rf``, ``--junitxml`` and the FAILURES section show)."""
+    rows = [r for r in comparison.rows if r.condition == condition]
+    moved = [r for r in rows if r.direction != "unchanged" or r.blind]
+    return [
+        verdict_line(comparison),
+        f"{terminal_text(condition)}, {terminal_text(before)} -> {terminal_text(after)}: "
+        + ("; ".join(f"{_event_words(r)} {rate(r.before)} -> {rate(r.after)}" for r in moved)
+           or "unchanged"),
+        *_table(rows, comparison.max_mde),
+        f"method: {comparison.method}",
+    ]

@@ -1,0 +1,109 @@
+"""The gate's decision as test reports that pytest counts.
+
+Every replicate item passes whatever its outcome: a worse agent is a verdict, not a crash.
+So that a failed gate is not a green build to whatever reads pytest's own results, the
+controller adds, at the end of the session, one failed report per condition the verdict
+failed on (``test_support.py::test_support::prove-gate[ticket=refund]``, its failure text
+the verdict and that condition's rows), and one ``prove::gate`` report for a gate that failed
+for another reason (less compared than the baseline holds, an unfinished run, a refusal).
+pytest then counts them like any failure: the last line, ``-rf``, ``--junitxml``, the exit
+status. The replicate items of the conditions that failed are marked failed in pytest's
+``--lf`` cache, so that ``pytest --lf --prove-baseline=NAME`` reruns those conditions on their
+baseline seeds. A passed gate adds no report.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, final
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..review import Review
+
+__all__ = ["GATE_NODE", "GateReports"]
+
+#: The node id of the report of a gate that failed for no one condition.
+GATE_NODE = "prove::gate"
+
+
+@final
+class GateReports:
+    """Which items ran each condition, and the reports of a failed gate."""
+
+    def __init__(self) -> None:
+        # (rollout, condition key) -> the ids pytest's --lf cache knows its items by.
+        self._items: dict[tuple[str, str], dict[Any, None]] = defaultdict(dict)
+
+    def saw(self, report: pytest.TestReport, episodes: Iterable[Mapping[str, Any]]) -> None:
+        """Remember which item ran these episodes (called for every call report)."""
+        item_id = getattr(report, "id", None) or report.nodeid
+        for episode in episodes:
+            key = (str(episode.get("rollout")), str(episode.get("condition_key")))
+            self._items[key][item_id] = None
+
+    def emit(self, config: pytest.Config, review: Review | None,
+             reasons: Iterable[str]) -> int:
+        """Send the failed gate's reports through pytest's own hook; return how many."""
+        sent = 0
+        for nodeid, text, key in [*self._conditions(review), *self._other(reasons)]:
+            path, _, name = nodeid.partition("::")
+            report = pytest.TestReport(
+                nodeid=nodeid, location=(path, None, name), keywords={}, outcome="failed",
+                longrepr=text, when="call", user_properties=[("prove_gate", "failed")])
+            config.hook.pytest_runtest_logreport(report=report)
+            sent += 1
+            self._mark_for_lf(config, key)
+        return sent
+
+    def _conditions(self, review: Review | None) -> list[tuple[str, str, tuple[str, str] | None]]:
+        if review is None or review.comparison is None or not review.gate.verdict_failed:
+            return []
+        from ..report.terminal import condition_failure
+        from ..review.labels import keys_and_labels
+
+        comparison = review.comparison
+        verdict = comparison.verdict
+        failing = verdict.worse if verdict.word == "worse" else verdict.blind
+        keys = {label: key for key, (label, _) in
+                keys_and_labels(review.before, review.after).items()}
+        rollouts = review.after.manifest.get("rollouts") or {}
+        found = []
+        for condition in dict.fromkeys(r.condition for r in failing):
+            key = keys.get(condition)
+            info = rollouts.get(key[0]) if key is not None else None
+            node = (info.get("node") if isinstance(info, Mapping) else None) or (
+                key[0] if key is not None else "prove")
+            # Within the brackets of a node id, "::" and "[" would split it.
+            shown = condition.split(" · ", 1)[-1].replace("::", ":").replace("[", "(") \
+                .replace("]", ")")
+            text = "\n".join(condition_failure(comparison, condition, before=review.labels.before,
+                                               after=review.labels.after))
+            found.append((f"{node}::prove-gate[{shown}]", text, key))
+        return found
+
+    @staticmethod
+    def _other(reasons: Iterable[str]) -> list[tuple[str, str, None]]:
+        text = "\n".join(f"gate failed: {reason.removeprefix('gate failed: ')}"
+                          for reason in reasons)
+        return [(GATE_NODE, text, None)] if text else []
+
+    @staticmethod
+    def clear_for_lf(config: pytest.Config) -> None:
+        """A gate that passed: its earlier failed reports leave pytest's --lf cache."""
+        lf = config.pluginmanager.get_plugin("lfplugin")
+        lastfailed = getattr(lf, "lastfailed", None)
+        if isinstance(lastfailed, dict):
+            for item_id in [k for k in lastfailed
+                            if str(k) == GATE_NODE or "::prove-gate[" in str(k)]:
+                del lastfailed[item_id]
+
+    def _mark_for_lf(self, config: pytest.Config, key: tuple[str, str] | None) -> None:
+        lf = config.pluginmanager.get_plugin("lfplugin")
+        lastfailed = getattr(lf, "lastfailed", None)
+        if key is None or not isinstance(lastfailed, dict):
+            return
+        for item_id in self._items.get(key, {}):
+            lastfailed[item_id] = True
