@@ -21,7 +21,8 @@ def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
     monkeypatch.setenv("REFUND_FAIL", "0.5")
     result = bot.runpytest("-n", "2", "--prove-baseline", "current", "--prove-name", "worse")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(passed=240)  # the items pass: a worse agent is a verdict
+    # The items pass (a worse agent is a verdict, not a crash); the gate is one failure.
+    result.assert_outcomes(passed=240, failed=1)
     result.stdout.fnmatch_lines(["*pytest-prove*", "worse*", "*ticket=refund*unresolved*"])
     assert "ticket=password" not in result.stdout.str().split("worse", 1)[1].splitlines()[0]
 

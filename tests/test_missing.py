@@ -131,8 +131,8 @@ def test_replicates_without_a_twin_are_counted(agent: pytest.Pytester,
     result = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
                              "--prove-report=r.json")
     result.stdout.fnmatch_lines(["*unpaired: replicates with no twin in the other run were "
-                                 "left out (220 of *); to pair them all, run both with the "
-                                 "same --prove-replicates*"])
+                                 "left out (220 of *); to pair them all, give both runs the "
+                                 "same replicates (--prove-replicates*"])
     assert _json(agent)["unpaired"] == {"after": 220}
     assert load(agent).manifest["status"] == "complete"
 

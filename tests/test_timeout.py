@@ -125,3 +125,101 @@ def test_a_bad_timeout_is_refused_at_the_door(sleepy: pytest.Pytester, value: st
     result = sleepy.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ini option prove_episode_timeout: expected a number*"])
+
+
+HOSTILE = textwrap.dedent(
+    """
+    import asyncio
+    import logging
+    import os
+    import time
+
+    import pytest
+    import pytest_prove as prove
+
+    MODE = os.environ["MODE"]
+    N = int(os.environ.get("N", "20"))
+    log = logging.getLogger("agent")
+
+
+    @prove.rollout(replicates=N, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    def test_hostile(prove_replicate):
+        if MODE == "log":  # logging takes a lock inside the standard library
+            while True:
+                log.warning("thinking %s", prove_replicate)
+                logging.getLogger(f"agent.{prove_replicate % 7}")
+        if MODE == "swallow":  # catches the timeout and answers late
+            try:
+                while True:
+                    pass
+            except BaseException:
+                return prove.Episode("resolved")
+        if MODE == "sleep":
+            time.sleep(30)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def _hostile(pytester: pytest.Pytester, mode: str, n: int, *args: str) -> pytest.RunResult:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_hostile=HOSTILE)
+    import os
+
+    os.environ["MODE"], os.environ["N"] = mode, str(n)
+    try:
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
+    finally:
+        del os.environ["MODE"], os.environ["N"]
+
+
+def _kinds(pytester: pytest.Pytester) -> list[str]:
+    return [(r["error"] or {}).get("kind", "outcome") for r in load(pytester).episodes]
+
+
+def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Pytester) -> None:
+    """The timeout is raised only into the rollout's own frames: raised inside logging, it
+    left logging's lock held and the session hung for good."""
+    result = _hostile(pytester, "log", 150, "--prove-episode-timeout=0.02")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _kinds(pytester) == ["episode_timeout"] * 150
+
+
+def test_a_rollout_that_catches_the_timeout_is_still_timed_out(pytester: pytest.Pytester) -> None:
+    result = _hostile(pytester, "swallow", 3, "--prove-episode-timeout=0.5",
+                      "--prove-concurrency=3")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _kinds(pytester) == ["episode_timeout"] * 3
+
+
+def test_a_huge_timeout_is_no_timeout_in_effect(pytester: pytest.Pytester) -> None:
+    """Above threading.TIMEOUT_MAX, join() raised OverflowError and every item crashed."""
+    result = _hostile(pytester, "quick", 4, "--prove-episode-timeout=1e10")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert _kinds(pytester) == ["outcome"] * 4
+
+
+def test_another_plugins_timeout_keeps_every_episode(pytester: pytest.Pytester) -> None:
+    """A SIGALRM timeout of another plugin (pytest-timeout's signal method does this) lands
+    in the thread that waits: the replicates it stops are stored as it ended them."""
+    pytester.makeconftest("""
+        import signal
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_call(item):
+            def alarm(signum, frame):
+                pytest.fail("Timeout (another plugin)")
+            signal.signal(signal.SIGALRM, alarm)
+            signal.alarm(1)
+            try:
+                return (yield)
+            finally:
+                signal.alarm(0)
+    """)
+    result = _hostile(pytester, "sleep", 2, "--prove-episode-timeout=5")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    assert [(r["error"] or {}).get("type") for r in run.episodes] == ["Failed", "Failed"]

@@ -160,7 +160,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
     try:
-        missing = opt.prove_missing or missing_mode(str(config.getini("prove_missing")))
+        missing = opt.prove_missing or missing_mode(
+            str(config.getini("prove_missing")).strip() or "test")
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_missing: {exc}") from None
     ini_timeout = str(config.getini("prove_episode_timeout")).strip()

@@ -61,6 +61,7 @@ class GateReports:
     def _conditions(self, review: Review | None) -> list[tuple[str, str, tuple[str, str] | None]]:
         if review is None or review.comparison is None or not review.gate.verdict_failed:
             return []
+        from ..report._format import terminal_text
         from ..report.terminal import condition_failure
         from ..review.labels import keys_and_labels
 
@@ -76,9 +77,9 @@ class GateReports:
             info = rollouts.get(key[0]) if key is not None else None
             node = (info.get("node") if isinstance(info, Mapping) else None) or (
                 key[0] if key is not None else "prove")
-            # Within the brackets of a node id, "::" and "[" would split it.
-            shown = condition.split(" · ", 1)[-1].replace("::", ":").replace("[", "(") \
-                .replace("]", ")")
+            # On one line, nothing a terminal acts on, and nothing that splits a node id.
+            shown = terminal_text(condition.split(" · ", 1)[-1]).replace("::", ":") \
+                .replace("[", "(").replace("]", ")")
             text = "\n".join(condition_failure(comparison, condition, before=review.labels.before,
                                                after=review.labels.after))
             found.append((f"{node}::prove-gate[{shown}]", text, key))

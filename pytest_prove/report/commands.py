@@ -8,10 +8,13 @@ whole.
 
 from __future__ import annotations
 
+import math
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.review import Review
 from pytest_prove.review.fixcheck import FixCheckReview
 from pytest_prove.review.steps import StepComparison, Where
@@ -55,6 +58,14 @@ def _f(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _hr_limit(value: float | None) -> str:
+    """A detectable hazard ratio, rounded away from 1 (never a promise it does not keep)."""
+    if value is None:
+        return "-"
+    scaled = value * 100
+    return f"{(math.ceil(scaled) if value >= 1 else math.floor(scaled)) / 100:.2f}"
+
+
 def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
@@ -89,8 +100,13 @@ def diff_lines(review: Review, verbose: bool) -> list[str]:
     comparison = review.require_comparison()
     lines = comparison_lines(review, verbose)
     if comparison.verdict.word == "worse":
-        lines.append(f"next: pytest-prove where {review.labels.after} --event "
-                     f"{comparison.verdict.worse[0].event}")
+        after = shlex.quote(review.labels.after)
+        events = [r.event for r in comparison.verdict.worse if r.event != NO_OUTCOME_EVENT]
+        if events:
+            lines.append(f"next: pytest-prove where {after} --event {shlex.quote(events[0])}")
+        else:  # only missing outcomes rose: the episodes say why they ended
+            lines.append(f"next: pytest-prove show {after} (its errored and timed-out "
+                         "episodes, with their messages)")
     return lines
 
 
@@ -282,7 +298,7 @@ def compare_steps_lines(c: StepComparison) -> list[str]:
                        frozenset({1, 2, 3})))
     lines.append(f"statistic: chi2 = {test.statistic:.3f} on 1 d.f., variance "
                  f"{test.variance:.3f}, {_p_is(test.p)}; could not have detected a hazard "
-                 f"ratio below {_f(c.detectable, 2)} (80% power, level {c.q:g}; you accept "
+                 f"ratio below {_hr_limit(c.detectable)} (80% power, level {c.q:g}; you accept "
                  f"{c.max_hr:g})")
     if c.by_step:
         lines.append(f"by last step: cause-specific log-rank, other steps censored; "
@@ -292,7 +308,7 @@ def compare_steps_lines(c: StepComparison) -> list[str]:
             [(terminal_text(t.cause.removeprefix("step:")), str(t.test.observed_a),
               str(t.test.observed_b),
               f"{t.test.statistic:.3f}", _p(t.test.p), _p(t.q),
-              "yes" if t.flag else "-", _f(t.detectable, 2)) for t in c.by_step],
+              "yes" if t.flag else "-", _hr_limit(t.detectable)) for t in c.by_step],
             frozenset({1, 2, 3, 4, 5})))
     lines.append("this asks whether failures come sooner among episodes still going; whether "
                  "they come more often overall is fix-check's question")

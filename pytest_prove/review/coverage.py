@@ -59,7 +59,10 @@ class Coverage:
         for reason, labels in self.by_mistake.items():
             shown = ", ".join(labels[:6]) + (" ..." if len(labels) > 6 else "")
             parts.append(f"{len(labels)} {reason}: {shown}")
-        if self.compared == 0:
+        if self.total == 0:
+            head = (f"nothing was compared: baseline {baseline!r} holds no condition with an "
+                    f"outcome to compare run {after!r} with")
+        elif self.compared == 0:
             head = (f"nothing was compared: none of the {self.total} condition(s) of baseline "
                     f"{baseline!r} has an outcome in run {after!r}")
         else:
@@ -170,7 +173,9 @@ def coverage(baseline: Run, run: Run, *, missing_tested: bool = True) -> Coverag
     compared (its share of missing outcomes is tested), not left out."""
     labels: dict[tuple[str, str], str] = {}
     for record in baseline.episodes:
-        if has_outcome(record):
+        # With missing outcomes tested, a condition none of whose episodes has an outcome
+        # is still compared (on its share of them).
+        if missing_tested or has_outcome(record):
             labels.setdefault((str(record["rollout"]), str(record["condition_key"])),
                               condition_label(record.get("condition") or {}))
     with_outcome: set[tuple[str, str]] = set()

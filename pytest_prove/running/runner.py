@@ -25,14 +25,18 @@ far; the caller goes on at once.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import inspect
+import sys
+import sysconfig
 import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import copy_context
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, final
 
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
@@ -170,21 +174,35 @@ def _traceback(exc: BaseException) -> str:
     return storable(text[-4000:])
 
 
+def _snapshot(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of steps or spans that a thread left running may still be changing."""
+    for _ in range(5):
+        try:
+            return copy.deepcopy(items)
+        except RuntimeError:  # changed while it was copied: try again
+            continue
+    return []
+
+
 def timeout_result(identity: Identity, log: EpisodeLog, timeout: float, *,
-                   left_running: bool = False) -> ReplicateResult:
+                   note: str = "") -> ReplicateResult:
     """The record of an episode stopped by its timeout: no outcome, its duration, and the
-    steps, tokens and spans it had recorded by then."""
+    steps, tokens and spans it had recorded by then (copied: it may still be running)."""
     duration = round(time.perf_counter() - log.started, 6)
-    message = f"still running after {timeout:g} s (--prove-episode-timeout)"
-    if left_running:
-        message += ("; it did not stop within the grace (blocked outside Python?) and was "
-                    "left running in its thread")
+    message = f"still running after {timeout:g} s (--prove-episode-timeout){note}"
     record = error_record(identity, "episode_timeout", "EpisodeTimeout", message, duration)
-    record["steps"] = list(log.steps)
-    record["tokens"] = _tokens(log)
-    if log.spans:
-        record["spans"] = list(log.spans)
+    record["steps"] = _snapshot(log.steps)
+    record["tokens"] = _tokens(EpisodeLog(usage=_snapshot(log.usage)))
+    spans = _snapshot(log.spans)
+    if spans:
+        record["spans"] = spans
     return ReplicateResult(record, timed_out=message)
+
+
+#: Why a replicate's timeout record says more than "still running".
+LEFT_RUNNING = ("; it did not stop within the grace and was left running in its thread "
+                "(blocked in C code, in library code, or catching the timeout)")
+NEVER_STARTED = "; it never started: a sibling blocked the event loop"
 
 
 def _finish(identity: Identity, declaration: Declaration, where: Callable[[Identity], str],
@@ -342,12 +360,50 @@ def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Ident
     return _finish(identity, declaration, where, value, error, log, timeout)
 
 
+def _in_user_code(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is running a frame outside the standard library and installed
+    packages: the only place an exception may be raised into it without leaving a lock of
+    theirs held (logging's, for one, is taken and released around a ``try``)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    return not name.startswith(_LIBRARY_PATHS) and not name.startswith("<frozen")
+
+
+_LIBRARY_PATHS = tuple(sorted({path for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                               if (path := sysconfig.get_paths().get(key))}
+                              | {str(Path(__file__).resolve().parent.parent)}))
+
+
 def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
     """Have ``thread`` raise ``exc_type`` when it next runs Python bytecode (CPython's
     PyThreadState_SetAsyncExc; a thread blocked in C code sees it only once it returns)."""
     if thread.ident is not None and thread.is_alive():
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                    ctypes.py_object(exc_type))
+
+
+def _join(threads: Sequence[threading.Thread], until: float) -> None:
+    for thread in threads:
+        thread.join(min(max(0.0, until - time.monotonic()), threading.TIMEOUT_MAX))
+
+
+def _stop_late(late: Sequence[threading.Thread], until: float) -> set[threading.Thread]:
+    """Raise EpisodeTimeout into each late thread once it runs user code, polling until
+    ``until``; return the threads it was raised into."""
+    sent: set[threading.Thread] = set()
+    while time.monotonic() < until:
+        waiting = [thread for thread in late if thread.is_alive() and thread not in sent]
+        if not waiting:
+            break
+        for thread in waiting:
+            if _in_user_code(thread):
+                _raise_in(thread, EpisodeTimeout)
+                sent.add(thread)
+        time.sleep(0.005)
+    _join(late, until)
+    return sent
 
 
 def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
@@ -358,9 +414,11 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
     """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
     logs = [EpisodeLog(capture=capture) for _ in identities]
     results: dict[int, ReplicateResult] = {}
+    started: set[int] = set()
     failures: list[BaseException] = []  # stops, and errors of this module's own
 
     def replicate(index: int) -> None:
+        started.add(index)
         try:
             results[index] = _run_one(identities[index], declaration, call, where, capture,
                                       stops, logs[index], timeout)
@@ -375,7 +433,7 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
 
         try:
             asyncio.run(_run_async(identities, declaration, call, where, capture, stops,
-                                   timeout, logs, results))
+                                   timeout, logs, results, started))
         except Stopped as stop:
             failures.append(stop.cause)
         except BaseException as exc:  # noqa: BLE001 - as in replicate()
@@ -390,29 +448,46 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
                                     daemon=True, name=f"prove-replicate-{ident.replicate}")
                    for i, ident in enumerate(identities)]
         owner = dict(enumerate(threads))
-    deadline = time.monotonic() + timeout
+    interrupted: BaseException | None = None
+    sent: set[threading.Thread] = set()
     try:
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        _join(threads, time.monotonic() + timeout)
         late = [thread for thread in threads if thread.is_alive()]
-        if not is_async:  # async tasks are stopped by their own asyncio.timeout
-            for thread in late:
-                _raise_in(thread, EpisodeTimeout)
         grace = time.monotonic() + GRACE
-        for thread in late:
-            thread.join(max(0.0, grace - time.monotonic()))
+        if is_async:  # its tasks are stopped by their own asyncio.timeout
+            _join(late, grace)
+        else:
+            sent = _stop_late(late, grace)
     except KeyboardInterrupt as exc:
         raise Stopped(exc, [results[i] for i in sorted(results)]) from None
+    except BaseException as exc:  # noqa: BLE001 - e.g. pytest-timeout's signal in this thread
+        interrupted = exc
     for error in failures:
         if not isinstance(error, stops):
             raise error  # _run_one lets only the stops out: this is the plugin's own error
     if failures:
         raise Stopped(failures[0], [results[i] for i in sorted(results)])
-    return [results[i] if i in results else
-            timeout_result(ident, logs[i], timeout, left_running=owner[i].is_alive())
-            for i, ident in enumerate(identities)]
+    found = []
+    for i, ident in enumerate(identities):
+        result = results.get(i)
+        if interrupted is not None and result is None:
+            # Something stopped the waiting itself (a timeout of another plugin): the
+            # replicates still running end with it, as they would had it reached them.
+            message = _describe(interrupted)
+            record = error_record(ident, "exception", type(interrupted).__name__, message,
+                                  round(time.perf_counter() - logs[i].started, 6))
+            record["steps"] = _snapshot(logs[i].steps)
+            result = ReplicateResult(record, exception=interrupted)
+        elif result is None or (owner[i] in sent and result.record["error"] is None):
+            # Still running, or it caught the timeout and returned late: either way it was
+            # running at its deadline, which is what the timeout promises to record.
+            note = ("" if result is not None or not owner[i].is_alive() else
+                    NEVER_STARTED if i not in started else LEFT_RUNNING)
+            result = timeout_result(ident, logs[i], timeout, note=note)
+        found.append(result)
+    return found
 
 
 async def _run_async(identities: Sequence[Identity], declaration: Declaration,
@@ -422,7 +497,8 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      stops: tuple[type[BaseException], ...],
                      timeout: float | None = None,
                      logs: Sequence[EpisodeLog] | None = None,
-                     into: dict[int, ReplicateResult] | None = None) -> list[ReplicateResult]:
+                     into: dict[int, ReplicateResult] | None = None,
+                     started: set[int] | None = None) -> list[ReplicateResult]:
     import asyncio
 
     tasks: list[asyncio.Task[ReplicateResult | None]] = []
@@ -431,6 +507,9 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
     async def one(index: int, identity: Identity) -> ReplicateResult | None:
         # Each task runs in its own copy of the context, so this log is its alone.
         log = logs[index] if logs is not None else EpisodeLog(capture=capture)
+        log.started = time.perf_counter()
+        if started is not None:
+            started.add(index)
         value: object = None
         error: BaseException | None = None
         limit = asyncio.timeout(timeout)
@@ -456,7 +535,11 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                             task.cancel()
                     return None
                 error = exc  # every other ending of user code is stored
-        found = _finish(identity, declaration, where, value, error, log)
+        if timeout is not None and limit.expired():
+            # It caught the cancellation and went on: it was running at its deadline.
+            found = timeout_result(identity, log, timeout)
+        else:
+            found = _finish(identity, declaration, where, value, error, log)
         if into is not None:
             into[index] = found
         return found
