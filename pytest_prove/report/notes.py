@@ -53,8 +53,9 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
         counts = ", ".join(f"{n} of {after if arm == 'after' else before}"
                            for arm, n in sorted(prepared.unpaired.items(), reverse=True))
         lines.append(("unpaired", f"replicates with no twin in the other run were left out "
-                                  f"({counts}); to pair them all, give both runs the same replicates "
-                                  "(--prove-replicates, and no -k that picks replicates)"))
+                                  f"({counts}); to pair them all, give both runs the same "
+                                  "replicates (--prove-replicates, and no -k that picks "
+                                  "replicates)"))
     if prepared.left_out:
         reasons = _by_reason(prepared.left_out, esc)
         total = sum(prepared.left_out.values())
