@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from .errors import ProveError
+from .inifile import fill_defaults, project_settings
 from .options import fail_on, fraction, missing_mode
 from .report import commands as say
 from .report import cost as cost_text
@@ -144,14 +145,16 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event", action="append", default=[],
                         help="compare this outcome (repeatable; default: every declared "
                              "failure and success)")
-    parser.add_argument("--q", type=fraction, default=0.05,
-                        help="error rate for flags (BH) and the verdict (Holm); default 0.05")
-    parser.add_argument("--max-mde", type=fraction, default=0.20,
-                        help="the largest change you accept not being able to see; "
-                             "default 0.20")
-    parser.add_argument("--missing", type=missing_mode, default="test",
-                        help="episodes without an outcome: test (default: a rise in their "
-                             "share is worse) or ignore (they are infrastructure)")
+    parser.add_argument("--q", type=fraction, default=None,
+                        help="error rate for flags (BH) and the verdict (Holm); default: "
+                             "ini prove_q, else 0.05")
+    parser.add_argument("--max-mde", type=fraction, default=None,
+                        help="the largest change you accept not being able to see; default: "
+                             "ini prove_max_mde, else 0.20")
+    parser.add_argument("--missing", type=missing_mode, default=None,
+                        help="episodes without an outcome: test (a rise in their share is "
+                             "worse) or ignore (they are infrastructure); default: ini "
+                             "prove_missing, else test")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
 
 
@@ -200,9 +203,9 @@ def _diff(args: argparse.Namespace, out: Output) -> int:
 
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
     _engine_options(parser)
-    parser.add_argument("--fail-on", type=fail_on, default=frozenset({"worse"}),
-                        help="verdicts that fail: worse (default), too-small, or both "
-                             "comma-separated")
+    parser.add_argument("--fail-on", type=fail_on, default=None,
+                        help="verdicts that fail: worse, too-small, or both comma-separated; "
+                             "default: ini prove_fail_on, else worse")
 
 
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)
@@ -350,11 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
     # Accepted before or after the subcommand; SUPPRESS keeps the subparser from
     # overwriting a value given before it.
     common.add_argument("--store", default=argparse.SUPPRESS,
-                        help="folder of runs and baselines (default: .prove)")
+                        help="folder of runs and baselines (default: ini prove_store, else "
+                             ".prove under the rootdir)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="write one JSON document instead of text")
-    parser.add_argument("--store", default=".prove",
-                        help="folder of runs and baselines (default: .prove)")
+    parser.add_argument("--store", default=None,
+                        help="folder of runs and baselines (default: ini prove_store, else "
+                             ".prove under the rootdir)")
     parser.add_argument("--json", action="store_true", default=False,
                         help="write one JSON document instead of text")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -374,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
     out = Output(as_json=bool(args.json))
     try:
+        fill_defaults(args, project_settings())
         return COMMANDS[args.command].run(args, out)
     except (ProveError, ValueError) as exc:
         if out.as_json:

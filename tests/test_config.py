@@ -1,0 +1,84 @@
+"""One configuration (issue 13, item 2): the command line reads the prove_* values a session
+reads, from the file pytest finds, without importing pytest; flags override them."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_prove.cli import main
+from pytest_prove.inifile import project_settings
+
+from .conftest import BOT
+
+
+def _verdict(text: str) -> str:
+    for word in ("worse", "safer", "no significant change", "too small to tell"):
+        if f"{word}:" in text:
+            return word
+    raise AssertionError(text)
+
+
+@pytest.mark.parametrize("where", ["pyproject.toml", "tox.ini", "setup.cfg", "pytest.ini"])
+def test_the_session_and_the_command_line_give_one_answer(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], where: str) -> None:
+    values = {"prove_store": "agent-runs", "prove_max_mde": "0.40",
+              "prove_allow_underpowered": "true"}
+    if where == "pyproject.toml":
+        body = "[tool.pytest.ini_options]\n" + "".join(f'{k} = "{v}"\n' for k, v in values.items())
+    else:
+        section = {"tox.ini": "pytest", "setup.cfg": "tool:pytest", "pytest.ini": "pytest"}[where]
+        body = f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in values.items())
+    (pytester.path / where).write_text(body)
+    pytester.makepyfile(test_bot=BOT)
+    monkeypatch.setenv("BOT_REPLICATES", "30")
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=base").ret == 0
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                                "--prove-name=again")
+    session_word = _verdict(result.stdout.str())
+    # At 30 replicates a change of 0.20 is out of sight, one of 0.40 is not: the session
+    # said its word at 0.40 (the ini value), and so must the command line.
+    assert session_word == "no significant change", result.stdout.str()
+    (pytester.path / "sub").mkdir()
+    monkeypatch.chdir(pytester.path / "sub")  # found upward, as pytest finds its rootdir
+    capsys.readouterr()
+    assert main(["diff", "baseline:base", "again"]) == 0
+    assert _verdict(capsys.readouterr().out) == session_word
+    assert main(["runs", "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert "again" in names
+    # A flag beats the file.
+    assert main(["diff", "baseline:base", "again", "--max-mde", "0.20"]) == 0
+    assert _verdict(capsys.readouterr().out) == "too small to tell"
+
+
+def test_a_bad_value_in_the_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.pytest.ini_options]
+        prove_max_mde = "lots"
+    """))
+    monkeypatch.chdir(tmp_path)
+    assert main(["diff", "a", "b"]) == 1
+    err = capsys.readouterr().err
+    assert "pyproject.toml: prove_max_mde: expected a number in (0, 1), got 'lots'" in err
+    assert "Traceback" not in err
+
+
+def test_pytests_rules_for_which_file_wins(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")  # no pytest table
+    (tmp_path / "tox.ini").write_text("[tox]\n")  # no [pytest]
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\nprove_store = from-setup-cfg\n")
+    inner = tmp_path / "a" / "b"
+    inner.mkdir(parents=True)
+    found = project_settings(inner)
+    assert found.inifile == tmp_path / "setup.cfg" and found.rootdir == tmp_path
+    assert found.store() == tmp_path / "from-setup-cfg"
+    (tmp_path / "a" / "pytest.ini").write_text("[pytest]\n")  # nearer, and empty: it wins
+    found = project_settings(inner)
+    assert found.inifile == tmp_path / "a" / "pytest.ini"
+    assert found.store() == tmp_path / "a" / ".prove"
