@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -341,7 +341,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     plan = pyfuncitem.stash.get(PLAN_KEY, None)
     if plan is None:
         return None
-    function = pyfuncitem.obj
+    function, loop = _coroutine_of(pyfuncitem.obj)
     base = {n: pyfuncitem.funcargs[n] for n in _argnames(function) if n in pyfuncitem.funcargs}
 
     def call(ident: Identity) -> Any:
@@ -354,8 +354,26 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             kwargs["prove_cfg"] = dict(ident.condition)
         return function(**kwargs)
 
-    execute_rollout(pyfuncitem, call, is_async=inspect.iscoroutinefunction(function))
+    execute_rollout(pyfuncitem, call, is_async=inspect.iscoroutinefunction(function), loop=loop)
     return True
+
+
+def _coroutine_of(function: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+    """The rollout to call, and how to run its coroutines (None: a loop of its own).
+
+    pytest-asyncio (auto mode, or its marker) swaps a coroutine test for a sync wrapper
+    while the item runs, which drops the returned Episode; the coroutine function is the
+    wrapper's ``__wrapped__``, and it is run in pytest-asyncio's own runner, so that the
+    async fixtures it made live on the loop the rollout runs on."""
+    original = getattr(function, "__wrapped__", None)
+    if inspect.iscoroutinefunction(function) or not inspect.iscoroutinefunction(original):
+        return function, None
+    cells = dict(zip(function.__code__.co_freevars,
+                     (c.cell_contents for c in function.__closure__ or ()), strict=False))
+    runner, context = cells.get("runner"), cells.get("context")
+    if runner is None or not callable(getattr(runner, "run", None)):
+        return original, None
+    return original, lambda coroutine: runner.run(coroutine, context=context)
 
 
 @pytest.hookimpl(wrapper=True)

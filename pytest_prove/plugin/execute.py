@@ -64,7 +64,7 @@ def _identities(item: pytest.Item) -> list[Identity]:
 
 
 def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
-                    is_async: bool) -> None:
+                    is_async: bool, loop: Callable[[Any], Any] | None = None) -> None:
     """Run the item's block, keep its records for the report, and pass, fail or skip."""
     __tracebackhide__ = True  # a failing item shows the rollout's frames, not these
     plan = item.stash[PLAN_KEY]
@@ -81,7 +81,7 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
         results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                             capture=item.stash.get(CAPTURE_KEY, None),
                             stops=(KeyboardInterrupt, pytest.exit.Exception),
-                            timeout=timeout)
+                            timeout=timeout, loop=loop)
     except Stopped as stop:
         if not many:
             raise stop.cause from None

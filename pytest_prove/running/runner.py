@@ -205,6 +205,13 @@ LEFT_RUNNING = ("; it did not stop within the grace and was left running in its 
 NEVER_STARTED = "; it never started: a sibling blocked the event loop"
 
 
+def _is_plugin_timeout(exc: BaseException) -> bool:
+    """pytest-timeout's signal method stops a test with ``pytest.fail("Timeout (>Ns) from
+    pytest-timeout.")``: that episode timed out, as one stopped by our own timeout does."""
+    return type(exc).__name__ == "Failed" and _describe(exc).startswith("Timeout") and (
+        "pytest-timeout" in _describe(exc))
+
+
 def _finish(identity: Identity, declaration: Declaration, where: Callable[[Identity], str],
             value: object,
             exc: BaseException | None, log: EpisodeLog,
@@ -220,7 +227,8 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
             record["spans"] = log.spans
         return ReplicateResult(record, no_outcome=exc.reason or "no outcome")
     if exc is not None:
-        kind = "contract" if isinstance(exc, RolloutContractError) else "exception"
+        kind = ("contract" if isinstance(exc, RolloutContractError)
+                else "episode_timeout" if _is_plugin_timeout(exc) else "exception")
         message = _describe(exc)
         record = error_record(identity, kind, type(exc).__name__, message, duration)
         record["steps"] = log.steps
@@ -290,6 +298,7 @@ def run_block(
     capture: object | None = None,
     stops: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
     timeout: float | None = None,
+    loop: Callable[[Any], Any] | None = None,
 ) -> list[ReplicateResult]:
     """Run every replicate of a block; return their results in replicate order.
 
@@ -298,7 +307,9 @@ def run_block(
     as asyncio tasks for an ``async def`` rollout, in threads otherwise, each in a
     copy of the current context with a log of its own; a stop among them (or
     Ctrl-C while they run) raises :class:`Stopped` with what the others finished.
-    With ``timeout`` (seconds), see the module's docstring.
+    With ``timeout`` (seconds), see the module's docstring.  ``loop`` runs an async
+    block's coroutine where the caller wants it (pytest-asyncio's runner), instead of in
+    a loop of its own; with a timeout the block has a loop of its own in its thread.
     """
     if timeout is not None:
         return _run_with_deadline(identities, declaration, call, where, is_async, capture,
@@ -306,7 +317,8 @@ def run_block(
     if is_async:
         import asyncio  # imported by the first async rollout, not by every session
 
-        return asyncio.run(_run_async(identities, declaration, call, where, capture, stops))
+        coroutine = _run_async(identities, declaration, call, where, capture, stops)
+        return (loop or asyncio.run)(coroutine)
     if len(identities) == 1:
         return [_run_one(identities[0], declaration, call, where, capture, stops)]
     from concurrent.futures import ThreadPoolExecutor, wait
