@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,24 +38,36 @@ class ProjectSettings:
     rootdir: Path
     inifile: Path | None = None
     values: Mapping[str, str] = field(default_factory=dict)
+    #: ``--prove-*=VALUE`` options found in the file's addopts: they beat its values.
+    addopts: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> str | None:
+        """The value as written (stripped; ``""`` when empty), or None when not set."""
         value = self.values.get(name)
-        return value.strip() if isinstance(value, str) and value.strip() else None
+        return value.strip() if isinstance(value, str) else None
 
     def where(self, name: str) -> str:
         """How an error names a value: the file and the option."""
         return f"{self.inifile or 'the configuration'}: {name}"
 
     def store(self) -> Path:
-        """The store a session would use: prove_store, relative to the rootdir."""
-        return self.rootdir / (self.get("prove_store") or ".prove")
+        """The store a session would use: ``--prove-store`` in addopts (relative to the
+        working directory, as pytest reads it), else prove_store (relative to the rootdir,
+        the rootdir itself when empty), else ``.prove`` there."""
+        flag = self.addopts.get("prove_store")
+        if flag is not None:
+            return Path.cwd() / flag
+        value = self.get("prove_store")
+        return self.rootdir / (".prove" if value is None else value)
 
 
 def _ini_section(path: Path, section: str) -> dict[str, str] | None:
-    parser = configparser.ConfigParser(interpolation=None)
+    # As pytest's own reader: keys keep their case, no [DEFAULT] section leaks into others,
+    # a byte order mark is allowed.
+    parser = configparser.ConfigParser(interpolation=None, default_section="\0none")
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
-        parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
+        parser.read_string(path.read_text(encoding="utf-8-sig"), source=str(path))
     except (OSError, UnicodeDecodeError, configparser.Error) as exc:
         raise IniError(f"cannot read {path}: {exc}") from None
     if not parser.has_section(section):
@@ -71,10 +84,18 @@ def _toml_section(path: Path) -> dict[str, str] | None:
     pytest_table = tool.get("pytest") if isinstance(tool, dict) else None
     if not isinstance(pytest_table, dict):
         return None
-    table: Any = pytest_table.get("ini_options", pytest_table)
-    if not isinstance(table, dict):
-        return None
-    return {str(k): _text(v) for k, v in table.items()}
+    legacy = pytest_table.get("ini_options")
+    if isinstance(legacy, dict):
+        if set(pytest_table) - {"ini_options"}:
+            raise IniError(f"{path}: use either [tool.pytest] or [tool.pytest.ini_options], "
+                           "not both (pytest refuses both too)")
+        return {str(k): _text(v) for k, v in legacy.items()}
+    # pytest's native table: its prove_* values are strings, as the plugin declares them.
+    for key, value in pytest_table.items():
+        if str(key).startswith("prove_") and not isinstance(value, str):
+            raise IniError(f"{path}: [tool.pytest] {key} expects a string, got "
+                           f"{type(value).__name__} {value!r}; write it in quotes")
+    return {str(k): _text(v) for k, v in pytest_table.items()}
 
 
 def _text(value: object) -> str:
@@ -101,9 +122,30 @@ def _found_in(folder: Path) -> tuple[Path, dict[str, str]] | None:
     return None
 
 
+_FLAGS = {"--prove-store": "prove_store", "--prove-q": "prove_q",
+          "--prove-max-mde": "prove_max_mde", "--prove-fail-on": "prove_fail_on",
+          "--prove-missing": "prove_missing"}
+
+
+def _addopts(text: str) -> dict[str, str]:
+    """The ``--prove-*=VALUE`` options of an addopts line, by the ini name they override."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return {}
+    found = {}
+    for word in words:
+        flag, equals, value = word.partition("=")
+        if equals and flag in _FLAGS:
+            found[_FLAGS[flag]] = value
+    return found
+
+
 def project_settings(start: Path | None = None) -> ProjectSettings:
     """The configuration pytest would read for a session started in ``start`` (default:
-    the working directory); with none found, the rootdir is ``start`` itself."""
+    the working directory). With no configuration file, the rootdir is, as pytest has it,
+    the nearest folder up with a ``setup.py``, else with a ``pyproject.toml``, else
+    ``start`` itself."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         found = _found_in(folder)
@@ -111,7 +153,12 @@ def project_settings(start: Path | None = None) -> ProjectSettings:
             path, values = found
             return ProjectSettings(rootdir=folder, inifile=path,
                                    values={k: v for k, v in values.items()
-                                           if k.startswith("prove_")})
+                                           if k.startswith("prove_")},
+                                   addopts=_addopts(values.get("addopts", "")))
+    for marker in ("setup.py", "pyproject.toml"):
+        for folder in (here, *here.parents):
+            if (folder / marker).is_file():
+                return ProjectSettings(rootdir=folder)
     return ProjectSettings(rootdir=here)
 
 
@@ -132,7 +179,9 @@ def fill_defaults(args: argparse.Namespace, project: ProjectSettings) -> None:
     for name, option, parse, builtin in _FROM_INI:
         if not hasattr(args, name) or getattr(args, name) is not None:
             continue
-        raw = project.get(option)
+        raw = project.addopts.get(option, project.get(option))
+        if raw == "" and option == "prove_missing":
+            raw = None  # an empty prove_missing is the default, in the session too
         try:
             setattr(args, name, parse(raw) if raw is not None else builtin)
         except argparse.ArgumentTypeError as exc:

@@ -82,3 +82,39 @@ def test_pytests_rules_for_which_file_wins(tmp_path: Path) -> None:
     found = project_settings(inner)
     assert found.inifile == tmp_path / "a" / "pytest.ini"
     assert found.store() == tmp_path / "a" / ".prove"
+
+
+def test_the_file_is_read_as_pytest_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Keys keep their case, [DEFAULT] does not leak, a BOM is fine, addopts beats values,
+    an empty prove_store is the rootdir; the session reads each of these the same way."""
+    (tmp_path / "pytest.ini").write_bytes(
+        "\ufeff[DEFAULT]\nprove_q = 0.3\n[pytest]\nPROVE_MAX_MDE = 0.4\nprove_store =\n"
+        "addopts = -q --prove-fail-on=worse,too-small\n".encode())
+    found = project_settings(tmp_path)
+    assert found.get("prove_q") is None and found.get("prove_max_mde") is None
+    assert found.store() == tmp_path
+    import argparse
+
+    from pytest_prove.inifile import fill_defaults
+
+    args = argparse.Namespace(store=None, q=None, max_mde=None, missing=None, fail_on=None)
+    fill_defaults(args, found)
+    assert (args.q, args.max_mde, args.missing) == (0.05, 0.20, "test")
+    assert args.fail_on == frozenset({"worse", "too-small"})
+
+
+def test_pytests_native_table_wants_strings(tmp_path: Path) -> None:
+    from pytest_prove.inifile import IniError
+
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest]\nprove_q = 0.3\n")
+    with pytest.raises(IniError, match=r"\[tool.pytest\] prove_q expects a string, got float"):
+        project_settings(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest]\nprove_q = '0.3'\n")
+    assert project_settings(tmp_path).get("prove_q") == "0.3"
+
+
+def test_without_a_file_the_rootdir_is_where_setup_py_or_pyproject_is(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\n")
+    (tmp_path / "sub").mkdir()
+    assert project_settings(tmp_path / "sub").store() == tmp_path / ".prove"

@@ -72,3 +72,67 @@ def test_a_gate_that_failed_for_no_one_condition(example: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(["FAILED prove::gate - gate failed: no rollout ran in this *",
                                  "*= 1 failed, 600 deselected in *"])
     assert "gate failed: gate failed" not in result.stdout.str()
+
+
+def test_a_design_failure_stays_a_usage_error_without_a_report(
+        pytester: pytest.Pytester) -> None:
+    from .conftest import BOT
+
+    pytester.makepyfile(test_bot=BOT)
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=b").ret == 0
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=b")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "prove::gate" not in result.stdout.str() and "1 failed" not in result.stdout.str()
+
+
+ODD = '''
+import os
+import random
+
+import pytest
+import pytest_prove as prove
+
+LABELS = ["a[1]", "a(1)", "p::q", "p:q", "x · b", "y · b"]
+
+
+@prove.rollout(replicates=int(os.environ.get("N", "60")), failures=["unresolved"],
+               successes=["resolved"], outcomes=["resolved", "unresolved", "escalated"])
+@pytest.mark.parametrize("label", LABELS)
+def test_odd(label, prove_seed):
+    bad = os.environ.get("BAD") == "1"
+    rng = random.Random(prove_seed)
+    return prove.Episode("unresolved" if rng.random() < (0.9 if bad else 0.1) else "resolved")
+'''
+
+
+def test_every_failed_condition_has_a_report_of_its_own(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Labels that read alike once made safe for a node id (a[1] and a(1), p::q and p:q)
+    get one report each; a label with " · " in it is kept whole."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_odd=ODD)
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=b").ret == 0
+    monkeypatch.setenv("BAD", "1")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rf", "--prove-baseline=b",
+                                "--junitxml=j.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    failed = sorted(line.split(" - ")[0] for line in result.stdout.lines
+                    if line.startswith("FAILED "))
+    assert len(failed) == 6 and len(set(failed)) == 6, failed
+    assert any("label=x · b]" in f for f in failed) and any("label=y · b]" in f for f in failed)
+    suite = ET.parse(pytester.path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "6"
+    assert all(len(case.findall("failure")) <= 1 for case in suite.iter("testcase"))
+
+
+def test_a_baseline_not_saved_is_a_failure_pytest_counts(pytester: pytest.Pytester) -> None:
+    from .conftest import BOT
+
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=BOT)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rf", "-k", "refund",
+                                "--prove-save-baseline=partial")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["FAILED prove::gate - gate failed: not saved: *"])

@@ -426,16 +426,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     prove.run.merge_plan(plan_data(config))
     prove.finish(session, exitstatus)
-    outcome = prove.outcome
-    if prove.design_failure is None and (outcome.failed_gate or outcome.refusal is not None):
-        review = outcome.review
-        reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()))
-                   if r is not None]
-        prove.gate_reports.emit(config, review, reasons)
-    elif prove.baseline is not None and outcome.review is not None:
-        prove.gate_reports.clear_for_lf(config)
+    _gate_reports(session, prove)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK
+
+
+def _gate_reports(session: pytest.Session, prove: Any) -> None:
+    """A session that fails for pytest-prove's reasons fails as pytest counts failures."""
+    outcome = prove.outcome
+    if session.exitstatus != pytest.ExitCode.TESTS_FAILED or prove.design_failure is not None:
+        if outcome.review is not None and not outcome.failed_gate:
+            prove.gate_reports.clear_for_lf(session.config)
+        return
+    review = outcome.review
+    reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()),
+                           *(n for n in outcome.notes if n.startswith("not saved")),
+                           prove.budget.capped) if r is not None]
+    if outcome.failed_gate or reasons:
+        prove.gate_reports.emit(session.config, review if outcome.failed_gate else None,
+                                reasons)
+    elif review is not None:
+        prove.gate_reports.clear_for_lf(session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -61,6 +61,7 @@ class GateReports:
     def _conditions(self, review: Review | None) -> list[tuple[str, str, tuple[str, str] | None]]:
         if review is None or review.comparison is None or not review.gate.verdict_failed:
             return []
+        from ..declare.spec import condition_label
         from ..report._format import terminal_text
         from ..report.terminal import condition_failure
         from ..review.labels import keys_and_labels
@@ -68,21 +69,35 @@ class GateReports:
         comparison = review.comparison
         verdict = comparison.verdict
         failing = verdict.worse if verdict.word == "worse" else verdict.blind
-        keys = {label: key for key, (label, _) in
-                keys_and_labels(review.before, review.after).items()}
+        named = keys_and_labels(review.before, review.after)
+        keys = {label: key for key, (label, _) in named.items()}
         rollouts = review.after.manifest.get("rollouts") or {}
         found = []
+        used: set[str] = set()
         for condition in dict.fromkeys(r.condition for r in failing):
             key = keys.get(condition)
             info = rollouts.get(key[0]) if key is not None else None
             node = (info.get("node") if isinstance(info, Mapping) else None) or (
                 key[0] if key is not None else "prove")
-            # On one line, nothing a terminal acts on, and nothing that splits a node id.
-            shown = terminal_text(condition.split(" · ", 1)[-1]).replace("::", ":") \
-                .replace("[", "(").replace("]", ")")
+            # The condition's own label, without the rollout's name (the node id has it).
+            own = condition
+            if key is not None:
+                axes = dict(named[key][1])
+                if len({k[0] for k in named}) > 1:
+                    axes.pop("rollout", None)
+                own = condition_label(axes)
+            # On one line, nothing a terminal acts on, nothing that splits a node id, and
+            # one id per condition even where two labels read alike once shortened.
+            shown = terminal_text(own).replace("::", ":").replace("[", "(").replace("]", ")")
+            nodeid = f"{node}::prove-gate[{shown}]"
+            number = 2
+            while nodeid in used:
+                nodeid = f"{node}::prove-gate[{shown} #{number}]"
+                number += 1
+            used.add(nodeid)
             text = "\n".join(condition_failure(comparison, condition, before=review.labels.before,
                                                after=review.labels.after))
-            found.append((f"{node}::prove-gate[{shown}]", text, key))
+            found.append((nodeid, text, key))
         return found
 
     @staticmethod

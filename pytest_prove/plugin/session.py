@@ -1,12 +1,11 @@
 """The controller: the one process that writes the store and decides the verdict.
 
 Without xdist this is the only process.  With xdist, workers run rollouts and send each
-episode with its test report; this object receives the reports, hands their episodes to
-the run's :class:`~pytest_prove.recorder.RunRecorder`, stores crashed workers' episodes as
-errored, and at the end of the session reviews the run against its baseline
-(:func:`pytest_prove.review.review`, as every command of the command line does), saves
-baselines and sets the exit status.  What it prints is worded in
-:mod:`pytest_prove.report.session`.
+episode with its test report; this object hands their episodes to the run's
+:class:`~pytest_prove.store.recorder.RunRecorder`, stores crashed workers' episodes as
+errored, and at the end reviews the run against its baseline (with the command line's
+:func:`pytest_prove.review.review`), saves baselines and sets the exit status; a failed
+gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report.session`.
 """
 
 from __future__ import annotations
@@ -175,7 +174,8 @@ class ProveSession:
         if not writer.created:
             if (self.baseline is not None and not self.settings.plan_only
                     and not self.config.option.collectonly):
-                outcome.refusal = no_rollout_ran(self.baseline.name)
+                outcome.refusal = no_rollout_ran(self.baseline.name,
+                                                 session.shouldfail or session.shouldstop)
                 outcome.failed_gate = True
                 self._fail(session)
             return

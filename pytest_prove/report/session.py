@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 __all__ = ["no_rollout_ran", "summary_lines"]
 
 
-def no_rollout_ran(baseline: str) -> str:
+def no_rollout_ran(baseline: str, stopped: object = None) -> str:
+    if stopped:
+        return (f"gate failed: the session stopped ({stopped}) before any rollout ran, so "
+                f"nothing was compared with baseline {baseline!r}")
     return (f"gate failed: no rollout ran in this session, so nothing was compared with "
             f"baseline {baseline!r}. Run the tests that made it (were they moved or renamed, "
             "or did -k select none of them?)")
