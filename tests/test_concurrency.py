@@ -82,3 +82,40 @@ def test_one_raising_replicate_in_a_block_fails_the_item_and_keeps_the_rest(
     run = load(pytester)
     kinds = {r["replicate"]: (r["error"] or {}).get("kind") for r in run.episodes}
     assert kinds == {0: None, 1: "exception", 2: None, 3: None}
+
+
+def test_a_fixture_built_on_the_seed_is_refused_in_blocks(pytester: pytest.Pytester) -> None:
+    """A block sets its fixtures up once: a fixture built on prove_seed would give every
+    replicate the first one's seed (2 of 16 episodes drew from their own), so it is refused
+    at collection; without blocks it is fine; a plain test asking for prove_seed gets the
+    plugin's own message rather than a KeyError."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_f="""
+        import random
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture
+        def rng(prove_seed):
+            return random.Random(prove_seed)
+
+        @pytest.fixture
+        def agent(rng):
+            return rng
+
+        @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"],
+                       outcomes=["resolved", "unresolved", "escalated"])
+        def test_f(agent):
+            return prove.Episode("resolved")
+
+        def test_plain(prove_seed):
+            pass
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-concurrency=4")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fixture 'rng' (used by test_f.py::test_f*), 'agent' (used "
+                                 "by *) depends on prove_seed or prove_replicate, but a block*"])
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=8, errors=1)
+    assert "E   KeyError" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*test_plain*@prove.rollout*"])

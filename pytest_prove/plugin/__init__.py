@@ -316,6 +316,7 @@ def prove_replicate(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def prove_seed(request: pytest.FixtureRequest) -> int:
     """The seed of the running episode: seed every random choice of the agent from it."""
+    _plan_of(request)  # outside a rollout: the plugin's own message, not a KeyError
     return identities_of(request.node)[0].seed
 
 

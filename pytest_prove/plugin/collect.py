@@ -141,6 +141,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     planned = config.stash[PLANNED_KEY]
     seen: dict[Any, Condition] = {}
     clashes: dict[str, set[str]] = {}
+    blocked: dict[str, str] = {}  # fixture -> an item whose block it would get wrong
     for item in items:
         if isinstance(item, pytest.Function) and PLAN_KEY not in item.stash:
             declaration = declaration_of(item.obj)
@@ -163,12 +164,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             clashes.setdefault(plan.rollout_id, {info["node"]}).add(item.nodeid.split("[", 1)[0])
         info["declaration"]["replicates"] = plan.total
         info["conditions"][plan.condition_key] = plan.condition
+        if len(plan.replicates) > 1:
+            for name in _per_replicate_fixtures(item):
+                blocked.setdefault(name, item.nodeid)
+    if blocked:
+        shown = ", ".join(f"{name!r} (used by {node})" for name, node in blocked.items())
+        _refuse(config, items, f"fixture {shown} depends on prove_seed or prove_replicate, "
+                               "but a block "
+                               "of replicates (--prove-concurrency, concurrency=) sets its "
+                               "fixtures up once, with its first replicate's seed, so the "
+                               "others would not be paired with their twins. Take prove_seed "
+                               "in the rollout itself and build what needs it there, or run "
+                               "without blocks")
     if clashes:
         shown = "; ".join(f"{rid!r} by {' and '.join(sorted(nodes))}"
                           for rid, nodes in sorted(clashes.items()))
         _refuse(config, items, f"rollout ids must be unique, and two rollouts share one: "
                                f"{shown}. Their episodes would be stored as one rollout's; "
                                "give each its own id= (or target_id in a spec)")
+
+
+def _per_replicate_fixtures(item: pytest.Item) -> list[str]:
+    """The fixtures of ``item`` that depend, directly or through others, on a value that
+    differs from replicate to replicate (prove_seed, prove_replicate); prove_cfg is one
+    value for a whole block, which is one condition."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", None) or {}
+    tainted = {"prove_seed", "prove_replicate"}
+    found: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for name, fixturedefs in defs.items():
+            if name in tainted or not fixturedefs:
+                continue
+            if tainted & set(getattr(fixturedefs[-1], "argnames", ())):
+                tainted.add(name)
+                found.append(name)
+                changed = True
+    return found
 
 
 def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> None:
