@@ -96,3 +96,14 @@ def test_no_store_is_created_without_a_rollout(pytester: pytest.Pytester) -> Non
     pytester.makepyfile("def test_plain(): pass")
     pytester.runpytest().assert_outcomes(passed=1)
     assert not (pytester.path / ".prove").exists()
+
+
+def test_the_plan_of_a_failing_design_says_so_and_exits_4(bot: pytest.Pytester) -> None:
+    bot.makeini("[pytest]\n")
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-plan")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["design check fails: one condition alone could not be flagged "
+                                 "for a rise of 0.200, *; * replicates a condition would pass*"])
+    result = bot.runpytest("-p", "no:cacheprovider", "--prove-plan", "--prove-replicates=300")
+    assert result.ret == pytest.ExitCode.OK
+    assert "design check fails" not in result.stdout.str()

@@ -37,6 +37,7 @@ from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
 from .state import (
     DESIGN_FAILURE_KEY,
+    PLAN_FAILS_KEY,
     PLAN_KEY,
     PLANNED_KEY,
     RESULTS_KEY,
@@ -429,7 +430,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     prove.finish(session, exitstatus)
     _gate_reports(session, prove)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-        session.exitstatus = pytest.ExitCode.OK
+        session.exitstatus = (pytest.ExitCode.USAGE_ERROR if config.stash.get(PLAN_FAILS_KEY, False)
+                              else pytest.ExitCode.OK)
 
 
 def _gate_reports(session: pytest.Session, prove: Any) -> None:

@@ -24,6 +24,7 @@ from .execute import identities_of
 from .items import SpecFile, block_id, blocks, function_items
 from .state import (
     DESIGN_FAILURE_KEY,
+    PLAN_FAILS_KEY,
     PLAN_KEY,
     PLANNED_KEY,
     SELECTED_KEY,
@@ -280,6 +281,15 @@ class Collection:
         if settings.plan_only:
             lines.extend(budget.plan_lines(config, {rid: (keys, plan.total)
                                                     for rid, (plan, keys) in selected.items()}))
+            if not check.ok and not settings.allow_underpowered:
+                # The plan is the place to learn this: say it, and exit as the run would.
+                needed = (f"{check.replicates_needed} replicates a condition would pass"
+                          if check.replicates_needed else "many more replicates are needed")
+                lines.append(f"design check fails: one condition alone could not be flagged "
+                             f"for a rise of {settings.max_mde:.3f}, the most you accept; "
+                             f"{needed} (or a larger --prove-max-mde, fewer conditions or "
+                             "events); the run would stop here")
+                config.stash[PLAN_FAILS_KEY] = True
             self._print(lines)
             config.hook.pytest_deselected(items=list(items))
             items[:] = []

@@ -82,6 +82,8 @@ RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 #: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
 SELECTED_KEY = pytest.StashKey[dict[str, dict[str, list[int]]]]()
+#: Set when --prove-plan found a design the run would refuse: the plan then exits 4.
+PLAN_FAILS_KEY = pytest.StashKey[bool]()
 
 
 #: The controller's session (absent on xdist workers and before configure).
