@@ -46,7 +46,8 @@ def test_cap_stops_the_sweep_in_one_process(spender: pytest.Pytester) -> None:
     assert len(run.episodes) == 10
     assert run.status == "capped"
     assert run.manifest["capped"]["spent"] == {"input": 1000, "output": 100}
-    result.assert_outcomes(passed=10)
+    # The items pass; the capped run is one failure pytest counts (prove::gate).
+    result.assert_outcomes(passed=10, failed=1)
     result.stdout.fnmatch_lines([
         "*token cap reached: the run used 1,000 input tokens of the 1,000 allowed by "
         "--prove-token-cap 1000*",
@@ -68,10 +69,11 @@ def test_cap_under_xdist_stops_within_one_item_per_worker(spender: pytest.Pytest
     # item starts: each of the 2 workers finishes at most the one it is running.
     assert 1000 <= spent < 1000 + per_item + 2 * per_item
     assert len(run.episodes) < 60
-    # Items never started are neither stored nor failed.
+    # Items never started are neither stored nor failed; the cap is the one failure.
     assert all(r["error"] is None for r in run.episodes)
     outcomes = result.parseoutcomes()
-    assert "failed" not in outcomes and "errors" not in outcomes
+    assert outcomes.get("failed") == 1 and "errors" not in outcomes
+    result.stdout.fnmatch_lines(["FAILED prove::gate - gate failed: token cap reached*"])
     result.stdout.fnmatch_lines(["*token cap reached: the run used *input tokens of the 1,000*"])
 
 
