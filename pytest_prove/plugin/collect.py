@@ -274,7 +274,7 @@ class Collection:
             f"pytest-prove plan: {episodes:,} episodes: {len(selected)} rollout(s), "
             f"{cells} condition(s), {replicates} replicates or more each",
             f"design check: the smallest rise one condition alone would be flagged for is "
-            f"{_limit(check.worst_limit)} at its worst base rate, {check.worst_base_rate:.3f} "
+            f"{check.shown} at its worst base rate, {check.worst_base_rate:.3f} "
             f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
             f"{settings.max_mde:.3f})",
         ]
@@ -301,7 +301,7 @@ class Collection:
             message = (
                 f"design check failed: with {replicates} replicates a condition and {m} tests, "
                 f"one condition alone could only be flagged for a rise of "
-                f"{_limit(check.worst_limit)} (at base rate {check.worst_base_rate:.3f}), more "
+                f"{check.shown} (at base rate {check.worst_base_rate:.3f}), more "
                 f"than the {settings.max_mde:.3f} you accept. {needed} (replicates= or "
                 f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
                 f"or run anyway with --prove-allow-underpowered")
@@ -321,6 +321,9 @@ class _Design:
     worst_base_rate: float
     ok: bool
     replicates_needed: int | None
+    #: The worst limit as printed (rounded up), kept so that a cached check prints it
+    #: without importing the engine (numpy, scipy): about 2.5 s a session.
+    shown: str
 
 
 def _design_check(config: pytest.Config, replicates: int, m: int, settings: Settings) -> _Design:
@@ -338,24 +341,22 @@ def _design_check(config: pytest.Config, replicates: int, m: int, settings: Sett
 
     check = design_check(replicates, m, paired=settings.paired, q=settings.q,
                          max_mde=settings.max_mde)
+    from ..stats import outward
+
     design = _Design(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
-                     ok=check.ok, replicates_needed=check.replicates_needed)
+                     ok=check.ok, replicates_needed=check.replicates_needed,
+                     shown="none (no change of any size)" if check.worst_limit is None
+                     else outward(check.worst_limit))
     if cache is not None:
         cache.set(key, {"worst_limit": design.worst_limit,
                         "worst_base_rate": design.worst_base_rate, "ok": design.ok,
-                        "replicates_needed": design.replicates_needed})
+                        "replicates_needed": design.replicates_needed, "shown": design.shown})
     return design
 
 
 def _relative(config: pytest.Config, path: Path) -> str:
     """``path`` relative to the rootdir, with forward slashes (as node ids are)."""
     return relative_to_root(path, config.rootpath)
-
-
-def _limit(value: float | None) -> str:
-    from ..stats import outward  # imported already: the design check computed ``value``
-
-    return "none (no change of any size)" if value is None else outward(value)
 
 
 def _fill_own_arguments(item: pytest.Function) -> None:
