@@ -250,3 +250,26 @@ def test_a_rollouts_fixtures_do_not_change_what_the_manifest_records(
     run = Store(pytester.path / ".prove").load("latest")
     assert run.manifest["git_commit"] != "canned tool output"
     assert run.manifest["packages"]["pytest"] == pytest.__version__
+
+
+def test_a_warm_session_that_compares_nothing_never_imports_the_engine(
+        pytester: pytest.Pytester) -> None:
+    """numpy and scipy cost about 2.5 s to import. A session that compares nothing imports
+    them only for a design check it has not cached yet; printing a cached check's limit
+    used to import them in every session (the overhead bench caught it)."""
+    from .conftest import BOT
+
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=BOT)
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_unconfigure(config):
+            with open("engine.txt", "a") as fh:
+                fh.write(f"{'numpy' in sys.modules} {'scipy' in sys.modules}\\n")
+    """)
+    for _ in range(2):
+        assert pytester.runpytest_subprocess("-p", "no:xdist").ret == 0
+    cold, warm = (pytester.path / "engine.txt").read_text().splitlines()
+    assert cold == "True True"  # the first session computed the design check
+    assert warm == "False False", "a warm session imported the engine"
