@@ -214,3 +214,14 @@ def test_a_run_where_every_episode_errored(agent: pytest.Pytester,
                                  "condition(s) of baseline 'base' has an outcome in run *; 2 "
                                  "ended without an outcome in every episode*"])
     assert "did not run" not in text and "not in the baseline" not in text
+
+
+def test_no_outcome_is_refused_as_an_event_at_the_door(pytester: pytest.Pytester) -> None:
+    """It used to be refused only after the whole sweep had run."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=AGENT)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-event=no outcome")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-event='no outcome' names no outcome: episodes that "
+                                 "end without one are tested anyway*"])
+    assert not (pytester.path / ".prove").exists()

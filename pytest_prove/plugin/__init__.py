@@ -14,6 +14,7 @@ import pytest
 from .. import wire
 from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
+from ..declare.spec import NO_OUTCOME_EVENT
 from ..options import (
     fail_on,
     fraction,
@@ -172,6 +173,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"ini option prove_episode_timeout: {exc}") from None
     store_root = Path(opt.prove_store) if opt.prove_store else (
         config.rootpath / str(config.getini("prove_store")))
+    if NO_OUTCOME_EVENT in opt.prove_event:
+        raise pytest.UsageError(
+            f"--prove-event={NO_OUTCOME_EVENT!r} names no outcome: episodes that end without "
+            "one are tested anyway, beside the events you pick (--prove-missing=ignore "
+            "leaves them out)")
     if opt.prove_update_baseline and not opt.prove_baseline:
         raise pytest.UsageError(
             "--prove-update-baseline replaces the baseline named by --prove-baseline; "
