@@ -164,6 +164,13 @@ def test_show_tallies_and_errored_episodes(project: Path,
     assert out.startswith("run 'first' is complete: 80 episodes")
     assert "RuntimeError: lookup service <down>" in out
     assert out.rstrip().splitlines()[-1].startswith("next: ")
+    # Enough to replay one: its seed and node id, and with -v its traceback (issue 13).
+    first = errored[0]
+    assert first["node"] == "test_bot.py::test_bot" and isinstance(first["seed"], int)
+    assert f"r{first['replicate']} (seed {first['seed']}, test_bot.py::test_bot)" in out
+    _, verbose, _ = run(project, capsys, "show", "first", "-v")
+    assert "    RuntimeError: lookup service <down>" in verbose
+    assert "raise RuntimeError" in verbose
 
 
 def test_names_resolve_to_runs_latest_and_baselines(

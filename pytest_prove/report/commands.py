@@ -191,8 +191,12 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
                            frozenset(range(1, len(names) + 2))))
     shown = t.errored if verbose else t.errored[:10]
     for e in shown:
-        lines.append(f"errored: {terminal_text(e['condition'])} r{e['replicate']}: "
+        lines.append(f"errored: {terminal_text(e['condition'])} r{e['replicate']} "
+                     f"(seed {e['seed']}, {terminal_text(e['node'] or e['rollout'])}): "
                      f"{terminal_text(e['type'])}: {terminal_text(e['message'], 200)}")
+        if verbose and e.get("traceback"):
+            lines.extend(f"    {terminal_text(line, 200)}"
+                         for line in str(e["traceback"]).rstrip().splitlines()[-8:])
     if len(shown) < len(t.errored):
         lines.append(f"... and {len(t.errored) - len(shown)} more errored (-v lists them all)")
     lines.extend(f"note: {note}" for note in run.notes)

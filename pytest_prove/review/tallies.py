@@ -92,8 +92,12 @@ def tally(run: Run) -> Tally:
         kind = str(error.get("kind", "errored"))
         left[kind] += 1
         if kind != "no_outcome":
+            info = (run.manifest.get("rollouts") or {}).get(record.get("rollout")) or {}
             errored.append({"rollout": record.get("rollout"), "condition": label,
                             "replicate": record.get("replicate"), "kind": kind,
-                            "type": error.get("type"), "message": error.get("message")})
+                            "type": error.get("type"), "message": error.get("message"),
+                            # What replaying it needs: where it lives and its seed.
+                            "node": info.get("node") if isinstance(info, dict) else None,
+                            "seed": record.get("seed"), "traceback": error.get("traceback")})
     summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
     return Tally(run, summary, outcomes, dict(by_condition), left, errored)
