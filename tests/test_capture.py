@@ -15,7 +15,7 @@ from pytest_prove.running.recording import EpisodeLog, recording
 from pytest_prove.running.runner import _close
 from pytest_prove.traces import _otel
 from pytest_prove.traces._otel import EpisodeSpanProcessor
-from pytest_prove.traces.capture import CaptureConfig, CaptureError
+from pytest_prove.traces.capture import CaptureConfig, CaptureError, _not_installed
 
 
 @pytest.fixture
@@ -212,3 +212,9 @@ def test_capture_settings_are_checked_where_they_are_declared() -> None:
     with pytest.raises(SpecError, match=r"capture=: capture must be a table"):
         Declaration(failures=("x",), capture=["openai"])  # type: ignore[arg-type]
     assert Declaration(failures=("x",), capture={}).capture == CaptureConfig()
+
+
+def test_an_instrumentor_not_installed_is_named_with_a_close_name() -> None:
+    why = _not_installed("opneai", {"openai": object(), "httpx": object()})
+    assert why == ("not installed: no opentelemetry_instrumentor entry point named 'opneai' "
+                   "(installed: httpx, openai); did you mean 'openai'?")

@@ -315,7 +315,8 @@ def test_a_bad_capture_on_the_decorator_stops_collection(pytester: pytest.Pytest
      "*ini option prove_capture_max_observation_bytes: expected a whole number >= 16, got "
      "'lots'*"),
     ("prove_capture_max_observation_bytes = 8",
-     "*ini prove_capture_*: max_observation_bytes must be a whole number >= 16, got 8*"),
+     "*ini option prove_capture_max_observation_bytes: expected a whole number >= 16, got "
+     "'8'*"),
     ("prove_capture_content = maybe",
      "*ini option prove_capture_content: expected true or false (invalid truth value "
      "'maybe')*"),

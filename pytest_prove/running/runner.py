@@ -189,7 +189,7 @@ def _close(log: EpisodeLog, record: dict[str, Any], *, running: bool = False) ->
     episode may still be ``running`` in a thread left behind)."""
     log.closed = True
     usage = _snapshot(log.usage) if running else log.usage
-    record["tokens"] = _tokens(usage, dict(log.parents))
+    record["tokens"] = _tokens(usage, dict(log.parents)) if usage else None
     spans = _snapshot(log.spans) if running else log.spans
     if spans:
         record["spans"] = spans

@@ -90,8 +90,10 @@ def _ini_config(config: pytest.Config) -> CaptureConfig | None:
     try:
         limit = int(raw.strip())
     except ValueError:
+        limit = -1
+    if limit < 16:
         raise pytest.UsageError(f"ini option prove_capture_max_observation_bytes: expected a "
-                                f"whole number >= 16, got {raw!r}") from None
+                                f"whole number >= 16, got {raw!r}")
     try:
         found = CaptureConfig.from_mapping(
             {"instrument": names, "content": content, "max_observation_bytes": limit},
