@@ -104,7 +104,7 @@ def _project(pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument:
     pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
 
 
-def _check_store(pytester: pytest.Pytester) -> None:
+def _check_store(pytester: pytest.Pytester, how: str = "installed") -> None:
     run = load(pytester)
     assert len(run.episodes) == 24
     for record in run.episodes:
@@ -118,8 +118,9 @@ def _check_store(pytester: pytest.Pytester) -> None:
         chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
         assert len(chats) == calls
         assert all(s["attributes"]["gen_ai.usage.input_tokens"] == INPUT for s in chats)
-    assert run.manifest["capture"] == {"global": "installed", "instrumented": ["openai"],
-                                       "missing": {}}
+    assert run.manifest["capture"]["instrumented"] == ["openai"]
+    assert run.manifest["capture"]["missing"] == {}
+    assert run.manifest["capture"]["global"].startswith(how)
     for path in Path(pytester.path / ".prove").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
@@ -158,3 +159,24 @@ def test_a_missing_instrumentor_is_named(pytester: pytest.Pytester,
     assert "not installed" in run.manifest["capture"]["missing"]["no-such-instrumentor"]
     assert run.manifest["capture"]["instrumented"] == ["openai"]
     assert all(r["tokens"]["input"] == INPUT * r["meta"]["calls"] for r in run.episodes)
+
+
+def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor(
+        pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+    """A global provider of another kind: the instrumentor's spans go to a provider of the
+    session's own, and are stored as before."""
+    _project(pytester, server, "openai")
+    pytester.makeconftest("""
+        from opentelemetry import trace
+
+        class VendorProvider(trace.NoOpTracerProvider):
+            pass
+
+        trace.set_tracer_provider(VendorProvider())
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    _check_store(pytester, how="the global tracer provider is conftest.VendorProvider")
+    result.stdout.fnmatch_lines(["pytest-prove capture: spans of openai stored with each episode",
+                                 "pytest-prove capture: spans through the global OpenTelemetry "
+                                 "API are not captured: *"])
