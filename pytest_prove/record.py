@@ -143,6 +143,8 @@ class EpisodeRecord(TypedDict):
     tokens: NotRequired[Tokens | None]
     steps: NotRequired[list[dict[str, Any]]]
     spans: NotRequired[list[dict[str, Any]]]
+    #: Spans of the episode not stored, past the most one episode stores.
+    spans_dropped: NotRequired[int]
     finished: NotRequired[str]
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -67,3 +70,18 @@ def reviewed(comparison: Comparison, labels: Labels, *, paired: bool = False,
                   prepared=prepared, comparison=comparison, labels=labels,
                   coverage=Coverage({}, {}, 1, 1), notes=(),
                   gate=Gate(False, (), frozenset()))
+
+
+@contextmanager
+def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """An HTTP server on 127.0.0.1 (a free port) answering with ``handler``, in a thread, for
+    the length of the block; the requests it saw are in its ``calls`` list."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.calls = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 
-from .conftest import INI, load
+from .conftest import INI, load, local_server
 
 pytest.importorskip("openai")
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
@@ -51,13 +50,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.calls = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(_Handler) as httpd:
+        yield httpd
 
 
 AGENT = textwrap.dedent(
@@ -110,7 +104,7 @@ def _project(pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument:
     pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
 
 
-def _check_store(pytester: pytest.Pytester) -> None:
+def _check_store(pytester: pytest.Pytester, how: str = "installed") -> None:
     run = load(pytester)
     assert len(run.episodes) == 24
     for record in run.episodes:
@@ -124,7 +118,9 @@ def _check_store(pytester: pytest.Pytester) -> None:
         chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
         assert len(chats) == calls
         assert all(s["attributes"]["gen_ai.usage.input_tokens"] == INPUT for s in chats)
-    assert run.manifest["capture"] == {"instrumented": ["openai"], "missing": {}}
+    assert run.manifest["capture"]["instrumented"] == ["openai"]
+    assert run.manifest["capture"]["missing"] == {}
+    assert run.manifest["capture"]["global"].startswith(how)
     for path in Path(pytester.path / ".prove").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
@@ -140,9 +136,10 @@ def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: Thread
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert len(server.calls) == sum((s % 3 + 1) for s in _seeds(pytester))  # type: ignore[attr-defined]
     _check_store(pytester)
-    result.stdout.fnmatch_lines(["*pytest-prove capture: spans of openai stored with each "
-                                 "episode*", "*tokens: * input and * output in * calls "
-                                 "(gpt-test), $*"])
+    result.stdout.fnmatch_lines(["*pytest-prove capture: spans through the global "
+                                 "OpenTelemetry API and of openai stored with each episode (in "
+                                 "a tracer provider pytest-prove installed: none was set)",
+                                 "*tokens: * input and * output in * calls (gpt-test), $*"])
 
 
 def _seeds(pytester: pytest.Pytester) -> list[int]:
@@ -162,3 +159,24 @@ def test_a_missing_instrumentor_is_named(pytester: pytest.Pytester,
     assert "not installed" in run.manifest["capture"]["missing"]["no-such-instrumentor"]
     assert run.manifest["capture"]["instrumented"] == ["openai"]
     assert all(r["tokens"]["input"] == INPUT * r["meta"]["calls"] for r in run.episodes)
+
+
+def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor(
+        pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+    """A global provider of another kind: the instrumentor's spans go to a provider of the
+    session's own, and are stored as before."""
+    _project(pytester, server, "openai")
+    pytester.makeconftest("""
+        from opentelemetry import trace
+
+        class VendorProvider(trace.NoOpTracerProvider):
+            pass
+
+        trace.set_tracer_provider(VendorProvider())
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    _check_store(pytester, how="the global tracer provider is conftest.VendorProvider")
+    result.stdout.fnmatch_lines(["pytest-prove capture: spans of openai stored with each episode",
+                                 "pytest-prove capture: spans through the global OpenTelemetry "
+                                 "API are not captured: *"])

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, final
 
 from ..errors import ProveError
+from .capture import CaptureConfig, CaptureError
 from .episode import storable_text
 
 __all__ = [
@@ -126,7 +127,9 @@ class Declaration:
     timeout: float | None = field(default=None, compare=False)  # seconds an episode may run
     axes: tuple[Axis, ...] | None = None
     rollout_id: str | None = None
-    capture: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: What to capture of its episodes' OpenTelemetry spans; a mapping is checked and
+    #: becomes a CaptureConfig. None: the ini's capture settings, if any.
+    capture: CaptureConfig | Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         failures = _names("failures", self.failures)
@@ -165,6 +168,12 @@ class Declaration:
             if isinstance(text, str) and not storable_text(text):
                 raise SpecError(f"the rollout's {label} {text!r} holds a lone surrogate, which "
                                 "UTF-8 cannot store; use plain text")
+        if self.capture is not None and not isinstance(self.capture, CaptureConfig):
+            try:
+                found = CaptureConfig.from_mapping(self.capture, "capture=")
+            except CaptureError as exc:
+                raise SpecError(str(exc)) from None
+            object.__setattr__(self, "capture", found)
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
@@ -347,9 +356,13 @@ def load_spec(path: Path) -> SweepSpec:
             axes.append(Axis(name, tuple(values), kind))
         except SpecError as exc:
             raise SpecError(f"{where(f'axes.{name}')}: {exc}") from None
-    capture = data.get("capture")
-    if capture is not None and not isinstance(capture, dict):
-        raise SpecError(f"{where('capture')}: [capture] must be a table")
+    capture: CaptureConfig | None = None
+    if "capture" in data:
+        try:
+            line = where("[capture]") if "[capture]" in text else where("capture")
+            capture = CaptureConfig.from_mapping(data["capture"], f"{line}: [capture]")
+        except CaptureError as exc:
+            raise SpecError(str(exc)) from None
     try:
         declaration = Declaration(
             failures=tuple(_seq(declare.get("failures"))),

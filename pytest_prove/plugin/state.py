@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, final
 import pytest
 
 from ..arguments import session_paths as _paths
+from ..declare.capture import CaptureConfig
 from ..declare.spec import Declaration, Scalar
 from ..wire import PlanData
 
@@ -138,5 +139,5 @@ def plan_data(config: pytest.Config) -> PlanData:
     )
 
 
-#: What an item keeps of its episodes' spans (a capture.CaptureConfig; set at its setup).
-CAPTURE_KEY = pytest.StashKey[object]()
+#: What an item keeps of its episodes' spans (set at its setup, when capture is on).
+CAPTURE_KEY = pytest.StashKey[CaptureConfig]()

@@ -41,8 +41,10 @@ def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
     """The cost of one run: the total first, then by model, by condition, per episode."""
     if not cost.models:
         return [f"run {cost.run!r}: no episode recorded token usage ({cost.episodes} episodes)",
-                "next: report usage with prove.usage(model, input, output), or name an "
-                "OpenTelemetry instrumentor in [capture] instrument"]
+                "next: switch capture on to read your agent's OpenTelemetry GenAI spans "
+                "([capture] or capture={} on the rollout, or ini prove_capture = true; name "
+                "instrumentors in instrument for clients that do not emit spans themselves), "
+                "or report usage with prove.usage(model, input, output)"]
     per = cost.episodes or 1
     lines = [
         f"run {cost.run!r} ({cost.status}): {_n(cost.input)} input and {_n(cost.output)} "

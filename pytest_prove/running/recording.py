@@ -12,23 +12,40 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Final, final
 
-__all__ = ["EpisodeLog", "current_log", "recording", "set_current", "step", "usage"]
+from ..declare.capture import CaptureConfig
+
+__all__ = ["MAX_SPANS", "EpisodeLog", "current_log", "recording", "set_current", "step", "usage"]
 
 
 @final
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class EpisodeLog:
-    """What one running episode has recorded so far."""
+    """What one running episode has recorded so far.
+
+    With capture on, the span processor fills ``spans`` (the stored records, at most
+    :data:`MAX_SPANS`), ``usage`` (one entry per span that carries token usage, with its
+    span id) and ``parents`` (every span started in the episode, by id, and its parent's
+    id), from which the episode's tokens are counted when it ends; once ``closed`` (its
+    record is made) it takes no more spans.
+    """
 
     steps: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
-    #: What to keep of the episode's OpenTelemetry spans (a capture.CaptureConfig), if any.
-    capture: object | None = None
+    #: What to keep of the episode's OpenTelemetry spans, if any.
+    capture: CaptureConfig | None = None
+    parents: dict[str, str | None] = field(default_factory=dict)
+    #: Spans that ended in the episode but were not stored, past MAX_SPANS.
+    spans_dropped: int = 0
+    closed: bool = False
     _depth: int = 0
+
+
+#: The most spans stored with one episode; later ones still count their tokens.
+MAX_SPANS: Final = 1000
 
 
 _current: ContextVar[EpisodeLog | None] = ContextVar("pytest_prove_episode", default=None)

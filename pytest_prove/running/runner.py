@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from ..declare.capture import CaptureConfig
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
@@ -135,16 +136,26 @@ def error_record(identity: Identity, kind: str, exc_type: str, message: str,
     }
 
 
-def _tokens(log: EpisodeLog) -> dict[str, Any] | None:
-    """Tokens by model.  A model whose calls were seen on spans is counted from the spans
-    only: a rollout that also reports them with prove.usage is not counted twice."""
-    if not log.usage:
+def _tokens(usage: Sequence[dict[str, Any]],
+            parents: Mapping[str, str | None]) -> dict[str, Any] | None:
+    """Tokens by model, each model call counted once.
+
+    Of the spans that carry usage, only the innermost count: one with a descendant in the
+    episode that carries usage too (a framework's agent span summing its calls, or its chat
+    span over the client instrumentor's span of the same call) is left out.  A model whose
+    calls were seen on spans is counted from the spans only: a rollout that also reports
+    them with prove.usage is not counted twice."""
+    if not usage:
         return None
-    seen_on_spans = {name for use in log.usage if use.get("source") == "span"
+    covered = _covered(usage, parents)
+    seen_on_spans = {name for use in usage if use.get("source") == "span"
                      for name in (use["model"], use.get("response_model")) if name}
     by_model: dict[str, dict[str, int]] = {}
-    for use in log.usage:
-        if use.get("source") != "span" and use["model"] in seen_on_spans:
+    for use in usage:
+        if use.get("source") == "span":
+            if use.get("span") in covered:
+                continue
+        elif use["model"] in seen_on_spans:
             continue
         entry = by_model.setdefault(use["model"], {"input": 0, "output": 0, "calls": 0})
         entry["input"] += use["input"]
@@ -155,6 +166,35 @@ def _tokens(log: EpisodeLog) -> dict[str, Any] | None:
         "output": sum(m["output"] for m in by_model.values()),
         "by_model": by_model,
     }
+
+
+def _covered(usage: Sequence[dict[str, Any]], parents: Mapping[str, str | None]) -> set[str]:
+    """The spans (by id) that have a descendant carrying usage: every ancestor, within the
+    episode, of a span that carries usage."""
+    covered: set[str] = set()
+    for use in usage:
+        span = use.get("span")
+        parent = parents.get(span) if isinstance(span, str) else None
+        for _ in range(len(parents)):  # a chain of parents is never longer (nor circular)
+            if parent is None or parent in covered:
+                break
+            covered.add(parent)
+            parent = parents.get(parent)
+    return covered
+
+
+def _close(log: EpisodeLog, record: dict[str, Any], *, running: bool = False) -> None:
+    """End the episode's capture: its log takes no more spans, and ``record`` gets its tokens,
+    counted now that every span of the episode has ended, and its spans (copied when the
+    episode may still be ``running`` in a thread left behind)."""
+    log.closed = True
+    usage = _snapshot(log.usage) if running else log.usage
+    record["tokens"] = _tokens(usage, dict(log.parents)) if usage else None
+    spans = _snapshot(log.spans) if running else log.spans
+    if spans:
+        record["spans"] = spans
+    if log.spans_dropped:
+        record["spans_dropped"] = log.spans_dropped
 
 
 def _describe(exc: BaseException) -> str:
@@ -192,10 +232,7 @@ def timeout_result(identity: Identity, log: EpisodeLog, timeout: float, *,
     message = f"still running after {timeout:g} s (--prove-episode-timeout){note}"
     record = error_record(identity, "episode_timeout", "EpisodeTimeout", message, duration)
     record["steps"] = _snapshot(log.steps)
-    record["tokens"] = _tokens(EpisodeLog(usage=_snapshot(log.usage)))
-    spans = _snapshot(log.spans)
-    if spans:
-        record["spans"] = spans
+    _close(log, record, running=True)
     return ReplicateResult(record, timed_out=message)
 
 
@@ -222,9 +259,7 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
     if isinstance(exc, NoOutcome):
         record = error_record(identity, "no_outcome", "NoOutcome", exc.reason, duration)
         record["steps"] = log.steps
-        record["tokens"] = _tokens(log)
-        if log.spans:
-            record["spans"] = log.spans
+        _close(log, record)
         return ReplicateResult(record, no_outcome=exc.reason or "no outcome")
     if exc is not None:
         kind = ("contract" if isinstance(exc, RolloutContractError)
@@ -232,9 +267,7 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
         message = _describe(exc)
         record = error_record(identity, kind, type(exc).__name__, message, duration)
         record["steps"] = log.steps
-        record["tokens"] = _tokens(log)
-        if log.spans:
-            record["spans"] = log.spans
+        _close(log, record)
         if kind == "contract":
             return ReplicateResult(record, contract_error=f"{where(identity)}: {message}")
         record["error"]["traceback"] = _traceback(exc)
@@ -261,12 +294,11 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
         "meta": value.meta,
         "error": None,
         "duration": duration,
-        "tokens": _tokens(log),
+        "tokens": None,
         "steps": log.steps,
         "finished": utc_now(),
     }
-    if log.spans:
-        record["spans"] = log.spans
+    _close(log, record)
     return ReplicateResult(record)
 
 
@@ -295,7 +327,7 @@ def run_block(
     *,
     where: Callable[[Identity], str],
     is_async: bool,
-    capture: object | None = None,
+    capture: CaptureConfig | None = None,
     stops: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
     timeout: float | None = None,
     loop: Callable[[Any], Any] | None = None,
@@ -349,7 +381,7 @@ def run_block(
 
 
 def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Identity], Any],
-             where: Callable[[Identity], str], capture: object | None,
+             where: Callable[[Identity], str], capture: CaptureConfig | None,
              stops: tuple[type[BaseException], ...], log: EpisodeLog | None = None,
              timeout: float | None = None) -> ReplicateResult:
     log = log if log is not None else EpisodeLog(capture=capture)
@@ -420,7 +452,7 @@ def _stop_late(late: Sequence[threading.Thread], until: float) -> set[threading.
 
 def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
                        call: Callable[[Identity], Any], where: Callable[[Identity], str],
-                       is_async: bool, capture: object | None,
+                       is_async: bool, capture: CaptureConfig | None,
                        stops: tuple[type[BaseException], ...],
                        timeout: float) -> list[ReplicateResult]:
     """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
@@ -491,6 +523,7 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
             record = error_record(ident, "exception", type(interrupted).__name__, message,
                                   round(time.perf_counter() - logs[i].started, 6))
             record["steps"] = _snapshot(logs[i].steps)
+            _close(logs[i], record, running=True)
             result = ReplicateResult(record, exception=interrupted)
         elif result is None or (owner[i] in sent and result.record["error"] is None):
             # Still running, or it caught the timeout and returned late: either way it was
@@ -505,7 +538,7 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
 async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      call: Callable[[Identity], Any],
                      where: Callable[[Identity], str],
-                     capture: object | None,
+                     capture: CaptureConfig | None,
                      stops: tuple[type[BaseException], ...],
                      timeout: float | None = None,
                      logs: Sequence[EpisodeLog] | None = None,

@@ -1,20 +1,35 @@
 """OpenTelemetry spans per episode, and the token usage they carry.
 
-``[capture]`` in a sweep spec, ``capture=`` on ``@prove.rollout``, or the ini options
-``prove_capture_*`` name instrumentors (entry point group ``opentelemetry_instrumentor``).
-They are switched on with a tracer provider of this session's own, whose
-:class:`EpisodeSpanProcessor` gives each span to the episode that was running when
-the span started: it reads the episode's log from its context variable, never from
-a global, so replicates running at once in threads or asyncio tasks keep their own.
+Capture is on for a rollout with ``[capture]`` in its sweep spec or ``capture=`` on
+``@prove.rollout`` (an empty table too), and for every other rollout when the ini says
+``prove_capture = true`` or names instrumentors in ``prove_capture_instrument``.  With
+capture on, an episode keeps:
 
-Stored spans keep no prompt or completion unless ``content = true``, and every stored
-value is cut to ``max_observation_bytes``.  Token usage is read from the GenAI
-semantic-convention attributes of each span.
+- the spans emitted through the global OpenTelemetry API while it runs (frameworks that
+  instrument themselves): pytest-prove adds its span processor to the global SDK
+  ``TracerProvider`` the user installed, or installs one for the process when none is set
+  (see :mod:`._otel` for how, when, and how it is taken out again);
+- the spans of the instrumentors named in ``instrument`` (entry point group
+  ``opentelemetry_instrumentor``), switched on with that same global provider, so that one
+  rule counts the usage of both.
+
+Each span goes to the episode whose context it started in: the processor reads the
+episode's log from its context variable, never from a global, so replicates running at
+once in threads or asyncio tasks keep their own.  Token usage is read from the GenAI
+semantic-convention attributes (``gen_ai.usage.*``) of each span and counted once per model
+call: when the episode ends, a span with usage is left out when a span below it in the
+episode has usage too (an agent span summing its calls; a framework's chat span over the
+client instrumentor's span of the same call).
+
+Stored spans keep no prompt or completion unless ``content = true``, every stored value is
+cut to ``max_observation_bytes``, and an episode stores at most ``MAX_SPANS`` spans.
+The settings are checked where they are declared, before anything runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 from collections.abc import Mapping
 from importlib import metadata
@@ -28,6 +43,8 @@ from .spans import (
     CONTENT_ENV,
     DEFAULT_MAX_BYTES,
     ENTRY_POINT_GROUP,
+    INSTALLED,
+    YOURS,
     CaptureConfig,
     CaptureError,
     span_record,
@@ -37,10 +54,16 @@ from .spans import (
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from ._otel import EpisodeSpanProcessor
+
 __all__ = ["CaptureConfig", "CaptureError", "CaptureManager", "add_options",
            "register", "span_record", "usage_of_span"]
 
 def add_options(parser: pytest.Parser) -> None:
+    parser.addini("prove_capture", "capture the OpenTelemetry spans of every rollout without "
+                  "a capture of its own (spans through the global API, and those of "
+                  "prove_capture_instrument); on by itself when prove_capture_instrument "
+                  "names any", type="bool", default=False)
     parser.addini("prove_capture_instrument", "OpenTelemetry instrumentors to switch on for "
                   "every rollout without its own capture (names of opentelemetry_instrumentor "
                   "entry points)", type="args", default=[])
@@ -50,107 +73,152 @@ def add_options(parser: pytest.Parser) -> None:
                   "value", default=str(DEFAULT_MAX_BYTES))
 
 
+def _ini_bool(config: pytest.Config, name: str) -> bool:
+    try:
+        return bool(config.getini(name))
+    except (ValueError, pytest.UsageError) as exc:  # pytest 9 raises the latter, unnamed
+        raise pytest.UsageError(f"ini option {name}: expected true or false ({exc})") from None
+
+
 def _ini_config(config: pytest.Config) -> CaptureConfig | None:
+    """The capture of every rollout without its own, from the ini options (checked whether
+    capture is on or not); None when the ini leaves capture off."""
     names = [str(n) for n in config.getini("prove_capture_instrument")]
-    if not names:
-        return None
+    on = _ini_bool(config, "prove_capture")
+    content = _ini_bool(config, "prove_capture_content")
     raw = str(config.getini("prove_capture_max_observation_bytes"))
     try:
-        limit = int(raw)
+        limit = int(raw.strip())
     except ValueError:
+        limit = -1
+    if limit < 16:
         raise pytest.UsageError(f"ini option prove_capture_max_observation_bytes: expected a "
-                                f"whole number, got {raw!r}") from None
+                                f"whole number >= 16, got {raw!r}")
     try:
-        return CaptureConfig.from_mapping(
-            {"instrument": names, "content": bool(config.getini("prove_capture_content")),
-             "max_observation_bytes": limit}, "ini prove_capture_*")
+        found = CaptureConfig.from_mapping(
+            {"instrument": names, "content": content, "max_observation_bytes": limit},
+            "ini prove_capture_*")
     except CaptureError as exc:
         raise pytest.UsageError(str(exc)) from None
+    return found if on or names else None
 
 
 # ---------------------------------------------------------------------------
-# spans to records
-
-
-# ---------------------------------------------------------------------------
-# switching instrumentors on, per process
+# switching capture on, per process
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _not_installed(name: str, points: Mapping[str, object]) -> str:
+    close = difflib.get_close_matches(name, list(points), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    known = ", ".join(sorted(points)) or "none installed"
+    return (f"not installed: no {ENTRY_POINT_GROUP} entry point named {name!r} (installed: "
+            f"{known}){hint}")
+
+
 @final
 class CaptureManager:
-    """One per process (registered as ``prove_capture``): switches instrumentors on when
-    the first item that asks for them runs, and off at the end of the session.
+    """One per process (registered as ``prove_capture``): switches capture on when the first
+    item that asks for it is set up, and off at the end of the session.
 
-    On the controller (``session`` given) it also collects what every process
-    reports: which instrumentors run and why the others do not.
+    On the controller (``run`` given) it also collects what every process reports: where
+    spans of the global API go, which instrumentors run and why the others do not.
     """
 
     def __init__(self, config: pytest.Config, run: Any | None = None) -> None:
         self.config = config
         self.run = run  # the controller's RunRecorder; None on an xdist worker
-        self.lines: list[str] = []  # the instrumentors that did not run, for the summary
+        self.lines: list[str] = []  # what did not run, for the summary
         self.default = _ini_config(config)
+        #: How spans of the global API are captured (_otel.INSTALLED or YOURS), or why not;
+        #: None until the first capturing item is set up.
+        self.global_api: str | None = None
+        self.processor: EpisodeSpanProcessor | None = None
+        #: A provider of this session's own, only when the global one takes no processor.
         self.provider: TracerProvider | None = None
         self.active: dict[str, Any] = {}
         self.missing: dict[str, str] = {}
         self._env_set = False
         self._announced: set[str] = set()
-        self._reported: tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None = None
+        self._reported: tuple[object, ...] | None = None
 
     # ---- every process
 
     def config_for(self, declaration: Any) -> CaptureConfig | None:
+        """A rollout's capture (checked when it was declared), or the ini's."""
         capture = getattr(declaration, "capture", None)
         if capture is None:
             return self.default
         if isinstance(capture, CaptureConfig):
             return capture
-        label = declaration.rollout_id or "the rollout"
         try:
-            return CaptureConfig.from_mapping(capture, f"capture of {label}")
+            return CaptureConfig.from_mapping(capture, f"capture of {declaration.rollout_id}")
         except CaptureError as exc:
             raise pytest.UsageError(str(exc)) from None
 
-    def ensure(self, config: CaptureConfig) -> None:
+    def instrument(self, config: CaptureConfig) -> None:
+        """Switch on the instrumentors ``config`` names that are not on yet."""
         names = [n for n in config.instrument if n not in self.active and n not in self.missing]
         if not names:
             return
-        if self.provider is None:
-            from opentelemetry.sdk.trace import TracerProvider
-
-            from ._otel import EpisodeSpanProcessor
-
-            self.provider = TracerProvider()
-            self.provider.add_span_processor(EpisodeSpanProcessor())
         if config.content and CONTENT_ENV not in os.environ:
             os.environ[CONTENT_ENV] = "true"
             self._env_set = True
+        provider = self._instrument_provider()
         points = _entry_points()
         for name in names:
             point = points.get(name)
             if point is None:
-                known = ", ".join(sorted(points)) or "none installed"
-                self.missing[name] = (f"not installed: no {ENTRY_POINT_GROUP} entry point named "
-                                      f"{name!r} (installed: {known})")
+                self.missing[name] = _not_installed(name, points)
                 continue
             try:
                 instrumentor = point.load()()
-                instrumentor.instrument(tracer_provider=self.provider,
+                instrumentor.instrument(tracer_provider=provider,
                                         raise_exception_on_conflict=True)
             except Exception as exc:  # noqa: BLE001 - any failure is reported, never fatal
                 self.missing[name] = f"cannot be switched on: {type(exc).__name__}: {exc}"[:500]
                 continue
             self.active[name] = instrumentor
 
+    def _instrument_provider(self) -> TracerProvider | None:
+        """The provider instrumentors get: None, the global one (installed or not yet, it is
+        the one :meth:`attach` puts the processor in), unless the global provider takes no
+        processor; then one of this session's own, so that their spans are still kept."""
+        from opentelemetry import trace
+
+        current = trace.get_tracer_provider()
+        if isinstance(current, trace.ProxyTracerProvider) or callable(
+                getattr(current, "add_span_processor", None)):
+            return None
+        if self.provider is None:
+            from ._otel import private_provider
+
+            self.provider, _ = private_provider()
+        return self.provider
+
+    def attach(self) -> None:
+        """Capture the spans of the global API, once a session (after the first capturing
+        item's fixtures, which may install the user's provider)."""
+        if self.global_api is not None:
+            return
+        from ._otel import attach_global
+
+        self.global_api, self.processor = attach_global()
+
     def stop(self) -> None:
         for instrumentor in self.active.values():
             with contextlib.suppress(Exception):  # switching off must not fail a session
                 instrumentor.uninstrument()
         self.active.clear()
+        if self.processor is not None:
+            from ._otel import release
+
+            release(self.processor)
+            self.processor = None
+        self.global_api = None
         if self.provider is not None:
             self.provider.shutdown()
             self.provider = None
@@ -158,27 +226,33 @@ class CaptureManager:
             os.environ.pop(CONTENT_ENV, None)
             self._env_set = False
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Any:
         plan = item.stash.get(PLAN_KEY, None)
-        if plan is None:
-            return
-        config = self.config_for(plan.declaration)
-        if config is None or not config.instrument:
-            return
-        self.ensure(config)
+        config = None if plan is None else self.config_for(plan.declaration)
+        if config is None:
+            return (yield)
+        # Instrumentors before the fixtures (which may build the clients they patch), the
+        # global provider after them (which may install the user's).
+        self.instrument(config)
         item.stash[CAPTURE_KEY] = config
+        try:
+            return (yield)
+        finally:
+            self.attach()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> Any:
         report = yield
         if call.when == "setup" and CAPTURE_KEY in item.stash:
-            state = (tuple(sorted(self.active)), tuple(sorted(self.missing.items())))
+            state = (self.global_api, tuple(sorted(self.active)),
+                     tuple(sorted(self.missing.items())))
             if state != self._reported:
                 # Sent whenever it changes, so that the controller can tell the user.
                 self._reported = state
-                wire.attach(report, capture={"instrumented": sorted(self.active),
+                wire.attach(report, capture={"global": self.global_api,
+                                             "instrumented": sorted(self.active),
                                              "missing": dict(self.missing)})
         return report
 
@@ -191,53 +265,88 @@ class CaptureManager:
     # ---- the controller
 
     def record_status(self, status: Mapping[str, Any]) -> None:
-        """What a process reported of its instrumentors (called by the controller's session)."""
+        """What a process reported of its capture (called by the controller's session)."""
         if self.run is None:
             return
         manifest = self.run.writer.manifest.setdefault(
-            "capture", {"instrumented": [], "missing": {}})
+            "capture", {"global": None, "instrumented": [], "missing": {}})
+        if status.get("global") is not None:
+            manifest["global"] = status["global"]
         manifest["instrumented"] = sorted(set(manifest["instrumented"])
                                           | set(status["instrumented"]))
         manifest["missing"].update(status["missing"])
-        new = [n for n in [*status["instrumented"], *status["missing"]]
-               if n not in self._announced]
+        keys = ([] if status.get("global") is None else [_GLOBAL_KEY]) + [
+            *status["instrumented"], *status["missing"]]
+        new = {k for k in keys if k not in self._announced}
         if new:
             self._announced.update(new)
-            self._write(start_lines(status))
+            self._write(start_lines(status, new))
         self.lines = end_lines(manifest)
 
     def _write(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
+        if reporter is None or not lines:
             return
         reporter.ensure_newline()
         for line in lines:
             reporter.write_line(line)
 
 
-def start_lines(status: Mapping[str, Any]) -> list[str]:
+#: What the controller announced for the spans of the global API.
+_GLOBAL_KEY = " global"
+
+
+def _global_captured(status: Mapping[str, Any]) -> bool:
+    return status.get("global") in (INSTALLED, YOURS)
+
+
+def start_lines(status: Mapping[str, Any], new: set[str] | None = None) -> list[str]:
+    """The lines that say, as a session starts, what capture stores (only what is ``new``
+    to the controller, when given)."""
+
+    def fresh(key: str) -> bool:
+        return new is None or key in new
+
     lines = []
-    if status["instrumented"]:
-        lines.append(f"pytest-prove capture: spans of {', '.join(status['instrumented'])} "
-                     "stored with each episode")
+    stored = []
+    if _global_captured(status) and fresh(_GLOBAL_KEY):
+        stored.append("through the global OpenTelemetry API")
+    names = [n for n in status["instrumented"] if fresh(n)]
+    if names:
+        stored.append(f"of {', '.join(names)}")
+    if stored:
+        line = f"pytest-prove capture: spans {' and '.join(stored)} stored with each episode"
+        if _global_captured(status) and fresh(_GLOBAL_KEY):
+            line += (" (in a tracer provider pytest-prove installed: none was set)"
+                     if status["global"] == INSTALLED else " (added to your tracer provider)")
+        lines.append(line)
+    if status.get("global") is not None and not _global_captured(status) and fresh(_GLOBAL_KEY):
+        lines.append(f"pytest-prove capture: spans through the global OpenTelemetry API are "
+                     f"not captured: {status['global']}; the run goes on without them")
     for name, why in status["missing"].items():
-        lines.append(f"pytest-prove capture: instrumentor {name!r} is {why}; the run goes "
-                     "on without its spans")
+        if fresh(name):
+            lines.append(f"pytest-prove capture: instrumentor {name!r} is {why}; the run goes "
+                         "on without its spans")
     return lines
 
 
 def end_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """The summary's lines on what capture could not store."""
+    lines = []
+    if manifest.get("global") is not None and not _global_captured(manifest):
+        lines.append("capture: spans through the global OpenTelemetry API were not captured; "
+                     "see the manifest's capture.global")
     missing = manifest.get("missing") or {}
-    if not missing:
-        return []
-    return [f"capture: instrumentor {name!r} did not run ({why.split(':')[0]}); "
-            f"episodes have no spans from it, see the manifest's capture.missing"
-            for name, why in missing.items()]
+    lines.extend(f"capture: instrumentor {name!r} did not run ({why.split(':')[0]}); "
+                 f"episodes have no spans from it, see the manifest's capture.missing"
+                 for name, why in missing.items())
+    return lines
 
 
 class _CaptureGate:
     """Registers the manager's per-item hooks only when some collected rollout captures:
-    a sweep without ``[capture]`` pays nothing per item for the feature."""
+    a sweep without capture pays nothing per item for the feature, nor imports
+    OpenTelemetry."""
 
     def __init__(self, manager: CaptureManager) -> None:
         self.manager = manager
@@ -245,8 +354,8 @@ class _CaptureGate:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        wanted = bool(self.manager.default and self.manager.default.instrument) or any(
-            getattr(plan.declaration, "capture", None)
+        wanted = self.manager.default is not None or any(
+            getattr(plan.declaration, "capture", None) is not None
             for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None)
         if wanted and not config.pluginmanager.is_registered(self.manager):
             own(config, self.manager, "prove_capture")

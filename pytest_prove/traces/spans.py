@@ -1,28 +1,31 @@
-"""What capture keeps of a span: its settings, its bounded attributes, its token usage.
+"""What capture keeps of a span: its bounded attributes and its token usage.
 
-Shared by the pytest side of capture (:mod:`pytest_prove.capture`) and the OpenTelemetry
-span processor (:mod:`pytest_prove._otel`), so that neither imports the other; it imports
-neither pytest nor the OpenTelemetry SDK.
+Shared by the pytest side of capture (:mod:`.capture`) and the OpenTelemetry span processor
+(:mod:`._otel`), so that neither imports the other; it imports neither pytest nor the
+OpenTelemetry SDK.  The settings themselves (:class:`CaptureConfig`) are declared in
+:mod:`pytest_prove.declare.capture`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import ProveError
+from ..declare.capture import DEFAULT_MAX_BYTES, CaptureConfig, CaptureError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "CaptureConfig", "CaptureError",
-           "span_record", "usage_of_span"]
+__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "INSTALLED", "YOURS",
+           "CaptureConfig", "CaptureError", "span_record", "usage_of_span"]
 
-ENTRY_POINT_GROUP = "opentelemetry_instrumentor"
-DEFAULT_MAX_BYTES = 16384
-CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+ENTRY_POINT_GROUP: Final = "opentelemetry_instrumentor"
+#: How spans of the global OpenTelemetry API reach episodes: through a provider pytest-prove
+#: installed (none was set), or through the user's, its processor added.
+INSTALLED: Final = "installed"
+YOURS: Final = "added"
+CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 #: Attribute names that hold prompts, completions, tool arguments and results.
 _CONTENT_PREFIXES = (
@@ -31,42 +34,11 @@ _CONTENT_PREFIXES = (
     "gen_ai.tool.definitions", "llm.prompts", "llm.completions", "llm.input_messages",
     "llm.output_messages", "input.value", "output.value", "traceloop.entity.input",
     "traceloop.entity.output",
+    # pydantic-ai's own spans: the run's messages and output, the tools' schemas and calls.
+    "pydantic_ai.all_messages", "final_result", "model_request_parameters", "tool_arguments",
+    "tool_response",
 )
 _CONTENT_SUFFIXES = (".content", ".message.content", ".body")
-
-
-class CaptureError(ProveError, ValueError):
-    """A capture setting that cannot be used, naming where it was set and the fix."""
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class CaptureConfig:
-    """What to capture: which instrumentors, whether content is kept, the byte bound."""
-
-    instrument: tuple[str, ...] = ()
-    content: bool = False
-    max_observation_bytes: int = DEFAULT_MAX_BYTES
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str) -> CaptureConfig:
-        unknown = sorted(set(data) - {"instrument", "content", "max_observation_bytes"})
-        if unknown:
-            raise CaptureError(f"{where}: unknown capture key {unknown[0]!r}; known keys: "
-                               "instrument, content, max_observation_bytes")
-        instrument = data.get("instrument", ())
-        if isinstance(instrument, str) or not isinstance(instrument, Sequence) or not all(
-                isinstance(n, str) and n for n in instrument):
-            raise CaptureError(f"{where}: instrument must be a list of instrumentor names, "
-                               f'e.g. ["openai_v2"]; got {instrument!r}')
-        content = data.get("content", False)
-        if not isinstance(content, bool):
-            raise CaptureError(f"{where}: content must be true or false, got {content!r}")
-        limit = data.get("max_observation_bytes", DEFAULT_MAX_BYTES)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 16:
-            raise CaptureError(f"{where}: max_observation_bytes must be a whole number >= 16, "
-                               f"got {limit!r}")
-        return cls(tuple(instrument), content, limit)
 
 
 def _is_content(key: str) -> bool:

@@ -1,0 +1,332 @@
+"""Spans emitted through the global OpenTelemetry API (an agent that instruments itself) are
+stored with the episode they started in, its usage counted once per model call: with no
+provider set (pytest-prove installs one), with the user's (its processor added), in one
+process and under xdist with blocks; and capture settings are checked at collection.
+
+Sessions that capture run in a subprocess: OpenTelemetry sets the global tracer provider once
+per process, and this test process must not keep one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+
+from .conftest import INI, load
+
+#: An agent that makes two model calls through the global API, each with usage that depends
+#: on the seed, inside an agent span that carries their sum too (as frameworks do); async
+#: replicates and sync ones, and a rollout that does not capture.
+AGENT = textwrap.dedent(
+    """
+    import asyncio
+    import time
+
+    import pytest
+    import pytest_prove as prove
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("support-agent")  # at import, before any provider is set
+
+
+    def usage_of(seed, call):
+        return 100 * call + seed % 97, 10 * call + seed % 13
+
+
+    def agent_span(seed):
+        with tracer.start_as_current_span("invoke_agent support") as agent:
+            total_in = total_out = 0
+            for call in (1, 2):
+                with tracer.start_as_current_span("chat sim-model") as chat:
+                    tokens_in, tokens_out = usage_of(seed, call)
+                    chat.set_attribute("gen_ai.request.model", "sim-model")
+                    chat.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+                    chat.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+                    yield
+                total_in, total_out = total_in + tokens_in, total_out + tokens_out
+            agent.set_attribute("gen_ai.request.model", "sim-model")
+            agent.set_attribute("gen_ai.usage.input_tokens", total_in)
+            agent.set_attribute("gen_ai.usage.output_tokens", total_out)
+
+
+    @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"], CAPTURE)
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        for _ in agent_span(prove_seed):
+            time.sleep(0.002)  # replicates of a block interleave
+        return prove.Episode("resolved", meta={"case_id": ticket})
+
+
+    @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"], CAPTURE)
+    @pytest.mark.parametrize("ticket", ["shipping"])
+    async def test_async_agent(ticket, prove_seed):
+        for _ in agent_span(prove_seed):
+            await asyncio.sleep(0.002)
+        return prove.Episode("resolved", meta={"case_id": ticket})
+
+
+    @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
+                   id="uncaptured")
+    def test_uncaptured(prove_seed):
+        for _ in agent_span(prove_seed):
+            pass
+        return prove.Episode("resolved")
+    """
+)
+
+
+def _agent(pytester: pytest.Pytester, capture: str = "capture={}", ini: str = "") -> None:
+    pytester.makeini(INI + ini)
+    pytester.makepyfile(test_agent=AGENT.replace("CAPTURE", capture))
+
+
+def _expected(seed: int) -> dict[str, object]:
+    tokens_in = 100 + 200 + 2 * (seed % 97)
+    tokens_out = 10 + 20 + 2 * (seed % 13)
+    return {"input": tokens_in, "output": tokens_out,
+            "by_model": {"sim-model": {"input": tokens_in, "output": tokens_out, "calls": 2}}}
+
+
+def _check(pytester: pytest.Pytester, how: str = "installed") -> None:
+    run = load(pytester)
+    captured = [r for r in run.episodes if r["rollout"] != "uncaptured"]
+    assert len(captured) == 24
+    for record in captured:
+        # Its own seed's usage (a mix-up between replicates would show), the calls once each
+        # and not again from the agent span.
+        assert record["tokens"] == _expected(record["seed"]), record["seed"]
+        assert sorted(s["name"] for s in record["spans"]) == [
+            "chat sim-model", "chat sim-model", "invoke_agent support"]
+    assert len({r["seed"] for r in captured}) == 24
+    for record in (r for r in run.episodes if r["rollout"] == "uncaptured"):
+        assert record["tokens"] is None and "spans" not in record
+    assert run.manifest["capture"] == {"global": how, "instrumented": [], "missing": {}}
+
+
+@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"]],
+                         ids=["one-process", "xdist-blocks"])
+def test_spans_through_the_global_api_are_stored_per_episode(pytester: pytest.Pytester,
+                                                             args: list[str]) -> None:
+    _agent(pytester)
+    result = pytester.runpytest_subprocess(*args, timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    _check(pytester)
+    result.stdout.fnmatch_lines([
+        "pytest-prove capture: spans through the global OpenTelemetry API stored with each "
+        "episode (in a tracer provider pytest-prove installed: none was set)",
+        "*tokens: * input and * output in 48 calls (sim-model)*"])
+
+
+def test_the_ini_can_switch_capture_on_for_every_rollout(pytester: pytest.Pytester) -> None:
+    _agent(pytester, capture="id=None", ini="prove_capture = true\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert all(r["tokens"] == _expected(r["seed"]) for r in run.episodes)
+
+
+#: The user's own SDK provider, installed by a session fixture (so after collection), with an
+#: exporter of theirs that must still see every span.
+USER_PROVIDER = textwrap.dedent(
+    """
+    import pytest
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    EXPORTER = InMemorySpanExporter()
+
+
+    @pytest.fixture(scope="session", autouse=True)
+    def telemetry():
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+        trace.set_tracer_provider(provider)
+        yield
+        with open("exported.txt", "w") as fh:
+            fh.write(str(len(EXPORTER.get_finished_spans())))
+    """
+)
+
+
+def test_the_users_provider_gets_the_processor(pytester: pytest.Pytester) -> None:
+    _agent(pytester)
+    pytester.makeconftest(USER_PROVIDER)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    _check(pytester, how="added")
+    result.stdout.fnmatch_lines(["pytest-prove capture: spans through the global OpenTelemetry "
+                                 "API stored with each episode (added to your tracer provider)"])
+    # The user's exporter saw every span too: 3 an episode, 26 episodes.
+    assert (pytester.path / "exported.txt").read_text() == str(3 * 26)
+
+
+def test_a_provider_that_takes_no_processor_is_said_and_the_run_goes_on(
+        pytester: pytest.Pytester) -> None:
+    _agent(pytester)
+    pytester.makeconftest("""
+        from opentelemetry import trace
+
+        class VendorProvider(trace.NoOpTracerProvider):
+            pass
+
+        trace.set_tracer_provider(VendorProvider())
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "pytest-prove capture: spans through the global OpenTelemetry API are not captured: the "
+        "global tracer provider is conftest.VendorProvider, which takes no span processor *; "
+        "the run goes on without them",
+        "capture: spans through the global OpenTelemetry API were not captured; see the "
+        "manifest's capture.global"])
+    run = load(pytester)
+    assert all(r["tokens"] is None for r in run.episodes)
+    assert "conftest.VendorProvider" in run.manifest["capture"]["global"]
+
+
+#: Two sessions in one process, as pytester's in-process runs make them: the second finds the
+#: provider the first installed and takes up the same processor, which neither session leaves
+#: active.
+TWICE = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    import pytest
+    from opentelemetry import trace
+
+    from pytest_prove.traces import _otel
+
+    found = []
+    for _ in range(2):
+        code = pytest.main(["-q", "-p", "no:xdist", "-p", "no:cacheprovider"])
+        provider = trace.get_tracer_provider()
+        processors = provider._active_span_processor._span_processors  # the test's peek
+        found.append({"code": int(code), "processors": len(processors),
+                      "users": [p.users for p in processors]})
+    print("RESULT " + json.dumps(found))
+    """
+)
+
+
+def test_two_sessions_in_one_process_share_one_inert_processor(
+        pytester: pytest.Pytester) -> None:
+    _agent(pytester)
+    pytester.makepyfile(twice=TWICE)
+    done = subprocess.run([sys.executable, "twice.py"], cwd=pytester.path, capture_output=True,
+                          text=True, timeout=240, check=False)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+    assert json.loads(line[len("RESULT "):]) == [{"code": 0, "processors": 1, "users": [0]}] * 2
+    runs = sorted((pytester.path / ".prove" / "runs").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        records = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+        captured = [r for r in records if r["rollout"] != "uncaptured"]
+        assert len(captured) == 24
+        assert all(r["tokens"] == _expected(r["seed"]) for r in captured)
+
+
+#: Writes, as the session ends, whether the OpenTelemetry SDK was imported.
+SDK_PROBE = textwrap.dedent(
+    """
+    import sys
+
+    def pytest_unconfigure(config):
+        with open("sdk.txt", "w") as fh:
+            fh.write(str("opentelemetry.sdk.trace" in sys.modules))
+    """
+)
+
+
+@pytest.mark.parametrize(("capture", "imported"), [("id=None", "False"), ("capture={}", "True")],
+                         ids=["without-capture", "with-capture"])
+def test_a_session_without_capture_never_imports_the_sdk(pytester: pytest.Pytester,
+                                                         capture: str, imported: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=textwrap.dedent(f"""
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
+                       {capture})
+        def test_agent(prove_seed):
+            return prove.Episode("resolved")
+    """))
+    pytester.makeconftest(SDK_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert (pytester.path / "sdk.txt").read_text() == imported
+
+
+# ---------------------------------------------------------------------------
+# settings checked at collection (nothing captures here: these run in process)
+
+
+def test_a_bad_capture_table_in_a_spec_stops_collection(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(agent="def run(cfg, seed):\n    return None\n")
+    pytester.makefile(".toml", prove_sweep=textwrap.dedent("""
+        target = "agent:run"
+        replicates = 2
+
+        [declare]
+        failures = ["unresolved"]
+        successes = ["resolved"]
+
+        [capture]
+        instrument = "openai"
+    """))
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "*prove_sweep.toml:8: [[]capture[]]: instrument must be a list of instrumentor names*"
+        "got 'openai'*"])
+    result.assert_outcomes(errors=1)
+
+
+def test_a_bad_capture_on_the_decorator_stops_collection(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=textwrap.dedent("""
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
+                       capture={"instrument": ["openai"], "contents": True})
+        def test_agent(prove_seed):
+            return prove.Episode("resolved")
+    """))
+    result = pytester.runpytest("-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*ERROR collecting test_agent.py*",
+                                 "*capture=: unknown capture key 'contents'; known keys: "
+                                 "instrument, content, max_observation_bytes*"])
+    result.assert_outcomes(errors=1)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("prove_capture_max_observation_bytes = lots",
+     "*ini option prove_capture_max_observation_bytes: expected a whole number >= 16, got "
+     "'lots'*"),
+    ("prove_capture_max_observation_bytes = 8",
+     "*ini option prove_capture_max_observation_bytes: expected a whole number >= 16, got "
+     "'8'*"),
+    ("prove_capture_content = maybe",
+     "*ini option prove_capture_content: expected true or false (invalid truth value "
+     "'maybe')*"),
+    ("prove_capture = sometimes",
+     "*ini option prove_capture: expected true or false (invalid truth value 'sometimes')*"),
+], ids=["bytes-word", "bytes-small", "content", "capture"])
+def test_bad_capture_ini_values_stop_the_session_before_it_runs(
+        pytester: pytest.Pytester, line: str, message: str) -> None:
+    _agent(pytester, ini=line + "\n")
+    result = pytester.runpytest("-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert not (pytester.path / ".prove").exists()

@@ -1,0 +1,151 @@
+"""A real framework that instruments itself: a pydantic-ai agent (its spans through the global
+OpenTelemetry API) makes two model calls, a tool call and then the answer, with the real openai
+client against a server on 127.0.0.1 that this test starts.  The tokens stored per episode are
+the server's two answers', counted once: not again from pydantic-ai's agent span that sums them,
+nor from its chat spans when the openai instrumentor's client spans sit under them."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+
+from .conftest import INI, load, local_server
+
+pytest.importorskip("pydantic_ai")
+pytest.importorskip("openai")
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+
+SECRET = "SECRET-PROMPT-c41d"
+
+
+def usage_of(seed: int, call: int) -> tuple[int, int]:
+    """What the server says call 1 (the tool call) or 2 (the answer) of a seed's episode used."""
+    return 100 * call + seed % 50, 10 * call + seed % 7
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint: asks for the tool ``lookup`` first, then answers."""
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        messages = body["messages"]
+        prompt = " ".join(str(m.get("content")) for m in messages if m["role"] == "user")
+        seed = int(re.search(r"seed (\d+)", prompt).group(1))  # type: ignore[union-attr]
+        call = 2 if any(m["role"] == "tool" for m in messages) else 1
+        self.server.calls.append((seed, call))  # type: ignore[attr-defined]
+        tokens_in, tokens_out = usage_of(seed, call)
+        if call == 1:
+            message: dict[str, object] = {
+                "role": "assistant", "content": None,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "lookup", "arguments": json.dumps({"ticket": "refund"})}}]}
+        else:
+            message = {"role": "assistant", "content": "resolved"}
+        reply = json.dumps({
+            "id": f"chatcmpl-{seed}-{call}", "object": "chat.completion", "created": 1,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if call == 1 else "stop"}],
+            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                      "total_tokens": tokens_in + tokens_out},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    with local_server(_Handler) as httpd:
+        yield httpd
+
+
+AGENT = textwrap.dedent(
+    """
+    import os
+
+    import pytest
+    import pytest_prove as prove
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+    # True: pydantic-ai's agent span also carries the sum of its calls as gen_ai.usage.*
+    SUMMED = os.environ["AGENT_SPAN_USAGE"] == "1"
+
+
+    def lookup(ticket: str) -> str:
+        \"\"\"The policy for a ticket.\"\"\"
+        return "refund approved"
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   capture={"instrument": INSTRUMENT})
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    async def test_agent(ticket, prove_seed):
+        client = AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
+        agent = Agent(model, tools=[lookup])
+        agent.instrument = InstrumentationSettings(
+            use_aggregated_usage_attribute_names=not SUMMED)
+        result = await agent.run(f"SECRET-PROMPT-c41d {ticket} seed {prove_seed}")
+        return prove.Episode(result.output, meta={"case_id": ticket})
+    """
+)
+
+
+@pytest.mark.parametrize(("instrument", "summed", "args"), [
+    ([], False, ["-p", "no:xdist"]),
+    ([], True, ["-p", "no:xdist"]),
+    (["openai"], True, ["-p", "no:xdist"]),
+    (["openai"], True, ["-n", "2", "--prove-concurrency", "4"]),
+], ids=["pydantic-ai", "pydantic-ai-summing", "with-openai-instrumentor",
+        "with-openai-instrumentor-xdist-blocks"])
+def test_pydantic_ai_tokens_are_the_servers_counted_once(
+        pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument: list[str],
+        summed: bool, args: list[str]) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=AGENT.replace("INSTRUMENT", json.dumps(instrument)))
+    pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
+    pytester._monkeypatch.setenv("AGENT_SPAN_USAGE", "1" if summed else "0")
+    result = pytester.runpytest_subprocess(*args, timeout=180)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert len(run.episodes) == 8
+    # Two calls an episode reached the server, each one once.
+    assert sorted(server.calls) == sorted(  # type: ignore[attr-defined]
+        (r["seed"], call) for r in run.episodes for call in (1, 2))
+    for record in run.episodes:
+        seed = record["seed"]
+        (in1, out1), (in2, out2) = usage_of(seed, 1), usage_of(seed, 2)
+        assert record["tokens"] == {"input": in1 + in2, "output": out1 + out2,
+                                    "by_model": {"gpt-test": {"input": in1 + in2,
+                                                              "output": out1 + out2,
+                                                              "calls": 2}}}, seed
+        # What made counting once needed is stored: pydantic-ai's chat spans (and the
+        # client's under them), and its agent span with the sum when asked.
+        with_usage = [s for s in record["spans"]
+                      if "gen_ai.usage.input_tokens" in s["attributes"]]
+        assert len(with_usage) == 2 * (1 + len(instrument)) + summed
+        assert any(s["attributes"].get("gen_ai.tool.name") == "lookup" for s in record["spans"])
+    assert run.manifest["capture"] == {"global": "installed", "instrumented": instrument,
+                                       "missing": {}}
+    for path in Path(pytester.path / ".prove").rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
