@@ -14,6 +14,7 @@ import pytest
 
 from pytest_prove.cli import main
 from pytest_prove.review import review
+from pytest_prove.review.flips import Replay, replay_target
 from pytest_prove.store import Store
 
 #: A seeded agent whose every choice comes from its seed: a password ticket errors on some
@@ -153,9 +154,11 @@ def test_flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(
     # Runs on different salts have no twins: said plainly, with the fix, exit 1.
     code, out, err = _cli(drill, capsys, "flips", "base", "fresh")
     assert code == 1 and out == ""
-    assert "have no twins: their salts differ" in err and "--prove-baseline=NAME" in err
+    assert "have no twins: their salts differ" in err
+    assert "run the later sweep again with --prove-baseline=base" in err
     code, refused = _json(drill, capsys, "flips", "first", "fresh")
     assert code == 1 and "have no twins" in refused["error"]
+    assert "save the earlier sweep as a baseline" in refused["error"]
 
 
 # --------------------------------------------------------------------------- replay
@@ -201,6 +204,13 @@ def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_mai
     stored = {(r["condition"]["ticket"], r["replicate"]): r for r in
               _store(drill).open("blocked").episodes}
     assert stored[("refund", 5)]["item"] == "test_bot.py::test_bot[refund-r004-007]"
+    # What show and flips print for it: its own replicate's item (a replay runs one an item).
+    blocked = _store(drill).open("blocked")
+    assert replay_target(blocked, stored[("refund", 5)]) == Replay(
+        "blocked", "test_bot.py::test_bot[refund-r005]")
+    # An episode stored without its item (an older pytest-prove): the rollout and -k.
+    older = {k: v for k, v in stored[("refund", 5)].items() if k != "item"}
+    assert replay_target(blocked, older) == Replay("blocked", "test_bot.py::test_bot", "r005")
     assert not any(main for *_, main in _log(drill))
     (drill.path / "seeds.log").unlink()
     result = drill.runpytest_subprocess("test_bot.py::test_bot[refund-r005]",
@@ -242,6 +252,15 @@ def test_replay_refuses_what_it_cannot_do(drill: pytest.Pytester) -> None:
     # A baseline replays too.
     result = drill.runpytest("test_bot.py::test_bot[refund-r001]", "--prove-replay=base")
     result.stdout.fnmatch_lines(["replayed 1 episode(s) of run 'baseline:base' *"])
+    # A replay compares nothing, so the design check that refuses this small sweep does not
+    # stop it; selecting no rollout replays nothing, and says so.
+    drill.makeini("[pytest]\n")
+    assert drill.runpytest("--prove-name=small").ret == pytest.ExitCode.USAGE_ERROR
+    drill.runpytest("test_bot.py::test_bot[refund-r001]",
+                    "--prove-replay=first").assert_outcomes(passed=1)
+    result = drill.runpytest("-k", "nothing_matches", "--prove-replay=first")
+    result.stdout.fnmatch_lines(["replay of run 'first' (salt *): no rollout item ran, so "
+                                 "nothing was replayed"])
 
 
 # --------------------------------------------------------------------------- --lf
@@ -267,6 +286,15 @@ def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
     # So the rerun is paired with the run it reruns.
     code, doc = _json(drill, capsys, "flips", "first", "again")
     assert code == 0 and doc["flips"] == []
+    # A replay of that narrowed run says which episodes it does not hold.
+    passed = next(r for r in first.episodes if not r.get("error"))
+    ticket, replicate = passed["condition"]["ticket"], passed["replicate"]
+    result = drill.runpytest_subprocess(f"test_bot.py::test_bot[{ticket}-r{replicate:03d}]",
+                                        "--prove-replay=again", *workers)
+    result.stdout.fnmatch_lines([
+        "*replayed 1 episode(s) of run 'again' *: 0 ended as stored, 1 not in the run; *",
+        f"  ticket={ticket} r{replicate} seed {passed['seed']}: {passed['outcome']}; run "
+        "'again' holds no such episode, so this is the seed its salt gives that replicate"])
     # Without --lf the next run draws a salt of its own, as before.
     drill.runpytest_subprocess("--prove-name=third", *workers)
     assert _store(drill).open("third").salt != first.salt

@@ -163,6 +163,8 @@ class ProveSession:
     def on_crash(self, nodeid: str, message: str) -> None:
         """A worker died while running ``nodeid``: its episodes end as errored."""
         pending = self.pending.pop(nodeid, [])
+        if pending:
+            self.ran_items.add(nodeid)
         self._store({**error_record(Identity.from_json(p), "worker_crash", "WorkerCrash",
                                     message), "item": nodeid} for p in pending)
 

@@ -413,6 +413,7 @@ def _ending(record: Mapping[str, Any]) -> str:
 def flips_document(f: Flips) -> dict[str, Any]:
     return {"before": f.before, "after": f.after, "salt": f.salt, "paired": True,
             "twins": f.twins, "conditions": list(f.chosen) or None,
+            "events": list(f.events) or None,
             "rows": [r.to_dict() for r in f.rows], "flips": [x.to_dict() for x in f.flips],
             "method": "twins: the episodes of the same condition and replicate, on the same "
                       "seed in both runs; a row's flips are its paired test's discordant "
@@ -421,15 +422,15 @@ def flips_document(f: Flips) -> dict[str, Any]:
 
 def flips_lines(f: Flips, verbose: bool) -> list[str]:
     la, lb = terminal_text(f.before), terminal_text(f.after)
-    where = ""
-    if f.chosen:
-        where = " in " + ", ".join(terminal_text(c) for c in f.chosen)
+    scope = [*(f"condition {terminal_text(c)}" for c in f.chosen),
+             *(f"event {terminal_text(e)}" for e in f.events)]
+    where = f" ({'; '.join(scope)})" if scope else ""
     if f.flips:
-        head = (f"{len(f.flips)} of {f.twins} twins{where} ended differently in {lb} than in "
-                f"{la}")
+        head = (f"{len(f.flips)} of {f.twins} twins ended differently in {lb} than in "
+                f"{la}{where}")
     else:
-        head = f"no twin{where} ended differently: all {f.twins} ended in {lb} as in {la}"
-    lines = [head + f" (one salt, {terminal_text(f.salt)}: each twin ran on one seed in both)"]
+        head = f"no twin ended differently in {lb} than in {la}{where}: all {f.twins} alike"
+    lines = [head + f"; one salt, {terminal_text(f.salt)}: each twin ran on one seed in both"]
     lines.extend(table(
         ("condition", "event", "twins", f"only in {la}", f"only in {lb}"),
         [(terminal_text(r.condition), terminal_text(r.event), str(r.twins),

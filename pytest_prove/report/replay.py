@@ -65,7 +65,8 @@ def replay_lines(run: str, salt: str, stored: Iterable[Mapping[str, Any]],
         lines.append("  " + text)
     counts = [f"{same} ended as stored"]
     if differ:
-        counts.append(f"{differ} differently")
+        counts.insert(0, f"{differ} ended differently")
+        counts[1] = f"{same} as stored"
     if absent:
         counts.append(f"{absent} not in the run")
     head = (f"replayed {len(replayed)} episode(s) of run {label!r} on their seeds (salt "

@@ -144,6 +144,7 @@ class Flips:
     flips: tuple[Flip, ...]
     conditions: tuple[str, ...]  # every condition label compared, chosen or not
     chosen: tuple[str, ...]  # the conditions --condition named (empty: all)
+    events: tuple[str, ...] = ()  # the events --event named (empty: every row's)
 
 
 def _parts(text: str) -> dict[str, str] | None:
@@ -151,7 +152,7 @@ def _parts(text: str) -> dict[str, str] | None:
     found: dict[str, str] = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
-        if not sep or not name.strip():
+        if not sep or not name.strip() or name.strip() in found:
             return None
         found[name.strip()] = value.strip()
     return found
@@ -180,13 +181,16 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
     """
     label_a, label_b = label_of(before), label_of(after)
     if not before.salt or before.salt != after.salt:
+        fix = (f"run the later sweep again with --prove-baseline={before.name}, which takes "
+               "that baseline's salt" if before.is_baseline else
+               "save the earlier sweep as a baseline (--prove-save-baseline=NAME) and run the "
+               "later one with --prove-baseline=NAME")
         raise RefusalError(
             f"runs {label_a!r} and {label_b!r} have no twins: their salts differ "
             f"({before.salt or '-'} and {after.salt or '-'}), so no episode of {label_b!r} ran "
             f"on the seed of an episode of {label_a!r}, and an outcome that differs may be "
-            "the seed's doing. Pair the runs: save the earlier one as a baseline "
-            "(--prove-save-baseline=NAME) and run the later one with --prove-baseline=NAME; "
-            f"pytest-prove diff {label_a} {label_b} compares them unpaired meanwhile")
+            f"the seed's doing. To pair them, {fix}; pytest-prove diff {label_a} {label_b} "
+            "compares them unpaired meanwhile")
     declared = [e for e in events if e != NO_OUTCOME]
     prepared = prepare(before, after, declared or None, paired=True, missing=missing)
     every, _, _ = group_episodes(before, after)
@@ -238,10 +242,15 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
     found = []
     for (key, r), which in sorted(changed.items()):
         b, a = every[key]["before"][r], every[key]["after"][r]
+        # Replayed on the later run's salt, which is the earlier one's too; by the item id
+        # either run recorded (a baseline saved by an older pytest-prove has none).
+        replay = replay_target(after, a)
+        twin = replay_target(before, b)
+        if twin is not None and twin.keyword is None and (replay is None or replay.keyword):
+            replay = Replay(label_b, twin.item)
         found.append(Flip(condition=named[key][0], rollout=key[0], condition_key=key[1],
                           replicate=r, seed=int(a["seed"]), before=b, after=a,
-                          events=tuple(which),
-                          replay=replay_target(after, a) or replay_target(before, b)))
+                          events=tuple(which), replay=replay))
     return Flips(before=label_a, after=label_b, salt=after.salt, twins=len(twins),
                  rows=tuple(rows), flips=tuple(found), conditions=tuple(known),
-                 chosen=tuple(conditions))
+                 chosen=tuple(conditions), events=tuple(dict.fromkeys(events)))
