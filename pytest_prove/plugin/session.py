@@ -298,6 +298,8 @@ class ProveSession:
         from .budget import cost_lines
 
         if self.replay is not None:
+            if self.settings.plan_only or self.config.option.collectonly:
+                return []  # nothing was meant to run
             from ..report.replay import replay_lines
 
             return replay_lines(self.run_label() or "", self.replay.salt, self.replay.episodes,
