@@ -37,6 +37,7 @@ from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
 from .review import RefusalError, Review, cost, review
 from .review.fixcheck import fix_check_runs
+from .review.flips import flips
 from .review.steps import compare_steps, where
 from .review.tallies import stored_runs, tally
 from .store import Run, Store
@@ -270,6 +271,35 @@ def _compare_steps(args: argparse.Namespace, out: Output) -> int:
     done = compare_steps(before, after, args.event, q=args.q, max_hr=args.max_hr)
     out.document("compare", say.compare_steps_document(done))
     out.lines(say.compare_steps_lines(done))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- flips
+
+
+def _flips_arguments(parser: argparse.ArgumentParser) -> None:
+    _pair(parser)
+    parser.add_argument("--condition", action="append", default=[],
+                        help="only this condition, as the comparison labels it "
+                             "(ticket=refund; repeatable)")
+    parser.add_argument("--event", action="append", default=[],
+                        help="only this event's row: a declared outcome, or 'no outcome' "
+                             "(repeatable; default: every row the comparison tests)")
+    parser.add_argument("--missing", type=missing_mode, default=None,
+                        help="episodes without an outcome: test (their row is listed) or "
+                             "ignore; default: ini prove_missing, else test")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="list every changed twin (default: ten a condition)")
+
+
+@command("flips", "the twins (same seed in both runs) whose outcome changed, and how to "
+         "replay each", _flips_arguments)
+def _flips(args: argparse.Namespace, out: Output) -> int:
+    before, after = _pair_of(args)
+    found = flips(before, after, conditions=args.condition, events=args.event,
+                  missing=args.missing)
+    out.document("flips", say.flips_document(found))
+    out.lines(say.flips_lines(found, args.verbose))
     return EXIT_OK
 
 

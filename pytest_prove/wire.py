@@ -74,6 +74,7 @@ class WorkerInput(TypedDict):
     salt: str
     done: frozenset[Done]
     cap_flag: str | None
+    replay: dict[str, int] | None  # --prove-replay: the run's replicates by rollout id
 
 
 class WorkerOutput(TypedDict):
@@ -104,16 +105,19 @@ def take(report: object, *names: str) -> ReportData:
 
 
 def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
-                    cap_flag: str | None) -> None:
+                    cap_flag: str | None, replay: Mapping[str, int] | None = None) -> None:
     workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
-                            "cap_flag": cap_flag}
+                            "cap_flag": cap_flag,
+                            "replay": None if replay is None else dict(replay)}
 
 
 def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
     sent = workerinput.get("prove") or {}
     return WorkerInput(salt=str(sent.get("salt", "")),
                        done=frozenset((str(r), str(k), int(n)) for r, k, n in sent.get("done", ())),
-                       cap_flag=sent.get("cap_flag"))
+                       cap_flag=sent.get("cap_flag"),
+                       replay=None if sent.get("replay") is None else {
+                           str(k): int(v) for k, v in sent["replay"].items()})
 
 
 def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,

@@ -25,7 +25,7 @@ from ..options import (
     store_name,
 )
 from ..running.runner import Identity
-from ..store import Store, StoreError
+from ..store import Run, Store, StoreError
 from ..traces import capture
 from . import budget
 
@@ -36,6 +36,7 @@ from .collect import pytest_collection_modifyitems as pytest_collection_modifyit
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
+from .salts import lf_salt, remember_failed
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_FAILS_KEY,
@@ -59,7 +60,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
                  "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
-                 "--prove-episode-timeout")
+                 "--prove-episode-timeout", "--prove-replay")
 
 
 # ---------------------------------------------------------------------------
@@ -73,6 +74,13 @@ def _report_path(text: str) -> Path:
         raise argparse.ArgumentTypeError(
             f"expected a file ending in .html, .md or .json, got {text!r}")
     return path
+
+
+def _replay_name(text: str) -> str:
+    """A run as every front door names one: a name, a run id, latest or baseline:NAME."""
+    if text.startswith("baseline:"):
+        return "baseline:" + store_name(text.removeprefix("baseline:"))
+    return run_name(text)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,6 +99,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="replace the --prove-baseline file with this run once it is complete")
     group.addoption("--prove-resume", metavar="RUN", type=run_name, default=None,
                     help="run only the replicates that run RUN is missing, appending to it")
+    group.addoption("--prove-replay", metavar="RUN", type=_replay_name, default=None,
+                    help="run the selected items on the seeds they had in run RUN (a name, "
+                         "run id, latest or baseline:NAME), one replicate an item and no "
+                         "episode timeout unless given, storing nothing: for --pdb or a "
+                         "breakpoint() (pytest-prove flips and show print the command)")
     group.addoption("--prove-plan", action="store_true", default=False,
                     help="collect, print the plan and the design check, and run nothing")
     group.addoption("--prove-replicates", metavar="N", type=positive_int, default=None,
@@ -207,6 +220,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.is_worker = True
         settings.salt = sent["salt"]
         settings.done = sent["done"]
+        settings.replay = sent["replay"]
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
         budget.register_worker(config)
@@ -222,7 +236,12 @@ def pytest_configure(config: pytest.Config) -> None:
         resume = store.load(opt.prove_resume) if opt.prove_resume else None
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if resume is not None:
+    replay = _replayed(config, store, opt)
+    salt_note: str | None = None
+    if replay is not None:
+        settings.salt = replay.salt
+        settings.replay = _replicates_of(replay)
+    elif resume is not None:
         settings.salt = resume.salt
         settings.done = frozenset(_done_keys(resume.episodes))
         if baseline is not None and resume.salt != baseline.salt:
@@ -232,6 +251,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 "drop --prove-baseline or start a new run")
     elif baseline is not None:
         settings.salt = baseline.salt
+    elif (failed := lf_salt(config)) is not None:
+        settings.salt, salt_note = failed.salt, failed.note()
     else:
         settings.salt = new_salt()
     try:
@@ -239,9 +260,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
             save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
             asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
-                   "missing": missing})
+                   "missing": missing}, replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
+    session.salt_note = salt_note
     config.stash[SESSION_KEY] = session
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, Collection(config), "prove_collection")
@@ -250,6 +272,41 @@ def pytest_configure(config: pytest.Config) -> None:
         from .xdist import XdistHooks
 
         own(config, XdistHooks(session), "prove_xdist")
+
+
+#: Options a replay refuses: it stores nothing, and runs each replicate as it ran.
+_NOT_WITH_REPLAY = (("prove_baseline", "--prove-baseline"), ("prove_resume", "--prove-resume"),
+                    ("prove_save_baseline", "--prove-save-baseline"),
+                    ("prove_update_baseline", "--prove-update-baseline"),
+                    ("prove_name", "--prove-name"), ("prove_replicates", "--prove-replicates"),
+                    ("prove_concurrency", "--prove-concurrency"))
+
+
+def _replayed(config: pytest.Config, store: Store, opt: Any) -> Run | None:
+    """The run --prove-replay names, or a usage error saying what is wrong."""
+    if opt.prove_replay is None:
+        return None
+    clash = [flag for name, flag in _NOT_WITH_REPLAY if getattr(opt, name, None)]
+    if clash:
+        raise pytest.UsageError(
+            f"--prove-replay={opt.prove_replay} runs episodes of that run again on their own "
+            f"seeds and stores nothing, so it takes no {' or '.join(clash)}; drop "
+            f"{'it' if len(clash) == 1 else 'them'}, or drop --prove-replay")
+    try:
+        return store.open(opt.prove_replay)
+    except StoreError as exc:
+        raise pytest.UsageError(f"--prove-replay: {exc}") from None
+
+
+def _replicates_of(run: Run) -> dict[str, int]:
+    """Each rollout's replicates in ``run``, so that a replay's items have the ids they had."""
+    found = {}
+    for rollout_id, info in (run.manifest.get("rollouts") or {}).items():
+        declaration = (info or {}).get("declaration") if isinstance(info, dict) else None
+        total = declaration.get("replicates") if isinstance(declaration, dict) else None
+        if isinstance(total, int) and total >= 1:
+            found[str(rollout_id)] = total
+    return found
 
 
 def _refuse_space_form(config: pytest.Config) -> None:
@@ -435,6 +492,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     prove.run.merge_plan(plan_data(config))
     prove.finish(session, exitstatus)
     _gate_reports(session, prove)
+    if prove.ran_items:  # what --lf will rerun, and on which salt it failed
+        remember_failed(config, salt=settings.salt, run=prove.run_label(),
+                        ran=prove.ran_items)
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = (pytest.ExitCode.USAGE_ERROR if config.stash.get(PLAN_FAILS_KEY, False)
                               else pytest.ExitCode.OK)

@@ -71,8 +71,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "prove_block" not in metafunc.fixturenames:
         return
     settings = metafunc.config.stash[SETTINGS_KEY]
-    replicates = settings.replicates or declaration.replicates
-    chunks = blocks(replicates, declaration.concurrency or settings.concurrency)
+    rollout_id = declaration.rollout_id or metafunc.definition.nodeid.split("[", 1)[0]
+    replicates = settings.replicates_for(rollout_id, declaration.replicates)
+    chunks = blocks(replicates, settings.concurrency_for(declaration.concurrency))
     metafunc.parametrize("prove_block", chunks,
                          ids=[block_id(b, replicates) for b in chunks])
 
@@ -133,7 +134,7 @@ def _plan_for_function(item: pytest.Function, declaration: Declaration,
     rollout_id = declaration.rollout_id or item.nodeid.split("[", 1)[0]
     return ItemPlan(rollout_id=rollout_id, label=item.originalname, declaration=declaration,
                     condition=found[0], condition_key=found[1], replicates=tuple(block),
-                    total=settings.replicates or declaration.replicates)
+                    total=settings.replicates_for(rollout_id, declaration.replicates))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -258,6 +259,8 @@ class Collection:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
                 selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
+        if settings.replay is not None and not settings.plan_only:
+            return  # a replay compares nothing: no design to check
         if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:
                 self._print(["pytest-prove plan: no rollout collected"])

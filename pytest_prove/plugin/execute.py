@@ -75,8 +75,11 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
         return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
 
     settings = item.config.stash[SETTINGS_KEY]
-    timeout = next((s for s in (settings.episode_timeout, plan.declaration.timeout,
-                                settings.default_timeout) if s is not None), None)
+    # A replay keeps only an explicit --prove-episode-timeout: with one, the rollout runs in
+    # another thread, where a debugger cannot stop it.
+    timeout = settings.episode_timeout if settings.replay is not None else next(
+        (s for s in (settings.episode_timeout, plan.declaration.timeout,
+                     settings.default_timeout) if s is not None), None)
     try:
         results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                             capture=item.stash.get(CAPTURE_KEY, None),

@@ -116,11 +116,11 @@ class _RolloutSource:
     def _items(self, parent: pytest.Collector, fn: Callable[..., Any], declaration: Declaration,
                rollout_id: str, label: str, replicates: int,
                concurrency: int) -> Iterator[RolloutItem]:
-        _check_size(declaration, replicates, declaration.concurrency or concurrency, label)
+        _check_size(declaration, replicates, concurrency, label)
         for condition in declaration.conditions():
             key = condition_key(condition)
             cid = condition_id(condition)
-            for block in blocks(replicates, declaration.concurrency or concurrency):
+            for block in blocks(replicates, concurrency):
                 bid = block_id(block, replicates)
                 name = f"{label}[{cid}-{bid}]" if cid else f"{label}[{bid}]"
                 plan = ItemPlan(rollout_id=rollout_id, label=label, declaration=declaration,
@@ -140,14 +140,14 @@ class SpecFile(pytest.File, _RolloutSource):
         except SpecError as exc:
             raise self.CollectError(str(exc)) from None
         settings = self.config.stash[SETTINGS_KEY]
-        replicates = settings.replicates or spec.declaration.replicates
+        replicates = settings.replicates_for(spec.target_id, spec.declaration.replicates)
+        concurrency = settings.concurrency_for(spec.declaration.concurrency)
         try:
-            _check_size(spec.declaration, replicates,
-                        spec.declaration.concurrency or settings.concurrency, str(self.path))
+            _check_size(spec.declaration, replicates, concurrency, str(self.path))
         except SpecError as exc:
             raise self.CollectError(str(exc)) from None
         yield from self._items(self, fn, spec.declaration, spec.target_id, spec.target_id,
-                               replicates, settings.concurrency)
+                               replicates, concurrency)
 
 
 def function_items(parent: pytest.Collector, name: str, fn: Callable[..., Any],
@@ -158,10 +158,10 @@ def function_items(parent: pytest.Collector, name: str, fn: Callable[..., Any],
     """
     check_target_signature(fn, f"{parent.nodeid}::{name}")
     settings = parent.config.stash[SETTINGS_KEY]
-    replicates = settings.replicates or declaration.replicates
     rollout_id = declaration.rollout_id or f"{parent.nodeid}::{name}"
+    replicates = settings.replicates_for(rollout_id, declaration.replicates)
     return list(_RolloutSource()._items(parent, fn, declaration, rollout_id, name, replicates,
-                                        settings.concurrency))
+                                        settings.concurrency_for(declaration.concurrency)))
 
 
 class RolloutItem(pytest.Item):

@@ -57,7 +57,7 @@ class ProveSession:
     def __init__(self, config: pytest.Config, settings: Settings, store: Store, *,
                  name: str | None, baseline: Run | None, resume: Run | None,
                  save_baseline: str | None, update_baseline: bool,
-                 asked: Mapping[str, Any]) -> None:
+                 asked: Mapping[str, Any], replay: Run | None = None) -> None:
         self.config = config
         self.settings = settings
         self.store = store
@@ -71,6 +71,11 @@ class ProveSession:
         self.gate_reports = GateReports()  # a failed gate as reports pytest counts
         self._ended_run: Run | None = None  # see ended_run()
         self.design_failure: str | None = None  # set when xdist workers refused the design
+        # --prove-replay: the run replayed, and the episodes this session ran (not stored).
+        self.replay = replay
+        self.replayed: list[dict[str, Any]] = []
+        self.ran_items: set[str] = set()  # rollout items that ran (for --lf's salt)
+        self.salt_note: str | None = None  # why the session took the salt it has
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
@@ -99,6 +104,9 @@ class ProveSession:
         self.on_report(report)
 
     def _store(self, records: Any) -> None:
+        if self.replay is not None:  # a replay stores nothing; its summary reads them
+            self.replayed.extend(records)
+            return
         stored = self.run.store(records)
         if stored and self.budget.watch is not None:
             self.budget.watch.add(stored)
@@ -117,6 +125,9 @@ class ProveSession:
             episodes = wire.take(report, "episodes").get("episodes")
             if episodes is not None:
                 self.pending.pop(report.nodeid, None)
+                for episode in episodes:  # the item that ran it: what replays it
+                    episode.setdefault("item", report.nodeid)
+                self.ran_items.add(report.nodeid)
                 self._store(episodes)
                 self.gate_reports.saw(report, episodes)
             return
@@ -143,16 +154,19 @@ class ProveSession:
                     self.run.skipped.setdefault(p["rollout"], set()).add(p["condition_key"])
         elif report.failed:
             # The item's setup failed: its replicates ran no rollout, but they ended.
+            self.ran_items.add(report.nodeid)
             message = str(report.longreprtext).strip().splitlines()
-            self._store(error_record(Identity.from_json(p), "setup", "SetupError",
-                                     message[-1] if message else "setup failed")
-                        for p in pending)
+            self._store({**error_record(Identity.from_json(p), "setup", "SetupError",
+                                        message[-1] if message else "setup failed"),
+                         "item": report.nodeid} for p in pending)
 
     def on_crash(self, nodeid: str, message: str) -> None:
         """A worker died while running ``nodeid``: its episodes end as errored."""
         pending = self.pending.pop(nodeid, [])
-        self._store(error_record(Identity.from_json(p), "worker_crash", "WorkerCrash", message)
-                    for p in pending)
+        if pending:
+            self.ran_items.add(nodeid)
+        self._store({**error_record(Identity.from_json(p), "worker_crash", "WorkerCrash",
+                                    message), "item": nodeid} for p in pending)
 
     # ---- the end
 
@@ -273,9 +287,23 @@ class ProveSession:
                 outcome.notes += (f"report written to {_rel(written)}",)
         append_step_summary(render_markdown(found))
 
+    def run_label(self) -> str | None:
+        """The run this session's episodes belong to: the one written, or the one replayed."""
+        if self.replay is not None:
+            return f"baseline:{self.replay.name}" if self.replay.is_baseline else self.replay.name
+        return str(self.run.writer.manifest.get("name")) if self.run.writer.created else None
+
     def summary_lines(self, verbose: bool) -> list[str]:
         from ..report.session import summary_lines
         from .budget import cost_lines
+
+        if self.replay is not None:
+            if self.settings.plan_only or self.config.option.collectonly:
+                return []  # nothing was meant to run
+            from ..report.replay import replay_lines
+
+            return replay_lines(self.run_label() or "", self.replay.salt, self.replay.episodes,
+                                self.replayed, verbose=verbose)
 
         ended = self.run.ended
         outcome = self.outcome
@@ -289,7 +317,8 @@ class ProveSession:
             else [],
             capture=[] if self.capture is None else self.capture.lines,
             capped=self.budget.capped,
-            suggest_baseline=self.baseline is None and self.save_baseline is None)
+            suggest_baseline=self.baseline is None and self.save_baseline is None) + (
+                [] if self.salt_note is None else [f"note: {self.salt_note}"])
 
 
 def _rel(path: Path) -> str:

@@ -68,11 +68,25 @@ class Settings:
     plan_only: bool = False
     episode_timeout: float | None = None  # --prove-episode-timeout: beats every other
     default_timeout: float | None = None  # ini prove_episode_timeout: below timeout=
+    #: --prove-replay: the replayed run's replicates by rollout id (None: not a replay).
+    replay: dict[str, int] | None = None
     is_worker: bool = False
     plan_sent: bool = False  # an xdist worker sent its plan with a report
     #: Rollouts whose declaration this process has sent with a report (once each).
     announced: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def replicates_for(self, rollout_id: str, declared: int) -> int:
+        """A rollout's replicates in this session: a replayed run's (so that every item has
+        the id it had there), else --prove-replicates, else the declaration's."""
+        if self.replay is not None and rollout_id in self.replay:
+            return self.replay[rollout_id]
+        return self.replicates or declared
+
+    def concurrency_for(self, declared: int | None) -> int:
+        """Replicates an item runs: one in a replay (a debugger stops in this thread), else
+        the declaration's concurrency=, else --prove-concurrency."""
+        return 1 if self.replay is not None else (declared or self.concurrency)
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()

@@ -25,7 +25,8 @@ class XdistHooks:
         settings = self.session.settings
         flag = self.session.budget.flag
         wire.to_worker_input(node.workerinput, salt=settings.salt, done=settings.done,
-                             cap_flag=None if flag is None else str(flag))
+                             cap_flag=None if flag is None else str(flag),
+                             replay=settings.replay)
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = wire.worker_output(getattr(node, "workeroutput", None))

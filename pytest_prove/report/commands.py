@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.review import Review
 from pytest_prove.review.fixcheck import FixCheckReview
+from pytest_prove.review.flips import Flips, Replay, ending_of
 from pytest_prove.review.steps import StepComparison, Where
 from pytest_prove.review.tallies import RunLine, Tally
 
@@ -34,6 +35,9 @@ __all__ = [
     "diff_lines",
     "fix_check_document",
     "fix_check_lines",
+    "flips_document",
+    "flips_lines",
+    "replay_command",
     "report_lines",
     "run_note_lines",
     "runs_lines",
@@ -194,6 +198,8 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
         lines.append(f"errored: {terminal_text(e['condition'])} r{e['replicate']} "
                      f"(seed {e['seed']}, {terminal_text(e['node'] or e['rollout'])}): "
                      f"{terminal_text(e['type'])}: {terminal_text(e['message'], 200)}")
+        if e.get("replay"):
+            lines.append(f"    replay: {replay_command(Replay(**e['replay']))}")
         if verbose and e.get("traceback"):
             lines.extend(f"    {terminal_text(line, 200)}"
                          for line in str(e["traceback"]).rstrip().splitlines()[-8:])
@@ -202,6 +208,8 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
     lines.extend(f"note: {note}" for note in run.notes)
     if run.status == "incomplete" and not run.is_baseline:
         lines.append(f"next: finish it with pytest --prove-resume={run.name}")
+    elif t.errored:
+        lines.append("next: run a replay line with --pdb to stop where the rollout raised")
     else:
         lines.append(f"next: pytest-prove diff BASELINE {label}")
     return lines
@@ -377,4 +385,74 @@ def fix_check_lines(f: FixCheckReview) -> list[str]:
                          "a larger --max-mde or add cases")
     else:
         lines.append(f"next: pytest-prove where {lb} --event {event}")
+    return lines
+
+
+# --------------------------------------------------------------------------- flips
+
+
+def replay_command(replay: Replay) -> str:
+    """The command line that replays one episode on its seed (quoted for a POSIX shell)."""
+    words = ["pytest", shlex.quote(replay.item)]
+    if replay.keyword is not None:
+        words += ["-k", shlex.quote(replay.keyword)]
+    words.append(f"--prove-replay={shlex.quote(replay.run)}")
+    return terminal_text(" ".join(words), 600)
+
+
+def _ending(record: Mapping[str, Any]) -> str:
+    end = ending_of(record)
+    if end["error"] is None:
+        return terminal_text(str(end["outcome"]))
+    error = end["error"]
+    detail = ": ".join(str(x) for x in (error.get("type"), error.get("message")) if x)
+    return (f"no outcome ({terminal_text(str(error.get('kind')))}"
+            f"{': ' + terminal_text(detail, 160) if detail else ''})")
+
+
+def flips_document(f: Flips) -> dict[str, Any]:
+    return {"before": f.before, "after": f.after, "salt": f.salt, "paired": True,
+            "twins": f.twins, "conditions": list(f.chosen) or None,
+            "events": list(f.events) or None,
+            "rows": [r.to_dict() for r in f.rows], "flips": [x.to_dict() for x in f.flips],
+            "method": "twins: the episodes of the same condition and replicate, on the same "
+                      "seed in both runs; a row's flips are its paired test's discordant "
+                      "pairs (before_only = b, after_only = c)"}
+
+
+def flips_lines(f: Flips, verbose: bool) -> list[str]:
+    la, lb = terminal_text(f.before), terminal_text(f.after)
+    scope = [*(f"condition {terminal_text(c)}" for c in f.chosen),
+             *(f"event {terminal_text(e)}" for e in f.events)]
+    where = f" ({'; '.join(scope)})" if scope else ""
+    if f.flips:
+        head = (f"{len(f.flips)} of {f.twins} twins ended differently in {lb} than in "
+                f"{la}{where}")
+    else:
+        head = f"no twin ended differently in {lb} than in {la}{where}: all {f.twins} alike"
+    lines = [head + f"; one salt, {terminal_text(f.salt)}: each twin ran on one seed in both"]
+    lines.extend(table(
+        ("condition", "event", "twins", f"only in {la}", f"only in {lb}"),
+        [(terminal_text(r.condition), terminal_text(r.event), str(r.twins),
+          str(r.before_only), str(r.after_only)) for r in f.rows], frozenset({2, 3, 4})))
+    lines.append("a row's 'only in' counts are its paired test's discordant pairs (b and c)")
+    by_condition: dict[str, list[Any]] = {}
+    for flip in f.flips:
+        by_condition.setdefault(flip.condition, []).append(flip)
+    for condition, found in by_condition.items():
+        shown = found if verbose else found[:10]
+        lines.append("")
+        lines.append(f"{terminal_text(condition)}: {len(found)} twin(s) changed")
+        for flip in shown:
+            lines.append(f"  r{flip.replicate}  seed {flip.seed}  {_ending(flip.before)} -> "
+                         f"{_ending(flip.after)}")
+            if flip.replay is not None:
+                lines.append(f"        {replay_command(flip.replay)}")
+        if len(shown) < len(found):
+            lines.append(f"  ... and {len(found) - len(shown)} more (-v lists them all)")
+    if f.flips:
+        lines.append("next: run a replay line as it is, or with --pdb to stop where the "
+                     "rollout raised (a breakpoint() in the rollout stops there too)")
+    else:
+        lines.append(f"next: pytest-prove diff {la} {lb}")
     return lines

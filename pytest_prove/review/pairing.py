@@ -20,7 +20,7 @@ from ..stats import Pairs, RowInput
 from ..store import Run
 
 __all__ = ["MISSING_MODES", "NO_OUTCOME", "CaseMixError", "Missing", "Prepared", "RefusalError",
-           "declarations_of", "prepare", "rollout_label"]
+           "declarations_of", "event_flags", "group_episodes", "prepare", "rollout_label"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
 
@@ -54,6 +54,8 @@ class Prepared:
     no_outcome: Mapping[str, int] = field(default_factory=dict)  # label -> episodes, none
     # with an outcome, of conditions not compared (missing outcomes ignored)
     unpaired: Mapping[str, int] = field(default_factory=dict)  # arm -> replicates, no twin
+    #: The (rollout id, condition key) of each row, in the order of ``rows``.
+    keys: tuple[Key, ...] = ()
 
 
 def declarations_of(*runs: Run) -> dict[str, Declaration]:
@@ -118,6 +120,34 @@ def _counts(before: Mapping[int, bool], after: Mapping[int, bool],
     return both, before_only, after_only
 
 
+def event_flags(event: str, records: Mapping[int, Mapping[str, Any]]) -> dict[int, bool]:
+    """Whether each replicate had ``event``, as its row counts it: among the episodes with
+    an outcome for a declared event; among every episode for :data:`NO_OUTCOME`."""
+    if event == NO_OUTCOME:
+        return {r: not has_outcome(rec) for r, rec in records.items()}
+    return {r: rec["outcome"] == event for r, rec in records.items() if has_outcome(rec)}
+
+
+Arms = dict[str, dict[int, Mapping[str, Any]]]
+
+
+def group_episodes(before: Run, after: Run) -> tuple[dict[Key, Arms], dict[Key, Mapping[str, Any]],
+                                                     dict[str, int]]:
+    """Every episode by condition, arm (``before``, ``after``) and replicate; each condition's
+    axis values; and the episodes without an outcome, by reason and arm."""
+    every: dict[Key, Arms] = defaultdict(lambda: {"before": {}, "after": {}})
+    conditions: dict[Key, Mapping[str, Any]] = {}
+    left_out: dict[str, int] = defaultdict(int)
+    for arm, run in (("before", before), ("after", after)):
+        for record in run.episodes:
+            key = (str(record["rollout"]), str(record["condition_key"]))
+            conditions.setdefault(key, record.get("condition") or {})
+            every[key][arm][int(record["replicate"])] = record
+            if not has_outcome(record):
+                left_out[f"{left_out_reason(record)} ({arm})"] += 1
+    return every, conditions, left_out
+
+
 def _row(label: str, event: str, worse_when: Literal["rise", "fall"],
          before: Mapping[int, bool], after: Mapping[int, bool], paired: bool) -> RowInput:
     """One row: whether each replicate had the event, before and after; twins matched by
@@ -159,19 +189,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         )
     if missing not in MISSING_MODES:
         raise ValueError(f"missing must be one of {', '.join(MISSING_MODES)}, got {missing!r}")
-    arm_names = ("before", "after")
-    # Every episode by replicate, and those with an outcome, per condition and arm.
-    every: dict[Key, dict[str, dict[int, Mapping[str, Any]]]] = defaultdict(
-        lambda: {"before": {}, "after": {}})
-    conditions: dict[Key, Mapping[str, Any]] = {}
-    left_out: dict[str, int] = defaultdict(int)
-    for arm, run in zip(arm_names, (before, after), strict=True):
-        for record in run.episodes:
-            key = (str(record["rollout"]), str(record["condition_key"]))
-            conditions.setdefault(key, record.get("condition") or {})
-            every[key][arm][int(record["replicate"])] = record
-            if not has_outcome(record):
-                left_out[f"{left_out_reason(record)} ({arm})"] += 1
+    every, conditions, left_out = group_episodes(before, after)
 
     chosen = tuple(events) if events else ()
     if chosen:
@@ -185,6 +203,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
     rollouts = sorted({k[0] for k in every})
     many = len(rollouts) > 1
     rows: list[RowInput] = []
+    keys: list[Key] = []
     not_run: list[str] = []
     new: list[str] = []
     no_outcome: dict[str, int] = {}
@@ -233,17 +252,15 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                 if event not in used_events:
                     used_events.append(event)
                 rows.append(_row(label, event, declaration.worse_when(event),
-                                 {r: rec["outcome"] == event for r, rec in b.items()},
-                                 {r: rec["outcome"] == event for r, rec in a.items()},
-                                 paired))
+                                 event_flags(event, b), event_flags(event, a), paired))
+                keys.append(key)
         if tests_missing:
             if NO_OUTCOME not in used_events:
                 used_events.append(NO_OUTCOME)
-            rows.append(_row(label, NO_OUTCOME, "rise",
-                             {r: not has_outcome(rec) for r, rec in b_all.items()},
-                             {r: not has_outcome(rec) for r, rec in a_all.items()},
-                             paired))
+            rows.append(_row(label, NO_OUTCOME, "rise", event_flags(NO_OUTCOME, b_all),
+                             event_flags(NO_OUTCOME, a_all), paired))
+            keys.append(key)
     return Prepared(rows=tuple(rows), paired=paired, events=tuple(used_events),
                     not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out),
                     mirrored=mirrored, missing=missing, no_outcome=no_outcome,
-                    unpaired=dict(unpaired))
+                    unpaired=dict(unpaired), keys=tuple(keys))

@@ -11,6 +11,7 @@ from typing import Any, final
 
 from ..declare.spec import condition_label
 from ..store import Run, Store, StoreWarning
+from .flips import replay_target
 from .labels import label_of
 
 __all__ = ["RunLine", "Tally", "run_line", "stored_runs", "tally"]
@@ -93,11 +94,13 @@ def tally(run: Run) -> Tally:
         left[kind] += 1
         if kind != "no_outcome":
             info = (run.manifest.get("rollouts") or {}).get(record.get("rollout")) or {}
+            replay = replay_target(run, record)
             errored.append({"rollout": record.get("rollout"), "condition": label,
                             "replicate": record.get("replicate"), "kind": kind,
                             "type": error.get("type"), "message": error.get("message"),
                             # What replaying it needs: where it lives and its seed.
                             "node": info.get("node") if isinstance(info, dict) else None,
-                            "seed": record.get("seed"), "traceback": error.get("traceback")})
+                            "seed": record.get("seed"), "traceback": error.get("traceback"),
+                            "replay": None if replay is None else replay.to_dict()})
     summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
     return Tally(run, summary, outcomes, dict(by_condition), left, errored)

@@ -1,0 +1,82 @@
+"""What a ``--prove-replay`` session prints: each episode it ran against the one stored.
+
+Imports no engine: a replay compares nothing, it only says, for every episode it ran,
+whether the seed and the ending are the ones the replayed run stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_prove.declare.spec import condition_label
+
+from ._format import terminal_text
+
+__all__ = ["replay_lines"]
+
+#: Episodes listed without -v.
+_SHOWN = 20
+
+
+def _ending(record: Mapping[str, Any]) -> str:
+    error = record.get("error")
+    if error is None:
+        return terminal_text(str(record.get("outcome")))
+    detail = ": ".join(str(x) for x in (error.get("type"), error.get("message")) if x)
+    kind = terminal_text(str(error.get("kind")))
+    return f"no outcome ({kind}: {terminal_text(detail, 160)})" if detail else \
+        f"no outcome ({kind})"
+
+
+def replay_lines(run: str, salt: str, stored: Iterable[Mapping[str, Any]],
+                 replayed: Sequence[Mapping[str, Any]], *, verbose: bool) -> list[str]:
+    """The verdict (how many ended as stored), then each episode: its seed, both endings."""
+    label = terminal_text(run)
+    by_identity = {(str(r["rollout"]), str(r["condition_key"]), int(r["replicate"])): r
+                   for r in stored}
+    if not replayed:
+        return [f"replay of run {label!r} (salt {terminal_text(salt)}): no rollout item ran, "
+                "so nothing was replayed",
+                f"next: name the item to replay, e.g. pytest 'test_x.py::test_y[case-r017]' "
+                f"--prove-replay={label} (pytest-prove flips and show print it)"]
+    same = differ = absent = 0
+    lines = []
+    for record in replayed:
+        key = (str(record["rollout"]), str(record["condition_key"]), int(record["replicate"]))
+        was = by_identity.get(key)
+        head = (f"{terminal_text(condition_label(record.get('condition') or {}))} "
+                f"r{record['replicate']} seed {record['seed']}")
+        if was is None:
+            absent += 1
+            text = (f"{head}: {_ending(record)}; run {label!r} holds no such episode, so "
+                    "this is the seed its salt gives that replicate")
+        elif was["seed"] != record["seed"]:  # cannot happen while seeds come from the salt
+            differ += 1
+            text = f"{head}: the stored episode ran on seed {was['seed']}, not this one"
+        else:
+            now, then = _ending(record), _ending(was)
+            if now == then:
+                same += 1
+                text = f"{head}: {now}, as stored"
+            else:
+                differ += 1
+                text = f"{head}: {now}, stored {then}"
+        lines.append("  " + text)
+    counts = [f"{same} ended as stored"]
+    if differ:
+        counts.insert(0, f"{differ} ended differently")
+        counts[1] = f"{same} as stored"
+    if absent:
+        counts.append(f"{absent} not in the run")
+    head = (f"replayed {len(replayed)} episode(s) of run {label!r} on their seeds (salt "
+            f"{terminal_text(salt)}): {', '.join(counts)}; nothing was stored")
+    shown = lines if verbose else lines[:_SHOWN]
+    out = [head, *shown]
+    if len(shown) < len(lines):
+        out.append(f"  ... and {len(lines) - len(shown)} more (-v lists them all)")
+    if differ:
+        out.append("note: an ending that differs on the same seed means the rollout depends on "
+                   "more than its seed (the code changed since, or a clock, the network, a "
+                   "model's own sampling, a random state not drawn from prove_seed)")
+    return out

@@ -1,0 +1,324 @@
+"""The drill-down of issue 13 (item 4): ``pytest-prove flips`` lists the twins whose outcome
+changed (a row's flips are its paired test's discordant pairs), ``--prove-replay=RUN`` runs one
+episode again on the seed it had (under --pdb too) and stores nothing, and ``--lf`` after an
+unpaired run reruns the failed replicates on the seeds they failed on."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from pytest_prove.cli import main
+from pytest_prove.review import review
+from pytest_prove.review.flips import Replay, replay_target
+from pytest_prove.store import Store
+
+#: A seeded agent whose every choice comes from its seed: a password ticket errors on some
+#: seeds, and a refund ticket fails at the rate REFUND_FAIL says.  Each episode logs its
+#: ticket, replicate, seed and whether it ran in the main thread (where a debugger stops).
+DRILL_BOT = textwrap.dedent(
+    """
+    import os
+    import random
+    import threading
+
+    import pytest
+    import pytest_prove as prove
+
+    RATES = {"refund": float(os.environ.get("REFUND_FAIL", "0.1")), "password": 0.1}
+
+
+    @prove.rollout(replicates=40, failures=["unresolved"], successes=["resolved"],
+                   concurrency=int(os.environ.get("BOT_BLOCK", "1")),
+                   timeout=float(os.environ.get("BOT_TIMEOUT", "0")) or None)
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_bot(ticket, prove_seed, prove_replicate):
+        main = threading.current_thread() is threading.main_thread()
+        with open("seeds.log", "a") as log:
+            log.write(f"{ticket} {prove_replicate} {prove_seed} {main}\\n")
+        rng = random.Random(prove_seed)
+        if ticket == "password" and rng.random() < 0.2:
+            raise RuntimeError("lookup service down")
+        return prove.Episode("unresolved" if rng.random() < RATES[ticket] else "resolved")
+    """
+)
+
+
+@pytest.fixture
+def drill(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=DRILL_BOT)
+    return pytester
+
+
+def _cli(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+         *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()  # what in-process pytester sessions printed
+    code = main(["--store", str(project.path / ".prove"), *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _json(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+          *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = _cli(project, capsys, *args, "--json")
+    return code, json.loads(out)
+
+
+def _log(project: pytest.Pytester) -> list[tuple[str, int, int, bool]]:
+    """Every episode the rollout ran, in order: (ticket, replicate, seed, in main thread)."""
+    path = project.path / "seeds.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(t, int(r), int(s), m == "True") for t, r, s, m in (line.split() for line in lines)]
+
+
+def _store(project: pytest.Pytester) -> Store:
+    return Store(project.path / ".prove")
+
+
+# --------------------------------------------------------------------------- flips
+
+
+def test_flips_are_the_discordant_pairs_of_the_paired_test(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
+    monkeypatch.setenv("REFUND_FAIL", "0.7")
+    drill.runpytest("--prove-baseline=base", "--prove-name=worse")
+    code, doc = _json(drill, capsys, "flips", "base", "worse")
+    assert code == 0
+    # Each row's counts are the discordant pairs (b, c) the paired test of that row used.
+    store = _store(drill)
+    before, after = store.open("baseline:base"), store.open("worse")
+    pairs = {(r.condition, r.event): r.pairs for r in review(
+        before, after, events=None, q=0.05, max_mde=0.2, fail_on=["worse"]).prepared.rows}
+    assert {(r["condition"], r["event"]) for r in doc["rows"]} == set(pairs)
+    for row in doc["rows"]:
+        paired = pairs[(row["condition"], row["event"])]
+        assert paired is not None
+        assert (row["twins"], row["before_only"], row["after_only"]) == (
+            paired.n, paired.before_only, paired.after_only)
+        listed = [f for f in doc["flips"] if f["condition"] == row["condition"]
+                  and {"event": row["event"], "had_it": "before"} in f["events"]]
+        assert len(listed) == row["before_only"]
+        listed = [f for f in doc["flips"] if f["condition"] == row["condition"]
+                  and {"event": row["event"], "had_it": "after"} in f["events"]]
+        assert len(listed) == row["after_only"]
+    refund = next(r for r in doc["rows"] if r["condition"] == "ticket=refund")
+    assert refund["after_only"] > 5, "a refund failure rate of 0.7 against 0.1 flips many twins"
+    # Each flip is a twin: one condition and replicate, one seed in both runs, two endings.
+    seeds = {(r["condition_key"], r["replicate"]): r["seed"] for r in before.episodes}
+    for flip in doc["flips"]:
+        assert seeds[(flip["condition_key"], flip["replicate"])] == flip["seed"]
+        assert flip["before"] != flip["after"]
+        ticket = flip["condition"].removeprefix("ticket=")
+        assert flip["replay"] == {"run": "worse", "keyword": None,
+                                  "item": f"test_bot.py::test_bot[{ticket}-r"
+                                          f"{flip['replicate']:03d}]"}
+    # The words: the count first, the table, each twin with its seed and its replay line.
+    code, out, _ = _cli(drill, capsys, "flips", "base", "worse", "-v")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{len(doc['flips'])} of 80 twins ended differently in worse "
+                               "than in baseline:base")
+    first = doc["flips"][0]
+    assert (f"  r{first['replicate']}  seed {first['seed']}  {first['before']['outcome']} -> "
+            f"{first['after']['outcome']}") in lines
+    assert f"        pytest 'test_bot.py::test_bot[refund-r{first['replicate']:03d}]' " \
+           "--prove-replay=worse" in lines
+    assert lines[-1].startswith("next: ")
+
+
+def test_flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
+    monkeypatch.setenv("REFUND_FAIL", "0.7")
+    drill.runpytest("--prove-baseline=base", "--prove-name=worse")
+    drill.runpytest("--prove-name=fresh")  # no baseline: a salt of its own
+    code, doc = _json(drill, capsys, "flips", "base", "worse", "--condition", "ticket=refund")
+    assert code == 0
+    assert {r["condition"] for r in doc["rows"]} == {"ticket=refund"}
+    assert doc["flips"] and all(f["condition"] == "ticket=refund" for f in doc["flips"])
+    code, by_event = _json(drill, capsys, "flips", "base", "worse", "--event", "unresolved")
+    assert code == 0 and {r["event"] for r in by_event["rows"]} == {"unresolved"}
+    # Unknown condition: the error lists the ones there are.
+    code, out, err = _cli(drill, capsys, "flips", "base", "worse", "--condition", "ticket=nope")
+    assert code == 1 and out == ""
+    assert "no condition 'ticket=nope'" in err and "ticket=password, ticket=refund" in err
+    code, _, err = _cli(drill, capsys, "flips", "base", "worse", "--event", "escalated")
+    assert code == 1 and "'escalated' is not a declared failure or success" in err
+    # Runs on different salts have no twins: said plainly, with the fix, exit 1.
+    code, out, err = _cli(drill, capsys, "flips", "base", "fresh")
+    assert code == 1 and out == ""
+    assert "have no twins: their salts differ" in err
+    assert "run the later sweep again with --prove-baseline=base" in err
+    code, refused = _json(drill, capsys, "flips", "first", "fresh")
+    assert code == 1 and "have no twins" in refused["error"]
+    assert "save the earlier sweep as a baseline" in refused["error"]
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_show_and_flips_print_a_replay_that_runs_the_episode_on_its_stored_seed(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    drill.runpytest("--prove-name=first")
+    stored = {(r["condition"]["ticket"], r["replicate"]): r for r in
+              _store(drill).open("first").episodes}
+    code, doc = _json(drill, capsys, "show", "first")
+    assert code == 0 and doc["errored"], "some password tickets error on their seed"
+    errored = doc["errored"][0]
+    item = f"test_bot.py::test_bot[password-r{errored['replicate']:03d}]"
+    assert errored["replay"] == {"run": "first", "item": item, "keyword": None}
+    _, out, _ = _cli(drill, capsys, "show", "first")
+    assert f"    replay: pytest '{item}' --prove-replay=first" in out.splitlines()
+    (drill.path / "seeds.log").unlink()
+    result = drill.runpytest(item, "--prove-replay=first")
+    result.assert_outcomes(failed=1)  # it raises again: the same seed, the same error
+    assert _log(drill) == [("password", errored["replicate"], errored["seed"], True)]
+    result.stdout.fnmatch_lines([
+        "replayed 1 episode(s) of run 'first' on their seeds (salt *): 1 ended as stored; "
+        "nothing was stored",
+        f"  ticket=password r{errored['replicate']} seed {errored['seed']}: no outcome "
+        "(exception: RuntimeError: lookup service down), as stored"])
+    # Nothing was stored: the run replayed is still the newest, and the only one.
+    assert [m["name"] for _, m in _store(drill).runs()] == ["first"]
+    # -k picks several: each replicate gets the seed it had.
+    (drill.path / "seeds.log").unlink()
+    drill.runpytest("-k", "refund and (r003 or r017)", "--prove-replay=latest")
+    assert sorted(_log(drill)) == sorted(
+        ("refund", r, stored[("refund", r)]["seed"], True) for r in (3, 17))
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_main_thread(
+        drill: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    # Blocks of 4 in threads, each under a timeout: where no debugger can stop.
+    monkeypatch.setenv("BOT_BLOCK", "4")
+    monkeypatch.setenv("BOT_TIMEOUT", "30")
+    drill.runpytest_subprocess("--prove-name=blocked", *workers)
+    stored = {(r["condition"]["ticket"], r["replicate"]): r for r in
+              _store(drill).open("blocked").episodes}
+    assert stored[("refund", 5)]["item"] == "test_bot.py::test_bot[refund-r004-007]"
+    # What show and flips print for it: its own replicate's item (a replay runs one an item).
+    blocked = _store(drill).open("blocked")
+    assert replay_target(blocked, stored[("refund", 5)]) == Replay(
+        "blocked", "test_bot.py::test_bot[refund-r005]")
+    # An episode stored without its item (an older pytest-prove): the rollout and -k.
+    older = {k: v for k, v in stored[("refund", 5)].items() if k != "item"}
+    assert replay_target(blocked, older) == Replay("blocked", "test_bot.py::test_bot", "r005")
+    assert not any(main for *_, main in _log(drill))
+    (drill.path / "seeds.log").unlink()
+    result = drill.runpytest_subprocess("test_bot.py::test_bot[refund-r005]",
+                                        "test_bot.py::test_bot[password-r031]",
+                                        "--prove-replay=blocked", *workers)
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    result.stdout.fnmatch_lines(["*replayed 2 episode(s) of run 'blocked' on their seeds*"])
+    assert sorted(_log(drill)) == sorted(
+        (t, r, stored[(t, r)]["seed"], True) for t, r in (("refund", 5), ("password", 31)))
+    assert [m["name"] for _, m in _store(drill).runs()] == ["blocked"]
+
+
+def test_a_replay_under_pdb_stops_in_the_rollout_on_its_seed(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    drill.runpytest("--prove-name=first")
+    _, doc = _json(drill, capsys, "show", "first")
+    errored = doc["errored"][0]
+    result = drill.run(sys.executable, "-m", "pytest", errored["replay"]["item"],
+                       "--prove-replay=first", "--pdb", "-p", "no:xdist",
+                       stdin=b"p ('seed', prove_seed)\nc\n", timeout=120)
+    # The debugger stops where the rollout raised, and its seed is the stored one.
+    result.stdout.fnmatch_lines(["*RuntimeError: lookup service down*", "*entering PDB*",
+                                 "-> raise RuntimeError(\"lookup service down\")",
+                                 f"(Pdb) ('seed', {errored['seed']})"])
+
+
+def test_replay_refuses_what_it_cannot_do(drill: pytest.Pytester) -> None:
+    drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
+    result = drill.runpytest("--prove-replay=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-replay: no run named 'nope'*first*baseline:base*"])
+    result = drill.runpytest("--prove-replay=first", "--prove-baseline=base",
+                             "--prove-name=x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-replay=first * takes no --prove-baseline or "
+                                 "--prove-name; drop them*"])
+    result = drill.runpytest("--prove-replay=baseline:../x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    # A baseline replays too.
+    result = drill.runpytest("test_bot.py::test_bot[refund-r001]", "--prove-replay=base")
+    result.stdout.fnmatch_lines(["replayed 1 episode(s) of run 'baseline:base' *"])
+    # A replay compares nothing, so the design check that refuses this small sweep does not
+    # stop it; selecting no rollout replays nothing, and says so.
+    drill.makeini("[pytest]\n")
+    assert drill.runpytest("--prove-name=small").ret == pytest.ExitCode.USAGE_ERROR
+    drill.runpytest("test_bot.py::test_bot[refund-r001]",
+                    "--prove-replay=first").assert_outcomes(passed=1)
+    result = drill.runpytest("-k", "nothing_matches", "--prove-replay=first")
+    result.stdout.fnmatch_lines(["replay of run 'first' (salt *): no rollout item ran, so "
+                                 "nothing was replayed"])
+
+
+# --------------------------------------------------------------------------- --lf
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
+    drill.runpytest_subprocess("--prove-name=first", *workers)
+    first = _store(drill).open("first")
+    failed = sorted((r["condition"]["ticket"], r["replicate"], r["seed"])
+                    for r in first.episodes if r.get("error"))
+    assert failed
+    (drill.path / "seeds.log").unlink()
+    result = drill.runpytest_subprocess("--lf", "--prove-name=again", *workers)
+    # Every failure comes back: it reran on the seed it failed on.
+    result.stdout.fnmatch_lines([f"*= {len(failed)} failed*"])
+    assert sorted((t, r, s) for t, r, s, _ in _log(drill)) == failed
+    result.stdout.fnmatch_lines([f"note: salt {first.salt} taken from run 'first', which "
+                                 f"{len(failed)} failed replicate item(s) ran on (--lf/--ff)*"])
+    again = _store(drill).open("again")
+    assert again.salt == first.salt
+    # So the rerun is paired with the run it reruns.
+    code, doc = _json(drill, capsys, "flips", "first", "again")
+    assert code == 0 and doc["flips"] == []
+    # A replay of that narrowed run says which episodes it does not hold.
+    passed = next(r for r in first.episodes if not r.get("error"))
+    ticket, replicate = passed["condition"]["ticket"], passed["replicate"]
+    result = drill.runpytest_subprocess(f"test_bot.py::test_bot[{ticket}-r{replicate:03d}]",
+                                        "--prove-replay=again", *workers)
+    result.stdout.fnmatch_lines([
+        "*replayed 1 episode(s) of run 'again' *: 0 ended as stored, 1 not in the run; *",
+        f"  ticket={ticket} r{replicate} seed {passed['seed']}: {passed['outcome']}; run "
+        "'again' holds no such episode, so this is the seed its salt gives that replicate"])
+    # Without --lf the next run draws a salt of its own, as before.
+    drill.runpytest_subprocess("--prove-name=third", *workers)
+    assert _store(drill).open("third").salt != first.salt
+
+
+def test_lf_takes_the_newest_salt_and_names_the_failures_it_cannot_bring_back(
+        drill: pytest.Pytester) -> None:
+    drill.makepyfile(test_other=DRILL_BOT.replace("def test_bot(", "def test_other("))
+    drill.runpytest("test_bot.py", "--prove-name=one")
+    drill.runpytest("test_other.py", "--prove-name=two")
+    one, two = _store(drill).open("one"), _store(drill).open("two")
+    assert one.salt != two.salt
+    failed_two = sum(1 for r in two.episodes if r.get("error"))
+    failed_one = sum(1 for r in one.episodes if r.get("error"))
+    result = drill.runpytest("--lf")
+    result.stdout.fnmatch_lines([
+        f"note: salt {two.salt} taken from run 'two', which {failed_two} failed replicate "
+        f"item(s) ran on (--lf/--ff): they rerun on the seeds they failed on; failed items "
+        f"of other salts ({failed_one} of one) rerun on new seeds, so replay those with "
+        "--prove-replay=RUN instead"])
+    assert _store(drill).open("latest").salt == two.salt
+    # A baseline still decides the salt of a paired run, --lf or not.
+    drill.runpytest("--prove-save-baseline=base", "--prove-name=full")
+    base = _store(drill).open("baseline:base")
+    result = drill.runpytest("--lf", "--prove-baseline=base", "--prove-name=paired")
+    assert "taken from run" not in result.stdout.str()
+    assert _store(drill).open("paired").salt == base.salt
