@@ -454,6 +454,7 @@ def _gate_reports(session: pytest.Session, prove: Any) -> None:
     if outcome.failed_gate or reasons:
         prove.gate_reports.emit(session.config, review if outcome.failed_gate else None,
                                 reasons)
+        prove.gate_reports.close_progress_line(session.config)
     elif review is not None:
         prove.gate_reports.clear_for_lf(session.config)
 
@@ -462,7 +463,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     prove = config.stash.get(SESSION_KEY, None)
     if prove is None:
         return
-    lines = prove.summary_lines(verbose=config.get_verbosity() > 0)
+    verbosity = config.get_verbosity()
+    # -q: the verdict, why the gate failed, and where things were written; -v: every row.
+    lines = prove.summary_lines(verbose=verbosity > 0, quiet=verbosity < 0)
     if not lines:
         return
     terminalreporter.section("pytest-prove")

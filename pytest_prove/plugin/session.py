@@ -273,7 +273,7 @@ class ProveSession:
                 outcome.notes += (f"report written to {_rel(written)}",)
         append_step_summary(render_markdown(found))
 
-    def summary_lines(self, verbose: bool) -> list[str]:
+    def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines
         from .budget import cost_lines
 
@@ -285,11 +285,12 @@ class ProveSession:
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
             cost=cost_lines(self.ended_run(), self.budget.prices)
-            if ended and self.run.any_tokens
+            if ended and self.run.any_tokens and not quiet
             else [],
             capture=[] if self.capture is None else self.capture.lines,
             capped=self.budget.capped,
-            suggest_baseline=self.baseline is None and self.save_baseline is None)
+            suggest_baseline=self.baseline is None and self.save_baseline is None,
+            quiet=quiet)
 
 
 def _rel(path: Path) -> str:
