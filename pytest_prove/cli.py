@@ -341,6 +341,30 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- prune
+
+
+def _prune_arguments(parser: argparse.ArgumentParser) -> None:
+    from .options import count
+
+    parser.add_argument("--keep", type=count, required=True, metavar="N",
+                        help="keep the newest N runs; older ones are deleted")
+    parser.add_argument("--named", action="store_true",
+                        help="delete older named runs (--prove-name) too; kept by default")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="delete nothing: list what would go and the bytes it would free")
+
+
+@command("prune", "delete all but the newest N runs (never a baseline, nor a run being "
+         "written; a named run only with --named)", _prune_arguments)
+def _prune(args: argparse.Namespace, out: Output) -> int:
+    done = _store(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
+    document = done.to_json()
+    out.document("prune", document)
+    out.lines(say.prune_lines(document))
+    return EXIT_REFUSED if done.failed else EXIT_OK
+
+
 # --------------------------------------------------------------------------- main
 
 
