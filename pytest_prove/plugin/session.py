@@ -254,12 +254,20 @@ class ProveSession:
     # ---- reports (issue 4): --prove-report, and GitHub's step summary when it is set
 
     def _write_report(self, outcome: Outcome) -> None:
+        """--prove-report: the comparison, or without a baseline the run on its own (each
+        condition's rates with exact intervals); the comparison's summary also goes to
+        GitHub's step summary."""
         path = self.config.getoption("prove_report", None)
         found = outcome.review
-        if found is None or found.comparison is None:
+        if found is None:
+            if path is not None and self.baseline is None:
+                self._write_run_report(outcome, Path(path))
+            elif path is not None:
+                outcome.notes += (f"no report written to {path}: nothing was compared",)
+            return
+        if found.comparison is None:
             if path is not None:
-                outcome.notes += (f"no report written to {path}: nothing was compared (a "
-                                  "report needs --prove-baseline NAME)",)
+                outcome.notes += (f"no report written to {path}: nothing was compared",)
             return
         from ..report.files import write_report
         from ..report.markdown import append_step_summary, render_markdown
@@ -272,6 +280,21 @@ class ProveSession:
             else:
                 outcome.notes += (f"report written to {_rel(written)}",)
         append_step_summary(render_markdown(found))
+
+    def _write_run_report(self, outcome: Outcome, path: Path) -> None:
+        from ..report.files import write_report
+        from ..review.describe import describe
+
+        try:
+            found = describe(self.ended_run(), events=self.asked.get("events"),
+                             missing=self.asked.get("missing", "test"))
+            found.require_rows()
+            written = write_report(path, found)
+        except (OSError, ValueError) as exc:
+            outcome.notes += (f"report not written to {path}: {exc}",)
+        else:
+            outcome.notes += (f"report of this run alone written to {_rel(written)} (no "
+                              "baseline: each condition's rates with exact intervals)",)
 
     def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.review import Review
+from pytest_prove.review.describe import Description
 from pytest_prove.review.fixcheck import FixCheckReview
 from pytest_prove.review.steps import StepComparison, Where
 from pytest_prove.review.tallies import RunLine, Tally
@@ -37,6 +38,7 @@ __all__ = [
     "prune_lines",
     "report_lines",
     "run_note_lines",
+    "run_report_lines",
     "runs_lines",
     "show_document",
     "show_lines",
@@ -127,6 +129,12 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines
+
+
+def run_report_lines(found: Description, path: Path) -> list[str]:
+    return [f"report of run {terminal_text(found.labels.after)} written to {path}: "
+            f"{len(found.rows)} rates with {100 * found.level:g}% exact intervals, nothing "
+            "compared", f"next: open {path}"]
 
 
 def report_lines(review: Review, path: Path) -> list[str]:
@@ -398,8 +406,9 @@ def _kept_words(kept: Sequence[dict[str, Any]], keep: int) -> str:
     why = [str(r["kept"]) for r in kept]
     parts = []
     if "newest" in why:
-        parts.append(f"the newest {why.count('newest')}" if why.count("newest") == keep
-                     else f"all {why.count('newest')} (fewer than {keep})")
+        newest = why.count("newest")
+        parts.append("the newest" if newest == keep == 1 else f"the newest {newest}"
+                     if newest == keep else f"all {newest} (fewer than {keep})")
     if "named" in why:
         parts.append(f"{why.count('named')} named (--named deletes them too)")
     if "being written" in why:
