@@ -178,6 +178,10 @@ class ProveSession:
                                                  session.shouldfail or session.shouldstop)
                 outcome.failed_gate = True
                 self._fail(session)
+            report = self.config.getoption("prove_report", None)
+            if report is not None and not self.settings.plan_only:
+                outcome.notes = (f"no report written to {report}: no rollout ran, so there "
+                                 "is no run to report on",)
             return
         resumed_nothing = (writer.existing and writer.written == 0
                            and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
