@@ -121,7 +121,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "--prove-max-mde")
     group.addoption("--prove-report", metavar="PATH", type=_report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
-                         ".json")
+                         ".json; without --prove-baseline, this run's rates with exact "
+                         "intervals")
     parser.addini("prove_store", "folder of runs and baselines (relative to rootdir)",
                   default=".prove")
     parser.addini("prove_specs", "sweep spec files to collect besides prove_*.toml",
