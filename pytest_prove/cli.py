@@ -36,6 +36,7 @@ from .report.files import write_report
 from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
 from .review import RefusalError, Review, cost, review
+from .review.describe import describe
 from .review.fixcheck import fix_check_runs
 from .review.flips import flips
 from .review.steps import compare_steps, where
@@ -136,13 +137,15 @@ def _step_summary(done: Review) -> None:
 # --------------------------------------------------------------------------- arguments
 
 
-def _pair(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("before", metavar="A", help="the run before the change (or a baseline)")
-    parser.add_argument("after", metavar="B", help="the run after the change")
+def _pair(parser: argparse.ArgumentParser, *, one_is_enough: bool = False) -> None:
+    parser.add_argument("before", metavar="A", help="the run before the change (or a baseline)"
+                        + ("; alone, the one run to describe" if one_is_enough else ""))
+    parser.add_argument("after", metavar="B", nargs="?" if one_is_enough else None,
+                        help="the run after the change")
 
 
-def _engine_options(parser: argparse.ArgumentParser) -> None:
-    _pair(parser)
+def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = False) -> None:
+    _pair(parser, one_is_enough=one_is_enough)
     parser.add_argument("--event", action="append", default=[],
                         help="compare this outcome (repeatable; default: every declared "
                              "failure and success)")
@@ -221,15 +224,25 @@ def _check(args: argparse.Namespace, out: Output) -> int:
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    _engine_options(parser)
+    _engine_options(parser, one_is_enough=True)
     parser.add_argument("--out", required=True, type=Path,
                         help="the file to write: .html, .md or .json")
     parser.add_argument("--x", default=None, help="the heat-map's axis across (HTML)")
     parser.add_argument("--y", default=None, help="the heat-map's axis down (HTML)")
 
 
-@command("report", "write an HTML, markdown or JSON report of two runs", _report_arguments)
+@command("report", "write an HTML, markdown or JSON report of two runs (of one run: each "
+         "condition's rates with exact intervals)", _report_arguments)
 def _report(args: argparse.Namespace, out: Output) -> int:
+    if args.after is None:
+        found = describe(load_run(_store(args), args.before), events=args.event or None,
+                         missing=args.missing)
+        found.require_rows()
+        path = write_report(args.out, found, x=args.x, y=args.y)
+        out.document("report", {"path": str(path), "kind": "run", "run": found.labels.after,
+                                "verdict": None})
+        out.lines(say.run_report_lines(found, path))
+        return EXIT_OK
     done = _review(args)
     comparison = done.require_comparison()
     path = write_report(args.out, done, x=args.x, y=args.y)
@@ -369,6 +382,30 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
     out.document("plan", cost_text.plan_document(plan))
     out.lines(cost_text.format_plan(plan, prices))
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def _prune_arguments(parser: argparse.ArgumentParser) -> None:
+    from .options import count
+
+    parser.add_argument("--keep", type=count, required=True, metavar="N",
+                        help="keep the newest N runs; older ones are deleted")
+    parser.add_argument("--named", action="store_true",
+                        help="delete older named runs (--prove-name) too; kept by default")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="delete nothing: list what would go and the bytes it would free")
+
+
+@command("prune", "delete all but the newest N runs (never a baseline, nor a run being "
+         "written; a named run only with --named)", _prune_arguments)
+def _prune(args: argparse.Namespace, out: Output) -> int:
+    done = _store(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
+    document = done.to_json()
+    out.document("prune", document)
+    out.lines(say.prune_lines(document))
+    return EXIT_REFUSED if done.failed else EXIT_OK
 
 
 # --------------------------------------------------------------------------- main

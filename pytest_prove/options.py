@@ -13,8 +13,8 @@ from typing import Final
 from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
-__all__ = ["FAIL_ON", "fail_on", "fraction", "missing_mode", "positive_int", "run_name", "seconds",
-           "store_name"]
+__all__ = ["FAIL_ON", "count", "fail_on", "fraction", "missing_mode", "positive_int", "run_name",
+           "seconds", "store_name"]
 
 #: The verdicts a session or ``check`` can be told to fail on.
 FAIL_ON: Final = ("worse", "too-small")
@@ -50,6 +50,18 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (how many runs to keep)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, 0 or more, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {value}")
     return value
 
 

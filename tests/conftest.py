@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +46,24 @@ BOT = textwrap.dedent(
 )
 
 INI = "[pytest]\nprove_allow_underpowered = true\n"
+
+#: The bundled example: a simulated support agent with a committed baseline.
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot"
+
+
+@pytest.fixture
+def example(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A copy of the bundled example (its committed baseline, none of its runs)."""
+    for source in EXAMPLE.rglob("*"):
+        if "__pycache__" in source.parts or "runs" in source.relative_to(EXAMPLE).parts:
+            continue
+        target = pytester.path / source.relative_to(EXAMPLE)
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return pytester
 
 
 @pytest.fixture

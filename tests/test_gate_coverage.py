@@ -60,7 +60,7 @@ def test_space_form_store_with_a_broken_agent_is_refused_before_it_runs(
     result = pytester.runpytest("--prove-store", str(store), "--prove-baseline", "current")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*write --prove-store={store} with '='*rootdir*"])
-    assert len(list((store / "runs").iterdir())) == 1  # nothing ran
+    assert len([p for p in (store / "runs").iterdir() if p.is_dir()]) == 1  # nothing ran
     # The '=' form runs, and the broken agent fails the gate.
     result = pytester.runpytest(f"--prove-store={store}", "--prove-baseline", "current")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

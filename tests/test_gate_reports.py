@@ -4,27 +4,9 @@ Run on the bundled example, whose terse prompt makes refund tickets worse."""
 
 from __future__ import annotations
 
-import shutil
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot"
-
-
-@pytest.fixture
-def example(pytester: pytest.Pytester) -> pytest.Pytester:
-    for source in EXAMPLE.rglob("*"):
-        if "__pycache__" in source.parts or "runs" in source.relative_to(EXAMPLE).parts:
-            continue
-        target = pytester.path / source.relative_to(EXAMPLE)
-        if source.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return pytester
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_prove.report.html import render_html
+from pytest_prove.cli import main
+from pytest_prove.report.html import render_html, render_run_html, worst_first
 from pytest_prove.report.json import comparison_document
 from pytest_prove.report.markdown import render_markdown
 from pytest_prove.review import Labels, Review
-from pytest_prove.stats import RowInput, compare
+from pytest_prove.review.describe import describe
+from pytest_prove.stats import RowInput, clopper_pearson_interval, compare
+from pytest_prove.store import Store
 
-from .conftest import reviewed
+from .conftest import load, reviewed
 
 
 def _baseline(bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,12 +50,39 @@ def test_prove_report_is_written_after_the_comparison(
     assert summary.read_text().startswith("### pytest-prove: worse")
 
 
-def test_prove_report_without_a_baseline_says_why(bot: pytest.Pytester,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BOT_REPLICATES", "5")
-    result = bot.runpytest("-p", "no:cacheprovider", "--prove-report=r.html")
-    result.stdout.fnmatch_lines(["no report written to r.html: nothing was compared*"])
-    assert not (bot.path / "r.html").exists()
+@pytest.mark.parametrize("suffix", [".html", ".md", ".json"])
+def test_prove_report_without_a_baseline_describes_the_run(
+        bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """A session with no baseline writes the run on its own: each condition's rate of each
+    event with its Clopper-Pearson interval (it used to write nothing)."""
+    monkeypatch.setenv("BOT_REPLICATES", "12")
+    result = bot.runpytest("-p", "no:cacheprovider", f"--prove-report=r{suffix}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"report of this run alone written to r{suffix} (no "
+                                 "baseline: each condition's rates with exact intervals)"])
+    text = (bot.path / f"r{suffix}").read_text()
+    run = load(bot)
+    counted = {(str(r["condition"]["ticket"]), str(r["outcome"])) for r in run.episodes}
+    if suffix == ".json":
+        doc = json.loads(text)
+        assert doc["kind"] == "run" and doc["run"] == run.name and doc["episodes"] == 24
+        assert "Clopper-Pearson" in doc["method"]
+        assert {(r["condition"], r["event"]) for r in doc["rows"]} == {
+            (f"ticket={t}", e) for t in ("refund", "password") for e in ("unresolved",
+                                                                          "resolved")}
+        for row in doc["rows"]:
+            ticket = row["condition"].split("=")[1]
+            x = sum(1 for r in run.episodes if r["condition"]["ticket"] == ticket
+                    and r["outcome"] == row["event"])
+            assert (row["x"], row["n"]) == (x, 12)
+            low, high = clopper_pearson_interval(x, 12)
+            assert (row["interval"]["low"], row["interval"]["high"]) == (low, high)
+    elif suffix == ".md":
+        assert text.startswith(f"### pytest-prove: run <code>{run.name}</code>")
+        assert "| ticket=refund | refund | unresolved |" in text
+    else:
+        assert "Clopper-Pearson" in text and '<table class="grid" role="grid"' in text
+    assert counted  # the run held episodes to describe
 
 
 def test_prove_report_suffix_is_checked_at_the_door(bot: pytest.Pytester) -> None:
@@ -132,3 +162,108 @@ def test_a_report_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
         assert sorted(p.name for p in small.iterdir()) == ["r.html"]
         written = write_report(small / "r.json", reviewed(compare(rows[:3]), Labels("a", "b")))
         assert json.loads(written.read_text())["after"] == "b"
+
+
+def test_the_worst_cell_comes_first() -> None:
+    """Counted worse rows by Holm-adjusted p, then rows leaning worse by their change over
+    their limit; rows that got better, or did not move, are not candidates."""
+    rows = compare([
+        RowInput("c=better", "unresolved", "rise", 30, 100, 10, 100),
+        RowInput("c=slightly", "unresolved", "rise", 10, 100, 14, 100),
+        RowInput("c=some", "unresolved", "rise", 10, 100, 32, 100),
+        RowInput("c=most", "unresolved", "rise", 10, 100, 60, 100),
+        RowInput("c=same", "unresolved", "rise", 10, 100, 10, 100),
+        RowInput("c=less", "resolved", "fall", 90, 100, 85, 100),
+    ]).rows
+    order = [rows[i].condition for i in worst_first(rows)]
+    assert order[:2] == ["c=most", "c=some"]  # both counted, the smaller Holm p first
+    assert rows[worst_first(rows)[0]].p_holm <= rows[worst_first(rows)[1]].p_holm
+    # Then the uncounted rows leaning worse, the one nearer its limit first.
+    rest = [rows[i] for i in worst_first(rows)[2:]]
+    assert {r.condition for r in rest} == {"c=slightly", "c=less"}
+    ratios = [abs(r.change) / (r.rise if r.worse_when == "rise" else r.fall).value
+              for r in rest]  # type: ignore[operator]
+    assert ratios == sorted(ratios, reverse=True)
+    assert worst_first([r for r in rows if r.condition in ("c=better", "c=same")]) == []
+
+
+DECLARED = """
+import random
+
+import pytest
+import pytest_prove as prove
+
+
+@prove.rollout(replicates=6, failures=["bad"], successes=["good"])
+@pytest.mark.parametrize("tone", ["terse", pytest.param("kind", id="k")])
+@pytest.mark.parametrize("size", [10, 2, 5])
+def test_sized(size, tone, prove_seed):
+    return prove.Episode("bad" if random.Random(prove_seed).random() < 0.3 else "good")
+
+
+@prove.rollout(replicates=4, failures=["bad"], successes=["good"],
+               axes={"level": ["high", "low", "mid"]})
+def leveled(cfg, seed):
+    return prove.Episode("bad" if seed % 3 == 0 else "good")
+"""
+
+
+def _header_values(page: str, grid: int = 0) -> list[str]:
+    head = page.split('<table class="grid"')[grid + 1].split("</thead>", 1)[0]
+    return [cell.split("</th>", 1)[0] for cell in head.split('<th scope="col">')[2:]]
+
+
+def _row_values(page: str, grid: int = 0) -> list[str]:
+    body = page.split('<table class="grid"')[grid + 1].split("</tbody>", 1)[0]
+    return [cell.split("</th>", 1)[0] for cell in body.split('<th scope="row">')[1:]]
+
+
+def test_axis_values_come_in_the_order_the_sweep_declared(pytester: pytest.Pytester) -> None:
+    """Not sorted (10, 2, 5 stays so; terse before kind), for parametrize, for axes=, in one
+    run's report and in a comparison, however pytest-prove ordered the rows."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_declared=DECLARED)
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=b").ret == 0
+    store = pytester.path / ".prove"
+    run = Store(store).load("latest")
+    plan = run.manifest["plan"]
+    assert plan["test_declared.py::test_sized"]["axes"] == {
+        "size": {"0": 10, "1": 2, "2": 5}, "tone": {"0": "terse", "1": "kind"}}
+    page = render_run_html(describe(run), x="size", y="tone")
+    # The two rollouts share the page: rollout is an axis too, so the grids split by it.
+    assert ["10", "2", "5"] in [_header_values(page, g) for g in range(4)]
+    assert ["terse", "kind"] in [_row_values(page, g) for g in range(4)]
+    page = render_run_html(describe(run), x="level", y="size")
+    assert ["high", "low", "mid"] in [_header_values(page, g) for g in range(4)]
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=b").ret == 0
+    out = pytester.path / "c.html"
+    assert main(["--store", str(store), "report", "b", "latest", "--out", str(out),
+                 "--x", "tone", "--y", "size"]) == 0
+    page = out.read_text()
+    assert ["terse", "kind"] in [_header_values(page, g) for g in range(4)]
+    assert ["10", "2", "5"] in [_row_values(page, g) for g in range(4)]
+
+
+def test_report_of_one_run_from_the_command_line(
+        bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("BOT_REPLICATES", "10")
+    assert bot.runpytest("-p", "no:cacheprovider", "--prove-name=one").ret == 0
+    capsys.readouterr()
+    store = str(bot.path / ".prove")
+    out = bot.path / "one.json"
+    assert main(["--store", store, "report", "one", "--out", str(out), "--event",
+                 "unresolved"]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"report of run one written to {out}: 2 rates with 95% exact intervals")
+    doc = json.loads(out.read_text())
+    assert [r["event"] for r in doc["rows"]] == ["unresolved", "unresolved"]
+    assert main(["--store", store, "--json", "report", "one", "--out",
+                 str(bot.path / "one.html")]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "run"
+    # Bad input: an unknown run, an undeclared event, an unknown suffix; no traceback.
+    for args in (["nope", "--out", "x.html"], ["one", "--out", "x.html", "--event", "lost"],
+                 ["one", "--out", "x.pdf"]):
+        assert main(["--store", store, "report", *args]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("pytest-prove report: ") and "Traceback" not in err

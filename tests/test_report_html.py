@@ -105,23 +105,32 @@ def test_the_page_in_headless_chromium(page_path: Path, tmp_path: Path) -> None:
             # Colour only where flagged: the worse cell (refund, terse) and nothing else.
             assert grid.locator("td.cell.worse").count() == 1
 
+            # Tickets down as the test declared them (refund, password, shipping), not sorted.
+            assert grid.locator("tbody th").all_inner_texts() == ["refund", "password",
+                                                                   "shipping"]
+            # The page opens on the worst cell: focused, its details shown.
+            opened = page.evaluate("document.activeElement.getAttribute('data-i')")
+            worst = page.locator("td.cell.worse").first
+            assert opened is not None and worst.get_attribute("data-i") == opened
+            assert "refund/terse" in _details(page) and "unresolved" in _details(page)
+            assert "opens on the worst cell: ticket=refund, tone=terse, unresolved" in (
+                page.locator("#opens-on").inner_text())
+
             # Keyboard: focus the first cell; arrows move and the details follow.
             first = grid.locator("td.cell[data-i]").first
             first.focus()
             before = _details(page)
-            assert grid.locator("tbody th").all_inner_texts() == ["password", "refund",
-                                                                   "shipping"]
-            assert "password/kind" in before
+            assert "refund/kind" in before
             page.keyboard.press("ArrowRight")
             after_right = _details(page)
-            assert after_right != before and "password/terse" in after_right
+            assert after_right != before and "refund/terse" in after_right
             assert page.evaluate("document.activeElement.getAttribute('tabindex')") == "0"
             page.keyboard.press("ArrowDown")
-            assert "refund/terse" in _details(page)
+            assert "password/terse" in _details(page)
             page.keyboard.press("ArrowLeft")
-            assert "refund/kind" in _details(page)
+            assert "password/kind" in _details(page)
             page.keyboard.press("ArrowLeft")  # stops at the edge
-            assert "refund/kind" in _details(page)
+            assert "password/kind" in _details(page)
             # Hover shows a cell too.
             grid.locator("td.cell[data-i]").nth(5).hover()
             assert "shipping/terse" in _details(page)
@@ -137,6 +146,44 @@ def test_the_page_in_headless_chromium(page_path: Path, tmp_path: Path) -> None:
             shot = os.environ.get("PROVE_SCREENSHOT")
             if shot:
                 page.screenshot(path=shot, full_page=True)
+        finally:
+            browser.close()
+    assert leaving == [], f"the page tried to load {leaving}"
+
+
+def test_one_run_in_headless_chromium(page_path: Path) -> None:
+    """`report RUN` alone: rates with exact intervals, no colour, the declared order, opened
+    on the highest failure rate; nothing leaves the page and nothing a rollout wrote runs."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    path = page_path.parent / "run.html"
+    assert main(["--store", str(page_path.parent / ".prove"), "report", "worse", "--out",
+                 str(path), "--x", "tone", "--y", "ticket"]) == 0
+    leaving: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("request", lambda r: None if r.url.startswith(("file://", "data:"))
+                    else leaving.append(r.url))
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(path.as_uri())
+            grid = page.locator("section.event").first.locator("table.grid")
+            assert grid.locator("tbody th").all_inner_texts() == ["refund", "password",
+                                                                   "shipping"]
+            assert grid.locator("thead th").all_inner_texts()[1:] == ["kind", "terse"]
+            assert page.locator("td.cell.worse, td.cell.safer, td.cell.flag").count() == 0
+            opened = page.evaluate("document.activeElement.getAttribute('data-i')")
+            cell = page.locator(f'td.cell[data-i="{opened}"]')
+            details = _details(page)
+            assert "refund/terse" in details and "unresolved" in details
+            assert "Clopper-Pearson exact" in details
+            # The opened cell holds the highest unresolved rate of the grid.
+            rates = [float(t.split("\n")[0]) for t in
+                     grid.locator("td.cell[data-i]").all_inner_texts()]
+            assert float(cell.inner_text().split("\n")[0]) == max(rates)
+            assert page.evaluate("window.__pwned") is None and HOSTILE in details
+            assert not errors
         finally:
             browser.close()
     assert leaving == [], f"the page tried to load {leaving}"

@@ -134,7 +134,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "--prove-max-mde")
     group.addoption("--prove-report", metavar="PATH", type=_report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
-                         ".json")
+                         ".json; without --prove-baseline, this run's rates with exact "
+                         "intervals")
     parser.addini("prove_store", "folder of runs and baselines (relative to rootdir)",
                   default=".prove")
     parser.addini("prove_specs", "sweep spec files to collect besides prove_*.toml",
@@ -514,6 +515,7 @@ def _gate_reports(session: pytest.Session, prove: Any) -> None:
     if outcome.failed_gate or reasons:
         prove.gate_reports.emit(session.config, review if outcome.failed_gate else None,
                                 reasons)
+        prove.gate_reports.close_progress_line(session.config)
     elif review is not None:
         prove.gate_reports.clear_for_lf(session.config)
 
@@ -522,7 +524,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     prove = config.stash.get(SESSION_KEY, None)
     if prove is None:
         return
-    lines = prove.summary_lines(verbose=config.get_verbosity() > 0)
+    verbosity = config.get_verbosity()
+    # -q: the verdict, why the gate failed, and where things were written; -v: every row.
+    lines = prove.summary_lines(verbose=verbosity > 0, quiet=verbosity < 0)
     if not lines:
         return
     terminalreporter.section("pytest-prove")

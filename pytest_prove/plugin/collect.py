@@ -9,7 +9,7 @@ pytest's own selection, a resumed run drops what it already holds, the design ch
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Give every rollout item its plan, and note the whole sweep before any deselection."""
     planned = config.stash[PLANNED_KEY]
     seen: dict[Any, Condition] = {}
+    declared: dict[str, dict[str, list[Any]]] = {}  # a test's parametrize lists
     clashes: dict[str, set[str]] = {}
     blocked: dict[str, str] = {}  # fixture -> an item whose block it would get wrong
     for item in items:
@@ -166,6 +167,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             clashes.setdefault(plan.rollout_id, {info["node"]}).add(item.nodeid.split("[", 1)[0])
         info["declaration"]["replicates"] = plan.total
         info["conditions"][plan.condition_key] = plan.condition
+        _note_positions(info, item, plan.condition, declared)
         if len(plan.replicates) > 1:
             for name in _per_replicate_fixtures(item):
                 blocked.setdefault(name, item.nodeid)
@@ -184,6 +186,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _refuse(config, items, f"rollout ids must be unique, and two rollouts share one: "
                                f"{shown}. Their episodes would be stored as one rollout's; "
                                "give each its own id= (or target_id in a spec)")
+
+
+#: What ``pytest.param(...)`` makes: a parametrize entry with its own id or marks.
+_PARAMETER_SET: Any = type(pytest.param(None))
+
+
+def _declared_values(item: pytest.Item) -> dict[str, list[Any]]:
+    """Each parametrize argument's values as its markers list them (closest marker first;
+    pytest allows an argument in one marker only). Arguments whose values cannot be read
+    again (a generator pytest already consumed) are left out."""
+    found: dict[str, list[Any]] = {}
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames")
+        values = mark.args[1] if len(mark.args) > 1 else mark.kwargs.get("argvalues")
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        if not isinstance(names, list | tuple) or not isinstance(values, list | tuple):
+            continue
+        for entry in values:
+            if isinstance(entry, _PARAMETER_SET):
+                row = tuple(entry.values)
+            elif len(names) == 1:
+                row = (entry,)
+            else:
+                row = tuple(entry) if isinstance(entry, list | tuple) else ()
+            for name, value in zip(names, row, strict=False):
+                found.setdefault(str(name), []).append(value)
+    return found
+
+
+def _same_value(declared: object, used: object) -> bool:
+    if declared is used:
+        return True
+    try:
+        return type(declared) is type(used) and bool(declared == used)
+    except Exception:  # noqa: BLE001 - a parameter's own __eq__ may raise: not this one
+        return False
+
+
+def _note_positions(info: dict[str, Any], item: pytest.Item, condition: Mapping[str, Any],
+                    declared: dict[str, dict[str, list[Any]]]) -> None:
+    """Each axis value's place in its parametrize list, so that reports order values as
+    the test declared them, whatever order the items run in (``declared`` caches each
+    test's lists by its node id)."""
+    params = getattr(getattr(item, "callspec", None), "params", None)
+    if not isinstance(params, Mapping) or not condition:
+        return
+    lists = declared.get(item.nodeid.split("[", 1)[0])
+    if lists is None:
+        lists = declared[item.nodeid.split("[", 1)[0]] = _declared_values(item)
+    for name, value in condition.items():
+        if name not in params or name not in lists:
+            continue
+        used = params[name]
+        position = next((i for i, v in enumerate(lists[name]) if _same_value(v, used)), None)
+        if position is not None:
+            info.setdefault("axes", {}).setdefault(name, {}).setdefault(str(position), value)
 
 
 def _per_replicate_fixtures(item: pytest.Item) -> list[str]:

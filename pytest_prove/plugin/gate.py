@@ -48,7 +48,10 @@ class GateReports:
              reasons: Iterable[str]) -> int:
         """Send the failed gate's reports through pytest's own hook; return how many."""
         sent = 0
-        for nodeid, text, key in [*self._conditions(review), *self._other(reasons)]:
+        reports = [*self._conditions(review), *self._other(reasons)]
+        if reports:
+            _own_progress_line(config)
+        for nodeid, text, key in reports:
             path, _, name = nodeid.partition("::")
             report = pytest.TestReport(
                 nodeid=nodeid, location=(path, None, name), keywords={}, outcome="failed",
@@ -116,6 +119,11 @@ class GateReports:
                             if str(k) == GATE_NODE or "::prove-gate[" in str(k)]:
                 del lastfailed[item_id]
 
+    @staticmethod
+    def close_progress_line(config: pytest.Config) -> None:
+        """End the line the gate's letters were written on (see :func:`_own_progress_line`)."""
+        _progress_writer(config)
+
     def _mark_for_lf(self, config: pytest.Config, key: tuple[str, str] | None) -> None:
         lf = config.pluginmanager.get_plugin("lfplugin")
         lastfailed = getattr(lf, "lastfailed", None)
@@ -123,3 +131,27 @@ class GateReports:
             return
         for item_id in self._items.get(key, {}):
             lastfailed[item_id] = True
+
+
+def _progress_writer(config: pytest.Config) -> Any:
+    """The terminal writer pytest's progress letters go to, when they are letters (not
+    ``-v``'s one line per item) and pytest writes a terminal at all; the line it is on is
+    ended (pytest's own ``ensure_newline`` ends it only after a file's path)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.get_verbosity() > 0:
+        return None
+    writer: Any = getattr(reporter, "_tw", None)
+    if writer is None or not hasattr(writer, "width_of_current_line"):
+        return None
+    reporter.ensure_newline()
+    if writer.width_of_current_line:
+        writer.line()
+    return writer
+
+
+def _own_progress_line(config: pytest.Config) -> None:
+    """The gate decides after pytest wrote its ``[100%]``: its letters start a line of their
+    own, named, rather than trail the percentage (``[100%]F [100%]``)."""
+    writer = _progress_writer(config)
+    if writer is not None:
+        writer.write("pytest-prove gate ")

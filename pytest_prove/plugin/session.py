@@ -192,6 +192,10 @@ class ProveSession:
                                                  session.shouldfail or session.shouldstop)
                 outcome.failed_gate = True
                 self._fail(session)
+            report = self.config.getoption("prove_report", None)
+            if report is not None and not self.settings.plan_only:
+                outcome.notes = (f"no report written to {report}: no rollout ran, so there "
+                                 "is no run to report on",)
             return
         resumed_nothing = (writer.existing and writer.written == 0
                            and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -268,12 +272,20 @@ class ProveSession:
     # ---- reports (issue 4): --prove-report, and GitHub's step summary when it is set
 
     def _write_report(self, outcome: Outcome) -> None:
+        """--prove-report: the comparison, or without a baseline the run on its own (each
+        condition's rates with exact intervals); the comparison's summary also goes to
+        GitHub's step summary."""
         path = self.config.getoption("prove_report", None)
         found = outcome.review
-        if found is None or found.comparison is None:
+        if found is None:
+            if path is not None and self.baseline is None:
+                self._write_run_report(outcome, Path(path))
+            elif path is not None:
+                outcome.notes += (f"no report written to {path}: nothing was compared",)
+            return
+        if found.comparison is None:
             if path is not None:
-                outcome.notes += (f"no report written to {path}: nothing was compared (a "
-                                  "report needs --prove-baseline NAME)",)
+                outcome.notes += (f"no report written to {path}: nothing was compared",)
             return
         from ..report.files import write_report
         from ..report.markdown import append_step_summary, render_markdown
@@ -293,7 +305,22 @@ class ProveSession:
             return f"baseline:{self.replay.name}" if self.replay.is_baseline else self.replay.name
         return str(self.run.writer.manifest.get("name")) if self.run.writer.created else None
 
-    def summary_lines(self, verbose: bool) -> list[str]:
+    def _write_run_report(self, outcome: Outcome, path: Path) -> None:
+        from ..report.files import write_report
+        from ..review.describe import describe
+
+        try:
+            found = describe(self.ended_run(), events=self.asked.get("events"),
+                             missing=self.asked.get("missing", "test"))
+            found.require_rows()
+            written = write_report(path, found)
+        except (OSError, ValueError) as exc:
+            outcome.notes += (f"report not written to {path}: {exc}",)
+        else:
+            outcome.notes += (f"report of this run alone written to {_rel(written)} (no "
+                              "baseline: each condition's rates with exact intervals)",)
+
+    def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines
         from .budget import cost_lines
 
@@ -313,12 +340,12 @@ class ProveSession:
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
             cost=cost_lines(self.ended_run(), self.budget.prices)
-            if ended and self.run.any_tokens
+            if ended and self.run.any_tokens and not quiet
             else [],
             capture=[] if self.capture is None else self.capture.lines,
             capped=self.budget.capped,
-            suggest_baseline=self.baseline is None and self.save_baseline is None) + (
-                [] if self.salt_note is None else [f"note: {self.salt_note}"])
+            suggest_baseline=self.baseline is None and self.save_baseline is None,
+            quiet=quiet) + ([] if self.salt_note is None else [f"note: {self.salt_note}"])
 
 
 def _rel(path: Path) -> str:

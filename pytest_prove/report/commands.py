@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.review import Review
+from pytest_prove.review.describe import Description
 from pytest_prove.review.fixcheck import FixCheckReview
 from pytest_prove.review.flips import Flips, Replay, ending_of
 from pytest_prove.review.steps import StepComparison, Where
@@ -37,9 +38,11 @@ __all__ = [
     "fix_check_lines",
     "flips_document",
     "flips_lines",
+    "prune_lines",
     "replay_command",
     "report_lines",
     "run_note_lines",
+    "run_report_lines",
     "runs_lines",
     "show_document",
     "show_lines",
@@ -130,6 +133,12 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines
+
+
+def run_report_lines(found: Description, path: Path) -> list[str]:
+    return [f"report of run {terminal_text(found.labels.after)} written to {path}: "
+            f"{len(found.rows)} rates with {100 * found.level:g}% exact intervals, nothing "
+            "compared", f"next: open {path}"]
 
 
 def report_lines(review: Review, path: Path) -> list[str]:
@@ -455,4 +464,72 @@ def flips_lines(f: Flips, verbose: bool) -> list[str]:
                      "rollout raised (a breakpoint() in the rollout stops there too)")
     else:
         lines.append(f"next: pytest-prove diff {la} {lb}")
+    return lines
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def size_text(count: int) -> str:
+    """Bytes as a person reads them: 980 bytes, 12.4 kB, 3.1 MB (powers of 1000)."""
+    if count < 1000:
+        return f"{count} byte{'' if count == 1 else 's'}"
+    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if count < scale * 1000 or unit == "GB":
+            return f"{count / scale:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _kept_words(kept: Sequence[dict[str, Any]], keep: int) -> str:
+    why = [str(r["kept"]) for r in kept]
+    parts = []
+    if "newest" in why:
+        newest = why.count("newest")
+        parts.append("the newest" if newest == keep == 1 else f"the newest {newest}"
+                     if newest == keep else f"all {newest} (fewer than {keep})")
+    if "named" in why:
+        parts.append(f"{why.count('named')} named (--named deletes them too)")
+    if "being written" in why:
+        parts.append(f"{why.count('being written')} being written by a session")
+    if "symbolic link" in why:
+        parts.append(f"{why.count('symbolic link')} that are symbolic links")
+    return "kept " + ", ".join(parts) if parts else "kept none"
+
+
+def prune_lines(doc: dict[str, Any]) -> list[str]:
+    """What prune deleted (or would, with --dry-run), what it kept and why, and the bytes."""
+    store, total, deleted = doc["store"], int(doc["runs"]), doc["deleted"]
+    baselines = doc["baselines"]
+    kept = _kept_words(doc["kept"], int(doc["keep"]))
+    if not total:
+        head = f"nothing to delete: no runs in {store}"
+    elif not deleted:
+        head = f"nothing to delete: {total} run(s) in {store}, {kept}"
+    elif doc["dry_run"]:
+        head = (f"would delete {len(deleted)} of {total} runs in {store}, freeing "
+                f"{size_text(int(doc['bytes_freed']))}; {kept}")
+    else:
+        head = (f"deleted {len(deleted)} of {total} runs in {store}, "
+                f"{size_text(int(doc['bytes_freed']))} freed; {kept}")
+    lines = [head]
+    if deleted:
+        lines += table(("name", "id", "status", "started", "size"),
+                       [(terminal_text(r["name"]), terminal_text(r["run_id"]), r["status"],
+                         str(r["started"])[:19], size_text(int(r["bytes"]))) for r in deleted],
+                       frozenset({4}))
+    if doc["leftovers"]:
+        verb = "would also remove" if doc["dry_run"] else "also removed"
+        lines.append(f"{verb} {doc['leftovers']} folder(s) an interrupted prune left in "
+                     f"{store}/runs")
+    for failure in doc["failed"]:
+        lines.append(f"not deleted: run {terminal_text(failure['name'])!r} "
+                     f"({failure['path']}): {failure['reason']}")
+    lines.append(f"baselines are never deleted: {len(baselines)} in {store}/baselines"
+                 + (f" ({', '.join(terminal_text(b) for b in baselines[:6])}"
+                    f"{' ...' if len(baselines) > 6 else ''})" if baselines else ""))
+    if doc["failed"]:
+        lines.append("next: make those folders writable (or stop what holds them), then "
+                     "prune again")
+    elif doc["dry_run"] and (deleted or doc["leftovers"]):
+        lines.append("next: the same command without --dry-run deletes them")
     return lines

@@ -5,35 +5,45 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from pytest_prove.review import Review
+from pytest_prove.review.describe import Description
 
-from .html import render_html
-from .json import render_json
-from .markdown import render_markdown
+from .html import render_html, render_run_html
+from .json import render_json, render_run_json
+from .markdown import render_markdown, render_run_markdown
 
 __all__ = ["SUFFIXES", "write_report"]
 
 SUFFIXES: Final = (".html", ".md", ".json")
 
 
-def write_report(path: Path, review: Review, *, x: str | None = None,
+def write_report(path: Path, review: Review | Description, *, x: str | None = None,
                  y: str | None = None) -> Path:
-    """Write the report whose kind the suffix names (.html, .md or .json)."""
+    """Write the report whose kind the suffix names (.html, .md or .json): of a comparison
+    (a Review), or of one run on its own (a Description)."""
     suffix = path.suffix.lower()
-    if suffix == ".json":
-        text = render_json(review)
-    elif suffix == ".md":
-        text = render_markdown(review, verbose=True)
-    elif suffix in (".html", ".htm"):
-        text = render_html(review, x=x, y=y)
+    renderers: dict[str, Callable[[], str]]
+    if isinstance(review, Description):
+        found = review
+        renderers = {".json": lambda: render_run_json(found),
+                     ".md": lambda: render_run_markdown(found),
+                     ".html": lambda: render_run_html(found, x=x, y=y)}
     else:
+        done = review
+        renderers = {".json": lambda: render_json(done),
+                     ".md": lambda: render_markdown(done, verbose=True),
+                     ".html": lambda: render_html(done, x=x, y=y)}
+    render = renderers.get(".html" if suffix == ".htm" else suffix)
+    if render is None:
         raise ValueError(
             f"report {str(path)!r}: unknown kind {suffix or '(no suffix)'!r}; name the file "
             f"with one of {', '.join(SUFFIXES)}"
         )
+    text = render()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -1,10 +1,16 @@
-"""The comparison as one self-contained HTML page: a heat-map per event, and the full table.
+"""A report as one self-contained HTML page: a heat-map per event, and the full table.
 
-Reads a :class:`~pytest_prove.review.Review`; computes nothing statistical. The page loads
-nothing (inline CSS and JS, a Content-Security-Policy that forbids every request). Every text
-that came from a rollout is escaped with :func:`html.escape`; the data the script reads is
-JSON inside a ``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as
-``\\u003c``, ``\\u003e`` and ``\\u0026``, and the script writes it with ``textContent`` only.
+Two pages: the comparison of two runs (:func:`render_html`, from a
+:class:`~pytest_prove.review.Review`) and one run on its own (:func:`render_run_html`, from a
+:class:`~pytest_prove.review.describe.Description`: each condition's rate of each event with
+its exact interval). Both compute nothing statistical. Axis values are laid out in the order
+the sweep declared them, and the page opens on its worst cell (see :func:`worst_first`).
+
+The page loads nothing (inline CSS and JS, a Content-Security-Policy that forbids every
+request). Every text that came from a rollout is escaped with :func:`html.escape`; the data
+the script reads is JSON inside a ``<script type="application/json">`` with ``<``, ``>``
+and ``&`` written as ``\\u003c``, ``\\u003e`` and ``\\u0026``, and the script writes it
+with ``textContent`` only.
 
 Colour marks flagged rows only (red where the flag leans worse, green where it leans safer;
 solid when the verdict counts the row): an unflagged cell is not a finding, so it stays grey.
@@ -14,18 +20,20 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_prove.review import Review
+from pytest_prove.review.describe import Description, Rate
 from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
-from .notes import set_aside
+from .notes import run_set_aside, set_aside
 from .terminal import verdict_line
 
-__all__ = ["AxisError", "choose_axes", "render_html"]
+__all__ = ["AxisError", "choose_axes", "render_html", "render_run_html", "worst_first",
+           "worst_rate_first"]
 
 
 class AxisError(ValueError):
@@ -99,20 +107,53 @@ def _row_data(index: int, row: Row, labels: Labels) -> dict[str, Any]:
     }
 
 
-def _ordered(values: Sequence[Any]) -> list[Any]:
-    unique = list(dict.fromkeys(values))
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in unique):
-        return sorted(unique)
-    return unique
+def worst_first(rows: Sequence[Row]) -> list[int]:
+    """The indices of the rows that moved the worse way, the worst first; the page opens on
+    the first. Worst means, in this order:
+
+    1. rows the verdict counts as worse, the smallest Holm-adjusted p first (the most
+       significant worsening), among equal p the larger change, then a failure's row;
+    2. any other row whose change leans worse, the largest change relative to its
+       detection limit that way first (``rise`` for a failure, ``fall`` for a success: how
+       close it came to what the row could have flagged); rows with no limit that way
+       (none detectable) follow, the largest change first.
+
+    Rows that did not move the worse way are not listed: with none, the page opens on the
+    first cell and takes no focus."""
+    counted = [i for i, r in enumerate(rows) if r.counted and r.direction == "worse"]
+    # p-values equal to 12 digits are a tie (a failure and a success that mirror each other
+    # differ in the last bits); a tie goes to the larger change, then to a failure.
+    counted.sort(key=lambda i: (float(f"{rows[i].p_holm:.12g}"), -abs(rows[i].change),
+                                rows[i].worse_when != "rise", i))
+    rest = [i for i, r in enumerate(rows) if i not in set(counted) and r.leaning == "worse"]
+
+    def toward_limit(i: int) -> tuple[int, float, int]:
+        row = rows[i]
+        limit = row.rise if row.worse_when == "rise" else row.fall
+        if limit.value:
+            return 0, -abs(row.change) / limit.value, i
+        return 1, -abs(row.change), i
+
+    return counted + sorted(rest, key=toward_limit)
 
 
-def _cell(index: int, row: Row, first: bool) -> str:
+def worst_rate_first(rows: Sequence[Rate]) -> list[int]:
+    """A single run's rows, the worst first: the highest rate of a failure (or of episodes
+    without an outcome) first, then the lowest rate of a success; rows at 0 failures or
+    every success are not listed."""
+    failing = [i for i, r in enumerate(rows) if r.worse_when == "rise" and r.x > 0]
+    short = [i for i, r in enumerate(rows) if r.worse_when == "fall" and r.x < r.n]
+    return (sorted(failing, key=lambda i: (-rows[i].rate, -rows[i].n, i))
+            + sorted(short, key=lambda i: (rows[i].rate, -rows[i].n, i)))
+
+
+def _cell(index: int, row: Row, focusable: bool, start: bool) -> str:
     tone = _tone(row)
     label = (f"{row.condition}, {row.event}: before {rate(row.before)}, after "
              f"{rate(row.after)}, change {signed(row.change)}, q {q_text(row.q_value)}")
     return (
-        f'<td role="gridcell" class="cell {tone}" tabindex="{0 if first else -1}" '
-        f'data-i="{index}" aria-label="{_e(label)}">'
+        f'<td role="gridcell" class="cell {tone}" tabindex="{0 if focusable else -1}" '
+        f'data-i="{index}"{" data-start" if start else ""} aria-label="{_e(label)}">'
         f'<span class="ba">{rate(row.before)} → {rate(row.after)}</span>'
         f'<span class="ch">{signed(row.change)}</span>'
         f'<span class="qq">q {q_text(row.q_value)}</span>'
@@ -120,24 +161,48 @@ def _cell(index: int, row: Row, first: bool) -> str:
     )
 
 
-def _grids(event: str, rows: Sequence[tuple[int, Row]], labels: Labels,
-           x: str | None, y: str | None) -> list[str]:
-    def value(row: Row, axis: str | None) -> Any:
+def _rate_cell(index: int, row: Rate, focusable: bool, start: bool) -> str:
+    label = (f"{row.condition}, {row.event}: {rate(row.rate)}, {row.x} of {row.n}, interval "
+             f"{rate(row.low)} to {rate(row.high)}")
+    return (
+        f'<td role="gridcell" class="cell" tabindex="{0 if focusable else -1}" '
+        f'data-i="{index}"{" data-start" if start else ""} aria-label="{_e(label)}">'
+        f'<span class="ch">{rate(row.rate)}</span>'
+        f'<span class="ba">{row.x} of {row.n}</span>'
+        f'<span class="lim">[{rate(row.low)}, {rate(row.high)}]</span></td>'
+    )
+
+
+#: Renders the cell of row ``index``: (index, focusable, the section's first cell).
+CellRenderer = Callable[[int, bool, bool], str]
+
+
+def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
+           x: str | None, y: str | None, cell: CellRenderer, start: int | None) -> list[str]:
+    """The grids of one event: ``members`` are its rows' (index, condition label); one grid
+    per value of the axes beyond ``x`` and ``y``; values in the order the sweep declared
+    them. The cell of row ``start`` (else each grid's first) is the one Tab reaches."""
+    def value(condition: str, axis: str | None) -> Any:
         if axis is None:
             return ""
-        return labels.axes.get(row.condition, {}).get(axis, "—")
+        return labels.axes.get(condition, {}).get(axis, "—")
 
     others = [a for a in labels.axis_names() if a not in (x, y)]
-    slices: dict[str, list[tuple[int, Row]]] = {}
-    for item in rows:
-        axes = labels.axes.get(item[1].condition, {})
-        key = ", ".join(f"{a}={axes.get(a, '—')}" for a in others)
+    # The grids of the further axes' values come in the order those were declared too.
+    along = {a: labels.ordered(a, [value(c, a) for _, c in members]) for a in others}
+    slices: dict[str, list[tuple[int, str]]] = {}
+    places: dict[str, tuple[int, ...]] = {}
+    for item in members:
+        key = ", ".join(f"{a}={value(item[1], a)}" for a in others)
         slices.setdefault(key, []).append(item)
+        places.setdefault(key, tuple(along[a].index(value(item[1], a)) for a in others))
     out: list[str] = []
-    for key, members in slices.items():
-        xs = _ordered([value(r, x) for _, r in members])
-        ys = _ordered([value(r, y) for _, r in members])
-        at = {(str(value(r, y)), str(value(r, x))): (i, r) for i, r in members}
+    for key in sorted(slices, key=lambda k: places[k]):
+        grid_members = slices[key]
+        xs = labels.ordered(x, [value(c, x) for _, c in grid_members])
+        ys = labels.ordered(y, [value(c, y) for _, c in grid_members])
+        at = {(str(value(c, y)), str(value(c, x))): i for i, c in grid_members}
+        focus = start if start in at.values() else None
         caption = f"{event}" + (f" · {key}" if key else "")
         body = [f'<table class="grid" role="grid" aria-label="{_e(caption)}">',
                 # The section's heading names the event; a caption only names a slice.
@@ -153,12 +218,32 @@ def _grids(event: str, rows: Sequence[tuple[int, Row]], labels: Labels,
                     cells.append('<td role="gridcell" class="cell empty" tabindex="-1">'
                                  "not compared</td>")
                 else:
-                    cells.append(_cell(found[0], found[1], first))
+                    focusable = found == focus if focus is not None else first
+                    cells.append(cell(found, focusable, found == start))
                     first = False
             body.append("<tr>" + "".join(cells) + "</tr>")
         body.append("</tbody></table>")
         out.append("\n".join(body))
     return out
+
+
+def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], labels: Labels,
+              x: str | None, y: str | None, cell: CellRenderer, order: Sequence[int]) -> str:
+    """One section per event: its grids and the panel that shows the chosen cell, which
+    starts on the event's worst cell (the first of ``order`` among its rows)."""
+    rank = {i: n for n, i in enumerate(order)}
+    out = []
+    for event, members in events.items():
+        mine = [i for i, _ in members if i in rank]
+        start = min(mine, key=rank.__getitem__) if mine else None
+        out.append(
+            f'<section class="event" aria-label="event {_e(event)}">'
+            f"<h2>{_e(event)} <span class=\"muted\">(worse when it {worse[event]})</span></h2>"
+            f'<div class="grids">{"".join(_grids(event, members, labels, x, y, cell, start))}'
+            f'</div><aside class="details" aria-live="polite" aria-label="details of the '
+            f'chosen cell"></aside></section>'
+        )
+    return "".join(out)
 
 
 #: Nothing may load: no request leaves the page, whatever a rollout wrote into it.
@@ -197,9 +282,7 @@ table.full td.n{text-align:right;font-variant-numeric:tabular-nums}
 _JS = """
 (function(){
   var data = JSON.parse(document.getElementById('prove-data').textContent);
-  var fields = [['condition','condition'],['case','case'],['event','event'],['before','before'],
-    ['after','after'],['change','change'],['interval','interval'],['p','p'],['q','q'],
-    ['rise','rise limit'],['fall','fall limit'],['status','verdict'],['design','design']];
+  var fields = data.fields;
   function show(panel, row){
     var dl = document.createElement('dl');
     fields.forEach(function(f){
@@ -219,7 +302,8 @@ _JS = """
       cell.addEventListener('focus', function(){ pick(cell); });
       cell.addEventListener('mouseenter', function(){ pick(cell); });
     });
-    if (cells.length) { pick(cells[0]); }
+    var start = section.querySelector('td.cell[data-start]') || cells[0];
+    if (start) { pick(start); }
     section.querySelectorAll('table.grid').forEach(function(grid){
       grid.addEventListener('keydown', function(ev){
         var cell = ev.target.closest('td'); if (!cell) { return; }
@@ -240,36 +324,84 @@ _JS = """
       });
     });
   });
+  // The page opens on its worst cell (see worst_first): focused, so the arrows start there.
+  if (data.worst !== null) {
+    var worst = document.querySelector('td.cell[data-i="' + data.worst + '"]');
+    if (worst) { worst.focus(); }
+  }
 })();
 """
 
+#: The details panel of a comparison's cell: (field, name shown).
+_FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"],
+           ["before", "before"], ["after", "after"], ["change", "change"],
+           ["interval", "interval"], ["p", "p"], ["q", "q"], ["rise", "rise limit"],
+           ["fall", "fall limit"], ["status", "verdict"], ["design", "design"]]
+
+#: The details panel of a single run's cell.
+_RATE_FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"],
+                ["episodes", "episodes"], ["rate", "rate"], ["interval", "interval"],
+                ["reads", "reads"]]
+
+
+def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence[str],
+          method: str, data: dict[str, Any]) -> str:
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)}</title><style>{_CSS}</style></head>
+<body>
+<header>{header}</header>
+<main>{sections}
+<h2>Every row</h2>{table}
+{''.join(notes)}
+<p class="muted">{_e(method)}</p>
+</main>
+<script type="application/json" id="prove-data">{_script_json(data)}</script>
+<script>{_JS}</script>
+</body></html>
+"""
+
+
+def _axes_note(x: str | None, y: str | None) -> str:
+    return (f"grid: {_e(x or 'one condition')} across" + (f", {_e(y)} down" if y else "")
+            + ", values in the order the sweep declared them (choose the axes with --x and "
+              "--y)")
+
+
+def _opens_on(condition: str, event: str, why: str) -> str:
+    return (f'<p class="muted" id="opens-on">The page opens on the worst cell: '
+            f"{_e(condition)}, {_e(event)} ({why}).</p>")
+
+
+def _events(conditions: Sequence[tuple[str, str]]) -> dict[str, list[tuple[int, str]]]:
+    """Each event's rows, as (index, condition label), in the order the events first come."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for i, (condition, event) in enumerate(conditions):
+        found.setdefault(event, []).append((i, condition))
+    return found
+
 
 def render_html(review: Review, *, x: str | None = None, y: str | None = None) -> str:
-    """The page: verdict first, a grid per event, details on focus or hover, the full table."""
+    """The page: verdict first, a grid per event, details on focus or hover, the full table;
+    it opens on the worst cell."""
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     x, y = choose_axes(labels, x, y)
     verdict = comparison.verdict
-    indexed = list(enumerate(comparison.rows))
-    data = {"schema_version": REPORT_SCHEMA_VERSION,
-            "rows": [_row_data(i, r, labels) for i, r in indexed]}
-    by_event: dict[str, list[tuple[int, Row]]] = {}
-    for i, r in indexed:
-        by_event.setdefault(r.event, []).append((i, r))
-    sections = []
-    for event, rows in by_event.items():
-        worse = "rises" if rows[0][1].worse_when == "rise" else "falls"
-        sections.append(
-            f'<section class="event" aria-label="event {_e(event)}">'
-            f"<h2>{_e(event)} <span class=\"muted\">(worse when it {worse})</span></h2>"
-            f'<div class="grids">{"".join(_grids(event, rows, labels, x, y))}</div>'
-            f'<aside class="details" aria-live="polite" aria-label="details of the chosen '
-            f'cell"></aside></section>'
-        )
+    rows = comparison.rows
+    order = worst_first(rows)
+    data = {"schema_version": REPORT_SCHEMA_VERSION, "fields": _FIELDS,
+            "worst": order[0] if order else None,
+            "rows": [_row_data(i, r, labels) for i, r in enumerate(rows)]}
+    worse = {r.event: "rises" if r.worse_when == "rise" else "falls" for r in rows}
+    sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
+                         lambda i, focusable, start: _cell(i, rows[i], focusable, start), order)
     table = ['<table class="full"><thead><tr>' + "".join(
         f"<th>{h}</th>" for h in ("condition", "case", "event", "before", "after", "change",
                                   "interval", "p", "q", "verdict", "rise", "fall"))
              + "</tr></thead><tbody>"]
-    for _, r in indexed:
+    for r in rows:
         case = labels.cases.get(r.condition)
         table.append(
             f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
@@ -280,33 +412,82 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
             f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
             f"<td class=\"n\">{_e(r.fall)}</td></tr>")
     table.append("</tbody></table>")
-    notes = []
-    for head, text in set_aside(review, _e):
-        notes.append(f"<p><b>{_e(head.capitalize())}</b>: {text}</p>")
-    axes_note = (f"grid: {_e(x or 'one condition')} across"
-                 + (f", {_e(y)} down" if y else "")
-                 + " (choose with --x and --y)")
-    title = f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}"
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{_CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_e(title)}</title><style>{_CSS}</style></head>
-<body>
-<header><h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
+    notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
+             for head, text in set_aside(review, _e)]
+    opens = ""
+    if order:
+        worst = rows[order[0]]
+        why = (f"counted worse, Holm p {q_text(worst.p_holm)}" if worst.counted
+               else f"leaning worse, change {signed(worst.change)}, q {q_text(worst.q_value)}")
+        opens = _opens_on(worst.condition, worst.event, why)
+    header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
 <p class="verdict">{_e(verdict_line(comparison))}</p>
 <p class="muted">{_e(labels.before)} → {_e(labels.after)}, {comparison.m} tests,
-{'paired on shared seeds' if prepared.paired else 'unpaired'}; {axes_note}. Use the arrow keys
-in a grid, or hover a cell, to read its details.</p>
+{'paired on shared seeds' if prepared.paired else 'unpaired'}; {_axes_note(x, y)}. Use the arrow
+keys in a grid, or hover a cell, to read its details.</p>{opens}
 <p class="legend muted"><span style="background:#e8928a">worse, counted</span><span
 style="background:#fbe3e1">flagged, leaning worse</span><span style="background:#dff3e5">flagged,
-leaning safer</span><span style="background:#f2f2f4">not flagged</span></p></header>
-<main>{''.join(sections)}
-<h2>Every row</h2>{''.join(table)}
-{''.join(notes)}
-<p class="muted">{_e(comparison.method)}</p>
-</main>
-<script type="application/json" id="prove-data">{_script_json(data)}</script>
-<script>{_JS}</script>
-</body></html>
-"""
+leaning safer</span><span style="background:#f2f2f4">not flagged</span></p>"""
+    return _page(title=f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}",
+                 header=header, sections=sections, table="".join(table), notes=notes,
+                 method=comparison.method, data=data)
+
+
+def _rate_data(index: int, row: Rate, labels: Labels, level: float) -> dict[str, Any]:
+    return {
+        "i": index,
+        "condition": row.condition,
+        "case": labels.cases.get(row.condition),
+        "event": row.event,
+        "episodes": f"{row.x} of {row.n}",
+        "rate": rate(row.rate),
+        "interval": f"[{rate(row.low)}, {rate(row.high)}] at {100 * level:g}%, "
+                    "Clopper-Pearson exact",
+        "reads": f"worse when it {'rises' if row.worse_when == 'rise' else 'falls'}",
+    }
+
+
+def render_run_html(found: Description, *, x: str | None = None,
+                    y: str | None = None) -> str:
+    """One run's page: per event a grid of each condition's rate and its exact interval,
+    details on focus or hover, the full table; it opens on the worst cell (the highest
+    failure rate, see :func:`worst_rate_first`)."""
+    rows, labels = found.require_rows(), found.labels
+    x, y = choose_axes(labels, x, y)
+    order = worst_rate_first(rows)
+    data = {"schema_version": REPORT_SCHEMA_VERSION, "fields": _RATE_FIELDS,
+            "worst": order[0] if order else None,
+            "rows": [_rate_data(i, r, labels, found.level) for i, r in enumerate(rows)]}
+    worse = {r.event: "rises" if r.worse_when == "rise" else "falls" for r in rows}
+    sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
+                         lambda i, focusable, start: _rate_cell(i, rows[i], focusable, start),
+                         order)
+    level = f"{100 * found.level:g}%"
+    table = ['<table class="full"><thead><tr>' + "".join(
+        f"<th>{h}</th>" for h in ("condition", "case", "event", "episodes", "rate",
+                                  f"{level} interval")) + "</tr></thead><tbody>"]
+    for r in rows:
+        case = labels.cases.get(r.condition)
+        table.append(
+            f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
+            f"<td>{_e(r.event)}</td><td class=\"n\">{r.x} of {r.n}</td>"
+            f"<td class=\"n\">{rate(r.rate)}</td>"
+            f"<td class=\"n\">[{rate(r.low)}, {rate(r.high)}]</td></tr>")
+    table.append("</tbody></table>")
+    notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
+             for head, text in run_set_aside(found, _e)]
+    opens = ""
+    if order:
+        worst = rows[order[0]]
+        opens = _opens_on(worst.condition, worst.event,
+                          f"{'highest' if worst.worse_when == 'rise' else 'lowest'} rate, "
+                          f"{rate(worst.rate)}")
+    run = labels.after
+    header = f"""<h1>run {_e(run)}</h1>
+<p class="verdict">{len(found.run.episodes)} episodes; each condition's rate of each event with
+its {level} exact interval (Clopper-Pearson). One run on its own: nothing is compared, so no
+cell is coloured; compare it with a baseline for a verdict.</p>
+<p class="muted">{_axes_note(x, y)}. Use the arrow keys in a grid, or hover a cell, to read its
+details.</p>{opens}"""
+    return _page(title=f"pytest-prove: run {run}", header=header, sections=sections,
+                 table="".join(table), notes=notes, method=found.method, data=data)

@@ -1,7 +1,9 @@
-"""The comparison as a JSON document.
+"""The comparison (or one run on its own) as a JSON document.
 
-Reads a :class:`~pytest_prove.review.Review`; computes nothing statistical. The document
-carries ``schema_version`` so that a reader can refuse a newer shape.
+Reads a :class:`~pytest_prove.review.Review` or a
+:class:`~pytest_prove.review.describe.Description`; computes nothing statistical. The document
+carries ``schema_version`` so that a reader can refuse a newer shape, and ``kind``
+(``comparison`` or ``run``).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import json
 from typing import Any
 
 from pytest_prove.review import Review
+from pytest_prove.review.describe import Description
 
 from ._format import REPORT_SCHEMA_VERSION
 from .terminal import verdict_line
 
-__all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json"]
+__all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json", "render_run_json",
+           "run_document"]
 
 
 def comparison_document(review: Review) -> dict[str, Any]:
@@ -47,3 +51,31 @@ def comparison_document(review: Review) -> dict[str, Any]:
 def render_json(review: Review) -> str:
     return json.dumps(comparison_document(review), indent=2,
                       ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def run_document(found: Description) -> dict[str, Any]:
+    """One run's rates and intervals, and what was left out, as plain JSON-able data."""
+    rows, labels = found.require_rows(), found.labels
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": "run",
+        "run": labels.after,
+        "run_id": found.run.run_id,
+        "status": found.run.status,
+        "episodes": len(found.run.episodes),
+        "level": found.level,
+        "method": found.method,
+        "rows": [{**r.to_dict(), "case_id": labels.cases.get(r.condition)} for r in rows],
+        "conditions": {
+            label: {"axes": dict(labels.axes.get(label, {})),
+                    "case_id": labels.cases.get(label)}
+            for label in dict.fromkeys(r.condition for r in rows)
+        },
+        "left_out": dict(found.left_out),
+        "missing": found.missing,
+        "no_outcome": dict(found.no_outcome),
+    }
+
+
+def render_run_json(found: Description) -> str:
+    return json.dumps(run_document(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

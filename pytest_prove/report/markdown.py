@@ -12,13 +12,14 @@ import re
 from pathlib import Path
 
 from pytest_prove.review import Review
+from pytest_prove.review.describe import Description
 from pytest_prove.stats import Row
 
 from ._format import q_text, rate, signed, terminal_text
-from .notes import set_aside
+from .notes import run_set_aside, set_aside
 from .terminal import verdict_line
 
-__all__ = ["append_step_summary", "escape", "render_markdown"]
+__all__ = ["append_step_summary", "escape", "render_markdown", "render_run_markdown"]
 
 
 #: Every character GitHub's markdown could read as syntax, as a character reference (which
@@ -98,6 +99,33 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
                      "runs, or accept a larger change (max_mde).")
     else:
         lines.append("Next: nothing to do; keep this run as the baseline when you accept it.")
+    return "\n".join(lines) + "\n"
+
+
+def render_run_markdown(found: Description) -> str:
+    """One run on its own: each condition's rate of each event with its exact interval."""
+    rows, labels = found.require_rows(), found.labels
+    level = f"{100 * found.level:g}%"
+    lines = [
+        f"### pytest-prove: run <code>{escape(labels.after)}</code>",
+        "",
+        f"{len(found.run.episodes)} episodes ({escape(found.run.status)}); each condition's "
+        f"rate of each event with its {level} exact interval. Nothing is compared.",
+        "",
+        f"| condition | case | event | episodes | rate | {level} interval |",
+        "|---|---|---|--:|--:|---|",
+    ]
+    for r in rows:
+        case = labels.cases.get(r.condition)
+        lines.append(f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
+                     f"{escape(r.event)} | {r.x} of {r.n} | {rate(r.rate)} | "
+                     f"[{rate(r.low)}, {rate(r.high)}] |")
+    lines.append("")
+    for head, text in run_set_aside(found, escape):
+        lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
+    lines += [f"<sub>{escape(found.method, _OURS)}</sub>", "",
+              "Next: keep a run as a baseline (<code>--prove-save-baseline NAME</code>) and "
+              "compare later runs with it (<code>--prove-baseline NAME</code>)."]
     return "\n".join(lines) + "\n"
 
 

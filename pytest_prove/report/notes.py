@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     # Only its type: the session's summary imports this module, and importing the review
     # would import the engine into sessions that compare nothing.
     from pytest_prove.review import Review
+    from pytest_prove.review.describe import Description
 
-__all__ = ["set_aside"]
+__all__ = ["run_set_aside", "set_aside"]
 
 _SHOWN = 6
 
@@ -66,4 +67,27 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
             lines.append(("without an outcome", f"{total} episode(s) ({reasons}); a rise in "
                                                 "their share is tested as the event 'no "
                                                 "outcome' of their condition"))
+    return lines
+
+
+def run_set_aside(found: Description, esc: Callable[[str], str]) -> list[tuple[str, str]]:
+    """What a single run's description left out or read apart, as ``(head, text)``."""
+    lines: list[tuple[str, str]] = []
+    if found.no_outcome:
+        shown = [f"{esc(label)} ran {n} episode(s), none had an outcome"
+                 for label, n in list(found.no_outcome.items())[:_SHOWN]]
+        more = len(found.no_outcome) - len(shown)
+        lines.append(("no outcome", f"{'; '.join(shown)}{f'; and {more} more' if more > 0 else ''}"
+                                    " (not shown: missing outcomes are ignored)"))
+    if found.left_out:
+        reasons = _by_reason(found.left_out, esc)
+        total = sum(found.left_out.values())
+        if found.missing == "ignore":
+            lines.append(("missing outcomes ignored", f"{total} episode(s) without an outcome "
+                                                      f"were left out on request ({reasons})"))
+        else:
+            lines.append(("without an outcome", f"{total} episode(s) ({reasons}); each event's "
+                                                "rate is over the episodes with an outcome, "
+                                                "and their share is the event 'no outcome' "
+                                                "of their condition"))
     return lines

@@ -1,8 +1,9 @@
 """What the end of a pytest session prints in its ``pytest-prove`` section.
 
 The verdict first (or why there is none), then the rows that matter, what was left out,
-the run and where it was stored, what it cost, and the next step.  Reads the session's
-outcome and the review; computes nothing.
+the run and where it was stored, what it cost, and the next step.  With pytest's ``-q``
+only the verdict line, every reason the gate failed and where the run and any report or
+baseline were written.  Reads the session's outcome and the review; computes nothing.
 """
 
 from __future__ import annotations
@@ -36,11 +37,40 @@ def _left_aside(review: Review | None) -> list[str]:
     return [f"{head}: {text}" for head, text in set_aside(review, terminal_text)]
 
 
+def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[str],
+                 ended: bool, manifest: Mapping[str, Any], where: str,
+                 capped: str | None) -> list[str]:
+    """What ``-q`` keeps: why the gate failed (never left out), the verdict line, and where
+    the run, the report and any baseline went (the notes say what was written, or not)."""
+    lines: list[str] = []
+    if capped is not None:
+        lines.append(f"pytest-prove: {capped}; no new episode started, run "
+                     f"{terminal_text(str(manifest['name']))!r} is marked capped")
+    if refusal is not None:
+        lines.append(f"pytest-prove: {refusal}")
+    if review is not None:
+        lines.extend(f"pytest-prove: gate failed: {reason}" for reason in review.gate.reasons)
+        if review.comparison is not None:
+            from .terminal import verdict_line
+
+            lines.append(verdict_line(review.comparison))
+    if ended:
+        lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "
+                     f"stored in {where}")
+    lines.extend(notes)
+    return lines
+
+
 def summary_lines(*, refusal: str | None, review: Review | None, after: str | None,
                   notes: Sequence[str], verbose: bool, ended: bool,
                   manifest: Mapping[str, Any], counts: Mapping[str, int], where: str,
                   cost: Sequence[str], capture: Sequence[str], capped: str | None,
-                  suggest_baseline: bool) -> list[str]:
+                  suggest_baseline: bool, quiet: bool = False) -> list[str]:
+    """The section's lines: with ``quiet`` (pytest's ``-q``) only what :func:`_quiet_lines`
+    keeps, with ``verbose`` every row of the table."""
+    if quiet:
+        return _quiet_lines(refusal=refusal, review=review, notes=notes, ended=ended,
+                            manifest=manifest, where=where, capped=capped)
     lines: list[str] = []
     if refusal is not None:
         lines.append(f"pytest-prove: {refusal}")

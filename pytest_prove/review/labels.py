@@ -1,9 +1,11 @@
 """How the runs and their conditions are named to the user: each run's name, each
-condition's row label and axis values, and the case its episodes recorded."""
+condition's row label and axis values, the order the sweep declared each axis's values in,
+and the case its episodes recorded."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -11,7 +13,7 @@ from ..declare.spec import condition_label
 from ..store import Run
 from .pairing import rollout_label
 
-__all__ = ["Labels", "keys_and_labels", "label_of", "labels_of"]
+__all__ = ["Labels", "declared_order", "keys_and_labels", "label_of", "labels_of"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
 
@@ -23,13 +25,27 @@ class Labels:
 
     ``axes`` maps a row's condition label to its axis values (the heat-map's coordinates);
     ``cases`` maps it to the case_id its episodes recorded. Both come from the rollout and
-    are escaped by every renderer.
+    are escaped by every renderer. ``order`` gives, per axis, its values in the order the
+    sweep declared them (the parametrize list, the spec's ``values``), where the runs say.
     """
 
     before: str
     after: str
     axes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cases: Mapping[str, str] = field(default_factory=dict)
+    order: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+
+    def ordered(self, axis: str | None, values: Sequence[Any]) -> list[Any]:
+        """``values`` (repeats dropped) as the sweep declared them; values it did not
+        declare follow in the order given. Without a declared order, numbers are sorted."""
+        unique = list(dict.fromkeys(values))
+        declared = self.order.get(axis) if axis is not None else None
+        if declared:
+            rank = {_same(v): i for i, v in reversed(list(enumerate(declared)))}
+            return sorted(unique, key=lambda v: rank.get(_same(v), len(rank)))
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in unique):
+            return sorted(unique)
+        return unique
 
     def axis_names(self) -> list[str]:
         """Every axis any condition has, in the order first met."""
@@ -37,6 +53,42 @@ class Labels:
         for values in self.axes.values():
             names.update(dict.fromkeys(values))
         return list(names)
+
+
+def _same(value: Any) -> str:
+    """One text for values that are the same axis value (as JSON stores them)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def declared_order(*runs: Run) -> dict[str, list[Any]]:
+    """Per axis, its values in the order the sweep declared them: a spec's (or
+    ``rollout(axes=)``'s) ``values``, and a parametrized test's values by their place in its
+    parametrize list (the plan in the manifest). The first run that declares an axis wins."""
+    order: dict[str, list[Any]] = {}
+    for run in runs:
+        manifest = run.manifest
+        for info in (manifest.get("rollouts") or {}).values():
+            axes = ((info or {}).get("declaration") or {}).get("axes") if isinstance(
+                info, Mapping) else None
+            if isinstance(axes, Mapping):
+                for name, axis in axes.items():
+                    values = axis.get("values") if isinstance(axis, Mapping) else None
+                    if isinstance(values, list):
+                        order.setdefault(str(name), list(values))
+        for info in (manifest.get("plan") or {}).values():
+            axes = info.get("axes") if isinstance(info, Mapping) else None
+            if not isinstance(axes, Mapping):
+                continue
+            for name, positions in axes.items():
+                if str(name) in order or not isinstance(positions, Mapping):
+                    continue
+                try:
+                    placed = sorted(((int(k), v) for k, v in positions.items()),
+                                    key=lambda kv: kv[0])
+                except ValueError:
+                    continue  # edited by hand: no order rather than a wrong one
+                order[str(name)] = [v for _, v in placed]
+    return order
 
 
 def label_of(run: Run) -> str:
@@ -78,4 +130,5 @@ def labels_of(before: Run, after: Run) -> Labels:
     return Labels(
         before=label_of(before), after=label_of(after),
         axes={label: axes for label, axes in labels.values()}, cases=cases,
+        order=declared_order(after, before),
     )

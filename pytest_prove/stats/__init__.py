@@ -18,7 +18,14 @@ from ._compare import (
 )
 from ._exact import fisher_exact_p, mcnemar_exact_p, mcnemar_midp
 from ._fragility import Flip, Fragility
-from ._intervals import Interval, newcombe_interval, tango_interval, tango_score, wilson_interval
+from ._intervals import (
+    Interval,
+    clopper_pearson_interval,
+    newcombe_interval,
+    tango_interval,
+    tango_score,
+    wilson_interval,
+)
 from ._limits import outward
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
@@ -50,6 +57,7 @@ __all__ = [
     "RowInput",
     "Verdict",
     "benjamini_hochberg",
+    "clopper_pearson_interval",
     "compare",
     "design_check",
     "detection_power",

@@ -20,6 +20,7 @@ from ._check import check_count, check_counts, check_level
 
 __all__ = [
     "Interval",
+    "clopper_pearson_interval",
     "newcombe_interval",
     "newcombe_intervals",
     "tango_interval",
@@ -63,6 +64,24 @@ def wilson_interval(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
     denominator = 2.0 * (n + z * z)
     low = 0.0 if x == 0 else (centre - half) / denominator
     high = 1.0 if x == n else (centre + half) / denominator
+    return low, high
+
+
+def clopper_pearson_interval(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson exact interval for one proportion x/n (Clopper and Pearson 1934,
+    Biometrika 26:404-413): every rate whose binomial tail holds at least (1 - level) / 2 on
+    each side. With a = (1 - level) / 2, low = Beta(a; x, n - x + 1) quantile (0 when x = 0)
+    and high = Beta(1 - a; x + 1, n - x) quantile (1 when x = n); the whole of [0, 1] when
+    n = 0. It covers the true rate at least ``level`` of the time for every rate and n
+    (conservative), which is what a single run's description promises.
+    """
+    x, n = check_counts("x", x, "n", n)
+    level = check_level(level)
+    if n == 0:
+        return 0.0, 1.0
+    tail = (1.0 - level) / 2.0
+    low = 0.0 if x == 0 else float(stats.beta.ppf(tail, x, n - x + 1))
+    high = 1.0 if x == n else float(stats.beta.isf(tail, x + 1, n - x))
     return low, high
 
 

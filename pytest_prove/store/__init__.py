@@ -2,13 +2,15 @@
 
 Layout under the store root (``.prove/`` by default)::
 
+    runs/.gitignore                 written with the folder: runs are not for committing
     runs/<run-id>/manifest.json     what the run was (written to a temp file, then renamed)
     runs/<run-id>/episodes.jsonl    one episode a line, appended whole under a file lock
     baselines/<NAME>.jsonl          a self-contained baseline: its manifest, then its episodes
 
 Only the controller process writes, holding the run's file lock while it does.
 Nothing is created until an episode arrives.
-Readers tolerate a truncated last line (a session killed mid-write) and say so.
+Readers tolerate a truncated last line (a session killed mid-write) and say so, and skip
+hidden folders under ``runs/`` (a run being deleted: :mod:`.pruning`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..record import (
     identity,
     utc_now,
 )
+from .pruning import Pruning, prune_runs
 from .writer import RunWriter, atomic_write, dump_line
 
 __all__ = [
@@ -251,6 +254,8 @@ class Store:
         if not self.runs_dir.is_dir():
             return
         for directory in self.runs_dir.iterdir():
+            if directory.name.startswith("."):
+                continue  # .gitignore, or a run being deleted (see pruning.remove_run)
             path = directory / "manifest.json"
             try:
                 manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -323,6 +328,15 @@ class Store:
             path=directory,
             notes=tuple(notes),
         )
+
+    # ---- deleting runs
+
+    def prune(self, *, keep: int, named: bool = False, dry_run: bool = False) -> Pruning:
+        """Delete every run but the newest ``keep``, named runs (unless ``named``) and runs
+        being written; with ``dry_run``, only say which would go. Baselines are never
+        touched."""
+        return prune_runs(self.root, self.runs_dir, self.runs(), keep=keep, named=named,
+                          dry_run=dry_run, baselines=self.baselines())
 
     # ---- baselines
 

@@ -165,6 +165,7 @@ class RunRecorder:
             for field in ("node", "path"):
                 if info.get(field):
                     mine[field] = info[field]
+            _merge_positions(mine, info.get("axes"))
             known = self.rollouts.setdefault(rollout_id, {"label": info["label"],
                                                           "declaration": info["declaration"]})
             for field in ("node", "path"):
@@ -197,11 +198,15 @@ class RunRecorder:
             for field in ("node", "path"):
                 if isinstance(info.get(field), str):
                     mine[field] = info[field]
+            _merge_positions(mine, info.get("axes"))
 
 
     def plan_json(self) -> dict[str, Any]:
+        """The manifest's ``plan``: per rollout its replicates, condition keys, where it
+        lives, and (parametrized tests) each axis's values by their place in the
+        parametrize list, ``{"ticket": {"0": "refund", "1": "password"}}``."""
         return {rid: {"replicates": info["replicates"], "conditions": sorted(info["conditions"]),
-                      **{f: info[f] for f in ("node", "path") if f in info}}
+                      **{f: info[f] for f in ("node", "path", "axes") if info.get(f)}}
                 for rid, info in self.plan.items()}
 
 
@@ -297,3 +302,14 @@ class RunRecorder:
 def _program() -> str:
     name = Path(sys.argv[0]).name
     return "pytest" if name in ("__main__.py", "py.test", "pytest") else name
+
+
+def _merge_positions(mine: dict[str, Any], found: object) -> None:
+    """Add each axis value's place in its parametrize list (see plan_json)."""
+    if not isinstance(found, Mapping):
+        return
+    for name, positions in found.items():
+        if isinstance(positions, Mapping):
+            known = mine.setdefault("axes", {}).setdefault(str(name), {})
+            for position, value in positions.items():
+                known.setdefault(str(position), value)

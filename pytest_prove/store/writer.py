@@ -22,7 +22,7 @@ from filelock import FileLock, Timeout
 
 from ..record import StoreError
 
-__all__ = ["RunWriter", "atomic_write", "dump_line"]
+__all__ = ["RUNS_GITIGNORE", "RunWriter", "atomic_write", "dump_line"]
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -56,6 +56,19 @@ _ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"
 
 def dump_line(record: Mapping[str, Any]) -> str:
     return _LINE_ENCODER.encode(record)
+
+
+#: Written into the runs folder when it is made: runs are many and large, so that no
+#: ``git add .`` commits them; baselines, beside it, are the files to commit.
+RUNS_GITIGNORE: Final = ("# Written by pytest-prove: runs are not for committing (commit a "
+                         "baseline,\n# ../baselines/NAME.jsonl, instead). Delete this file to "
+                         "commit runs.\n*\n")
+
+
+def _ignore_in_git(runs: Path) -> None:
+    """Write the runs folder's .gitignore; a run goes on without it if it cannot be."""
+    with contextlib.suppress(OSError):
+        atomic_write(runs / ".gitignore", RUNS_GITIGNORE)
 
 
 def _refuse_link(path: Path) -> None:
@@ -118,11 +131,25 @@ class RunWriter:
             ) from None
         except OSError as exc:
             raise StoreError(f"{self.directory}: cannot lock the run ({exc.strerror})") from None
+        if self.existing and not (self.directory / "manifest.json").is_file():
+            # Deleted (pytest-prove prune) since it was read; filelock made the folder again.
+            with contextlib.suppress(OSError):
+                lock.release()
+            raise StoreError(
+                f"run {self.manifest.get('name') or self.run_id!r} ({self.directory}) was "
+                "deleted after it was read (by pytest-prove prune?); start a new run")
         self._lock = lock
 
     def _make_folder(self) -> None:
         """Create the run's folder, a new one: a run id already taken gets a suffix."""
-        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        runs = self.directory.parent
+        if not runs.is_dir():
+            try:
+                runs.mkdir(parents=True)
+            except FileExistsError:
+                pass  # another session made it first, and wrote its .gitignore
+            else:
+                _ignore_in_git(runs)
         while True:
             try:
                 self.directory.mkdir()
