@@ -1,6 +1,7 @@
 """Rollouts under the plugins agent repositories use (issue 13, item 5): pytest-asyncio in
-auto and strict mode, pytest-timeout, and pytest.skip() inside a rollout; every replicate
-is stored once, with its kind, and the run is complete."""
+auto and strict mode, anyio's marker, pytest-timeout, pytest-rerunfailures and
+pytest.skip() inside a rollout; every replicate is stored once, with its kind, and the run
+is complete."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import textwrap
 
 import pytest
 
+from pytest_prove.cli import main
+from pytest_prove.store import Store
+
 from .conftest import load
 
 pytest.importorskip("pytest_asyncio")
 pytest.importorskip("pytest_timeout")
+pytest.importorskip("pytest_rerunfailures")
 
 ASYNC = textwrap.dedent(
     """
@@ -83,3 +88,177 @@ def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> 
     assert run.manifest["status"] == "complete"
     kinds = [(r["error"] or {}).get("kind", "outcome") for r in run.episodes]
     assert kinds == ["outcome", "episode_timeout", "no_outcome", "outcome"]
+
+
+ANYIO = textwrap.dedent(
+    """
+    import asyncio
+
+    import pytest
+    import pytest_prove as prove
+
+    {backend}
+
+    @pytest.fixture
+    async def loop_of_fixture():
+        yield asyncio.get_running_loop()
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("ticket", ["refund"])
+    async def test_anyio(ticket, prove_seed, loop_of_fixture):
+        await asyncio.sleep(0)
+        # The rollout runs in anyio's runner, on the loop its async fixtures were made on.
+        same = asyncio.get_running_loop() is loop_of_fixture
+        return prove.Episode("resolved" if same else "unresolved")
+    """
+)
+ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
+
+
+@pytest.mark.parametrize("backend", ["default", "fixture"])
+@pytest.mark.parametrize("args", [[], ["--prove-concurrency=2"], ["-n", "2"]],
+                         ids=["one-process", "blocks", "xdist"])
+def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
+                                           args: list[str]) -> None:
+    """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
+    passed and nothing was stored."""
+    pytest.importorskip("anyio")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_anyio=ANYIO.replace(
+        "{backend}", ASYNCIO_ONLY if backend == "fixture" else ""))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    assert [r["outcome"] for r in run.episodes] == ["resolved"] * 4
+    # anyio's default anyio_backend fixture is parametrized: its value is an axis like
+    # any parametrize argument; a fixture of one's own that returns "asyncio" is not.
+    expected = {"ticket": "refund"} if backend == "fixture" else {
+        "anyio_backend": "asyncio", "ticket": "refund"}
+    assert all(r["condition"] == expected for r in run.episodes)
+
+
+def test_anyio_rollout_on_another_backend_is_refused(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("anyio")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_trio=textwrap.dedent(
+        """
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture
+        def anyio_backend():
+            return "trio"
+
+        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"])
+        @pytest.mark.anyio
+        async def test_trio(prove_seed):
+            return prove.Episode("resolved")
+        """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*pytest-prove runs async rollouts on asyncio*'trio'*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+FLAKY = textwrap.dedent(
+    """
+    import pathlib
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    def test_flaky(prove_replicate):
+        # How many times this replicate ran, kept on disk (xdist workers are processes).
+        seen = pathlib.Path(f"attempts-{prove_replicate}")
+        before = int(seen.read_text()) if seen.exists() else 0
+        seen.write_text(str(before + 1))
+        if prove_replicate == 1 and before == 0:
+            raise ConnectionError("flaky")        # fails once, passes on its rerun
+        if prove_replicate == 2:
+            raise RuntimeError("always")          # fails on every attempt
+        return prove.Episode("resolved")
+    """
+)
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=2"]],
+                         ids=["one-process", "xdist", "blocks"])
+def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  args: list[str]) -> None:
+    """A rerun item's replicates are stored once, by their last attempt, with the number
+    of attempts and how the earlier ones ended; the session line, show and a saved
+    baseline count the same.  Before, every attempt was a line of its own."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_flaky=FLAKY)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--reruns=2", "--prove-save-baseline=b", *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*4 episodes, 3 with an outcome, 0 with none, 1 errored*"])
+    run = load(pytester)
+    lines = (run.path / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 4  # one line a replicate, not one an attempt
+    by_replicate = {r["replicate"]: r for r in run.episodes}
+    assert sorted(by_replicate) == [0, 1, 2, 3]
+    assert by_replicate[1]["outcome"] == "resolved"
+    assert by_replicate[1]["attempts"] == 2
+    assert by_replicate[1]["earlier"][0]["error"]["type"] == "ConnectionError"
+    assert by_replicate[2]["error"]["type"] == "RuntimeError"
+    assert by_replicate[2]["attempts"] == 3
+    assert [e["error"]["message"] for e in by_replicate[2]["earlier"]] == ["always"] * 2
+    # In a block the whole block runs again, so its other replicate has two attempts too.
+    again = {0: 2, 3: 3} if args == ["--prove-concurrency=2"] else {0: 1, 3: 1}
+    for replicate, attempts in again.items():
+        assert by_replicate[replicate].get("attempts", 1) == attempts
+        assert by_replicate[replicate]["outcome"] == "resolved"
+    assert run.manifest["counts"] == {"episodes": 4, "with_outcome": 3, "no_outcome": 0,
+                                      "errored": 1}
+    baseline = Store(pytester.path / ".prove").load_baseline("b")
+    assert sorted(r["replicate"] for r in baseline.episodes) == [0, 1, 2, 3]
+    store = str(pytester.path / ".prove")
+    assert main(["show", "latest", "--store", store]) == 0
+    shown = capsys.readouterr().out
+    assert "4 episodes, 3 with an outcome, 0 with none, 1 errored" in shown
+    reran = 4 if args == ["--prove-concurrency=2"] else 2
+    assert f"rerun: {reran} episode(s) ran more than once" in shown
+    assert "1 ended with an outcome after an earlier attempt had none" in shown
+
+
+def test_rerun_cut_short_keeps_the_attempt_that_ended(pytester: pytest.Pytester) -> None:
+    """The session stops (pytest.exit) during a rerun: the attempt that did end is stored,
+    as errored, and the run stays incomplete for --prove-resume."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_cut=textwrap.dedent(
+        """
+        import pathlib
+
+        import pytest
+        import pytest_prove as prove
+
+
+        @prove.rollout(replicates=3, failures=["unresolved"], successes=["resolved"])
+        def test_cut(prove_replicate):
+            seen = pathlib.Path(f"attempts-{prove_replicate}")
+            before = int(seen.read_text()) if seen.exists() else 0
+            seen.write_text(str(before + 1))
+            if prove_replicate == 1:
+                if before == 0:
+                    raise RuntimeError("first attempt")
+                pytest.exit("stopped during the rerun")
+            return prove.Episode("resolved")
+        """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--reruns=1")
+    result.stdout.fnmatch_lines(["*(incomplete): 2 episodes, 1 with an outcome, 0 with none, "
+                                 "1 errored*"])
+    run = load(pytester)
+    assert [(r["replicate"], (r["error"] or {}).get("message")) for r in run.episodes] == [
+        (0, None), (1, "first attempt")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Generator
@@ -200,6 +201,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
+    own(config, RolloutCalls(), "prove_calls")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # An xdist worker: the controller decided the salt and what is already done.
@@ -344,26 +346,63 @@ def _argnames(function: Any) -> tuple[str, ...]:
                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    plan = pyfuncitem.stash.get(PLAN_KEY, None)
-    if plan is None:
+class RolloutCalls:
+    """Calls a rollout test's function for each replicate (registered as ``prove_calls``).
+
+    Registered in ``pytest_configure``, after every plugin pytest loaded from its entry
+    point, so that this ``tryfirst`` hook runs before theirs: anyio's own (for
+    ``@pytest.mark.anyio``) would otherwise call the rollout once and drop its Episode.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        plan = pyfuncitem.stash.get(PLAN_KEY, None)
+        if plan is None:
+            return None
+        function, loop = _coroutine_of(pyfuncitem.obj)
+        base = {n: pyfuncitem.funcargs[n] for n in _argnames(function)
+                if n in pyfuncitem.funcargs}
+
+        def call(ident: Identity) -> Any:
+            kwargs = dict(base)
+            if "prove_seed" in kwargs:
+                kwargs["prove_seed"] = ident.seed
+            if "prove_replicate" in kwargs:
+                kwargs["prove_replicate"] = ident.replicate
+            if "prove_cfg" in kwargs:
+                kwargs["prove_cfg"] = dict(ident.condition)
+            return function(**kwargs)
+
+        is_async = inspect.iscoroutinefunction(function)
+        with contextlib.ExitStack() as stack:
+            if is_async and loop is None and pyfuncitem.funcargs.get("anyio_backend"):
+                loop = _anyio_loop(pyfuncitem, stack)
+            execute_rollout(pyfuncitem, call, is_async=is_async, loop=loop)
+        return True
+
+
+def _anyio_loop(item: pytest.Function, stack: contextlib.ExitStack,
+                ) -> Callable[[Any], Any] | None:
+    """Run an ``@pytest.mark.anyio`` rollout's block in anyio's test runner, where its
+    async fixtures were made (None: anyio's plugin is not the one we know)."""
+    try:
+        from anyio.pytest_plugin import extract_backend_and_options, get_runner
+    except ImportError:
         return None
-    function, loop = _coroutine_of(pyfuncitem.obj)
-    base = {n: pyfuncitem.funcargs[n] for n in _argnames(function) if n in pyfuncitem.funcargs}
+    name, options = extract_backend_and_options(item.funcargs["anyio_backend"])
+    if name != "asyncio":
+        pytest.fail(f"{item.nodeid}: pytest-prove runs async rollouts on asyncio, and this "
+                    f"one asks anyio for the {name!r} backend; give it the asyncio backend "
+                    "(an anyio_backend fixture that returns 'asyncio')", pytrace=False)
+    runner = stack.enter_context(get_runner(name, options))
 
-    def call(ident: Identity) -> Any:
-        kwargs = dict(base)
-        if "prove_seed" in kwargs:
-            kwargs["prove_seed"] = ident.seed
-        if "prove_replicate" in kwargs:
-            kwargs["prove_replicate"] = ident.replicate
-        if "prove_cfg" in kwargs:
-            kwargs["prove_cfg"] = dict(ident.condition)
-        return function(**kwargs)
+    def run(coroutine: Any) -> Any:
+        async def block() -> Any:
+            return await coroutine
 
-    execute_rollout(pyfuncitem, call, is_async=inspect.iscoroutinefunction(function), loop=loop)
-    return True
+        return runner.run_fixture(block, {})
+
+    return run
 
 
 def _coroutine_of(function: Any) -> tuple[Any, Callable[[Any], Any] | None]:
