@@ -86,7 +86,8 @@ def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
     run = load(pytester)
     assert run.manifest["status"] == "complete"
-    kinds = [(r["error"] or {}).get("kind", "outcome") for r in run.episodes]
+    kinds = [(r["error"] or {}).get("kind", "outcome")
+             for r in sorted(run.episodes, key=lambda r: r["replicate"])]
     assert kinds == ["outcome", "episode_timeout", "no_outcome", "outcome"]
 
 
@@ -262,3 +263,108 @@ def test_rerun_cut_short_keeps_the_attempt_that_ended(pytester: pytest.Pytester)
     run = load(pytester)
     assert [(r["replicate"], (r["error"] or {}).get("message")) for r in run.episodes] == [
         (0, None), (1, "first attempt")]
+
+
+SHUFFLE = textwrap.dedent(
+    """
+    import os
+    import random
+
+
+    def pytest_collection_modifyitems(items):
+        # What pytest-randomly does to the order, without it.
+        random.Random(os.environ["SHUFFLE"]).shuffle(items)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["conftest", "pytest-randomly"])
+def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            how: str) -> None:
+    """Items in another order (pytest-randomly, which also reseeds the global random before
+    every item) change nothing stored: each replicate is paired with its twin, on its seed,
+    and ends as it did."""
+    if how == "pytest-randomly":
+        pytest.importorskip("pytest_randomly")
+        first, second = ["-p", "randomly", "--randomly-seed=1"], ["-p", "randomly",
+                                                                  "--randomly-seed=2"]
+    else:
+        bot.makeconftest(SHUFFLE)
+        first, second = ["-p", "no:randomly"], ["-p", "no:randomly"]
+    monkeypatch.setenv("SHUFFLE", "1")
+    result = bot.runpytest_subprocess("-p", "no:cacheprovider", *first,
+                                      "--prove-save-baseline=b")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    before = load(bot, "latest")
+    order = [(r["condition_key"], r["replicate"]) for r in before.episodes]
+    assert order != sorted(order)  # the items did run out of order
+    monkeypatch.setenv("SHUFFLE", "2")
+    result = bot.runpytest_subprocess("-p", "no:cacheprovider", *second, "-n", "2",
+                                      "--prove-baseline=b")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*nothing changed significantly*"])
+    result.stdout.no_fnmatch_line("*unpaired*")
+    after = load(bot, "latest")
+    assert after.run_id != before.run_id
+    twins = {(r["condition_key"], r["replicate"]): (r["seed"], r["outcome"], r["t"])
+             for r in before.episodes}
+    assert len(twins) == 80
+    assert {(r["condition_key"], r["replicate"]): (r["seed"], r["outcome"], r["t"])
+            for r in after.episodes} == twins
+
+
+HANGS_ONCE = textwrap.dedent(
+    """
+    import pathlib
+    import time
+
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"])
+    def test_hangs(prove_replicate):
+        hung = pathlib.Path("hung")
+        if prove_replicate == 1 and not hung.exists():
+            hung.write_text("once")
+            time.sleep(30)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def test_pytest_timeout_thread_method_in_one_process(pytester: pytest.Pytester) -> None:
+    """The thread method ends the process at a timeout (os._exit): the session says so
+    before the tests, the run is left incomplete, and --prove-resume finishes it."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_hangs=HANGS_ONCE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--timeout=1", "--timeout-method=thread")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["pytest-prove: pytest-timeout's thread method ends this "
+                                 "process at its first timeout*--prove-resume=latest*"])
+    run = load(pytester)
+    assert run.manifest["status"] == "incomplete"
+    assert [r["replicate"] for r in run.episodes] == [0]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--prove-resume=latest")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 2, 3]
+
+
+def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> None:
+    """Under xdist the worker that ends is replaced: its replicate is stored once, as a
+    crashed worker's, and the sweep goes on."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_hangs=HANGS_ONCE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--timeout=1", "--timeout-method=thread", "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.no_fnmatch_line("pytest-prove: pytest-timeout's thread method*")
+    result.stdout.fnmatch_lines(["*(complete): 4 episodes, 3 with an outcome, 0 with none, "
+                                 "1 errored*"])
+    run = load(pytester)
+    kinds = {r["replicate"]: (r["error"] or {}).get("kind") for r in run.episodes}
+    assert kinds == {0: None, 1: "worker_crash", 2: None, 3: None}

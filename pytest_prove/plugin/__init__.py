@@ -202,6 +202,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
     own(config, RolloutCalls(), "prove_calls")
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    if lf is not None:
+        from .lastfailed import LastFailed
+
+        own(config, LastFailed(lf), "prove_lastfailed")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # An xdist worker: the controller decided the salt and what is already done.
@@ -254,6 +259,26 @@ def pytest_configure(config: pytest.Config) -> None:
         own(config, XdistHooks(session), "prove_xdist")
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Said before the tests: pytest-timeout's thread method would end this very process."""
+    settings = config.stash.get(SETTINGS_KEY, None)
+    timeout_plugin = config.pluginmanager.get_plugin("timeout")  # the pytest_timeout module
+    read = getattr(timeout_plugin, "get_env_settings", None)
+    if (settings is None or settings.is_worker or not callable(read)
+            or getattr(config.option, "dist", "no") != "no"):
+        return []  # under xdist a worker that ends is replaced, and its item stored as errored
+    try:
+        found = read(config)
+    except (AttributeError, ValueError, pytest.UsageError):
+        return []
+    if not getattr(found, "timeout", None) or getattr(found, "method", None) != "thread":
+        return []
+    return ["pytest-prove: pytest-timeout's thread method ends this process at its first "
+            "timeout: the session stops there, that episode is not stored and the run is left "
+            "incomplete (finish it with --prove-resume=latest). --prove-episode-timeout=S "
+            "stores a late episode as timed out and goes on; so does --timeout-method=signal"]
+
+
 def _refuse_space_form(config: pytest.Config) -> None:
     """Stop before anything runs when a separate option value may have moved the rootdir."""
     import os
@@ -304,16 +329,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _plan_of(request: pytest.FixtureRequest) -> ItemPlan:
     plan: ItemPlan | None = request.node.stash.get(PLAN_KEY, None)
     if plan is None:
-        raise pytest.UsageError(
-            f"{request.node.nodeid}: prove_* fixtures are for rollouts; decorate the test "
-            "with @prove.rollout(...)")
+        # The test's error, without a traceback through pytest's and this plugin's frames.
+        asked = request.fixturename
+        through = [n for n in request.fixturenames if n != asked and not n.startswith("prove_")
+                   and asked in _closure_of(request, n)]
+        pytest.fail(
+            f"{request.node.nodeid} is not a rollout, and {asked} is a rollout's own value"
+            + (f" (asked for by the fixture {', '.join(through)})" if through else "")
+            + ": decorate the test with @prove.rollout(...), or do not ask for it",
+            pytrace=False)
     return plan
 
 
+def _closure_of(request: pytest.FixtureRequest, name: str) -> set[str]:
+    """The fixtures ``name`` depends on, directly or through others."""
+    defs = getattr(getattr(request.node, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        found = defs.get(todo.pop())
+        for arg in getattr(found[-1], "argnames", ()) if found else ():
+            if arg not in seen:
+                seen.add(arg)
+                todo.append(arg)
+    return seen
+
+
 @pytest.fixture
-def prove_block() -> tuple[int, ...]:
+def prove_block(request: pytest.FixtureRequest) -> tuple[int, ...]:
     """The replicates this item runs (set by @prove.rollout; one unless --prove-concurrency)."""
-    return (0,)
+    return _plan_of(request).replicates
 
 
 @pytest.fixture
