@@ -368,3 +368,52 @@ def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> 
     run = load(pytester)
     kinds = {r["replicate"]: (r["error"] or {}).get("kind") for r in run.episodes}
     assert kinds == {0: None, 1: "worker_crash", 2: None, 3: None}
+
+
+IN_PROCESS = textwrap.dedent(
+    '''
+    import textwrap
+
+    BOT = textwrap.dedent("""
+        import random
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+        @pytest.mark.parametrize("ticket", ["refund"])
+        def test_bot(ticket, prove_seed):
+            rng = random.Random(prove_seed)
+            return prove.Episode("unresolved" if rng.random() < 0.2 else "resolved",
+                                 meta={"case_id": ticket})
+    """)
+
+
+    def test_two_in_process_sessions(pytester):
+        pytester.makeini("[pytest]\\nprove_allow_underpowered = true\\n")
+        pytester.makepyfile(test_bot=BOT)
+        first = pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=b")
+        assert first.ret == 0, first.stdout.str()
+        second = pytester.runpytest("-p", "no:randomly", "--prove-baseline=b")
+        assert second.ret == 0, second.stdout.str()
+        second.stdout.fnmatch_lines(["*nothing changed significantly*"])
+        assert "INTERNALERROR" not in second.stdout.str()
+    '''
+)
+
+
+@pytest.mark.parametrize("load_pytester", ["conftest", "option"])
+def test_a_project_runs_two_in_process_sessions_with_pytester(pytester: pytest.Pytester,
+                                                              load_pytester: str) -> None:
+    """A plugin's own test suite runs rollouts in process with pytester, twice, the second
+    comparing with the first: the second stopped with an INTERNALERROR (numpy imported
+    inside the first run was dropped, and numpy cannot be imported twice)."""
+    pytester.makepyfile(test_inproc=IN_PROCESS)
+    if load_pytester == "conftest":
+        pytester.makeconftest('pytest_plugins = ["pytester"]\n')
+        args: list[str] = []
+    else:
+        args = ["-p", "pytester"]
+    # A fresh process: this suite's own conftest imports the engine up front.
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(passed=1)

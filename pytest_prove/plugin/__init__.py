@@ -314,6 +314,18 @@ class _WorkerReports:
             wire.take(report, "episodes", "pending")
 
 
+def pytest_plugin_registered(plugin: object) -> None:
+    """A session that loads pytester imports the engine (numpy, scipy) at once.
+
+    pytester's in-process runs (``runpytest``, ``inline_run``) drop every module first
+    imported inside them, and numpy cannot be imported twice in one process: a second
+    in-process session that compared anything stopped with an INTERNALERROR.  Imported
+    in the outer session, before any in-process run, the engine stays for all of them.
+    """
+    if getattr(plugin, "__name__", None) == "_pytest.pytester":
+        from .. import stats  # noqa: F401
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
