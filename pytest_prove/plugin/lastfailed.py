@@ -89,7 +89,9 @@ class LastFailed:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call" and not report.failed:
+        # A rollout's call report names its replicates among its properties.
+        if report.when != "call" or not any(
+                name == "prove_replicate" for name, _ in report.user_properties):
             return
         block = block_of(report.nodeid)
         if block is not None:
