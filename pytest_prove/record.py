@@ -86,12 +86,27 @@ def left_out_reason(record: Mapping[str, Any]) -> str:
 
 
 def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
-    """Add the episode's input and output tokens to ``spent``, its earlier attempts' too
-    (they were spent, though the episode's own ``tokens`` are its final attempt's)."""
-    for attempt in (record, *(record.get("earlier") or ())):
-        tokens = attempt.get("tokens") or {}
-        spent["input"] = spent.get("input", 0) + int(tokens.get("input") or 0)
-        spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
+    """Add the episode's input and output tokens to ``spent``."""
+    tokens = record.get("tokens") or {}
+    spent["input"] = spent.get("input", 0) + int(tokens.get("input") or 0)
+    spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
+
+
+def _sum_tokens(found: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The tokens of several attempts added up, by model too (None when none has any)."""
+    if not found:
+        return None
+    by_model: dict[str, dict[str, int]] = {}
+    for tokens in found:
+        for model, use in (tokens.get("by_model") or {}).items():
+            entry = by_model.setdefault(model, {"input": 0, "output": 0, "calls": 0})
+            for name in entry:
+                entry[name] += int(use.get(name) or 0)
+    total: dict[str, Any] = {"input": sum(int(t.get("input") or 0) for t in found),
+                             "output": sum(int(t.get("output") or 0) for t in found)}
+    if by_model:
+        total["by_model"] = by_model
+    return total
 
 
 def fold_attempts(final: Mapping[str, Any],
@@ -99,7 +114,8 @@ def fold_attempts(final: Mapping[str, Any],
     """The one record of a replicate its item ran more than once (pytest-rerunfailures
     runs a failed item again, on the same seeds): the final attempt's ending, with
     ``attempts`` and, in ``earlier``, how each attempt before it ended (outcome, error
-    without its traceback, duration, tokens)."""
+    without its traceback, duration, tokens).  Its ``tokens`` are every attempt's: they
+    were all spent, and the cap, the cost and the session's line count them once."""
     record = dict(final)
     kept = [dict(e) for e in record.get("earlier") or ()]
     for attempt in earlier:
@@ -113,6 +129,9 @@ def fold_attempts(final: Mapping[str, Any],
             "tokens": attempt.get("tokens")})
     record["earlier"] = kept
     record["attempts"] = len(kept) + 1
+    spent = [t for t in (final.get("tokens"), *(a.get("tokens") for a in earlier)) if t]
+    if len(spent) > 1 or (spent and not final.get("tokens")):
+        record["tokens"] = _sum_tokens(spent)
     return record
 
 

@@ -177,6 +177,7 @@ FLAKY = textwrap.dedent(
     @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
                    outcomes=["resolved", "unresolved", "escalated"])
     def test_flaky(prove_replicate):
+        prove.usage("sim", input=10, output=1)   # every attempt spends tokens
         # How many times this replicate ran, kept on disk (xdist workers are processes).
         seen = pathlib.Path(f"attempts-{prove_replicate}")
         before = int(seen.read_text()) if seen.exists() else 0
@@ -220,6 +221,15 @@ def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
     for replicate, attempts in again.items():
         assert by_replicate[replicate].get("attempts", 1) == attempts
         assert by_replicate[replicate]["outcome"] == "resolved"
+    # Every attempt's tokens were spent, and are the episode's.
+    attempts = {r: by_replicate[r].get("attempts", 1) for r in by_replicate}
+    assert {r: by_replicate[r]["tokens"]["input"] for r in by_replicate} == {
+        r: 10 * n for r, n in attempts.items()}
+    assert by_replicate[2]["tokens"]["by_model"]["sim"] == {"input": 30, "output": 3,
+                                                            "calls": 3}
+    total = 10 * sum(attempts.values())
+    result.stdout.fnmatch_lines([f"tokens: {total} input and {total // 10} output in "
+                                 f"{total // 10} calls (sim)*"])
     assert run.manifest["counts"] == {"episodes": 4, "with_outcome": 3, "no_outcome": 0,
                                       "errored": 1}
     baseline = Store(pytester.path / ".prove").load_baseline("b")

@@ -141,7 +141,7 @@ class RunRecorder:
             self.write_manifest()
 
     def count(self, record: Mapping[str, Any]) -> None:
-        if record.get("tokens") or any(e.get("tokens") for e in record.get("earlier") or ()):
+        if record.get("tokens"):
             self.any_tokens = True
             add_tokens(self.spent, record)
         key = identity(record)
