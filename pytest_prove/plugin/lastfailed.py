@@ -57,14 +57,18 @@ class LastFailed:
         self.lf = lf  # pytest's LFPlugin: its ``lastfailed`` maps ids to True
         self.ran: dict[str, set[int]] = {}  # head -> replicates reported this session
         self.reported: set[str] = set()  # the ids of those reports
+        self._blocks: dict[str, list[range]] | None = None
 
     def _remembered(self) -> dict[str, list[range]]:
-        found: dict[str, list[range]] = {}
-        for nodeid in self.lf.lastfailed:
-            block = block_of(str(nodeid))
-            if block is not None:
-                found.setdefault(block[0], []).append(block[1])
-        return found
+        """The failed blocks pytest remembered when the session started, by their head
+        (read once: what this plugin adds while collecting changes nothing here)."""
+        if self._blocks is None:
+            self._blocks = {}
+            for nodeid in getattr(self.lf, "lastfailed", None) or {}:
+                block = block_of(str(nodeid))
+                if block is not None:
+                    self._blocks.setdefault(block[0], []).append(block[1])
+        return self._blocks
 
     @pytest.hookimpl(wrapper=True, trylast=True)  # inside --lf's own filter, before it
     def pytest_make_collect_report(self, collector: pytest.Collector,
@@ -75,6 +79,8 @@ class LastFailed:
         if not lastfailed or not report.result:
             return report
         remembered = self._remembered()
+        if not remembered:
+            return report
         for item in report.result:
             # pytest 9 keys it by the node's structured id, older ones by the string.
             key = getattr(item, "id", item.nodeid)
