@@ -367,9 +367,16 @@ def load_spec(path: Path) -> SweepSpec:
             capture=capture,
         )
     except SpecError as exc:
-        # The message starts with the key it is about: point at that key's line.
-        key = next((k for k in ("replicates", "concurrency", "timeout", "t_unit", "failures",
-                                "successes", "outcomes") if str(exc).startswith(k)), None)
+        # Point at the line of the key the message is about (an outcome's own name may
+        # begin it, so the phrases are read first).
+        message = str(exc)
+        key = next((needle for phrase, needle in (
+            ("must be among the declared outcomes", "outcomes"),
+            ("cannot be both a failure and a success", "successes"),
+            ("at least one failure or success", "[declare]")) if phrase in message), None)
+        key = key or next((k for k in ("replicates", "concurrency", "timeout", "t_unit",
+                                       "failures", "successes", "outcomes")
+                           if message.startswith((f"{k} must ", f"{k} names "))), None)
         raise SpecError(f"{where(key) if key else path}: {exc}") from None
     return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
 
