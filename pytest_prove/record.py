@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
@@ -38,6 +38,7 @@ __all__ = [
     "check_seed",
     "ending",
     "episode_name",
+    "fold_attempts",
     "has_outcome",
     "identity",
     "left_out_reason",
@@ -89,6 +90,49 @@ def add_tokens(spent: dict[str, int], record: Mapping[str, Any]) -> None:
     tokens = record.get("tokens") or {}
     spent["input"] = spent.get("input", 0) + int(tokens.get("input") or 0)
     spent["output"] = spent.get("output", 0) + int(tokens.get("output") or 0)
+
+
+def _sum_tokens(found: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The tokens of several attempts added up, by model too (None when none has any)."""
+    if not found:
+        return None
+    by_model: dict[str, dict[str, int]] = {}
+    for tokens in found:
+        for model, use in (tokens.get("by_model") or {}).items():
+            entry = by_model.setdefault(model, {"input": 0, "output": 0, "calls": 0})
+            for name in entry:
+                entry[name] += int(use.get(name) or 0)
+    total: dict[str, Any] = {"input": sum(int(t.get("input") or 0) for t in found),
+                             "output": sum(int(t.get("output") or 0) for t in found)}
+    if by_model:
+        total["by_model"] = by_model
+    return total
+
+
+def fold_attempts(final: Mapping[str, Any],
+                  earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The one record of a replicate its item ran more than once (pytest-rerunfailures
+    runs a failed item again, on the same seeds): the final attempt's ending, with
+    ``attempts`` and, in ``earlier``, how each attempt before it ended (outcome, error
+    without its traceback, duration, tokens).  Its ``tokens`` are every attempt's: they
+    were all spent, and the cap, the cost and the session's line count them once."""
+    record = dict(final)
+    kept = [dict(e) for e in record.get("earlier") or ()]
+    for attempt in earlier:
+        kept.extend(dict(e) for e in attempt.get("earlier") or ())
+        error = attempt.get("error")
+        kept.append({
+            "outcome": attempt.get("outcome"),
+            "error": None if error is None else {k: v for k, v in error.items()
+                                                 if k != "traceback"},
+            "duration": attempt.get("duration"),
+            "tokens": attempt.get("tokens")})
+    record["earlier"] = kept
+    record["attempts"] = len(kept) + 1
+    spent = [t for t in (final.get("tokens"), *(a.get("tokens") for a in earlier)) if t]
+    if len(spent) > 1 or (spent and not final.get("tokens")):
+        record["tokens"] = _sum_tokens(spent)
+    return record
 
 
 def identity(record: Mapping[str, Any]) -> tuple[str, str, int]:
@@ -146,6 +190,10 @@ class EpisodeRecord(TypedDict):
     #: Spans of the episode not stored, past the most one episode stores.
     spans_dropped: NotRequired[int]
     finished: NotRequired[str]
+    #: Set only for a replicate run more than once in its session (pytest-rerunfailures):
+    #: how many times, and how each attempt before the final one ended.
+    attempts: NotRequired[int]
+    earlier: NotRequired[list[dict[str, Any]]]
 
 
 #: Said after a problem with a run's line (runs are not committed, so not restored).
@@ -283,7 +331,25 @@ def check_record(record: object, where: str, fix: str = RUN_FIX) -> EpisodeRecor
         for entry in entries:
             if type(entry) is not dict:
                 raise _bad(where, f"an entry of {name}", entry, "an object", fix)
+    if "attempts" in record or "earlier" in record:
+        _check_attempts(record, where, fix)
     return cast(EpisodeRecord, record)
+
+
+def _check_attempts(record: dict[str, Any], where: str, fix: str) -> None:
+    """A rerun replicate's ``attempts`` (2 or more) and ``earlier`` (one object each)."""
+    attempts, earlier = record.get("attempts"), record.get("earlier")
+    if type(attempts) is not int or attempts < 2:
+        raise _field(record, where, "attempts", "an integer >= 2 (set only for a replicate "
+                     "run more than once)", fix)
+    if type(earlier) is not list or len(earlier) != attempts - 1:
+        raise _field(record, where, "earlier", f"an array of {attempts - 1} object(s), one "
+                     "for each attempt before the last", fix)
+    for entry in earlier:
+        if type(entry) is not dict:
+            raise _bad(where, "an entry of earlier", entry, "an object", fix)
+        if entry.get("tokens") is not None:
+            _check_tokens(entry["tokens"], where, fix)
 
 
 def _check_error(record: dict[str, Any], error: object, where: str, fix: str) -> None:

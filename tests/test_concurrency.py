@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import textwrap
 
 import pytest
@@ -119,3 +121,120 @@ def test_a_fixture_built_on_the_seed_is_refused_in_blocks(pytester: pytest.Pytes
     result.assert_outcomes(passed=8, errors=1)
     assert "E   KeyError" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*test_plain*@prove.rollout*"])
+
+
+def test_a_fixture_on_prove_cfg_is_fine_in_blocks(pytester: pytest.Pytester) -> None:
+    """A block is one condition, so a fixture built on prove_cfg is right for every
+    replicate of it: it is not refused, and each episode ran its own condition."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_cfg="""
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture
+        def case(prove_cfg):
+            return f"case of {prove_cfg['ticket']}"
+
+        @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                       outcomes=["resolved", "unresolved", "escalated"])
+        @pytest.mark.parametrize("ticket", ["refund", "password"])
+        def test_cfg(ticket, case, prove_seed):
+            assert case == f"case of {ticket}"
+            return prove.Episode("resolved", meta={"case_id": case})
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-concurrency=4")
+    result.assert_outcomes(passed=2)
+    run = load(pytester)
+    assert sorted((r["condition"]["ticket"], r["meta"]["case_id"]) for r in run.episodes) == (
+        [("password", "case of password")] * 4 + [("refund", "case of refund")] * 4)
+
+
+def test_prove_fixtures_outside_a_rollout_give_the_plugins_message(
+        pytester: pytest.Pytester) -> None:
+    """Each of the plugin's own fixtures, asked for by a plain test or by a fixture of one,
+    is an error that says what to do, with no traceback (prove_block gave (0,) silently;
+    the others raised UsageError with pytest's and the plugin's frames)."""
+    pytester.makepyfile(test_plain="""
+        import pytest
+
+        @pytest.fixture
+        def derived(prove_seed):
+            return prove_seed
+
+        def test_cfg(prove_cfg):
+            pass
+
+        def test_replicate(prove_replicate):
+            pass
+
+        def test_seed(prove_seed):
+            pass
+
+        def test_block(prove_block):
+            pass
+
+        def test_derived(derived):
+            pass
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=5)
+    for test, name in [("test_cfg", "prove_cfg"), ("test_replicate", "prove_replicate"),
+                       ("test_seed", "prove_seed"), ("test_block", "prove_block")]:
+        result.stdout.fnmatch_lines([f"test_plain.py::{test} is not a rollout, and {name} is "
+                                     "a rollout's own value: decorate the test with "
+                                     "@prove.rollout(...), or do not ask for it"])
+    result.stdout.fnmatch_lines(["test_plain.py::test_derived is not a rollout, and "
+                                 "prove_seed is a rollout's own value (asked for by the "
+                                 "fixture derived)*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.no_fnmatch_line("*pytest_prove/plugin*")
+
+
+LF = """
+    import os
+    import pytest
+    import pytest_prove as prove
+
+    BAD = {int(x) for x in os.environ.get("BAD", "").split(",") if x}
+
+    @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_lf(ticket, prove_replicate):
+        if ticket == "refund" and prove_replicate in BAD:
+            raise RuntimeError("bad")
+        return prove.Episode("resolved")
+"""
+
+
+def _lastfailed(pytester: pytest.Pytester) -> list[str]:
+    found = pytester.path / ".pytest_cache" / "v" / "cache" / "lastfailed"
+    return sorted(json.loads(found.read_text())) if found.exists() else []
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_lf_finds_a_failed_block_after_the_blocks_change(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         workers: list[str]) -> None:
+    """An item's id names its block, so a change of --prove-concurrency changes every id:
+    --lf found none of the failures it remembered and ran the whole sweep (16 items).
+    Now it runs the replicates of the blocks that failed, under their new ids, and forgets
+    the old id once they all ran."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_lf=LF)
+    monkeypatch.setenv("BAD", "5")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--prove-concurrency=4")
+    result.assert_outcomes(passed=3, failed=1)
+    assert _lastfailed(pytester) == ["test_lf.py::test_lf[refund-r004-007]"]
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--lf", "-v", *workers)
+    result.assert_outcomes(passed=3, failed=1)
+    assert sorted(set(re.findall(r"test_lf\[[^\]]*\]", result.stdout.str()))) == [
+        f"test_lf[refund-r00{r}]" for r in (4, 5, 6, 7)]
+    assert _lastfailed(pytester) == ["test_lf.py::test_lf[refund-r005]"]
+    monkeypatch.setenv("BAD", "")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--lf", "-v",
+                                           "--prove-concurrency=2", *workers)
+    result.assert_outcomes(passed=1)
+    assert set(re.findall(r"test_lf\[[^\]]*\]", result.stdout.str())) == {
+        "test_lf[refund-r004-005]"}
+    assert _lastfailed(pytester) == []

@@ -234,3 +234,41 @@ def test_a_sweep_too_large_to_collect_is_refused_by_name(pytester: pytest.Pytest
         """))
     result = pytester.runpytest("--co", "test_axes.py")
     result.stdout.fnmatch_lines(["*huge: 1,003,875,856 conditions x 200 items each*"])
+
+
+SPEC_HEAD = 'target = "agent:rollout"\nreplicates = 2\n'
+SPEC_DECLARE = '\n[declare]\nfailures = ["unresolved"]\nsuccesses = ["resolved"]\n'
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    # t_unit was not checked: a number was stored as the rollout's unit.
+    (SPEC_HEAD + "t_unit = 5\n" + SPEC_DECLARE,
+     'prove_x.toml:3: t_unit must be a word naming what t counts, e.g. "steps", got 5'),
+    # These named the file but not the line.
+    (SPEC_HEAD + "concurrency = 0\n" + SPEC_DECLARE,
+     "prove_x.toml:3: concurrency must be an int >= 1, got 0"),
+    (SPEC_HEAD + "timeout = -1\n" + SPEC_DECLARE,
+     "prove_x.toml:3: timeout must be a number of seconds above 0, got -1"),
+    # An outcome named like a key ("timeout") still points at the outcomes' line.
+    (SPEC_HEAD + SPEC_DECLARE.replace('["unresolved"]', '["unresolved", "timeout"]')
+     + 'outcomes = ["resolved", "unresolved"]\n',
+     "prove_x.toml:7: timeout must be among the declared outcomes (resolved, unresolved); "
+     "add it to outcomes"),
+    # A bad [capture] failed every item's setup, each with a traceback.
+    (SPEC_HEAD + SPEC_DECLARE + '\n[capture]\ninstruments = ["openai_v2"]\n',
+     "prove_x.toml [[]capture[]]: unknown capture key 'instruments'; known keys: instrument, "
+     "content, max_observation_bytes"),
+], ids=["t_unit", "concurrency", "timeout", "outcome-named-timeout", "capture"])
+def test_spec_values_are_checked_at_collection_by_line(pytester: pytest.Pytester, spec: str,
+                                                       message: str) -> None:
+    pytester.makepyfile(agent="""
+        import pytest_prove as prove
+
+        def rollout(cfg, seed):
+            return prove.Episode("resolved")
+    """)
+    pytester.path.joinpath("prove_x.toml").write_text(spec)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the session
+    result.stdout.fnmatch_lines([f"*{message}*"])
+    result.stdout.no_fnmatch_line("*Traceback*")

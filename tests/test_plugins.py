@@ -1,6 +1,7 @@
 """Rollouts under the plugins agent repositories use (issue 13, item 5): pytest-asyncio in
-auto and strict mode, pytest-timeout, and pytest.skip() inside a rollout; every replicate
-is stored once, with its kind, and the run is complete."""
+auto and strict mode, anyio's marker, pytest-timeout, pytest-rerunfailures and
+pytest.skip() inside a rollout; every replicate is stored once, with its kind, and the run
+is complete."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import textwrap
 
 import pytest
 
+from pytest_prove.cli import main
+from pytest_prove.store import Store
+
 from .conftest import load
 
 pytest.importorskip("pytest_asyncio")
 pytest.importorskip("pytest_timeout")
+pytest.importorskip("pytest_rerunfailures")
 
 ASYNC = textwrap.dedent(
     """
@@ -81,5 +86,344 @@ def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
     run = load(pytester)
     assert run.manifest["status"] == "complete"
-    kinds = [(r["error"] or {}).get("kind", "outcome") for r in run.episodes]
+    kinds = [(r["error"] or {}).get("kind", "outcome")
+             for r in sorted(run.episodes, key=lambda r: r["replicate"])]
     assert kinds == ["outcome", "episode_timeout", "no_outcome", "outcome"]
+
+
+ANYIO = textwrap.dedent(
+    """
+    import asyncio
+
+    import pytest
+    import pytest_prove as prove
+
+    {backend}
+
+    @pytest.fixture
+    async def loop_of_fixture():
+        yield asyncio.get_running_loop()
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("ticket", ["refund"])
+    async def test_anyio(ticket, prove_seed, loop_of_fixture):
+        await asyncio.sleep(0)
+        # The rollout runs in anyio's runner, on the loop its async fixtures were made on.
+        same = asyncio.get_running_loop() is loop_of_fixture
+        return prove.Episode("resolved" if same else "unresolved")
+    """
+)
+ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
+
+
+@pytest.mark.parametrize("backend", ["default", "fixture"])
+@pytest.mark.parametrize("args", [[], ["--prove-concurrency=2"], ["-n", "2"]],
+                         ids=["one-process", "blocks", "xdist"])
+def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
+                                           args: list[str]) -> None:
+    """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
+    passed and nothing was stored."""
+    pytest.importorskip("anyio")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_anyio=ANYIO.replace(
+        "{backend}", ASYNCIO_ONLY if backend == "fixture" else ""))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    assert [r["outcome"] for r in run.episodes] == ["resolved"] * 4
+    # anyio's default anyio_backend fixture is parametrized: its value is an axis like
+    # any parametrize argument; a fixture of one's own that returns "asyncio" is not.
+    expected = {"ticket": "refund"} if backend == "fixture" else {
+        "anyio_backend": "asyncio", "ticket": "refund"}
+    assert all(r["condition"] == expected for r in run.episodes)
+
+
+def test_anyio_rollout_on_another_backend_is_refused(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("anyio")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_trio=textwrap.dedent(
+        """
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture
+        def anyio_backend():
+            return "trio"
+
+        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"])
+        @pytest.mark.anyio
+        async def test_trio(prove_seed):
+            return prove.Episode("resolved")
+        """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*pytest-prove runs async rollouts on asyncio*'trio'*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+FLAKY = textwrap.dedent(
+    """
+    import pathlib
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    def test_flaky(prove_replicate):
+        prove.usage("sim", input=10, output=1)   # every attempt spends tokens
+        # How many times this replicate ran, kept on disk (xdist workers are processes).
+        seen = pathlib.Path(f"attempts-{prove_replicate}")
+        before = int(seen.read_text()) if seen.exists() else 0
+        seen.write_text(str(before + 1))
+        if prove_replicate == 1 and before == 0:
+            raise ConnectionError("flaky")        # fails once, passes on its rerun
+        if prove_replicate == 2:
+            raise RuntimeError("always")          # fails on every attempt
+        return prove.Episode("resolved")
+    """
+)
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=2"]],
+                         ids=["one-process", "xdist", "blocks"])
+def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  args: list[str]) -> None:
+    """A rerun item's replicates are stored once, by their last attempt, with the number
+    of attempts and how the earlier ones ended; the session line, show and a saved
+    baseline count the same.  Before, every attempt was a line of its own."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_flaky=FLAKY)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--reruns=2", "--prove-save-baseline=b", *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*4 episodes, 3 with an outcome, 0 with none, 1 errored*"])
+    run = load(pytester)
+    lines = (run.path / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 4  # one line a replicate, not one an attempt
+    by_replicate = {r["replicate"]: r for r in run.episodes}
+    assert sorted(by_replicate) == [0, 1, 2, 3]
+    assert by_replicate[1]["outcome"] == "resolved"
+    assert by_replicate[1]["attempts"] == 2
+    assert by_replicate[1]["earlier"][0]["error"]["type"] == "ConnectionError"
+    assert by_replicate[2]["error"]["type"] == "RuntimeError"
+    assert by_replicate[2]["attempts"] == 3
+    assert [e["error"]["message"] for e in by_replicate[2]["earlier"]] == ["always"] * 2
+    # In a block the whole block runs again, so its other replicate has two attempts too.
+    again = {0: 2, 3: 3} if args == ["--prove-concurrency=2"] else {0: 1, 3: 1}
+    for replicate, attempts in again.items():
+        assert by_replicate[replicate].get("attempts", 1) == attempts
+        assert by_replicate[replicate]["outcome"] == "resolved"
+    # Every attempt's tokens were spent, and are the episode's.
+    attempts = {r: by_replicate[r].get("attempts", 1) for r in by_replicate}
+    assert {r: by_replicate[r]["tokens"]["input"] for r in by_replicate} == {
+        r: 10 * n for r, n in attempts.items()}
+    assert by_replicate[2]["tokens"]["by_model"]["sim"] == {"input": 30, "output": 3,
+                                                            "calls": 3}
+    total = 10 * sum(attempts.values())
+    result.stdout.fnmatch_lines([f"tokens: {total} input and {total // 10} output in "
+                                 f"{total // 10} calls (sim)*"])
+    assert run.manifest["counts"] == {"episodes": 4, "with_outcome": 3, "no_outcome": 0,
+                                      "errored": 1}
+    baseline = Store(pytester.path / ".prove").load_baseline("b")
+    assert sorted(r["replicate"] for r in baseline.episodes) == [0, 1, 2, 3]
+    store = str(pytester.path / ".prove")
+    assert main(["show", "latest", "--store", store]) == 0
+    shown = capsys.readouterr().out
+    assert "4 episodes, 3 with an outcome, 0 with none, 1 errored" in shown
+    reran = 4 if args == ["--prove-concurrency=2"] else 2
+    assert f"rerun: {reran} episode(s) ran more than once" in shown
+    assert "1 ended with an outcome after an earlier attempt had none" in shown
+
+
+def test_rerun_cut_short_keeps_the_attempt_that_ended(pytester: pytest.Pytester) -> None:
+    """The session stops (pytest.exit) during a rerun: the attempt that did end is stored,
+    as errored, and the run stays incomplete for --prove-resume."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_cut=textwrap.dedent(
+        """
+        import pathlib
+
+        import pytest
+        import pytest_prove as prove
+
+
+        @prove.rollout(replicates=3, failures=["unresolved"], successes=["resolved"])
+        def test_cut(prove_replicate):
+            seen = pathlib.Path(f"attempts-{prove_replicate}")
+            before = int(seen.read_text()) if seen.exists() else 0
+            seen.write_text(str(before + 1))
+            if prove_replicate == 1:
+                if before == 0:
+                    raise RuntimeError("first attempt")
+                pytest.exit("stopped during the rerun")
+            return prove.Episode("resolved")
+        """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--reruns=1")
+    result.stdout.fnmatch_lines(["*(incomplete): 2 episodes, 1 with an outcome, 0 with none, "
+                                 "1 errored*"])
+    run = load(pytester)
+    assert [(r["replicate"], (r["error"] or {}).get("message")) for r in run.episodes] == [
+        (0, None), (1, "first attempt")]
+
+
+SHUFFLE = textwrap.dedent(
+    """
+    import os
+    import random
+
+
+    def pytest_collection_modifyitems(items):
+        # What pytest-randomly does to the order, without it.
+        random.Random(os.environ["SHUFFLE"]).shuffle(items)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["conftest", "pytest-randomly"])
+def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            how: str) -> None:
+    """Items in another order (pytest-randomly, which also reseeds the global random before
+    every item) change nothing stored: each replicate is paired with its twin, on its seed,
+    and ends as it did."""
+    if how == "pytest-randomly":
+        pytest.importorskip("pytest_randomly")
+        first, second = ["-p", "randomly", "--randomly-seed=1"], ["-p", "randomly",
+                                                                  "--randomly-seed=2"]
+    else:
+        bot.makeconftest(SHUFFLE)
+        first, second = ["-p", "no:randomly"], ["-p", "no:randomly"]
+    monkeypatch.setenv("SHUFFLE", "1")
+    result = bot.runpytest_subprocess("-p", "no:cacheprovider", *first,
+                                      "--prove-save-baseline=b")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    before = load(bot, "latest")
+    order = [(r["condition_key"], r["replicate"]) for r in before.episodes]
+    assert order != sorted(order)  # the items did run out of order
+    monkeypatch.setenv("SHUFFLE", "2")
+    result = bot.runpytest_subprocess("-p", "no:cacheprovider", *second, "-n", "2",
+                                      "--prove-baseline=b")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*nothing changed significantly*"])
+    result.stdout.no_fnmatch_line("*unpaired*")
+    after = load(bot, "latest")
+    assert after.run_id != before.run_id
+    twins = {(r["condition_key"], r["replicate"]): (r["seed"], r["outcome"], r["t"])
+             for r in before.episodes}
+    assert len(twins) == 80
+    assert {(r["condition_key"], r["replicate"]): (r["seed"], r["outcome"], r["t"])
+            for r in after.episodes} == twins
+
+
+HANGS_ONCE = textwrap.dedent(
+    """
+    import pathlib
+    import time
+
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"])
+    def test_hangs(prove_replicate):
+        hung = pathlib.Path("hung")
+        if prove_replicate == 1 and not hung.exists():
+            hung.write_text("once")
+            time.sleep(30)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def test_pytest_timeout_thread_method_in_one_process(pytester: pytest.Pytester) -> None:
+    """The thread method ends the process at a timeout (os._exit): the session says so
+    before the tests, the run is left incomplete, and --prove-resume finishes it."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_hangs=HANGS_ONCE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--timeout=1", "--timeout-method=thread")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["pytest-prove: pytest-timeout's thread method ends this "
+                                 "process at its first timeout*--prove-resume=latest*"])
+    run = load(pytester)
+    assert run.manifest["status"] == "incomplete"
+    assert [r["replicate"] for r in run.episodes] == [0]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--prove-resume=latest")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 2, 3]
+
+
+def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> None:
+    """Under xdist the worker that ends is replaced: its replicate is stored once, as a
+    crashed worker's, and the sweep goes on."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_hangs=HANGS_ONCE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--timeout=1", "--timeout-method=thread", "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.no_fnmatch_line("pytest-prove: pytest-timeout's thread method*")
+    result.stdout.fnmatch_lines(["*(complete): 4 episodes, 3 with an outcome, 0 with none, "
+                                 "1 errored*"])
+    run = load(pytester)
+    kinds = {r["replicate"]: (r["error"] or {}).get("kind") for r in run.episodes}
+    assert kinds == {0: None, 1: "worker_crash", 2: None, 3: None}
+
+
+IN_PROCESS = textwrap.dedent(
+    '''
+    import textwrap
+
+    BOT = textwrap.dedent("""
+        import random
+        import pytest
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+        @pytest.mark.parametrize("ticket", ["refund"])
+        def test_bot(ticket, prove_seed):
+            rng = random.Random(prove_seed)
+            return prove.Episode("unresolved" if rng.random() < 0.2 else "resolved",
+                                 meta={"case_id": ticket})
+    """)
+
+
+    def test_two_in_process_sessions(pytester):
+        pytester.makeini("[pytest]\\nprove_allow_underpowered = true\\n")
+        pytester.makepyfile(test_bot=BOT)
+        first = pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=b")
+        assert first.ret == 0, first.stdout.str()
+        second = pytester.runpytest("-p", "no:randomly", "--prove-baseline=b")
+        assert second.ret == 0, second.stdout.str()
+        second.stdout.fnmatch_lines(["*nothing changed significantly*"])
+        assert "INTERNALERROR" not in second.stdout.str()
+    '''
+)
+
+
+@pytest.mark.parametrize("load_pytester", ["conftest", "option"])
+def test_a_project_runs_two_in_process_sessions_with_pytester(pytester: pytest.Pytester,
+                                                              load_pytester: str) -> None:
+    """A plugin's own test suite runs rollouts in process with pytester, twice, the second
+    comparing with the first: the second stopped with an INTERNALERROR (numpy imported
+    inside the first run was dropped, and numpy cannot be imported twice)."""
+    pytester.makepyfile(test_inproc=IN_PROCESS)
+    if load_pytester == "conftest":
+        pytester.makeconftest('pytest_plugins = ["pytester"]\n')
+        args: list[str] = []
+    else:
+        args = ["-p", "pytester"]
+    # A fresh process: this suite's own conftest imports the engine up front.
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(passed=1)

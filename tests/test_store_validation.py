@@ -302,6 +302,10 @@ MORE: list[tuple[str, Callable[[Path], None], str]] = [
      r"b\.jsonl:2: tokens is \"12\" \(a string\), expected null or an object"),
     ("steps an object", _episode(2, lambda r: r.__setitem__("steps", {})),
      r"b\.jsonl:2: steps is \{\} \(an object\), expected an array of objects"),
+    ("attempts one", _episode(2, lambda r: r.update(attempts=1, earlier=[])),
+     r"b\.jsonl:2: attempts is 1 \(an integer\), expected an integer >= 2"),
+    ("earlier short of attempts", _episode(2, lambda r: r.update(attempts=3, earlier=[{}])),
+     r"b\.jsonl:2: earlier is \[\{\}\] \(an array\), expected an array of 2 object\(s\)"),
     ("a line that is a list", _replace_line(3, "[]"),
      r"b\.jsonl:3: the line is \[\] \(an array\), expected an object"),
 ]

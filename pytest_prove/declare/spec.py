@@ -164,6 +164,9 @@ class Declaration:
             raise SpecError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
         if self.timeout is not None:
             object.__setattr__(self, "timeout", episode_timeout(self.timeout, "timeout"))
+        if self.t_unit is not None and (not isinstance(self.t_unit, str) or not self.t_unit):
+            raise SpecError(f't_unit must be a word naming what t counts, e.g. "steps", '
+                            f"got {self.t_unit!r}")
         for label, text in (("id", self.rollout_id), ("t_unit", self.t_unit)):
             if isinstance(text, str) and not storable_text(text):
                 raise SpecError(f"the rollout's {label} {text!r} holds a lone surrogate, which "
@@ -377,7 +380,17 @@ def load_spec(path: Path) -> SweepSpec:
             capture=capture,
         )
     except SpecError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+        # Point at the line of the key the message is about (an outcome's own name may
+        # begin it, so the phrases are read first).
+        message = str(exc)
+        key = next((needle for phrase, needle in (
+            ("must be among the declared outcomes", "outcomes"),
+            ("cannot be both a failure and a success", "successes"),
+            ("at least one failure or success", "[declare]")) if phrase in message), None)
+        key = key or next((k for k in ("replicates", "concurrency", "timeout", "t_unit",
+                                       "failures", "successes", "outcomes")
+                           if message.startswith((f"{k} must ", f"{k} names "))), None)
+        raise SpecError(f"{where(key) if key else path}: {exc}") from None
     return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Generator
@@ -214,6 +215,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
+    own(config, RolloutCalls(), "prove_calls")
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    if lf is not None:
+        from .lastfailed import LastFailed
+
+        own(config, LastFailed(lf), "prove_lastfailed")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # An xdist worker: the controller decided the salt and what is already done.
@@ -310,6 +317,26 @@ def _replicates_of(run: Run) -> dict[str, int]:
     return found
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Said before the tests: pytest-timeout's thread method would end this very process."""
+    settings = config.stash.get(SETTINGS_KEY, None)
+    timeout_plugin = config.pluginmanager.get_plugin("timeout")  # the pytest_timeout module
+    read = getattr(timeout_plugin, "get_env_settings", None)
+    if (settings is None or settings.is_worker or not callable(read)
+            or getattr(config.option, "dist", "no") != "no"):
+        return []  # under xdist a worker that ends is replaced, and its item stored as errored
+    try:
+        found = read(config)
+    except (AttributeError, ValueError, pytest.UsageError):
+        return []
+    if not getattr(found, "timeout", None) or getattr(found, "method", None) != "thread":
+        return []
+    return ["pytest-prove: pytest-timeout's thread method ends this process at its first "
+            "timeout: the session stops there, that episode is not stored and the run is left "
+            "incomplete (finish it with --prove-resume=latest). --prove-episode-timeout=S "
+            "stores a late episode as timed out and goes on; so does --timeout-method=signal"]
+
+
 def _refuse_space_form(config: pytest.Config) -> None:
     """Stop before anything runs when a separate option value may have moved the rootdir."""
     import os
@@ -345,6 +372,18 @@ class _WorkerReports:
             wire.take(report, "episodes", "pending")
 
 
+def pytest_plugin_registered(plugin: object) -> None:
+    """A session that loads pytester imports the engine (numpy, scipy) at once.
+
+    pytester's in-process runs (``runpytest``, ``inline_run``) drop every module first
+    imported inside them, and numpy cannot be imported twice in one process: a second
+    in-process session that compared anything stopped with an INTERNALERROR.  Imported
+    in the outer session, before any in-process run, the engine stays for all of them.
+    """
+    if getattr(plugin, "__name__", None) == "_pytest.pytester":
+        from .. import stats  # noqa: F401
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
@@ -360,16 +399,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _plan_of(request: pytest.FixtureRequest) -> ItemPlan:
     plan: ItemPlan | None = request.node.stash.get(PLAN_KEY, None)
     if plan is None:
-        raise pytest.UsageError(
-            f"{request.node.nodeid}: prove_* fixtures are for rollouts; decorate the test "
-            "with @prove.rollout(...)")
+        # The test's error, without a traceback through pytest's and this plugin's frames.
+        asked = request.fixturename
+        through = [n for n in request.fixturenames if n != asked and not n.startswith("prove_")
+                   and asked in _closure_of(request, n)]
+        pytest.fail(
+            f"{request.node.nodeid} is not a rollout, and {asked} is a rollout's own value"
+            + (f" (asked for by the fixture {', '.join(through)})" if through else "")
+            + ": decorate the test with @prove.rollout(...), or do not ask for it",
+            pytrace=False)
     return plan
 
 
+def _closure_of(request: pytest.FixtureRequest, name: str) -> set[str]:
+    """The fixtures ``name`` depends on, directly or through others."""
+    defs = getattr(getattr(request.node, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        found = defs.get(todo.pop())
+        for arg in getattr(found[-1], "argnames", ()) if found else ():
+            if arg not in seen:
+                seen.add(arg)
+                todo.append(arg)
+    return seen
+
+
 @pytest.fixture
-def prove_block() -> tuple[int, ...]:
+def prove_block(request: pytest.FixtureRequest) -> tuple[int, ...]:
     """The replicates this item runs (set by @prove.rollout; one unless --prove-concurrency)."""
-    return (0,)
+    return _plan_of(request).replicates
 
 
 @pytest.fixture
@@ -402,26 +461,63 @@ def _argnames(function: Any) -> tuple[str, ...]:
                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    plan = pyfuncitem.stash.get(PLAN_KEY, None)
-    if plan is None:
+class RolloutCalls:
+    """Calls a rollout test's function for each replicate (registered as ``prove_calls``).
+
+    Registered in ``pytest_configure``, after every plugin pytest loaded from its entry
+    point, so that this ``tryfirst`` hook runs before theirs: anyio's own (for
+    ``@pytest.mark.anyio``) would otherwise call the rollout once and drop its Episode.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        plan = pyfuncitem.stash.get(PLAN_KEY, None)
+        if plan is None:
+            return None
+        function, loop = _coroutine_of(pyfuncitem.obj)
+        base = {n: pyfuncitem.funcargs[n] for n in _argnames(function)
+                if n in pyfuncitem.funcargs}
+
+        def call(ident: Identity) -> Any:
+            kwargs = dict(base)
+            if "prove_seed" in kwargs:
+                kwargs["prove_seed"] = ident.seed
+            if "prove_replicate" in kwargs:
+                kwargs["prove_replicate"] = ident.replicate
+            if "prove_cfg" in kwargs:
+                kwargs["prove_cfg"] = dict(ident.condition)
+            return function(**kwargs)
+
+        is_async = inspect.iscoroutinefunction(function)
+        with contextlib.ExitStack() as stack:
+            if is_async and loop is None and pyfuncitem.funcargs.get("anyio_backend"):
+                loop = _anyio_loop(pyfuncitem, stack)
+            execute_rollout(pyfuncitem, call, is_async=is_async, loop=loop)
+        return True
+
+
+def _anyio_loop(item: pytest.Function, stack: contextlib.ExitStack,
+                ) -> Callable[[Any], Any] | None:
+    """Run an ``@pytest.mark.anyio`` rollout's block in anyio's test runner, where its
+    async fixtures were made (None: anyio's plugin is not the one we know)."""
+    try:
+        from anyio.pytest_plugin import extract_backend_and_options, get_runner
+    except ImportError:
         return None
-    function, loop = _coroutine_of(pyfuncitem.obj)
-    base = {n: pyfuncitem.funcargs[n] for n in _argnames(function) if n in pyfuncitem.funcargs}
+    name, options = extract_backend_and_options(item.funcargs["anyio_backend"])
+    if name != "asyncio":
+        pytest.fail(f"{item.nodeid}: pytest-prove runs async rollouts on asyncio, and this "
+                    f"one asks anyio for the {name!r} backend; give it the asyncio backend "
+                    "(an anyio_backend fixture that returns 'asyncio')", pytrace=False)
+    runner = stack.enter_context(get_runner(name, options))
 
-    def call(ident: Identity) -> Any:
-        kwargs = dict(base)
-        if "prove_seed" in kwargs:
-            kwargs["prove_seed"] = ident.seed
-        if "prove_replicate" in kwargs:
-            kwargs["prove_replicate"] = ident.replicate
-        if "prove_cfg" in kwargs:
-            kwargs["prove_cfg"] = dict(ident.condition)
-        return function(**kwargs)
+    def run(coroutine: Any) -> Any:
+        async def block() -> Any:
+            return await coroutine
 
-    execute_rollout(pyfuncitem, call, is_async=inspect.iscoroutinefunction(function), loop=loop)
-    return True
+        return runner.run_fixture(block, {})
+
+    return run
 
 
 def _coroutine_of(function: Any) -> tuple[Any, Callable[[Any], Any] | None]:

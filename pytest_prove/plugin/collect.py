@@ -179,7 +179,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                "fixtures up once, with its first replicate's seed, so the "
                                "others would not be paired with their twins. Take prove_seed "
                                "in the rollout itself and build what needs it there, or run "
-                               "without blocks")
+                               "without blocks (a fixture on prove_cfg is fine: a block is "
+                               "one condition)")
     if clashes:
         shown = "; ".join(f"{rid!r} by {' and '.join(sorted(nodes))}"
                           for rid, nodes in sorted(clashes.items()))

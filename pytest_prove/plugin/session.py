@@ -20,6 +20,7 @@ import pytest
 
 from .. import wire
 from ..declare.prices import Prices
+from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
 from ..store.recorder import RunRecorder
@@ -66,6 +67,9 @@ class ProveSession:
         self.update_baseline = update_baseline
         self.asked = asked  # review()'s events, fail_on and missing, as the options say
         self.pending: dict[str, list[dict[str, Any]]] = {}
+        #: Episodes of attempts pytest-rerunfailures runs again, by identity, until the
+        #: final attempt's ending is stored with them (see on_report).
+        self.rerun: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         self.pytest_session: pytest.Session | None = None
         self.outcome = Outcome()
         self.gate_reports = GateReports()  # a failed gate as reports pytest counts
@@ -104,6 +108,9 @@ class ProveSession:
         self.on_report(report)
 
     def _store(self, records: Any) -> None:
+        if self.rerun:
+            records = [fold_attempts(r, self.rerun.pop(identity(r)))
+                       if identity(r) in self.rerun else r for r in records]
         if self.replay is not None:  # a replay stores nothing; its summary reads them
             self.replayed.extend(records)
             return
@@ -128,6 +135,13 @@ class ProveSession:
                 for episode in episodes:  # the item that ran it: what replays it
                     episode.setdefault("item", report.nodeid)
                 self.ran_items.add(report.nodeid)
+                if str(report.outcome) == "rerun":  # not among pytest's own outcomes
+                    # pytest-rerunfailures runs the item again, on the same seeds: each
+                    # replicate is stored once, with its final attempt's ending, its
+                    # number of attempts, and how the earlier ones ended.
+                    for episode in episodes:
+                        self.rerun.setdefault(identity(episode), []).append(episode)
+                    return
                 self._store(episodes)
                 self.gate_reports.saw(report, episodes)
             return
@@ -176,6 +190,12 @@ class ProveSession:
         from ..report.session import no_rollout_ran
 
         outcome = self.outcome = Outcome()
+        if self.rerun:
+            # Attempts whose rerun never ended (the session stopped first): the last one
+            # seen is the replicate's ending.
+            unfinished, self.rerun = list(self.rerun.values()), {}
+            self._store(fold_attempts(found[-1], found[:-1]) if len(found) > 1 else found[0]
+                        for found in unfinished)
         if self.design_failure is not None:
             outcome.refusal = self.design_failure
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -171,6 +171,7 @@ def show_document(t: Tally) -> dict[str, Any]:
         "outcomes": dict(t.outcomes), "by_condition": {k: dict(v) for k, v in
                                                        t.by_condition.items()},
         "without_outcome": dict(t.without_outcome), "errored": t.errored,
+        "rerun": {"episodes": t.rerun, "recovered": t.recovered},
         "notes": list(run.notes),
     }
 
@@ -214,6 +215,11 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
                          for line in str(e["traceback"]).rstrip().splitlines()[-8:])
     if len(shown) < len(t.errored):
         lines.append(f"... and {len(t.errored) - len(shown)} more errored (-v lists them all)")
+    if t.rerun:
+        lines.append(f"rerun: {t.rerun} episode(s) ran more than once on their seed (a plugin "
+                     f"such as pytest-rerunfailures), each counted once by its last attempt; "
+                     f"{t.recovered} ended with an outcome after an earlier attempt had none "
+                     "(each record's 'earlier' says how)")
     lines.extend(f"note: {note}" for note in run.notes)
     if run.status == "incomplete" and not run.is_baseline:
         lines.append(f"next: finish it with pytest --prove-resume={run.name}")

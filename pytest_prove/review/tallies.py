@@ -71,6 +71,10 @@ class Tally:
     by_condition: dict[str, Counter[str]]
     without_outcome: Counter[str]
     errored: list[dict[str, Any]]
+    #: Episodes run more than once (pytest-rerunfailures), and of those the ones whose
+    #: final attempt ended with an outcome after an earlier one had none.
+    rerun: int = 0
+    recovered: int = 0
 
     @property
     def with_outcome(self) -> int:
@@ -83,7 +87,13 @@ def tally(run: Run) -> Tally:
     by_condition: dict[str, Counter[str]] = defaultdict(Counter)
     errored = []
     left: Counter[str] = Counter()
+    rerun = recovered = 0
     for record in run.episodes:
+        if int(record.get("attempts") or 1) > 1:
+            rerun += 1
+            if record.get("error") is None and any(
+                    e.get("error") is not None for e in record.get("earlier") or ()):
+                recovered += 1
         label = condition_label(record.get("condition") or {})
         error = record.get("error")
         if error is None:
@@ -101,6 +111,7 @@ def tally(run: Run) -> Tally:
                             # What replaying it needs: where it lives and its seed.
                             "node": info.get("node") if isinstance(info, dict) else None,
                             "seed": record.get("seed"), "traceback": error.get("traceback"),
-                            "replay": None if replay is None else replay.to_dict()})
+                            "replay": None if replay is None else replay.to_dict(),
+                            "attempts": int(record.get("attempts") or 1)})
     summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
-    return Tally(run, summary, outcomes, dict(by_condition), left, errored)
+    return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered)
