@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from pytest_prove.declare.spec import Declaration, SpecError
 from pytest_prove.running.recording import EpisodeLog, recording
 from pytest_prove.running.runner import _close
+from pytest_prove.store.writer import dump_line
 from pytest_prove.traces import _otel
 from pytest_prove.traces._otel import EpisodeSpanProcessor
 from pytest_prove.traces.capture import CaptureConfig, CaptureError, _not_installed
@@ -43,6 +44,44 @@ def test_content_is_dropped_and_values_are_bounded(tracer: object) -> None:
     assert len(attributes["note"].encode()) <= 64 and attributes["note"].endswith("more bytes]")
     assert log.usage == [{"model": "m", "input": 11, "output": 3, "source": "span",
                           "response_model": None, "span": stored["span_id"]}]
+
+
+def test_values_the_store_cannot_write_are_stored_as_text(tracer: object) -> None:
+    """A lone surrogate (text decoded with surrogateescape) or a float JSON has no number for,
+    anywhere in a span, neither breaks the rollout that ends the span nor the store's
+    writing of the episode (before: UnicodeEncodeError raised out of ``span.end()`` into the
+    rollout; NaN an INTERNALERROR when the episode was written)."""
+    log = EpisodeLog(capture=CaptureConfig())
+    with recording(log), tracer.start_as_current_span("chat \ud800") as span:  # type: ignore[attr-defined]
+        span.set_attribute("gen_ai.request.model", "m\udcff")
+        span.set_attribute("gen_ai.usage.input_tokens", 5)
+        span.set_attribute("gen_ai.request.temperature", float("nan"))
+        span.set_attribute("scores", [1.5, float("inf")])
+        span.set_attribute("tool.output", "bytes \udcff")
+        span.set_attribute("names", ["a\ud800", "b"])
+        span.add_event("retry \ud800", {"wait": float("-inf")})
+    record: dict[str, object] = {}
+    _close(log, record)
+    dump_line(record).encode()  # what the store does with every episode
+    (stored,) = log.spans
+    assert stored["name"] == "chat \\ud800"
+    assert stored["attributes"]["gen_ai.request.temperature"] == "nan"
+    assert stored["attributes"]["scores"] == [1.5, "inf"]
+    assert stored["attributes"]["names"] == ["a\\ud800", "b"]
+    assert stored["events"] == [{"name": "retry \\ud800", "attributes": {"wait": "-inf"}}]
+    assert record["tokens"] == {"input": 5, "output": 0,  # type: ignore[comparison-overlap]
+                                "by_model": {"m\\udcff": {"input": 5, "output": 0, "calls": 1}}}
+
+
+def test_keys_and_event_names_are_bounded_too(tracer: object) -> None:
+    """max_observation_bytes bounds every stored text, not only attribute values (before: a
+    100 kB attribute key or event name was stored whole)."""
+    log = EpisodeLog(capture=CaptureConfig(max_observation_bytes=64))
+    with recording(log), tracer.start_as_current_span("chat") as span:  # type: ignore[attr-defined]
+        span.set_attribute("k" * 100_000, 1)
+        span.add_event("e" * 100_000, {"a" * 100_000: "v"})
+    size = len(dump_line(log.spans[0]).encode())
+    assert size < 1000, size
 
 
 def test_content_kept_when_asked(tracer: object) -> None:
