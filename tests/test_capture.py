@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -257,3 +258,30 @@ def test_an_instrumentor_not_installed_is_named_with_a_close_name() -> None:
     why = _not_installed("opneai", {"openai": object(), "httpx": object()})
     assert why == ("not installed: no opentelemetry_instrumentor entry point named 'opneai' "
                    "(installed: httpx, openai); did you mean 'openai'?")
+
+
+def test_spans_with_usage_no_episode_takes_are_counted() -> None:
+    """``lost`` counts spans with usage started outside every episode, and those ended or
+    started after their episode's record; not spans without usage, nor a rollout's that
+    does not capture."""
+    provider = TracerProvider()
+    processor = EpisodeSpanProcessor()
+    processor.users = 1
+    provider.add_span_processor(processor)
+    tracer: Any = provider.get_tracer("test")
+    log = EpisodeLog(capture=CaptureConfig())
+    with recording(log):
+        late = tracer.start_span("left running")  # type: ignore[attr-defined]
+    _close(log, {})  # the episode's record is made here
+    with recording(log):
+        _set_usage(late, "m", 1, 1)
+        late.end()
+        with tracer.start_as_current_span("after") as after:  # type: ignore[attr-defined]
+            _set_usage(after, "m", 1, 1)
+    with tracer.start_as_current_span("outside") as outside:  # type: ignore[attr-defined]
+        _set_usage(outside, "m", 1, 1)
+    with tracer.start_as_current_span("no usage"):  # type: ignore[attr-defined]
+        pass
+    with recording(EpisodeLog()), tracer.start_as_current_span("uncaptured") as span:  # type: ignore[attr-defined]
+        _set_usage(span, "m", 1, 1)
+    assert processor.lost == {"outside": 1, "late": 2}

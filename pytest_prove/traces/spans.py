@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,8 +19,9 @@ from ..declare.capture import DEFAULT_MAX_BYTES, CaptureConfig, CaptureError
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "INSTALLED", "YOURS",
-           "CaptureConfig", "CaptureError", "span_record", "usage_of_span"]
+__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "INSTALLED", "SDK_DISABLED",
+           "YOURS", "CaptureConfig", "CaptureError", "sdk_disabled", "span_record",
+           "usage_of_span"]
 
 ENTRY_POINT_GROUP: Final = "opentelemetry_instrumentor"
 #: How spans of the global OpenTelemetry API reach episodes: through a provider pytest-prove
@@ -27,6 +29,15 @@ ENTRY_POINT_GROUP: Final = "opentelemetry_instrumentor"
 INSTALLED: Final = "installed"
 YOURS: Final = "added"
 CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: Why nothing is captured when the OpenTelemetry SDK is switched off (its environment
+#: variable, which every SDK TracerProvider reads when it is made).
+SDK_DISABLED: Final = ("OTEL_SDK_DISABLED is true, so the OpenTelemetry SDK records no span; "
+                       "unset it to capture")
+
+
+def sdk_disabled() -> bool:
+    """Whether OTEL_SDK_DISABLED switches the OpenTelemetry SDK off (as the SDK reads it)."""
+    return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 #: Attribute names that hold prompts, completions, tool arguments and results.
 _CONTENT_PREFIXES = (
