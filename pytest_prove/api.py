@@ -74,18 +74,24 @@ def rollout(
             "@prove.rollout needs its declaration: @prove.rollout(failures=[...], "
             "successes=[...], replicates=N)"
         )
-    declaration = Declaration(
-        failures=tuple(failures),
-        successes=tuple(successes),
-        outcomes=tuple(outcomes),
-        replicates=replicates,
-        t_unit=t_unit,
-        concurrency=concurrency,
-        timeout=timeout,
-        axes=None if axes is None else _axes(axes),
-        rollout_id=id,
-        capture=capture,
-    )
+    try:
+        declaration = Declaration(
+            failures=tuple(failures),
+            successes=tuple(successes),
+            outcomes=tuple(outcomes),
+            replicates=replicates,
+            t_unit=t_unit,
+            concurrency=concurrency,
+            timeout=timeout,
+            axes=None if axes is None else _axes(axes),
+            rollout_id=id,
+            capture=capture,
+        )
+    except SpecError as exc:
+        # The user's declaration is wrong: pytest shows their line and the message, not the
+        # plugin's frames that found it.
+        __tracebackhide__ = True
+        raise exc.with_traceback(None) from None
 
     def decorate(target: F) -> F:
         if not callable(target):

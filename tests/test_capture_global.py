@@ -305,8 +305,13 @@ def test_a_bad_capture_on_the_decorator_stops_collection(pytester: pytest.Pytest
     result = pytester.runpytest("-p", "no:xdist")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting test_agent.py*",
+                                 "test_agent.py:3: in <module>",
                                  "*capture=: unknown capture key 'contents'; known keys: "
                                  "instrument, content, max_observation_bytes*"])
+    # The user's line and the message; not the plugin's frames that found it (before:
+    # api.py, the dataclass's __init__ and spec.py's __post_init__ were shown).
+    result.stdout.no_fnmatch_line("*pytest_prove[/\\]*.py:*")
+    result.stdout.no_fnmatch_line("*in __post_init__*")
     result.assert_outcomes(errors=1)
 
 
