@@ -464,7 +464,8 @@ def test_usage_spans_no_episode_took_are_counted_and_said(pytester: pytest.Pytes
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines([
         "capture: 6 span(s) with token usage were started outside any episode (in a thread "
-        "that did not copy the episode's context? *); their usage is counted in no episode"])
+        "that did not copy the episode's context? *); their own usage is counted in no "
+        "episode"])
     run = load(pytester)
     assert run.manifest["capture"]["lost"] == {"outside": 6}
     assert all(r["tokens"] is None for r in run.episodes)

@@ -390,11 +390,11 @@ def end_lines(manifest: Mapping[str, Any]) -> list[str]:
     if lost.get("outside"):
         lines.append(f"capture: {lost['outside']} span(s) with token usage were started outside "
                      "any episode (in a thread that did not copy the episode's context? run it "
-                     "with contextvars.copy_context().run, or asyncio.to_thread); their usage "
-                     "is counted in no episode")
+                     "with contextvars.copy_context().run, or asyncio.to_thread); their own "
+                     "usage is counted in no episode")
     if lost.get("late"):
         lines.append(f"capture: {lost['late']} span(s) with token usage ended after their "
-                     "episode was recorded (a thread or stream left running); their usage is "
+                     "episode was recorded (a thread or stream left running); their own usage is "
                      "not counted")
     return lines
 
