@@ -263,7 +263,7 @@ def test_an_instrumentor_not_installed_is_named_with_a_close_name() -> None:
 def test_spans_with_usage_no_episode_takes_are_counted() -> None:
     """``lost`` counts spans with usage started outside every episode, and those ended or
     started after their episode's record; not spans without usage, nor a rollout's that
-    does not capture."""
+    does not capture, nor the session's own between items (before: a plain test's)."""
     provider = TracerProvider()
     processor = EpisodeSpanProcessor()
     processor.users = 1
@@ -271,17 +271,20 @@ def test_spans_with_usage_no_episode_takes_are_counted() -> None:
     tracer: Any = provider.get_tracer("test")
     log = EpisodeLog(capture=CaptureConfig())
     with recording(log):
-        late = tracer.start_span("left running")  # type: ignore[attr-defined]
+        late = tracer.start_span("left running")
     _close(log, {})  # the episode's record is made here
     with recording(log):
         _set_usage(late, "m", 1, 1)
         late.end()
-        with tracer.start_as_current_span("after") as after:  # type: ignore[attr-defined]
+        with tracer.start_as_current_span("after") as after:
             _set_usage(after, "m", 1, 1)
-    with tracer.start_as_current_span("outside") as outside:  # type: ignore[attr-defined]
+    with tracer.start_as_current_span("between items") as between:
+        _set_usage(between, "m", 1, 1)  # the session's own code: not a loss
+    processor.watching = 1  # a capturing item runs its episodes
+    with tracer.start_as_current_span("outside") as outside:
         _set_usage(outside, "m", 1, 1)
-    with tracer.start_as_current_span("no usage"):  # type: ignore[attr-defined]
+    with tracer.start_as_current_span("no usage"):
         pass
-    with recording(EpisodeLog()), tracer.start_as_current_span("uncaptured") as span:  # type: ignore[attr-defined]
+    with recording(EpisodeLog()), tracer.start_as_current_span("uncaptured") as span:
         _set_usage(span, "m", 1, 1)
     assert processor.lost == {"outside": 1, "late": 2}

@@ -443,10 +443,20 @@ POOL = textwrap.dedent(
         return prove.Episode("resolved")
 
 
+    def test_plain():
+        chat(7)  # a plain test of the same session, between capturing items: not a loss
+
+
     @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
                    id="uncaptured")
     def test_uncaptured(prove_seed):
         chat(5)  # not captured: not a loss
+        return prove.Episode("resolved")
+
+
+    @prove.rollout(replicates=1, failures=["unresolved"], successes=["resolved"], capture={},
+                   id="last")
+    def test_last(prove_seed):
         return prove.Episode("resolved")
     """
 )

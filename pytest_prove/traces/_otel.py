@@ -65,9 +65,10 @@ class EpisodeSpanProcessor(SpanProcessor):
     ``running.runner._tokens``).  A closed episode (its record made) takes nothing more.
 
     Spans with token usage that no episode takes are counted in ``lost``: ``"outside"``,
-    started where no episode's context reached and under no episode's span (a thread
-    that did not copy the context), and ``"late"``, ended after their episode's record was
-    made; so that the session can say that tokens went uncounted, and why.
+    started while a capturing item runs where no episode's context reached and under no
+    episode's span (a thread that did not copy the context), and ``"late"``, ended after
+    their episode's record was made; so that the session can say that tokens went
+    uncounted, and why.
     """
 
     def __init__(self) -> None:
@@ -80,6 +81,9 @@ class EpisodeSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         #: Sessions (capture managers) using it now; with none it does nothing.
         self.users = 0
+        #: Capturing items running their episodes now: only then is a span with usage
+        #: outside every episode counted as lost (not a plain test's, nor a fixture's).
+        self.watching = 0
         self.lost = {"outside": 0, "late": 0}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -98,10 +102,12 @@ class EpisodeSpanProcessor(SpanProcessor):
         if log is not None and log.capture is None:
             return  # a rollout that does not capture
         key = (context.trace_id, context.span_id)
+        if log is None and not self.watching:
+            return  # the session's own code, between episodes
         if log is None or log.closed:
-            # Started outside every episode (by the session's own code, or in a thread the
-            # episode's context did not reach), or after the episode's record was made:
-            # counted at its end if it carries usage.
+            # Started outside every episode while episodes run (in a thread the episode's
+            # context did not reach), or after the episode's record was made: counted at
+            # its end if it carries usage.
             with self._lock:
                 if len(self._strays) < _MAX_STRAYS:  # spans that never end stay here
                     self._strays[key] = "outside" if log is None else "late"

@@ -267,6 +267,20 @@ class CaptureManager:
             self.attach()
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        # While a capturing item runs its episodes, a span with usage started outside every
+        # episode is tokens lost (before and after, it is the session's own code's).
+        processors = [p for p in (self.processor, self.private)
+                      if p is not None and CAPTURE_KEY in item.stash]
+        for processor in processors:
+            processor.watching += 1
+        try:
+            return (yield)
+        finally:
+            for processor in processors:
+                processor.watching -= 1
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> Any:
         report = yield
