@@ -288,3 +288,42 @@ def test_spans_with_usage_no_episode_takes_are_counted() -> None:
     with recording(EpisodeLog()), tracer.start_as_current_span("uncaptured") as span:
         _set_usage(span, "m", 1, 1)
     assert processor.lost == {"outside": 1, "late": 2}
+
+
+def test_a_span_goes_with_its_parents_episode_before_the_context_it_runs_in(
+        tracer: Any) -> None:
+    """A worker task started in the first episode's context (a shared client's queue) serves
+    the calls of two episodes running at once, each call under its caller's span: each call
+    is its caller's episode's (before: all of them went to the first episode)."""
+    from opentelemetry import context as otel_context
+
+    async def main() -> list[EpisodeLog]:
+        queue: asyncio.Queue[tuple[Any, int, asyncio.Future[None]]] = asyncio.Queue()
+        workers: list[asyncio.Task[None]] = []
+
+        async def serve() -> None:
+            while True:
+                caller, tokens, done = await queue.get()
+                with tracer.start_as_current_span("chat m", context=caller) as chat:
+                    _set_usage(chat, "m", tokens, 1)
+                done.set_result(None)
+
+        async def episode(n: int) -> EpisodeLog:
+            log = EpisodeLog(capture=CaptureConfig())
+            with recording(log), tracer.start_as_current_span(f"agent {n}"):
+                if not workers:
+                    workers.append(asyncio.create_task(serve()))  # in this episode's context
+                for _ in range(2):
+                    done = asyncio.get_running_loop().create_future()
+                    await queue.put((otel_context.get_current(), n, done))
+                    await done
+            return log
+
+        logs = await asyncio.gather(episode(1), episode(2))
+        workers[0].cancel()
+        return list(logs)
+
+    for n, log in enumerate(asyncio.run(main()), start=1):
+        assert sorted(s["name"] for s in log.spans) == ["agent " + str(n), "chat m", "chat m"]
+        assert _tokens_of(log) == {"input": 2 * n, "output": 2,
+                                   "by_model": {"m": {"input": 2 * n, "output": 2, "calls": 2}}}

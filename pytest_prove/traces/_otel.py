@@ -55,10 +55,11 @@ _MARK: Final = "_pytest_prove_installed"
 
 @final
 class EpisodeSpanProcessor(SpanProcessor):
-    """Gives every span to the episode whose context it started in.
+    """Gives every span to the episode of its parent span, or else to the episode whose
+    context it started in.
 
-    ``on_start`` reads the running episode's log from its context variable (or, in a
-    context without one, takes the episode of the span's parent), notes the span's parent,
+    ``on_start`` takes the episode of the span's parent when that is an episode's open span,
+    or else reads the running episode's log from its context variable; notes the parent,
     and keeps the log by span id until ``on_end``, so that a span ended from another
     context still reaches the episode that started it.  ``on_end`` stores the span and
     its token usage; which usage counts is decided when the episode ends (see
@@ -93,12 +94,14 @@ class EpisodeSpanProcessor(SpanProcessor):
         if context is None:
             return
         parent = span.parent
-        log = current_log()
-        if log is None and parent is not None:
-            # Started where the episode's context did not reach (a thread that did not
-            # copy it), under a span of an episode: it is that episode's.
+        owner = None
+        if parent is not None:
+            # Under a span of an episode: it is that episode's, wherever it runs (a thread
+            # that did not copy the episode's context, or a worker task that another
+            # episode started and that serves them all).
             with self._lock:
-                log = self._owners.get((parent.trace_id, parent.span_id))
+                owner = self._owners.get((parent.trace_id, parent.span_id))
+        log = owner if owner is not None and not owner.closed else current_log() or owner
         if log is not None and log.capture is None:
             return  # a rollout that does not capture
         key = (context.trace_id, context.span_id)

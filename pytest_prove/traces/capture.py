@@ -13,9 +13,9 @@ capture on, an episode keeps:
   ``opentelemetry_instrumentor``), switched on with that same global provider, so that one
   rule counts the usage of both.
 
-Each span goes to the episode whose context it started in: the processor reads the
-episode's log from its context variable, never from a global, so replicates running at
-once in threads or asyncio tasks keep their own.  Token usage is read from the GenAI
+Each span goes to the episode of its parent span, or else to the episode whose context it
+started in: the processor reads the episode's log from its context variable, never from a
+global, so replicates running at once in threads or asyncio tasks keep their own.  Token usage is read from the GenAI
 semantic-convention attributes (``gen_ai.usage.*``) of each span and counted once per model
 call: when the episode ends, a span with usage is left out when a span below it in the
 episode has usage too (an agent span summing its calls; a framework's chat span over the
