@@ -15,15 +15,18 @@ capture on, an episode keeps:
 
 Each span goes to the episode of its parent span, or else to the episode whose context it
 started in: the processor reads the episode's log from its context variable, never from a
-global, so replicates running at once in threads or asyncio tasks keep their own.  Token usage is read from the GenAI
-semantic-convention attributes (``gen_ai.usage.*``) of each span and counted once per model
-call: when the episode ends, a span with usage is left out when a span below it in the
-episode has usage too (an agent span summing its calls; a framework's chat span over the
-client instrumentor's span of the same call).
+global, so replicates running at once in threads or asyncio tasks keep their own.  Token
+usage is read from the GenAI semantic-convention attributes (``gen_ai.usage.*``) of each
+span and counted once per model call: when the episode ends, a span with usage is left out
+when a span below it in the episode has usage too (an agent span summing its calls; a
+framework's chat span over the client instrumentor's span of the same call).  Spans with
+usage that no episode took are counted and said at the end (the manifest's
+``capture.lost``).
 
-Stored spans keep no prompt or completion unless ``content = true``, every stored value is
-cut to ``max_observation_bytes``, and an episode stores at most ``MAX_SPANS`` spans.
-The settings are checked where they are declared, before anything runs.
+Stored spans keep no prompt or completion unless ``content = true``, every stored text
+(value, key, name) is cut to ``max_observation_bytes``, and an episode stores at most
+``MAX_SPANS`` spans.  The settings are checked where they are declared, before anything
+runs.
 """
 
 from __future__ import annotations
