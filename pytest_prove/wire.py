@@ -67,7 +67,7 @@ class ReportData(TypedDict, total=False):
     pending: list[dict[str, Any]]  # setup: the identities the item runs
     rollout: RolloutData  # setup, once per rollout and process
     plan: PlanData  # setup, once per xdist worker
-    capture: dict[str, Any]  # setup: the instrumentors capture switched on
+    capture: dict[str, Any]  # setup: what capture switched on; call: spans no episode took
 
 
 class WorkerInput(TypedDict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -13,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from pytest_prove.declare.spec import Declaration, SpecError
 from pytest_prove.running.recording import EpisodeLog, recording
 from pytest_prove.running.runner import _close
+from pytest_prove.store.writer import dump_line
 from pytest_prove.traces import _otel
 from pytest_prove.traces._otel import EpisodeSpanProcessor
 from pytest_prove.traces.capture import CaptureConfig, CaptureError, _not_installed
@@ -43,6 +45,44 @@ def test_content_is_dropped_and_values_are_bounded(tracer: object) -> None:
     assert len(attributes["note"].encode()) <= 64 and attributes["note"].endswith("more bytes]")
     assert log.usage == [{"model": "m", "input": 11, "output": 3, "source": "span",
                           "response_model": None, "span": stored["span_id"]}]
+
+
+def test_values_the_store_cannot_write_are_stored_as_text(tracer: object) -> None:
+    """A lone surrogate (text decoded with surrogateescape) or a float JSON has no number for,
+    anywhere in a span, neither breaks the rollout that ends the span nor the store's
+    writing of the episode (before: UnicodeEncodeError raised out of ``span.end()`` into the
+    rollout; NaN an INTERNALERROR when the episode was written)."""
+    log = EpisodeLog(capture=CaptureConfig())
+    with recording(log), tracer.start_as_current_span("chat \ud800") as span:  # type: ignore[attr-defined]
+        span.set_attribute("gen_ai.request.model", "m\udcff")
+        span.set_attribute("gen_ai.usage.input_tokens", 5)
+        span.set_attribute("gen_ai.request.temperature", float("nan"))
+        span.set_attribute("scores", [1.5, float("inf")])
+        span.set_attribute("tool.output", "bytes \udcff")
+        span.set_attribute("names", ["a\ud800", "b"])
+        span.add_event("retry \ud800", {"wait": float("-inf")})
+    record: dict[str, object] = {}
+    _close(log, record)
+    dump_line(record).encode()  # what the store does with every episode
+    (stored,) = log.spans
+    assert stored["name"] == "chat \\ud800"
+    assert stored["attributes"]["gen_ai.request.temperature"] == "nan"
+    assert stored["attributes"]["scores"] == [1.5, "inf"]
+    assert stored["attributes"]["names"] == ["a\\ud800", "b"]
+    assert stored["events"] == [{"name": "retry \\ud800", "attributes": {"wait": "-inf"}}]
+    assert record["tokens"] == {"input": 5, "output": 0,  # type: ignore[comparison-overlap]
+                                "by_model": {"m\\udcff": {"input": 5, "output": 0, "calls": 1}}}
+
+
+def test_keys_and_event_names_are_bounded_too(tracer: object) -> None:
+    """max_observation_bytes bounds every stored text, not only attribute values (before: a
+    100 kB attribute key or event name was stored whole)."""
+    log = EpisodeLog(capture=CaptureConfig(max_observation_bytes=64))
+    with recording(log), tracer.start_as_current_span("chat") as span:  # type: ignore[attr-defined]
+        span.set_attribute("k" * 100_000, 1)
+        span.add_event("e" * 100_000, {"a" * 100_000: "v"})
+    size = len(dump_line(log.spans[0]).encode())
+    assert size < 1000, size
 
 
 def test_content_kept_when_asked(tracer: object) -> None:
@@ -218,3 +258,72 @@ def test_an_instrumentor_not_installed_is_named_with_a_close_name() -> None:
     why = _not_installed("opneai", {"openai": object(), "httpx": object()})
     assert why == ("not installed: no opentelemetry_instrumentor entry point named 'opneai' "
                    "(installed: httpx, openai); did you mean 'openai'?")
+
+
+def test_spans_with_usage_no_episode_takes_are_counted() -> None:
+    """``lost`` counts spans with usage started outside every episode, and those ended or
+    started after their episode's record; not spans without usage, nor a rollout's that
+    does not capture, nor the session's own between items (before: a plain test's)."""
+    provider = TracerProvider()
+    processor = EpisodeSpanProcessor()
+    processor.users = 1
+    provider.add_span_processor(processor)
+    tracer: Any = provider.get_tracer("test")
+    log = EpisodeLog(capture=CaptureConfig())
+    with recording(log):
+        late = tracer.start_span("left running")
+    _close(log, {})  # the episode's record is made here
+    with recording(log):
+        _set_usage(late, "m", 1, 1)
+        late.end()
+        with tracer.start_as_current_span("after") as after:
+            _set_usage(after, "m", 1, 1)
+    with tracer.start_as_current_span("between items") as between:
+        _set_usage(between, "m", 1, 1)  # the session's own code: not a loss
+    processor.watching = 1  # a capturing item runs its episodes
+    with tracer.start_as_current_span("outside") as outside:
+        _set_usage(outside, "m", 1, 1)
+    with tracer.start_as_current_span("no usage"):
+        pass
+    with recording(EpisodeLog()), tracer.start_as_current_span("uncaptured") as span:
+        _set_usage(span, "m", 1, 1)
+    assert processor.lost == {"outside": 1, "late": 2}
+
+
+def test_a_span_goes_with_its_parents_episode_before_the_context_it_runs_in(
+        tracer: Any) -> None:
+    """A worker task started in the first episode's context (a shared client's queue) serves
+    the calls of two episodes running at once, each call under its caller's span: each call
+    is its caller's episode's (before: all of them went to the first episode)."""
+    from opentelemetry import context as otel_context
+
+    async def main() -> list[EpisodeLog]:
+        queue: asyncio.Queue[tuple[Any, int, asyncio.Future[None]]] = asyncio.Queue()
+        workers: list[asyncio.Task[None]] = []
+
+        async def serve() -> None:
+            while True:
+                caller, tokens, done = await queue.get()
+                with tracer.start_as_current_span("chat m", context=caller) as chat:
+                    _set_usage(chat, "m", tokens, 1)
+                done.set_result(None)
+
+        async def episode(n: int) -> EpisodeLog:
+            log = EpisodeLog(capture=CaptureConfig())
+            with recording(log), tracer.start_as_current_span(f"agent {n}"):
+                if not workers:
+                    workers.append(asyncio.create_task(serve()))  # in this episode's context
+                for _ in range(2):
+                    done = asyncio.get_running_loop().create_future()
+                    await queue.put((otel_context.get_current(), n, done))
+                    await done
+            return log
+
+        logs = await asyncio.gather(episode(1), episode(2))
+        workers[0].cancel()
+        return list(logs)
+
+    for n, log in enumerate(asyncio.run(main()), start=1):
+        assert sorted(s["name"] for s in log.spans) == ["agent " + str(n), "chat m", "chat m"]
+        assert _tokens_of(log) == {"input": 2 * n, "output": 2,
+                                   "by_model": {"m": {"input": 2 * n, "output": 2, "calls": 2}}}

@@ -225,7 +225,7 @@ def test_two_sessions_in_one_process_share_one_inert_processor(
                           text=True, timeout=240, check=False)
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
     assert json.loads(line[len("RESULT "):]) == [{"code": 0, "processors": 1, "users": [0]}] * 2
-    runs = sorted((pytester.path / ".prove" / "runs").iterdir())
+    runs = sorted(p for p in (pytester.path / ".prove" / "runs").iterdir() if p.is_dir())
     assert len(runs) == 2
     for run in runs:
         records = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
@@ -305,8 +305,13 @@ def test_a_bad_capture_on_the_decorator_stops_collection(pytester: pytest.Pytest
     result = pytester.runpytest("-p", "no:xdist")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting test_agent.py*",
+                                 "test_agent.py:3: in <module>",
                                  "*capture=: unknown capture key 'contents'; known keys: "
                                  "instrument, content, max_observation_bytes*"])
+    # The user's line and the message; not the plugin's frames that found it (before:
+    # api.py, the dataclass's __init__ and spec.py's __post_init__ were shown).
+    result.stdout.no_fnmatch_line("*pytest_prove[/\\]*.py:*")
+    result.stdout.no_fnmatch_line("*in __post_init__*")
     result.assert_outcomes(errors=1)
 
 
@@ -330,3 +335,147 @@ def test_bad_capture_ini_values_stop_the_session_before_it_runs(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert not (pytester.path / ".prove").exists()
+
+
+# ---------------------------------------------------------------------------
+# what keeps spans from episodes is said, never a silent loss of tokens
+
+
+def test_a_sampler_in_the_environment_does_not_thin_the_provider_pytest_prove_installs(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_TRACES_SAMPLER, set for the user's exporters, is not for the provider that only
+    feeds episodes (before: always_off there stored no span and no token, and the first line
+    still said spans were stored)."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    _agent(pytester)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    _check(pytester)
+
+
+def test_the_sdk_switched_off_is_said(pytester: pytest.Pytester,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_SDK_DISABLED=true: no provider records a span (before: pytest-prove installed
+    one anyway and said spans were stored with each episode; none was)."""
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    _agent(pytester, capture='capture={"instrument": ["openai"]}')
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "pytest-prove capture: spans through the global OpenTelemetry API are not captured: "
+        "OTEL_SDK_DISABLED is true, so the OpenTelemetry SDK records no span; unset it to "
+        "capture; the run goes on without them",
+        "pytest-prove capture: instrumentor 'openai' is not recording: OTEL_SDK_DISABLED is "
+        "true*"])
+    result.stdout.no_fnmatch_line("*stored with each episode*")
+    capture = load(pytester).manifest["capture"]
+    assert capture["global"].startswith("OTEL_SDK_DISABLED is true")
+    assert capture["missing"]["openai"].startswith("not recording: OTEL_SDK_DISABLED")
+
+
+def test_a_provider_whose_processors_run_in_threads_is_said(
+        pytester: pytest.Pytester) -> None:
+    """The SDK's ConcurrentMultiSpanProcessor calls processors in threads of its own, where
+    no episode's context is (before: the processor was added, every span was lost, and the
+    first line said spans were stored)."""
+    _agent(pytester)
+    pytester.makeconftest("""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import ConcurrentMultiSpanProcessor, TracerProvider
+
+        trace.set_tracer_provider(
+            TracerProvider(active_span_processor=ConcurrentMultiSpanProcessor()))
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "pytest-prove capture: spans through the global OpenTelemetry API are not captured: the "
+        "global tracer provider opentelemetry.sdk.trace.TracerProvider runs its span "
+        "processors in threads of its own (active_span_processor=ConcurrentMultiSpanProcessor)"
+        "*; the run goes on without them"])
+    assert "ConcurrentMultiSpanProcessor" in load(pytester).manifest["capture"]["global"]
+
+
+def test_a_sampler_of_the_users_provider_that_drops_spans_is_said(
+        pytester: pytest.Pytester) -> None:
+    _agent(pytester)
+    pytester.makeconftest("""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        trace.set_tracer_provider(TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.25))))
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "pytest-prove capture: spans through the global OpenTelemetry API stored with each "
+        "episode (added to your tracer provider)",
+        "pytest-prove capture: your tracer provider's sampler (ParentBased{root:TraceIdRatio"
+        "Based{0.25}*) may leave spans unrecorded; their usage is not counted*",
+        "capture: your tracer provider's sampler (ParentBased*) may have left spans "
+        "unrecorded, and their usage uncounted"])
+    assert load(pytester).manifest["capture"]["sampler"].startswith(
+        "ParentBased{root:TraceIdRatioBased{0.25}")
+
+
+#: A rollout that calls its model in a thread pool, which does not copy the context.
+POOL = textwrap.dedent(
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pytest_prove as prove
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("pooled-agent")
+
+
+    def chat(tokens):
+        with tracer.start_as_current_span("chat sim-model") as chat:
+            chat.set_attribute("gen_ai.request.model", "sim-model")
+            chat.set_attribute("gen_ai.usage.input_tokens", tokens)
+
+
+    @prove.rollout(replicates=3, failures=["unresolved"], successes=["resolved"], capture={})
+    def test_pooled(prove_seed):
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(chat, [10, 20]))
+        return prove.Episode("resolved")
+
+
+    def test_plain():
+        chat(7)  # a plain test of the same session, between capturing items: not a loss
+
+
+    @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
+                   id="uncaptured")
+    def test_uncaptured(prove_seed):
+        chat(5)  # not captured: not a loss
+        return prove.Episode("resolved")
+
+
+    @prove.rollout(replicates=1, failures=["unresolved"], successes=["resolved"], capture={},
+                   id="last")
+    def test_last(prove_seed):
+        return prove.Episode("resolved")
+    """
+)
+
+
+@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2"]],
+                         ids=["one-process", "xdist"])
+def test_usage_spans_no_episode_took_are_counted_and_said(pytester: pytest.Pytester,
+                                                          args: list[str]) -> None:
+    """Spans started in a thread without the episode's context are no episode's: their
+    tokens are not counted, and the session says how many (before: nothing said)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_pooled=POOL)
+    result = pytester.runpytest_subprocess(*args, timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "capture: 6 span(s) with token usage were started outside any episode (in a thread "
+        "that did not copy the episode's context? *); their own usage is counted in no "
+        "episode"])
+    run = load(pytester)
+    assert run.manifest["capture"]["lost"] == {"outside": 6}
+    assert all(r["tokens"] is None for r in run.episodes)

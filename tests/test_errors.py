@@ -256,7 +256,7 @@ SPEC_DECLARE = '\n[declare]\nfailures = ["unresolved"]\nsuccesses = ["resolved"]
      "add it to outcomes"),
     # A bad [capture] failed every item's setup, each with a traceback.
     (SPEC_HEAD + SPEC_DECLARE + '\n[capture]\ninstruments = ["openai_v2"]\n',
-     "prove_x.toml [[]capture[]]: unknown capture key 'instruments'; known keys: instrument, "
+     "prove_x.toml:8: [[]capture[]]: unknown capture key 'instruments'; known keys: instrument, "
      "content, max_observation_bytes"),
 ], ids=["t_unit", "concurrency", "timeout", "outcome-named-timeout", "capture"])
 def test_spec_values_are_checked_at_collection_by_line(pytester: pytest.Pytester, spec: str,

@@ -129,7 +129,11 @@ class ProveSession:
     def on_report(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             # Stored, then dropped from the report, which pytest keeps to the end.
-            episodes = wire.take(report, "episodes").get("episodes")
+            data = wire.take(report, "episodes", "capture")
+            status = data.get("capture")
+            if status is not None and self.capture is not None:
+                self.capture.record_status(status)  # spans with usage no episode took
+            episodes = data.get("episodes")
             if episodes is not None:
                 self.pending.pop(report.nodeid, None)
                 for episode in episodes:  # the item that ran it: what replays it

@@ -13,17 +13,20 @@ capture on, an episode keeps:
   ``opentelemetry_instrumentor``), switched on with that same global provider, so that one
   rule counts the usage of both.
 
-Each span goes to the episode whose context it started in: the processor reads the
-episode's log from its context variable, never from a global, so replicates running at
-once in threads or asyncio tasks keep their own.  Token usage is read from the GenAI
-semantic-convention attributes (``gen_ai.usage.*``) of each span and counted once per model
-call: when the episode ends, a span with usage is left out when a span below it in the
-episode has usage too (an agent span summing its calls; a framework's chat span over the
-client instrumentor's span of the same call).
+Each span goes to the episode of its parent span, or else to the episode whose context it
+started in: the processor reads the episode's log from its context variable, never from a
+global, so replicates running at once in threads or asyncio tasks keep their own.  Token
+usage is read from the GenAI semantic-convention attributes (``gen_ai.usage.*``) of each
+span and counted once per model call: when the episode ends, a span with usage is left out
+when a span below it in the episode has usage too (an agent span summing its calls; a
+framework's chat span over the client instrumentor's span of the same call).  Spans with
+usage that no episode took are counted and said at the end (the manifest's
+``capture.lost``).
 
-Stored spans keep no prompt or completion unless ``content = true``, every stored value is
-cut to ``max_observation_bytes``, and an episode stores at most ``MAX_SPANS`` spans.
-The settings are checked where they are declared, before anything runs.
+Stored spans keep no prompt or completion unless ``content = true``, every stored text
+(value, key, name) is cut to ``max_observation_bytes``, and an episode stores at most
+``MAX_SPANS`` spans.  The settings are checked where they are declared, before anything
+runs.
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ from .spans import (
     DEFAULT_MAX_BYTES,
     ENTRY_POINT_GROUP,
     INSTALLED,
+    SDK_DISABLED,
     YOURS,
     CaptureConfig,
     CaptureError,
+    sdk_disabled,
     span_record,
     usage_of_span,
 )
@@ -137,8 +142,13 @@ class CaptureManager:
         #: None until the first capturing item is set up.
         self.global_api: str | None = None
         self.processor: EpisodeSpanProcessor | None = None
+        #: The global provider's sampler, when it may leave spans of episodes unrecorded.
+        self.sampler: str | None = None
         #: A provider of this session's own, only when the global one takes no processor.
         self.provider: TracerProvider | None = None
+        self.private: EpisodeSpanProcessor | None = None
+        #: Spans with usage no episode took (see EpisodeSpanProcessor.lost), as last sent.
+        self._lost_sent: dict[str, int] = {}
         self.active: dict[str, Any] = {}
         self.missing: dict[str, str] = {}
         self._env_set = False
@@ -163,6 +173,9 @@ class CaptureManager:
         """Switch on the instrumentors ``config`` names that are not on yet."""
         names = [n for n in config.instrument if n not in self.active and n not in self.missing]
         if not names:
+            return
+        if sdk_disabled():
+            self.missing.update(dict.fromkeys(names, f"not recording: {SDK_DISABLED}"))
             return
         if config.content and CONTENT_ENV not in os.environ:
             os.environ[CONTENT_ENV] = "true"
@@ -189,14 +202,13 @@ class CaptureManager:
         processor; then one of this session's own, so that their spans are still kept."""
         from opentelemetry import trace
 
+        from ._otel import private_provider, refusal
+
         current = trace.get_tracer_provider()
-        if isinstance(current, trace.ProxyTracerProvider) or callable(
-                getattr(current, "add_span_processor", None)):
+        if isinstance(current, trace.ProxyTracerProvider) or refusal(current) is None:
             return None
         if self.provider is None:
-            from ._otel import private_provider
-
-            self.provider, _ = private_provider()
+            self.provider, self.private = private_provider()
         return self.provider
 
     def attach(self) -> None:
@@ -206,7 +218,21 @@ class CaptureManager:
             return
         from ._otel import attach_global
 
-        self.global_api, self.processor = attach_global()
+        self.global_api, self.processor, self.sampler = attach_global()
+        if self.processor is not None:
+            # Shared with earlier sessions in this process: count from here on.
+            self._lost_sent = dict(self.processor.lost)
+
+    def _lost(self) -> dict[str, int]:
+        """Spans with usage no episode took since the last report, by why."""
+        now: dict[str, int] = {}
+        for processor in (self.processor, self.private):
+            if processor is not None:
+                for why, count in processor.lost.items():
+                    now[why] = now.get(why, 0) + count
+        new = {why: count - self._lost_sent.get(why, 0) for why, count in now.items()}
+        self._lost_sent = now
+        return {why: count for why, count in new.items() if count > 0}
 
     def stop(self) -> None:
         for instrumentor in self.active.values():
@@ -219,9 +245,11 @@ class CaptureManager:
             release(self.processor)
             self.processor = None
         self.global_api = None
+        self.sampler = None
         if self.provider is not None:
             self.provider.shutdown()
             self.provider = None
+            self.private = None
         if self._env_set:
             os.environ.pop(CONTENT_ENV, None)
             self._env_set = False
@@ -242,18 +270,39 @@ class CaptureManager:
             self.attach()
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        # While a capturing item runs its episodes, a span with usage started outside every
+        # episode is tokens lost (before and after, it is the session's own code's).
+        processors = [p for p in (self.processor, self.private)
+                      if p is not None and CAPTURE_KEY in item.stash]
+        for processor in processors:
+            processor.watching += 1
+        try:
+            return (yield)
+        finally:
+            for processor in processors:
+                processor.watching -= 1
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> Any:
         report = yield
         if call.when == "setup" and CAPTURE_KEY in item.stash:
-            state = (self.global_api, tuple(sorted(self.active)),
+            state = (self.global_api, self.sampler, tuple(sorted(self.active)),
                      tuple(sorted(self.missing.items())))
             if state != self._reported:
                 # Sent whenever it changes, so that the controller can tell the user.
                 self._reported = state
-                wire.attach(report, capture={"global": self.global_api,
-                                             "instrumented": sorted(self.active),
-                                             "missing": dict(self.missing)})
+                status: dict[str, Any] = {"global": self.global_api,
+                                          "instrumented": sorted(self.active),
+                                          "missing": dict(self.missing)}
+                if self.sampler is not None:
+                    status["sampler"] = self.sampler
+                wire.attach(report, capture=status)
+        elif call.when == "call" and CAPTURE_KEY in item.stash:
+            lost = self._lost()
+            if lost:
+                wire.attach(report, capture={"lost": lost})
         return report
 
     def pytest_sessionfinish(self) -> None:
@@ -272,11 +321,17 @@ class CaptureManager:
             "capture", {"global": None, "instrumented": [], "missing": {}})
         if status.get("global") is not None:
             manifest["global"] = status["global"]
+        if status.get("sampler") is not None:
+            manifest["sampler"] = status["sampler"]
         manifest["instrumented"] = sorted(set(manifest["instrumented"])
-                                          | set(status["instrumented"]))
-        manifest["missing"].update(status["missing"])
-        keys = ([] if status.get("global") is None else [_GLOBAL_KEY]) + [
-            *status["instrumented"], *status["missing"]]
+                                          | set(status.get("instrumented", ())))
+        manifest["missing"].update(status.get("missing", {}))
+        for why, count in (status.get("lost") or {}).items():
+            lost = manifest.setdefault("lost", {})
+            lost[why] = lost.get(why, 0) + count
+        keys = ([] if status.get("global") is None else [_GLOBAL_KEY]) + (
+            [] if status.get("sampler") is None else [_SAMPLER_KEY]) + [
+            *status.get("instrumented", ()), *status.get("missing", {})]
         new = {k for k in keys if k not in self._announced}
         if new:
             self._announced.update(new)
@@ -292,8 +347,9 @@ class CaptureManager:
             reporter.write_line(line)
 
 
-#: What the controller announced for the spans of the global API.
+#: What the controller announced for the spans of the global API, and of its sampler.
 _GLOBAL_KEY = " global"
+_SAMPLER_KEY = " sampler"
 
 
 def _global_captured(status: Mapping[str, Any]) -> bool:
@@ -311,7 +367,7 @@ def start_lines(status: Mapping[str, Any], new: set[str] | None = None) -> list[
     stored = []
     if _global_captured(status) and fresh(_GLOBAL_KEY):
         stored.append("through the global OpenTelemetry API")
-    names = [n for n in status["instrumented"] if fresh(n)]
+    names = [n for n in status.get("instrumented", ()) if fresh(n)]
     if names:
         stored.append(f"of {', '.join(names)}")
     if stored:
@@ -323,7 +379,11 @@ def start_lines(status: Mapping[str, Any], new: set[str] | None = None) -> list[
     if status.get("global") is not None and not _global_captured(status) and fresh(_GLOBAL_KEY):
         lines.append(f"pytest-prove capture: spans through the global OpenTelemetry API are "
                      f"not captured: {status['global']}; the run goes on without them")
-    for name, why in status["missing"].items():
+    if status.get("sampler") is not None and fresh(_SAMPLER_KEY):
+        lines.append(f"pytest-prove capture: your tracer provider's sampler "
+                     f"({status['sampler']}) may leave spans unrecorded; their usage is not "
+                     "counted (a sampler that records every span: ALWAYS_ON)")
+    for name, why in status.get("missing", {}).items():
         if fresh(name):
             lines.append(f"pytest-prove capture: instrumentor {name!r} is {why}; the run goes "
                          "on without its spans")
@@ -340,6 +400,19 @@ def end_lines(manifest: Mapping[str, Any]) -> list[str]:
     lines.extend(f"capture: instrumentor {name!r} did not run ({why.split(':')[0]}); "
                  f"episodes have no spans from it, see the manifest's capture.missing"
                  for name, why in missing.items())
+    if manifest.get("sampler") is not None:
+        lines.append(f"capture: your tracer provider's sampler ({manifest['sampler']}) may have "
+                     "left spans unrecorded, and their usage uncounted")
+    lost = manifest.get("lost") or {}
+    if lost.get("outside"):
+        lines.append(f"capture: {lost['outside']} span(s) with token usage were started outside "
+                     "any episode (in a thread that did not copy the episode's context? run it "
+                     "with contextvars.copy_context().run, or asyncio.to_thread); their own "
+                     "usage is counted in no episode")
+    if lost.get("late"):
+        lines.append(f"capture: {lost['late']} span(s) with token usage ended after their "
+                     "episode was recorded (a thread or stream left running); their own usage is "
+                     "not counted")
     return lines
 
 

@@ -9,6 +9,8 @@ OpenTelemetry SDK.  The settings themselves (:class:`CaptureConfig`) are declare
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,8 +19,9 @@ from ..declare.capture import DEFAULT_MAX_BYTES, CaptureConfig, CaptureError
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "INSTALLED", "YOURS",
-           "CaptureConfig", "CaptureError", "span_record", "usage_of_span"]
+__all__ = ["CONTENT_ENV", "DEFAULT_MAX_BYTES", "ENTRY_POINT_GROUP", "INSTALLED", "SDK_DISABLED",
+           "YOURS", "CaptureConfig", "CaptureError", "sdk_disabled", "span_record",
+           "usage_of_span"]
 
 ENTRY_POINT_GROUP: Final = "opentelemetry_instrumentor"
 #: How spans of the global OpenTelemetry API reach episodes: through a provider pytest-prove
@@ -26,6 +29,15 @@ ENTRY_POINT_GROUP: Final = "opentelemetry_instrumentor"
 INSTALLED: Final = "installed"
 YOURS: Final = "added"
 CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: Why nothing is captured when the OpenTelemetry SDK is switched off (its environment
+#: variable, which every SDK TracerProvider reads when it is made).
+SDK_DISABLED: Final = ("OTEL_SDK_DISABLED is true, so the OpenTelemetry SDK records no span; "
+                       "unset it to capture")
+
+
+def sdk_disabled() -> bool:
+    """Whether OTEL_SDK_DISABLED switches the OpenTelemetry SDK off (as the SDK reads it)."""
+    return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 #: Attribute names that hold prompts, completions, tool arguments and results.
 _CONTENT_PREFIXES = (
@@ -45,20 +57,35 @@ def _is_content(key: str) -> bool:
     return key.startswith(_CONTENT_PREFIXES) or key.endswith(_CONTENT_SUFFIXES)
 
 
+def _text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate becomes its escape, ``\\ud800``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _scalar(value: object) -> object:
+    """A number, bool or None as stored; a float JSON has no number for (NaN, infinity)
+    becomes its text, ``"nan"``, so that the store can write it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
 def _bounded(value: object, limit: int) -> object:
-    """``value`` as stored: JSON-able, and at most ``limit`` bytes once encoded."""
+    """``value`` as stored: JSON-able, UTF-8-able, and at most ``limit`` bytes once
+    encoded."""
     if isinstance(value, bool | int | float) or value is None:
-        return value
+        return _scalar(value)
     if isinstance(value, str):
-        text = value
+        text = _text(value)
     elif isinstance(value, Sequence):
-        items = [v if isinstance(v, str | int | float | bool) else str(v) for v in value]
+        items = [_text(v) if isinstance(v, str) else _scalar(v)
+                 if isinstance(v, int | float | bool) else _text(str(v)) for v in value]
         encoded = json.dumps(items, ensure_ascii=False)
         if len(encoded.encode()) <= limit:
             return items
         text = encoded
     else:
-        text = str(value)
+        text = _text(str(value))
     data = text.encode()
     if len(data) <= limit:
         return text
@@ -66,12 +93,19 @@ def _bounded(value: object, limit: int) -> object:
     return data[: max(0, limit - len(note.encode()))].decode("utf-8", "ignore") + note
 
 
+def _key(key: object, limit: int) -> str:
+    bounded = _bounded(str(key), limit)
+    assert isinstance(bounded, str)
+    return bounded
+
+
 def _attributes(attributes: Mapping[str, Any] | None, config: CaptureConfig) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     for key, value in (attributes or {}).items():
         if not config.content and _is_content(key):
             continue
-        kept[key] = _bounded(value, config.max_observation_bytes)
+        kept[_key(key, config.max_observation_bytes)] = _bounded(
+            value, config.max_observation_bytes)
     return kept
 
 
@@ -94,7 +128,8 @@ def span_record(span: ReadableSpan, config: CaptureConfig, started: float) -> di
         record["status_message"] = _bounded(span.status.description,
                                             config.max_observation_bytes)
     if span.events:
-        record["events"] = [{"name": e.name, "attributes": _attributes(e.attributes, config)}
+        record["events"] = [{"name": _bounded(e.name, config.max_observation_bytes),
+                             "attributes": _attributes(e.attributes, config)}
                             for e in span.events]
     return record
 
@@ -118,6 +153,6 @@ def usage_of_span(attributes: Mapping[str, Any]) -> dict[str, Any] | None:
     response = attributes.get("gen_ai.response.model")
     model = request if isinstance(request, str) and request else (
         response if isinstance(response, str) and response else "unknown")
-    return {"model": model, "input": tokens_in or 0, "output": tokens_out or 0,
+    return {"model": _text(model), "input": tokens_in or 0, "output": tokens_out or 0,
             "source": "span",
-            "response_model": response if isinstance(response, str) else None}
+            "response_model": _text(response) if isinstance(response, str) else None}
