@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 import threading
@@ -105,3 +106,18 @@ def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTT
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A quiet handler whose ``answer`` sends one JSON document with status 200."""
+
+    def answer(self, document: object) -> None:
+        reply = json.dumps(document).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 
-from .conftest import INI, load, local_server
+from .conftest import INI, JSONHandler, load, local_server
 
 pytest.importorskip("openai")
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
@@ -24,28 +24,20 @@ INPUT, OUTPUT = 123, 45
 SECRET = "SECRET-PROMPT-7f3a"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     calls: list[str]
 
-    def do_POST(self) -> None:  # the name http.server calls
+    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.calls.append(body["model"])  # type: ignore[attr-defined]
-        reply = json.dumps({
+        self.answer({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
             "model": body["model"] + "-2025-01-01",
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": "resolved"}}],
             "usage": {"prompt_tokens": INPUT, "completion_tokens": OUTPUT,
                       "total_tokens": INPUT + OUTPUT},
-        }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        return
+        })
 
 
 @pytest.fixture

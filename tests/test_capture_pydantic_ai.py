@@ -10,14 +10,14 @@ import json
 import re
 import textwrap
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 
-from .conftest import INI, load, local_server
+from .conftest import INI, JSONHandler, load, local_server
 
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("openai")
@@ -31,10 +31,10 @@ def usage_of(seed: int, call: int) -> tuple[int, int]:
     return 100 * call + seed % 50, 10 * call + seed % 7
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     """An OpenAI-compatible chat endpoint: asks for the tool ``lookup`` first, then answers."""
 
-    def do_POST(self) -> None:  # the name http.server calls
+    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         messages = body["messages"]
         prompt = " ".join(str(m.get("content")) for m in messages if m["role"] == "user")
@@ -49,22 +49,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "name": "lookup", "arguments": json.dumps({"ticket": "refund"})}}]}
         else:
             message = {"role": "assistant", "content": "resolved"}
-        reply = json.dumps({
+        self.answer({
             "id": f"chatcmpl-{seed}-{call}", "object": "chat.completion", "created": 1,
             "model": body["model"],
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if call == 1 else "stop"}],
             "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                       "total_tokens": tokens_in + tokens_out},
-        }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        return
+        })
 
 
 @pytest.fixture
