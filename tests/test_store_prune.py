@@ -233,3 +233,58 @@ def test_resuming_a_run_deleted_since_it_was_read_is_refused(
     with pytest.raises(StoreError, match="was deleted after it was read"):
         store.reopen(run)
     assert store.runs() == []
+
+
+#: A prune in another process while the session that wrote the run is still finishing (after
+#: its run is closed, before its summary reads the run back for the cost line).
+PRUNE_AT_THE_END = textwrap.dedent(
+    """
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(session):
+        done = subprocess.run([sys.executable, "-m", "pytest_prove", "--json", "prune",
+                               "--keep", "0", "--named"], capture_output=True, text=True)
+        with open("prune.json", "w") as fh:
+            fh.write(done.stdout)
+    """
+)
+
+SPENDING = textwrap.dedent(
+    """
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund"])
+    def test_spend(ticket):
+        prove.usage("small", 100, 10)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def test_a_session_holds_its_run_until_it_ends(pytester: pytest.Pytester) -> None:
+    """The session reads its run back after closing it (the cost line, a baseline, the
+    report): a prune in another process meanwhile used to delete it, and the summary ended in
+    a traceback (StoreError: the run's manifest is missing)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_spend=SPENDING)
+    pytester.makeconftest(PRUNE_AT_THE_END)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    result.stdout.fnmatch_lines(["run '*' (complete): 2 episodes*", "tokens*"])
+    doc = json.loads((pytester.path / "prune.json").read_text())
+    assert doc["deleted"] == []
+    assert [r["kept"] for r in doc["kept"]] == ["being written"]
+    assert len(Store(pytester.path / ".prove").runs()) == 1
+    # Once the session is over, its run is an old run like any other.
+    assert main(["--store", str(pytester.path / ".prove"), "prune", "--keep", "0"]) == 0
+    assert Store(pytester.path / ".prove").runs() == []

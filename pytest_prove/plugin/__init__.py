@@ -348,7 +348,7 @@ class _WorkerReports:
 def pytest_unconfigure(config: pytest.Config) -> None:
     prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
-        prove.run.writer.release()  # a session that ended before its run closed
+        prove.run.writer.release()  # held from the first episode until the session ends
         del config.stash[SESSION_KEY]
     disown_all(config)
 

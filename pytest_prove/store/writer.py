@@ -261,8 +261,9 @@ class RunWriter:
             return
         atomic_write(self.directory / "manifest.json", json.dumps(self.manifest, indent=2) + "\n")
 
-    def close(self) -> None:
-        """Flush the episodes to disk and release the run."""
+    def close(self, *, release: bool = True) -> None:
+        """Flush the episodes to disk and, unless ``release`` is false, release the run (a
+        session keeps it until it ends: it reads the run back after closing it)."""
         try:
             if self._fd is not None:
                 fd, self._fd = self._fd, None
@@ -271,7 +272,8 @@ class RunWriter:
                 finally:
                     os.close(fd)
         finally:
-            self.release()
+            if release:
+                self.release()
 
     def release(self) -> None:
         """Let another session write the run (idempotent)."""
