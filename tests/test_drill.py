@@ -263,6 +263,17 @@ def test_replay_refuses_what_it_cannot_do(drill: pytest.Pytester) -> None:
                                  "nothing was replayed"])
 
 
+def test_replay_refuses_a_report(drill: pytest.Pytester) -> None:
+    """A replay stores nothing and compares nothing: it used to take --prove-report, write
+    no file and say nothing about it."""
+    drill.runpytest("--prove-name=first")
+    result = drill.runpytest("test_bot.py::test_bot[refund-r001]", "--prove-replay=first",
+                             "--prove-report=r.html")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-replay=first * takes no --prove-report; drop it*"])
+    assert not (drill.path / "r.html").exists()
+
+
 # --------------------------------------------------------------------------- --lf
 
 

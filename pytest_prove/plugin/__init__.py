@@ -275,12 +275,14 @@ def pytest_configure(config: pytest.Config) -> None:
         own(config, XdistHooks(session), "prove_xdist")
 
 
-#: Options a replay refuses: it stores nothing, and runs each replicate as it ran.
+#: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and
+#: runs each replicate as it ran.
 _NOT_WITH_REPLAY = (("prove_baseline", "--prove-baseline"), ("prove_resume", "--prove-resume"),
                     ("prove_save_baseline", "--prove-save-baseline"),
                     ("prove_update_baseline", "--prove-update-baseline"),
                     ("prove_name", "--prove-name"), ("prove_replicates", "--prove-replicates"),
-                    ("prove_concurrency", "--prove-concurrency"))
+                    ("prove_concurrency", "--prove-concurrency"),
+                    ("prove_report", "--prove-report"))
 
 
 def _replayed(config: pytest.Config, store: Store, opt: Any) -> Run | None:
