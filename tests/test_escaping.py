@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_prove.cli import main
-from pytest_prove.report._format import terminal_text
+from pytest_prove.report._format import plain_text, terminal_text
 from pytest_prove.report.markdown import escape, render_markdown
 from pytest_prove.report.terminal import format_comparison
 from pytest_prove.review import Labels
@@ -128,11 +128,18 @@ def test_command_line_shows_rollout_text_as_text_and_json_keeps_it_whole(
     for args in (["show", "worse", "-v"], ["diff", "base", "worse", "-v"],
                  ["check", "base", "worse"], ["where", "worse"],
                  ["compare", "base", "worse"], ["fix-check", "base", "worse"],
-                 ["cost", "worse"], ["cost", "base", "worse"], ["plan", "--from", "worse"]):
+                 ["cost", "worse"], ["cost", "base", "worse"], ["plan", "--from", "worse"],
+                 ["flips", "base", "worse", "-v"]):
         code = main([*store, *args])
         out = capsys.readouterr().out
         assert code in (0, 4), (args, out)
         _assert_safe_terminal(out)
+    # A refusal that lists the run's conditions (flips --condition names none of them) lists
+    # them as text too: it printed them raw, escapes and 100,000 characters included.
+    assert main([*store, "flips", "base", "worse", "--condition", "ticket=nothing"]) == 1
+    err = capsys.readouterr().err
+    assert "no condition 'ticket=nothing' was compared" in err and "\\x1b[31mred" in err
+    _assert_safe_terminal(err)
     _assert_safe_markdown(summary.read_bytes().decode())
     assert main([*store, "diff", "base", "worse", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -175,4 +182,14 @@ def test_terminal_text_is_printable_and_bounded(text: str, limit: int) -> None:
     assert len(shown) <= limit
     assert shown.isprintable(), ascii(shown)
     if len(text) <= limit and text.isprintable():
+        assert shown == text
+
+
+@PROPERTY
+@given(st.text(max_size=400))
+def test_plain_text_keeps_its_lines_and_escapes_the_rest(text: str) -> None:
+    shown = plain_text(text)
+    assert all(line.isprintable() for line in shown.split("\n")), ascii(shown)
+    assert shown.count("\n") == text.count("\n")
+    if text.isprintable():
         assert shown == text

@@ -147,6 +147,13 @@ class Flips:
     events: tuple[str, ...] = ()  # the events --event named (empty: every row's)
 
 
+def _short(label: str, limit: int = 80) -> str:
+    """A label quoted in a message: its start and end around an ellipsis when it is long."""
+    if len(label) <= limit:
+        return label
+    return f"{label[:limit * 2 // 3]}\u2026{label[-(limit // 3):]}"
+
+
 def _parts(text: str) -> dict[str, str] | None:
     """``ticket=refund, model=small`` as {axis: value}, or None when it is not that form."""
     found: dict[str, str] = {}
@@ -203,7 +210,8 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
             hits = {key for key, (label, axes) in named.items()
                     if label in known and _matches(asked, label, axes)}
             if not hits:
-                shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+                shown = ", ".join(map(_short, known[:20])) + (", ..." if len(known) > 20
+                                                               else "")
                 raise RefusalError(
                     f"no condition {asked!r} was compared in {label_a!r} and {label_b!r}; "
                     f"give one as the comparison labels it (axis=value, several joined by "
