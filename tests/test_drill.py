@@ -161,6 +161,46 @@ def test_flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(
     assert "save the earlier sweep as a baseline" in refused["error"]
 
 
+def test_flips_counts_only_the_twins_its_rows_read(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twins that ended without an outcome in one run are read by the 'no outcome' row alone:
+    with --missing=ignore (or --event naming another row) the header counted them among the
+    twins compared ("1 of 80 twins ended differently") while no row read them."""
+    drill.makepyfile(test_bot=DRILL_BOT.replace(
+        "    if ticket == \"password\"",
+        "    if ticket == \"refund\" and os.environ.get(\"BOOM\") and rng.random() < 0.5:\n"
+        "        raise RuntimeError(\"boom\")\n"
+        "    if ticket == \"password\""))
+    drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
+    monkeypatch.setenv("BOOM", "1")
+    drill.runpytest("--prove-baseline=base", "--prove-name=boom")
+    store = _store(drill)
+    before = {(r["condition_key"], r["replicate"]): r for r in store.open("base").episodes}
+    after = {(r["condition_key"], r["replicate"]): r for r in store.open("boom").episodes}
+    assert before.keys() == after.keys() and len(before) == 80
+    both = sum(1 for k in before if not before[k].get("error") and not after[k].get("error"))
+    lost = sum(1 for k in before if not before[k].get("error") and after[k].get("error"))
+    assert lost > 5 and both < 80
+    code, doc = _json(drill, capsys, "flips", "base", "boom")
+    assert code == 0 and doc["twins"] == 80 and doc["twins_unread"] == 0
+    for args in (["--missing", "ignore"], ["--event", "unresolved", "--event", "resolved"]):
+        code, doc = _json(drill, capsys, "flips", "base", "boom", *args)
+        assert code == 0
+        # Every twin a row reads, and only those.
+        assert doc["twins"] == both, args
+        assert doc["twins"] == sum(max(r["twins"] for r in doc["rows"]
+                                       if r["condition"] == c)
+                                   for c in {r["condition"] for r in doc["rows"]})
+        assert doc["twins_unread"] == 80 - both
+        assert not any(e["event"] == "no outcome" for f in doc["flips"] for e in f["events"])
+        code, out, _ = _cli(drill, capsys, "flips", "base", "boom", *args)
+        lines = out.splitlines()
+        assert f"of {both} twins ended differently" in lines[0]
+        assert lines[1].startswith(f"{80 - both} other twin(s) ended without an outcome in "
+                                   "one run or both")
+
+
 # --------------------------------------------------------------------------- replay
 
 

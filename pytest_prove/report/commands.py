@@ -421,7 +421,7 @@ def _ending(record: Mapping[str, Any]) -> str:
 
 def flips_document(f: Flips) -> dict[str, Any]:
     return {"before": f.before, "after": f.after, "salt": f.salt, "paired": True,
-            "twins": f.twins, "conditions": list(f.chosen) or None,
+            "twins": f.twins, "twins_unread": f.unread, "conditions": list(f.chosen) or None,
             "events": list(f.events) or None,
             "rows": [r.to_dict() for r in f.rows], "flips": [x.to_dict() for x in f.flips],
             "method": "twins: the episodes of the same condition and replicate, on the same "
@@ -440,6 +440,11 @@ def flips_lines(f: Flips, verbose: bool) -> list[str]:
     else:
         head = f"no twin ended differently in {lb} than in {la}{where}: all {f.twins} alike"
     lines = [head + f"; one salt, {terminal_text(f.salt)}: each twin ran on one seed in both"]
+    if f.unread:
+        lines.append(f"{f.unread} other twin(s) ended without an outcome in one run or both: "
+                     + ("--missing=ignore leaves them out" if f.missing == "ignore" else
+                        f"only the '{NO_OUTCOME_EVENT}' row reads them (drop --event, or add "
+                        f"--event '{NO_OUTCOME_EVENT}')"))
     lines.extend(table(
         ("condition", "event", "twins", f"only in {la}", f"only in {lb}"),
         [(terminal_text(r.condition), terminal_text(r.event), str(r.twins),
