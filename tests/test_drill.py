@@ -373,3 +373,22 @@ def test_lf_takes_the_newest_salt_and_names_the_failures_it_cannot_bring_back(
     result = drill.runpytest("--lf", "--prove-baseline=base", "--prove-name=paired")
     assert "taken from run" not in result.stdout.str()
     assert _store(drill).open("paired").salt == base.salt
+
+
+def test_lf_says_so_when_none_of_the_failures_is_collected_any_more(
+        drill: pytest.Pytester) -> None:
+    """--lf after the sweep was edited: pytest finds none of its failures and runs every item;
+    the note said they "rerun on the seeds they failed on", of which none ran."""
+    drill.runpytest("--prove-name=first")
+    first = _store(drill).open("first")
+    failed = sum(1 for r in first.episodes if r.get("error"))
+    assert failed
+    drill.makepyfile(test_bot=DRILL_BOT.replace('["refund", "password"]',
+                                                '["refund2", "password2"]'))
+    result = drill.runpytest("--lf", "--prove-name=edited")
+    result.stdout.fnmatch_lines(["*run-last-failure: *known failures not in selected tests*"])
+    result.stdout.fnmatch_lines([
+        f"note: salt {first.salt} taken from run 'first' (--lf/--ff), but none of the {failed} "
+        "failed replicate item(s) that ran on it was collected this time (were their test or "
+        "its parameters changed?), so no failure reran on its seed"])
+    assert "they rerun on the seeds they failed on" not in result.stdout.str()

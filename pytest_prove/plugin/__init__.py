@@ -36,7 +36,7 @@ from .collect import pytest_collection_modifyitems as pytest_collection_modifyit
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
-from .salts import lf_salt, remember_failed
+from .salts import LastFailed, lf_salt, remember_failed
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_FAILS_KEY,
@@ -238,7 +238,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     replay = _replayed(config, store, opt)
-    salt_note: str | None = None
+    last_failed: LastFailed | None = None
     if replay is not None:
         settings.salt = replay.salt
         settings.replay = _replicates_of(replay)
@@ -252,8 +252,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 "drop --prove-baseline or start a new run")
     elif baseline is not None:
         settings.salt = baseline.salt
-    elif (failed := lf_salt(config)) is not None:
-        settings.salt, salt_note = failed.salt, failed.note()
+    elif (last_failed := lf_salt(config)) is not None:
+        settings.salt = last_failed.salt
     else:
         settings.salt = new_salt()
     try:
@@ -264,7 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
                    "missing": missing}, replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session.salt_note = salt_note
+    session.last_failed = last_failed
     config.stash[SESSION_KEY] = session
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, Collection(config), "prove_collection")
