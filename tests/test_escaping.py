@@ -147,6 +147,32 @@ def test_command_line_shows_rollout_text_as_text_and_json_keeps_it_whole(
     assert {f"ticket={v}" for v in (IMAGE, BREAKS, ANSI, BIDI, LONG)} == conditions
 
 
+def test_gate_reasons_show_rollout_text_as_text(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """The gate's reasons name conditions (those no longer collected, those a baseline would
+    lose): the summary, -q, the gate's failed report and `check` printed them raw, ESC
+    sequences, line breaks and 100,000 characters included."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=HOSTILE_BOT)
+    pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base")
+    pytester.makepyfile(test_bot=HOSTILE_BOT.replace(
+        '("ticket", VALUES, ids=["image", "breaks", "ansi", "bidi", "long"])',
+        '("ticket", VALUES[:1], ids=["image"])'))
+    for quiet in ([], ["-q"]):
+        result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
+                                    "--prove-update-baseline", *quiet)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        out = "\n".join(result.outlines)
+        assert "4 are no longer collected" in out and "not saved" in out, out[:2000]
+        _assert_safe_terminal(out)
+        assert "ticket=\\x1b[31mred\\x1b[0m" in out
+    capsys.readouterr()
+    assert main(["--store", str(pytester.path / ".prove"), "check", "base", "latest"]) == 4
+    out = capsys.readouterr().out
+    assert "check failed: only 1 of the 5 condition(s)" in out
+    _assert_safe_terminal(out)
+
+
 def test_markdown_escapes_every_field_a_rollout_or_the_store_fills() -> None:
     hostile = f"{IMAGE}|{BREAKS}\u2028<img src=x>`code`\\|*b* _i_ ~s~ {ANSI}"
     comparison = compare([RowInput(f"ticket={hostile}", hostile, "rise", 2, 50, 40, 50),

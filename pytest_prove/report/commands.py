@@ -22,7 +22,7 @@ from pytest_prove.review.flips import Flips, Replay, ending_of
 from pytest_prove.review.steps import StepComparison, Where
 from pytest_prove.review.tallies import RunLine, Tally
 
-from ._format import terminal_text
+from ._format import plain_text, terminal_text
 from .json import comparison_document
 from .notes import set_aside
 from .terminal import format_comparison
@@ -92,7 +92,7 @@ def run_note_lines(review: Review) -> list[str]:
     """What the comparison left aside (not run, new, left out) and how either run is
     unfinished: worded here once, for every front door."""
     lines = [f"{head}: {text}" for head, text in set_aside(review, terminal_text)]
-    lines.extend(f"note: {note}" for note in review.notes)
+    lines.extend(f"note: {plain_text(note)}" for note in review.notes)
     return lines
 
 
@@ -128,7 +128,7 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
     gate = review.gate
     lines = comparison_lines(review, verbose)
     if gate.reasons:
-        return lines + [f"check failed: {r}" for r in gate.reasons]
+        return lines + [f"check failed: {plain_text(r)}" for r in gate.reasons]
     word = review.require_comparison().verdict.word
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}; --fail-on {','.join(sorted(gate.fail_on))}")

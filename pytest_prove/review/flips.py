@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
-from ..declare.spec import condition_label
+from ..declare.spec import condition_label, quoted_label
 from ..record import Missing
 from ..store import Run
 from .labels import keys_and_labels, label_of
@@ -151,13 +151,6 @@ class Flips:
     missing: Missing = "test"
 
 
-def _short(label: str, limit: int = 80) -> str:
-    """A label quoted in a message: its start and end around an ellipsis when it is long."""
-    if len(label) <= limit:
-        return label
-    return f"{label[:limit * 2 // 3]}\u2026{label[-(limit // 3):]}"
-
-
 def _parts(text: str) -> dict[str, str] | None:
     """``ticket=refund, model=small`` as {axis: value}, or None when it is not that form."""
     found: dict[str, str] = {}
@@ -214,7 +207,7 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
             hits = {key for key, (label, axes) in named.items()
                     if label in known and _matches(asked, label, axes)}
             if not hits:
-                shown = ", ".join(map(_short, known[:20])) + (", ..." if len(known) > 20
+                shown = ", ".join(map(quoted_label, known[:20])) + (", ..." if len(known) > 20
                                                                else "")
                 raise RefusalError(
                     f"no condition {asked!r} was compared in {label_a!r} and {label_b!r}; "
