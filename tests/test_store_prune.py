@@ -288,3 +288,27 @@ def test_a_session_holds_its_run_until_it_ends(pytester: pytest.Pytester) -> Non
     # Once the session is over, its run is an old run like any other.
     assert main(["--store", str(pytester.path / ".prove"), "prune", "--keep", "0"]) == 0
     assert Store(pytester.path / ".prove").runs() == []
+
+
+def test_a_lock_file_linked_outside_the_store_is_never_opened(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A run folder whose lock file is a symbolic link to a file elsewhere (a copied or
+    hostile store): prune opened it to take the run's lock, and filelock 3.x opens with
+    O_TRUNC through the link, so even --dry-run emptied the file it pointed at (filelock 4
+    refuses the link, and prune failed with 'Too many levels of symbolic links')."""
+    _project(pytester, monkeypatch)
+    _sweep(pytester)
+    root = pytester.path / ".prove"
+    run = Store(root).runs()[0][0]
+    outside = pytester.path / "precious.txt"
+    outside.write_text("not the store's\n")
+    lock = run / "episodes.jsonl.lock"
+    lock.unlink(missing_ok=True)
+    lock.symlink_to(outside)
+    for args in (["--dry-run"], []):
+        status, doc = _prune(root, capsys, "--keep", "0", *args)
+        assert outside.read_text() == "not the store's\n"
+        assert status == 0 and doc["deleted"] == [] and doc["failed"] == []
+        assert [(r["path"], r["kept"]) for r in doc["kept"]] == [(str(run), "symbolic link")]
+    assert run.is_dir() and lock.is_symlink()
