@@ -312,3 +312,20 @@ def test_a_lock_file_linked_outside_the_store_is_never_opened(
         assert status == 0 and doc["deleted"] == [] and doc["failed"] == []
         assert [(r["path"], r["kept"]) for r in doc["kept"]] == [(str(run), "symbolic link")]
     assert run.is_dir() and lock.is_symlink()
+
+
+def test_a_refused_resume_of_a_deleted_run_leaves_no_folder(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock of a resume made the deleted run's folder again (filelock makes the lock
+    file's folder); the refusal left it behind, a folder no prune removes."""
+    from pytest_prove.store import StoreError
+
+    _project(pytester, monkeypatch)
+    _sweep(pytester)
+    store = Store(pytester.path / ".prove")
+    run = store.load("latest")
+    assert store.prune(keep=0).deleted
+    with pytest.raises(StoreError, match="was deleted after it was read"):
+        store.reopen(run)
+    assert not run.path.exists()
+    assert [p.name for p in store.runs_dir.iterdir()] == [".gitignore"]

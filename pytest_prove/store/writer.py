@@ -132,9 +132,14 @@ class RunWriter:
         except OSError as exc:
             raise StoreError(f"{self.directory}: cannot lock the run ({exc.strerror})") from None
         if self.existing and not (self.directory / "manifest.json").is_file():
-            # Deleted (pytest-prove prune) since it was read; filelock made the folder again.
+            # Deleted (pytest-prove prune) since it was read; filelock made the folder again:
+            # take it back if it holds nothing but the lock file.
             with contextlib.suppress(OSError):
                 lock.release()
+            with contextlib.suppress(OSError):
+                if all(p.name == "episodes.jsonl.lock" for p in self.directory.iterdir()):
+                    (self.directory / "episodes.jsonl.lock").unlink()
+                    self.directory.rmdir()
             raise StoreError(
                 f"run {self.manifest.get('name') or self.run_id!r} ({self.directory}) was "
                 "deleted after it was read (by pytest-prove prune?); start a new run")
