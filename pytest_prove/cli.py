@@ -31,7 +31,7 @@ from .inifile import fill_defaults, project_settings
 from .options import fail_on, fraction, missing_mode
 from .report import commands as say
 from .report import cost as cost_text
-from .report._format import REPORT_SCHEMA_VERSION
+from .report._format import REPORT_SCHEMA_VERSION, plain_text
 from .report.files import write_report
 from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
@@ -451,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ProveError, ValueError) as exc:
         if out.as_json:
             out.document(args.command, {"error": str(exc)})
-        print(f"pytest-prove {args.command}: {exc}", file=sys.stderr)
+        # A message may quote what a rollout wrote (a condition, an outcome): as text.
+        print(f"pytest-prove {args.command}: {plain_text(exc)}", file=sys.stderr)
         return EXIT_REFUSED
     except BrokenPipeError:
         # The reader (`| head`) stopped reading: not an error of ours.  Point stdout at

@@ -161,6 +161,46 @@ def test_flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(
     assert "save the earlier sweep as a baseline" in refused["error"]
 
 
+def test_flips_counts_only_the_twins_its_rows_read(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twins that ended without an outcome in one run are read by the 'no outcome' row alone:
+    with --missing=ignore (or --event naming another row) the header counted them among the
+    twins compared ("1 of 80 twins ended differently") while no row read them."""
+    drill.makepyfile(test_bot=DRILL_BOT.replace(
+        "    if ticket == \"password\"",
+        "    if ticket == \"refund\" and os.environ.get(\"BOOM\") and rng.random() < 0.5:\n"
+        "        raise RuntimeError(\"boom\")\n"
+        "    if ticket == \"password\""))
+    drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
+    monkeypatch.setenv("BOOM", "1")
+    drill.runpytest("--prove-baseline=base", "--prove-name=boom")
+    store = _store(drill)
+    before = {(r["condition_key"], r["replicate"]): r for r in store.open("base").episodes}
+    after = {(r["condition_key"], r["replicate"]): r for r in store.open("boom").episodes}
+    assert before.keys() == after.keys() and len(before) == 80
+    both = sum(1 for k in before if not before[k].get("error") and not after[k].get("error"))
+    lost = sum(1 for k in before if not before[k].get("error") and after[k].get("error"))
+    assert lost > 5 and both < 80
+    code, doc = _json(drill, capsys, "flips", "base", "boom")
+    assert code == 0 and doc["twins"] == 80 and doc["twins_unread"] == 0
+    for args in (["--missing", "ignore"], ["--event", "unresolved", "--event", "resolved"]):
+        code, doc = _json(drill, capsys, "flips", "base", "boom", *args)
+        assert code == 0
+        # Every twin a row reads, and only those.
+        assert doc["twins"] == both, args
+        assert doc["twins"] == sum(max(r["twins"] for r in doc["rows"]
+                                       if r["condition"] == c)
+                                   for c in {r["condition"] for r in doc["rows"]})
+        assert doc["twins_unread"] == 80 - both
+        assert not any(e["event"] == "no outcome" for f in doc["flips"] for e in f["events"])
+        code, out, _ = _cli(drill, capsys, "flips", "base", "boom", *args)
+        lines = out.splitlines()
+        assert f"of {both} twins ended differently" in lines[0]
+        assert lines[1].startswith(f"{80 - both} other twin(s) ended without an outcome in "
+                                   "one run or both")
+
+
 # --------------------------------------------------------------------------- replay
 
 
@@ -263,6 +303,17 @@ def test_replay_refuses_what_it_cannot_do(drill: pytest.Pytester) -> None:
                                  "nothing was replayed"])
 
 
+def test_replay_refuses_a_report(drill: pytest.Pytester) -> None:
+    """A replay stores nothing and compares nothing: it used to take --prove-report, write
+    no file and say nothing about it."""
+    drill.runpytest("--prove-name=first")
+    result = drill.runpytest("test_bot.py::test_bot[refund-r001]", "--prove-replay=first",
+                             "--prove-report=r.html")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-replay=first * takes no --prove-report; drop it*"])
+    assert not (drill.path / "r.html").exists()
+
+
 # --------------------------------------------------------------------------- --lf
 
 
@@ -322,3 +373,22 @@ def test_lf_takes_the_newest_salt_and_names_the_failures_it_cannot_bring_back(
     result = drill.runpytest("--lf", "--prove-baseline=base", "--prove-name=paired")
     assert "taken from run" not in result.stdout.str()
     assert _store(drill).open("paired").salt == base.salt
+
+
+def test_lf_says_so_when_none_of_the_failures_is_collected_any_more(
+        drill: pytest.Pytester) -> None:
+    """--lf after the sweep was edited: pytest finds none of its failures and runs every item;
+    the note said they "rerun on the seeds they failed on", of which none ran."""
+    drill.runpytest("--prove-name=first")
+    first = _store(drill).open("first")
+    failed = sum(1 for r in first.episodes if r.get("error"))
+    assert failed
+    drill.makepyfile(test_bot=DRILL_BOT.replace('["refund", "password"]',
+                                                '["refund2", "password2"]'))
+    result = drill.runpytest("--lf", "--prove-name=edited")
+    result.stdout.fnmatch_lines(["*run-last-failure: *known failures not in selected tests*"])
+    result.stdout.fnmatch_lines([
+        f"note: salt {first.salt} taken from run 'first' (--lf/--ff), but none of the {failed} "
+        "failed replicate item(s) that ran on it was collected this time (were their test or "
+        "its parameters changed?), so no failure reran on its seed"])
+    assert "they rerun on the seeds they failed on" not in result.stdout.str()

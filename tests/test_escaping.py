@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_prove.cli import main
-from pytest_prove.report._format import terminal_text
+from pytest_prove.report._format import plain_text, terminal_text
 from pytest_prove.report.markdown import escape, render_markdown
 from pytest_prove.report.terminal import format_comparison
 from pytest_prove.review import Labels
@@ -128,16 +128,49 @@ def test_command_line_shows_rollout_text_as_text_and_json_keeps_it_whole(
     for args in (["show", "worse", "-v"], ["diff", "base", "worse", "-v"],
                  ["check", "base", "worse"], ["where", "worse"],
                  ["compare", "base", "worse"], ["fix-check", "base", "worse"],
-                 ["cost", "worse"], ["cost", "base", "worse"], ["plan", "--from", "worse"]):
+                 ["cost", "worse"], ["cost", "base", "worse"], ["plan", "--from", "worse"],
+                 ["flips", "base", "worse", "-v"]):
         code = main([*store, *args])
         out = capsys.readouterr().out
         assert code in (0, 4), (args, out)
         _assert_safe_terminal(out)
+    # A refusal that lists the run's conditions (flips --condition names none of them) lists
+    # them as text too: it printed them raw, escapes and 100,000 characters included.
+    assert main([*store, "flips", "base", "worse", "--condition", "ticket=nothing"]) == 1
+    err = capsys.readouterr().err
+    assert "no condition 'ticket=nothing' was compared" in err and "\\x1b[31mred" in err
+    _assert_safe_terminal(err)
     _assert_safe_markdown(summary.read_bytes().decode())
     assert main([*store, "diff", "base", "worse", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     conditions = {row["condition"] for row in doc["comparison"]["rows"]}
     assert {f"ticket={v}" for v in (IMAGE, BREAKS, ANSI, BIDI, LONG)} == conditions
+
+
+def test_gate_reasons_show_rollout_text_as_text(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """The gate's reasons name conditions (those no longer collected, those a baseline would
+    lose): the summary, -q, the gate's failed report and `check` printed them raw, ESC
+    sequences, line breaks and 100,000 characters included."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=HOSTILE_BOT)
+    pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base")
+    pytester.makepyfile(test_bot=HOSTILE_BOT.replace(
+        '("ticket", VALUES, ids=["image", "breaks", "ansi", "bidi", "long"])',
+        '("ticket", VALUES[:1], ids=["image"])'))
+    for quiet in ([], ["-q"]):
+        result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
+                                    "--prove-update-baseline", *quiet)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        out = "\n".join(result.outlines)
+        assert "4 are no longer collected" in out and "not saved" in out, out[:2000]
+        _assert_safe_terminal(out)
+        assert "ticket=\\x1b[31mred\\x1b[0m" in out
+    capsys.readouterr()
+    assert main(["--store", str(pytester.path / ".prove"), "check", "base", "latest"]) == 4
+    out = capsys.readouterr().out
+    assert "check failed: only 1 of the 5 condition(s)" in out
+    _assert_safe_terminal(out)
 
 
 def test_markdown_escapes_every_field_a_rollout_or_the_store_fills() -> None:
@@ -175,4 +208,14 @@ def test_terminal_text_is_printable_and_bounded(text: str, limit: int) -> None:
     assert len(shown) <= limit
     assert shown.isprintable(), ascii(shown)
     if len(text) <= limit and text.isprintable():
+        assert shown == text
+
+
+@PROPERTY
+@given(st.text(max_size=400))
+def test_plain_text_keeps_its_lines_and_escapes_the_rest(text: str) -> None:
+    shown = plain_text(text)
+    assert all(line.isprintable() for line in shown.split("\n")), ascii(shown)
+    assert shown.count("\n") == text.count("\n")
+    if text.isprintable():
         assert shown == text

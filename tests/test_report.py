@@ -267,3 +267,17 @@ def test_report_of_one_run_from_the_command_line(
         assert main(["--store", store, "report", *args]) == 1
         err = capsys.readouterr().err
         assert err.startswith("pytest-prove report: ") and "Traceback" not in err
+
+
+def test_an_empty_cell_of_one_run_says_it_has_no_rate(pytester: pytest.Pytester) -> None:
+    """A one-run page compares nothing; a condition with no rate (not run, or no episode
+    with an outcome) read "not compared" there, as if its neighbours had been."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_declared=DECLARED)
+    pytester.runpytest("-p", "no:cacheprovider", "test_declared.py::test_sized",
+                       "-k", "not (2 and terse)")
+    run = Store(pytester.path / ".prove").load("latest")
+    page = render_run_html(describe(run), x="size", y="tone")
+    assert "not compared" not in page
+    assert page.count('class="cell empty" tabindex="-1">no rate</td>') == 2  # bad and good
+

@@ -233,3 +233,99 @@ def test_resuming_a_run_deleted_since_it_was_read_is_refused(
     with pytest.raises(StoreError, match="was deleted after it was read"):
         store.reopen(run)
     assert store.runs() == []
+
+
+#: A prune in another process while the session that wrote the run is still finishing (after
+#: its run is closed, before its summary reads the run back for the cost line).
+PRUNE_AT_THE_END = textwrap.dedent(
+    """
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(session):
+        done = subprocess.run([sys.executable, "-m", "pytest_prove", "--json", "prune",
+                               "--keep", "0", "--named"], capture_output=True, text=True)
+        with open("prune.json", "w") as fh:
+            fh.write(done.stdout)
+    """
+)
+
+SPENDING = textwrap.dedent(
+    """
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund"])
+    def test_spend(ticket):
+        prove.usage("small", 100, 10)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def test_a_session_holds_its_run_until_it_ends(pytester: pytest.Pytester) -> None:
+    """The session reads its run back after closing it (the cost line, a baseline, the
+    report): a prune in another process meanwhile used to delete it, and the summary ended in
+    a traceback (StoreError: the run's manifest is missing)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_spend=SPENDING)
+    pytester.makeconftest(PRUNE_AT_THE_END)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    result.stdout.fnmatch_lines(["run '*' (complete): 2 episodes*", "tokens*"])
+    doc = json.loads((pytester.path / "prune.json").read_text())
+    assert doc["deleted"] == []
+    assert [r["kept"] for r in doc["kept"]] == ["being written"]
+    assert len(Store(pytester.path / ".prove").runs()) == 1
+    # Once the session is over, its run is an old run like any other.
+    assert main(["--store", str(pytester.path / ".prove"), "prune", "--keep", "0"]) == 0
+    assert Store(pytester.path / ".prove").runs() == []
+
+
+def test_a_lock_file_linked_outside_the_store_is_never_opened(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A run folder whose lock file is a symbolic link to a file elsewhere (a copied or
+    hostile store): prune opened it to take the run's lock, and filelock 3.x opens with
+    O_TRUNC through the link, so even --dry-run emptied the file it pointed at (filelock 4
+    refuses the link, and prune failed with 'Too many levels of symbolic links')."""
+    _project(pytester, monkeypatch)
+    _sweep(pytester)
+    root = pytester.path / ".prove"
+    run = Store(root).runs()[0][0]
+    outside = pytester.path / "precious.txt"
+    outside.write_text("not the store's\n")
+    lock = run / "episodes.jsonl.lock"
+    lock.unlink(missing_ok=True)
+    lock.symlink_to(outside)
+    for args in (["--dry-run"], []):
+        status, doc = _prune(root, capsys, "--keep", "0", *args)
+        assert outside.read_text() == "not the store's\n"
+        assert status == 0 and doc["deleted"] == [] and doc["failed"] == []
+        assert [(r["path"], r["kept"]) for r in doc["kept"]] == [(str(run), "symbolic link")]
+    assert run.is_dir() and lock.is_symlink()
+
+
+def test_a_refused_resume_of_a_deleted_run_leaves_no_folder(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock of a resume made the deleted run's folder again (filelock makes the lock
+    file's folder); the refusal left it behind, a folder no prune removes."""
+    from pytest_prove.store import StoreError
+
+    _project(pytester, monkeypatch)
+    _sweep(pytester)
+    store = Store(pytester.path / ".prove")
+    run = store.load("latest")
+    assert store.prune(keep=0).deleted
+    with pytest.raises(StoreError, match="was deleted after it was read"):
+        store.reopen(run)
+    assert not run.path.exists()
+    assert [p.name for p in store.runs_dir.iterdir()] == [".gitignore"]

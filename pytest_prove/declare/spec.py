@@ -29,6 +29,7 @@ __all__ = [
     "condition_key",
     "condition_label",
     "load_spec",
+    "quoted_label",
 ]
 
 Scalar = str | int | float | bool | None
@@ -264,6 +265,14 @@ def condition_label(condition: Mapping[str, Scalar]) -> str:
     if not condition:
         return "(one condition)"
     return ", ".join(f"{k}={_show(v)}" for k, v in condition.items())
+
+
+def quoted_label(label: str, limit: int = 80) -> str:
+    """A label as a message quotes it among others: a long one keeps its start and end around
+    an ellipsis (both tell conditions apart), so that a list of them stays readable."""
+    if len(label) <= limit:
+        return label
+    return f"{label[:limit * 2 // 3]}\u2026{label[-(limit // 3):]}"
 
 
 def _show(value: Scalar) -> str:

@@ -37,7 +37,7 @@ from .collect import pytest_collection_modifyitems as pytest_collection_modifyit
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
-from .salts import lf_salt, remember_failed
+from .salts import LastFailed, lf_salt, remember_failed
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_FAILS_KEY,
@@ -245,7 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     replay = _replayed(config, store, opt)
-    salt_note: str | None = None
+    last_failed: LastFailed | None = None
     if replay is not None:
         settings.salt = replay.salt
         settings.replay = _replicates_of(replay)
@@ -259,8 +259,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 "drop --prove-baseline or start a new run")
     elif baseline is not None:
         settings.salt = baseline.salt
-    elif (failed := lf_salt(config)) is not None:
-        settings.salt, salt_note = failed.salt, failed.note()
+    elif (last_failed := lf_salt(config)) is not None:
+        settings.salt = last_failed.salt
     else:
         settings.salt = new_salt()
     try:
@@ -271,7 +271,7 @@ def pytest_configure(config: pytest.Config) -> None:
                    "missing": missing}, replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session.salt_note = salt_note
+    session.last_failed = last_failed
     config.stash[SESSION_KEY] = session
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, Collection(config), "prove_collection")
@@ -282,12 +282,14 @@ def pytest_configure(config: pytest.Config) -> None:
         own(config, XdistHooks(session), "prove_xdist")
 
 
-#: Options a replay refuses: it stores nothing, and runs each replicate as it ran.
+#: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and
+#: runs each replicate as it ran.
 _NOT_WITH_REPLAY = (("prove_baseline", "--prove-baseline"), ("prove_resume", "--prove-resume"),
                     ("prove_save_baseline", "--prove-save-baseline"),
                     ("prove_update_baseline", "--prove-update-baseline"),
                     ("prove_name", "--prove-name"), ("prove_replicates", "--prove-replicates"),
-                    ("prove_concurrency", "--prove-concurrency"))
+                    ("prove_concurrency", "--prove-concurrency"),
+                    ("prove_report", "--prove-report"))
 
 
 def _replayed(config: pytest.Config, store: Store, opt: Any) -> Run | None:
@@ -387,7 +389,7 @@ def pytest_plugin_registered(plugin: object) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
-        prove.run.writer.release()  # a session that ended before its run closed
+        prove.run.writer.release()  # held from the first episode until the session ends
         del config.stash[SESSION_KEY]
     disown_all(config)
 

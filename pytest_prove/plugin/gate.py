@@ -105,7 +105,10 @@ class GateReports:
 
     @staticmethod
     def _other(reasons: Iterable[str]) -> list[tuple[str, str, None]]:
-        text = "\n".join(f"gate failed: {reason.removeprefix('gate failed: ')}"
+        from ..report._format import plain_text
+
+        # A reason may name conditions: what a rollout wrote, shown as text.
+        text = "\n".join(f"gate failed: {plain_text(reason.removeprefix('gate failed: '))}"
                           for reason in reasons)
         return [(GATE_NODE, text, None)] if text else []
 

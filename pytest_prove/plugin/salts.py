@@ -35,11 +35,27 @@ class LastFailed:
     run: str | None  # the run those episodes were stored in (None: a replay's or unknown)
     items: int  # failed rollout items that ran on this salt
     elsewhere: dict[str, int]  # other runs (or salts) -> failed items that ran on them
+    ids: frozenset[str] = frozenset()  # the ids of those items
 
-    def note(self) -> str:
+    def note(self, ran: Iterable[str] | None = None) -> str:
+        """What the session's summary says of its salt; ``ran``: the rollout items this
+        session ran (None: all of those failures reran). pytest runs every item when it
+        collects none of the failures it remembers (the sweep was edited): then none reran on
+        its seed, whatever the salt."""
         where = f"run {self.run!r}" if self.run else "the last session"
-        text = (f"salt {self.salt} taken from {where}, which {self.items} failed replicate "
-                f"item(s) ran on (--lf/--ff): they rerun on the seeds they failed on")
+        rerun = self.items if ran is None else len(self.ids & set(map(str, ran)))
+        if rerun == 0:
+            text = (f"salt {self.salt} taken from {where} (--lf/--ff), but none of the "
+                    f"{self.items} failed replicate item(s) that ran on it was collected this "
+                    "time (were their test or its parameters changed?), so no failure reran "
+                    "on its seed")
+        elif rerun < self.items:
+            text = (f"salt {self.salt} taken from {where}, which {self.items} failed replicate "
+                    f"item(s) ran on (--lf/--ff): the {rerun} of them collected this time "
+                    "rerun on the seeds they failed on")
+        else:
+            text = (f"salt {self.salt} taken from {where}, which {self.items} failed replicate "
+                    f"item(s) ran on (--lf/--ff): they rerun on the seeds they failed on")
         if self.elsewhere:
             other = ", ".join(f"{n} of {name}" for name, n in sorted(self.elsewhere.items()))
             text += (f"; failed items of other salts ({other}) rerun on new seeds, so replay "
@@ -66,11 +82,13 @@ def lf_salt(config: pytest.Config) -> LastFailed | None:
     if not isinstance(lastfailed, dict) or not entries:
         return None
     by_salt: dict[str, list[Mapping[str, Any]]] = {}
+    ids: dict[str, set[str]] = {}
     for item in lastfailed:
         entry = entries.get(item)
         if isinstance(entry, dict) and isinstance(entry.get("salt"), str) and entry["salt"] \
                 and "\x1f" not in entry["salt"]:
             by_salt.setdefault(entry["salt"], []).append(entry)
+            ids.setdefault(entry["salt"], set()).add(str(item))
     if not by_salt:
         return None
     salt = max(by_salt, key=lambda s: max(str(e.get("when", "")) for e in by_salt[s]))
@@ -82,7 +100,8 @@ def lf_salt(config: pytest.Config) -> LastFailed | None:
             elsewhere[str(name)] = elsewhere.get(str(name), 0) + len(found)
     run = newest.get("run")
     return LastFailed(salt=salt, run=run if isinstance(run, str) else None,
-                      items=len(by_salt[salt]), elsewhere=elsewhere)
+                      items=len(by_salt[salt]), elsewhere=elsewhere,
+                      ids=frozenset(ids[salt]))
 
 
 def remember_failed(config: pytest.Config, *, salt: str, run: str | None,

@@ -32,6 +32,7 @@ from .state import Settings, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
+    from .salts import LastFailed
 
 __all__ = ["Outcome", "ProveSession"]
 
@@ -79,7 +80,7 @@ class ProveSession:
         self.replay = replay
         self.replayed: list[dict[str, Any]] = []
         self.ran_items: set[str] = set()  # rollout items that ran (for --lf's salt)
-        self.salt_note: str | None = None  # why the session took the salt it has
+        self.last_failed: LastFailed | None = None  # --lf/--ff: the failures' salt taken
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
@@ -369,7 +370,8 @@ class ProveSession:
             capture=[] if self.capture is None else self.capture.lines,
             capped=self.budget.capped,
             suggest_baseline=self.baseline is None and self.save_baseline is None,
-            quiet=quiet) + ([] if self.salt_note is None else [f"note: {self.salt_note}"])
+            quiet=quiet) + ([] if self.last_failed is None else
+                            [f"note: {self.last_failed.note(self.ran_items)}"])
 
 
 def _rel(path: Path) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["REPORT_SCHEMA_VERSION", "q_text", "rate", "signed", "terminal_text"]
+__all__ = ["REPORT_SCHEMA_VERSION", "plain_text", "q_text", "rate", "signed", "terminal_text"]
 
 #: The shape of every JSON document the reports and the command line write.
 REPORT_SCHEMA_VERSION: Final = 1
@@ -29,6 +29,16 @@ def q_text(value: float) -> str:
 
 def _escaped(char: str) -> str:
     return char if char.isprintable() else ascii(char)[1:-1]
+
+
+def plain_text(value: object) -> str:
+    """``value`` whole, its lines kept, every other character that is not printable written
+    as its Python escape (as :func:`terminal_text` writes them): for a message that may quote
+    what a rollout wrote, such as an error the command line prints."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "\n".join("".join(map(_escaped, line)) for line in text.split("\n"))
 
 
 def _fitting(pieces: Iterable[str], room: int) -> list[str]:

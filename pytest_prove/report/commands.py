@@ -22,7 +22,7 @@ from pytest_prove.review.flips import Flips, Replay, ending_of
 from pytest_prove.review.steps import StepComparison, Where
 from pytest_prove.review.tallies import RunLine, Tally
 
-from ._format import terminal_text
+from ._format import plain_text, terminal_text
 from .json import comparison_document
 from .notes import set_aside
 from .terminal import format_comparison
@@ -92,7 +92,7 @@ def run_note_lines(review: Review) -> list[str]:
     """What the comparison left aside (not run, new, left out) and how either run is
     unfinished: worded here once, for every front door."""
     lines = [f"{head}: {text}" for head, text in set_aside(review, terminal_text)]
-    lines.extend(f"note: {note}" for note in review.notes)
+    lines.extend(f"note: {plain_text(note)}" for note in review.notes)
     return lines
 
 
@@ -128,7 +128,7 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
     gate = review.gate
     lines = comparison_lines(review, verbose)
     if gate.reasons:
-        return lines + [f"check failed: {r}" for r in gate.reasons]
+        return lines + [f"check failed: {plain_text(r)}" for r in gate.reasons]
     word = review.require_comparison().verdict.word
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}; --fail-on {','.join(sorted(gate.fail_on))}")
@@ -427,7 +427,7 @@ def _ending(record: Mapping[str, Any]) -> str:
 
 def flips_document(f: Flips) -> dict[str, Any]:
     return {"before": f.before, "after": f.after, "salt": f.salt, "paired": True,
-            "twins": f.twins, "conditions": list(f.chosen) or None,
+            "twins": f.twins, "twins_unread": f.unread, "conditions": list(f.chosen) or None,
             "events": list(f.events) or None,
             "rows": [r.to_dict() for r in f.rows], "flips": [x.to_dict() for x in f.flips],
             "method": "twins: the episodes of the same condition and replicate, on the same "
@@ -446,6 +446,11 @@ def flips_lines(f: Flips, verbose: bool) -> list[str]:
     else:
         head = f"no twin ended differently in {lb} than in {la}{where}: all {f.twins} alike"
     lines = [head + f"; one salt, {terminal_text(f.salt)}: each twin ran on one seed in both"]
+    if f.unread:
+        lines.append(f"{f.unread} other twin(s) ended without an outcome in one run or both: "
+                     + ("--missing=ignore leaves them out" if f.missing == "ignore" else
+                        f"only the '{NO_OUTCOME_EVENT}' row reads them (drop --event, or add "
+                        f"--event '{NO_OUTCOME_EVENT}')"))
     lines.extend(table(
         ("condition", "event", "twins", f"only in {la}", f"only in {lb}"),
         [(terminal_text(r.condition), terminal_text(r.event), str(r.twins),

@@ -178,7 +178,8 @@ CellRenderer = Callable[[int, bool, bool], str]
 
 
 def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
-           x: str | None, y: str | None, cell: CellRenderer, start: int | None) -> list[str]:
+           x: str | None, y: str | None, cell: CellRenderer, start: int | None,
+           empty: str = "not compared") -> list[str]:
     """The grids of one event: ``members`` are its rows' (index, condition label); one grid
     per value of the axes beyond ``x`` and ``y``; values in the order the sweep declared
     them. The cell of row ``start`` (else each grid's first) is the one Tab reaches."""
@@ -216,7 +217,7 @@ def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
                 found = at.get((str(yv), str(xv)))
                 if found is None:
                     cells.append('<td role="gridcell" class="cell empty" tabindex="-1">'
-                                 "not compared</td>")
+                                 f"{_e(empty)}</td>")
                 else:
                     focusable = found == focus if focus is not None else first
                     cells.append(cell(found, focusable, found == start))
@@ -228,9 +229,11 @@ def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
 
 
 def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], labels: Labels,
-              x: str | None, y: str | None, cell: CellRenderer, order: Sequence[int]) -> str:
+              x: str | None, y: str | None, cell: CellRenderer, order: Sequence[int],
+              empty: str = "not compared") -> str:
     """One section per event: its grids and the panel that shows the chosen cell, which
-    starts on the event's worst cell (the first of ``order`` among its rows)."""
+    starts on the event's worst cell (the first of ``order`` among its rows); a grid's cell
+    without a row reads ``empty``."""
     rank = {i: n for n, i in enumerate(order)}
     out = []
     for event, members in events.items():
@@ -239,7 +242,8 @@ def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], l
         out.append(
             f'<section class="event" aria-label="event {_e(event)}">'
             f"<h2>{_e(event)} <span class=\"muted\">(worse when it {worse[event]})</span></h2>"
-            f'<div class="grids">{"".join(_grids(event, members, labels, x, y, cell, start))}'
+            f'<div class="grids">'
+            f'{"".join(_grids(event, members, labels, x, y, cell, start, empty))}'
             f'</div><aside class="details" aria-live="polite" aria-label="details of the '
             f'chosen cell"></aside></section>'
         )
@@ -461,7 +465,7 @@ def render_run_html(found: Description, *, x: str | None = None,
     worse = {r.event: "rises" if r.worse_when == "rise" else "falls" for r in rows}
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
                          lambda i, focusable, start: _rate_cell(i, rows[i], focusable, start),
-                         order)
+                         order, empty="no rate")
     level = f"{100 * found.level:g}%"
     table = ['<table class="full"><thead><tr>' + "".join(
         f"<th>{h}</th>" for h in ("condition", "case", "event", "episodes", "rate",

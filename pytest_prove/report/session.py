@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._format import terminal_text
+from ._format import plain_text, terminal_text
 from .notes import set_aside
 
 if TYPE_CHECKING:
@@ -47,9 +47,10 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
         lines.append(f"pytest-prove: {capped}; no new episode started, run "
                      f"{terminal_text(str(manifest['name']))!r} is marked capped")
     if refusal is not None:
-        lines.append(f"pytest-prove: {refusal}")
+        lines.append(f"pytest-prove: {plain_text(refusal)}")
     if review is not None:
-        lines.extend(f"pytest-prove: gate failed: {reason}" for reason in review.gate.reasons)
+        lines.extend(f"pytest-prove: gate failed: {plain_text(reason)}"
+                     for reason in review.gate.reasons)
         if review.comparison is not None:
             from .terminal import verdict_line
 
@@ -57,7 +58,7 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
     if ended:
         lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "
                      f"stored in {where}")
-    lines.extend(notes)
+    lines.extend(map(plain_text, notes))
     return lines
 
 
@@ -73,9 +74,10 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
                             manifest=manifest, where=where, capped=capped)
     lines: list[str] = []
     if refusal is not None:
-        lines.append(f"pytest-prove: {refusal}")
+        lines.append(f"pytest-prove: {plain_text(refusal)}")
     if review is not None:
-        lines.extend(f"pytest-prove: gate failed: {reason}" for reason in review.gate.reasons)
+        lines.extend(f"pytest-prove: gate failed: {plain_text(reason)}"
+                     for reason in review.gate.reasons)
         if review.comparison is not None and after is not None:
             from .terminal import format_comparison
 
@@ -101,5 +103,5 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
         elif suggest_baseline:
             lines.append("next: keep it as a baseline with --prove-save-baseline NAME, then "
                          "compare later runs with --prove-baseline NAME")
-    lines.extend(notes)
+    lines.extend(map(plain_text, notes))
     return lines

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-from ..declare.spec import condition_label
+from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from ..store import Run
 
@@ -57,7 +57,8 @@ class Coverage:
             return None
         parts = []
         for reason, labels in self.by_mistake.items():
-            shown = ", ".join(labels[:6]) + (" ..." if len(labels) > 6 else "")
+            shown = ", ".join(map(quoted_label, labels[:6])) + (" ..." if len(labels) > 6
+                                                                 else "")
             parts.append(f"{len(labels)} {reason}: {shown}")
         if self.total == 0:
             head = (f"nothing was compared: baseline {baseline!r} holds no condition with an "

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
-from ..declare.spec import condition_label
+from ..declare.spec import condition_label, quoted_label
 from ..record import Missing
 from ..store import Run
 from .labels import keys_and_labels, label_of
@@ -139,12 +139,16 @@ class Flips:
     before: str
     after: str
     salt: str
-    twins: int  # twins compared (replicates both runs hold) in the conditions shown
+    twins: int  # twins the rows shown read (in the conditions shown)
     rows: tuple[FlipRow, ...]
     flips: tuple[Flip, ...]
     conditions: tuple[str, ...]  # every condition label compared, chosen or not
     chosen: tuple[str, ...]  # the conditions --condition named (empty: all)
     events: tuple[str, ...] = ()  # the events --event named (empty: every row's)
+    # Twins of the conditions shown that no row shown reads: each ended without an outcome
+    # in one run or both, which only the 'no outcome' row reads (left out, or not chosen).
+    unread: int = 0
+    missing: Missing = "test"
 
 
 def _parts(text: str) -> dict[str, str] | None:
@@ -203,7 +207,8 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
             hits = {key for key, (label, axes) in named.items()
                     if label in known and _matches(asked, label, axes)}
             if not hits:
-                shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+                shown = ", ".join(map(quoted_label, known[:20])) + (", ..." if len(known) > 20
+                                                               else "")
                 raise RefusalError(
                     f"no condition {asked!r} was compared in {label_a!r} and {label_b!r}; "
                     f"give one as the comparison labels it (axis=value, several joined by "
@@ -217,7 +222,8 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
                                             if missing == "ignore" else ""))
     rows: list[FlipRow] = []
     changed: dict[tuple[Key, int], list[tuple[str, str]]] = {}
-    twins: set[tuple[Key, int]] = set()
+    twins: set[tuple[Key, int]] = set()  # read by a row shown
+    held: set[tuple[Key, int]] = set()  # held by both runs, in the conditions shown
     for row, key in zip(prepared.rows, prepared.keys, strict=True):
         if chosen_keys is not None and key not in chosen_keys:
             continue
@@ -227,7 +233,8 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
         had_before = event_flags(row.event, arms["before"])
         had_after = event_flags(row.event, arms["after"])
         paired = sorted(set(had_before) & set(had_after))
-        twins.update((key, r) for r in set(arms["before"]) & set(arms["after"]))
+        twins.update((key, r) for r in paired)
+        held.update((key, r) for r in set(arms["before"]) & set(arms["after"]))
         before_only = after_only = 0
         for r in paired:
             if had_before[r] == had_after[r]:
@@ -253,4 +260,5 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
                           events=tuple(which), replay=replay))
     return Flips(before=label_a, after=label_b, salt=after.salt, twins=len(twins),
                  rows=tuple(rows), flips=tuple(found), conditions=tuple(known),
-                 chosen=tuple(conditions), events=tuple(dict.fromkeys(events)))
+                 chosen=tuple(conditions), events=tuple(dict.fromkeys(events)),
+                 unread=len(held - twins), missing=missing)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..declare.spec import condition_label
+from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from . import Run, Store, StoreError
 
@@ -29,7 +29,7 @@ def _labels(run: Run, keys: set[tuple[str, str]]) -> list[str]:
 
 
 def _shown(labels: list[str]) -> str:
-    return ", ".join(labels[:5]) + (" ..." if len(labels) > 5 else "")
+    return ", ".join(map(quoted_label, labels[:5])) + (" ..." if len(labels) > 5 else "")
 
 
 def save_baseline(store: Store, name: str, run: Run, *, missing: int,

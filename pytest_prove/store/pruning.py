@@ -106,9 +106,19 @@ def folder_size(path: Path) -> int:
     return total
 
 
+def _linked(directory: Path) -> bool:
+    """Whether the run's folder or its lock file is a symbolic link: prune opens neither (an
+    older filelock opens a lock file with O_TRUNC, through a link, emptying what it points
+    at; a newer one refuses it), and leaves that run alone."""
+    return directory.is_symlink() or (directory / "episodes.jsonl.lock").is_symlink()
+
+
 def _lock(directory: Path) -> FileLock:
     """The run's own lock (the one :class:`~.writer.RunWriter` holds while it writes), taken
-    without waiting; :class:`RunBusyError` when a session holds it."""
+    without waiting; :class:`RunBusyError` when a session holds it. Never through a
+    symbolic link (``OSError``)."""
+    if _linked(directory):
+        raise OSError(f"{directory}: the run's folder or lock file is a symbolic link")
     lock = FileLock(str(directory / "episodes.jsonl.lock"))
     try:
         lock.acquire(timeout=0)
@@ -205,7 +215,7 @@ def prune_runs(root: Path, runs_dir: Path, runs: Iterable[tuple[Path, Mapping[st
         why: Why | None = None
         if position < keep:
             why = "newest"
-        elif directory.is_symlink():
+        elif _linked(directory):
             why = "symbolic link"
         elif entry.named and not named:
             why = "named"

@@ -270,8 +270,11 @@ class RunRecorder:
 
     def close(self, *, interrupted: bool, capped: dict[str, Any] | None,
               prices: dict[str, Any] | None) -> str:
-        """Write the final manifest (best effort when the store fails) and release the run;
-        return its status."""
+        """Write the final manifest (best effort when the store fails) and flush the episodes;
+        return its status. The run stays locked until the session ends (the plugin's
+        ``pytest_unconfigure`` releases it): the session reads it back after this (its review,
+        a baseline, a report, the cost line), and a prune in another process must not delete
+        it meanwhile."""
         missing = self.missing()
         status = "complete" if (not interrupted and missing == 0 and self.plan
                                 and self.failure is None) else "incomplete"
@@ -290,7 +293,7 @@ class RunRecorder:
                 self.writer.write_manifest(counts=self.counts, **updates)
         self.writer.manifest.update(updates)
         try:
-            self.writer.close()
+            self.writer.close(release=False)
         except OSError as exc:
             if self.failure is None:
                 self.failure = (f"{self.writer.episodes_path}: cannot finish writing "

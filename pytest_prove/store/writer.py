@@ -132,9 +132,14 @@ class RunWriter:
         except OSError as exc:
             raise StoreError(f"{self.directory}: cannot lock the run ({exc.strerror})") from None
         if self.existing and not (self.directory / "manifest.json").is_file():
-            # Deleted (pytest-prove prune) since it was read; filelock made the folder again.
+            # Deleted (pytest-prove prune) since it was read; filelock made the folder again:
+            # take it back if it holds nothing but the lock file.
             with contextlib.suppress(OSError):
                 lock.release()
+            with contextlib.suppress(OSError):
+                if all(p.name == "episodes.jsonl.lock" for p in self.directory.iterdir()):
+                    (self.directory / "episodes.jsonl.lock").unlink()
+                    self.directory.rmdir()
             raise StoreError(
                 f"run {self.manifest.get('name') or self.run_id!r} ({self.directory}) was "
                 "deleted after it was read (by pytest-prove prune?); start a new run")
@@ -261,8 +266,9 @@ class RunWriter:
             return
         atomic_write(self.directory / "manifest.json", json.dumps(self.manifest, indent=2) + "\n")
 
-    def close(self) -> None:
-        """Flush the episodes to disk and release the run."""
+    def close(self, *, release: bool = True) -> None:
+        """Flush the episodes to disk and, unless ``release`` is false, release the run (a
+        session keeps it until it ends: it reads the run back after closing it)."""
         try:
             if self._fd is not None:
                 fd, self._fd = self._fd, None
@@ -271,7 +277,8 @@ class RunWriter:
                 finally:
                     os.close(fd)
         finally:
-            self.release()
+            if release:
+                self.release()
 
     def release(self) -> None:
         """Let another session write the run (idempotent)."""
