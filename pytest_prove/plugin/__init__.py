@@ -37,7 +37,7 @@ from .collect import pytest_collection_modifyitems as pytest_collection_modifyit
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of
-from .salts import LastFailed, lf_salt, remember_failed
+from .salts import FailedSalt, lf_salt, remember_failed
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_FAILS_KEY,
@@ -218,9 +218,9 @@ def pytest_configure(config: pytest.Config) -> None:
     own(config, RolloutCalls(), "prove_calls")
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
-        from .lastfailed import LastFailed
+        from .lastfailed import LastFailedBlocks
 
-        own(config, LastFailed(lf), "prove_lastfailed")
+        own(config, LastFailedBlocks(lf), "prove_lastfailed")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # An xdist worker: the controller decided the salt and what is already done.
@@ -245,7 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     replay = _replayed(config, store, opt)
-    last_failed: LastFailed | None = None
+    last_failed: FailedSalt | None = None
     if replay is not None:
         settings.salt = replay.salt
         settings.replay = _replicates_of(replay)

@@ -22,7 +22,7 @@ import pytest
 from .items import RolloutItem
 from .state import PLAN_KEY
 
-__all__ = ["LastFailed", "block_of"]
+__all__ = ["LastFailedBlocks", "block_of"]
 
 #: ``<rollout and condition>[<condition>-]r<first>[-<last>]]``: what follows the last
 #: ``r<digits>`` is the block, what precedes it names the rollout and its condition.
@@ -50,7 +50,7 @@ def _is_rollout(item: object) -> bool:
     return False
 
 
-class LastFailed:
+class LastFailedBlocks:
     """Registered as ``prove_lastfailed`` when pytest's cache plugin is on."""
 
     def __init__(self, lf: Any) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from ..record import utc_now
 
-__all__ = ["CACHE_KEY", "LastFailed", "lf_salt", "remember_failed"]
+__all__ = ["CACHE_KEY", "FailedSalt", "lf_salt", "remember_failed"]
 
 #: pytest cache key: failed item id -> {"salt", "run", "when"}.
 CACHE_KEY: Final = "prove/failed-salts"
@@ -28,7 +28,7 @@ CACHE_KEY: Final = "prove/failed-salts"
 
 @final
 @dataclass(frozen=True, slots=True)
-class LastFailed:
+class FailedSalt:
     """The salt the failed items of the last session(s) ran on, and what it leaves out."""
 
     salt: str
@@ -69,7 +69,7 @@ def _entries(config: pytest.Config) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def lf_salt(config: pytest.Config) -> LastFailed | None:
+def lf_salt(config: pytest.Config) -> FailedSalt | None:
     """With ``--lf`` or ``--ff``: the salt the failures pytest remembers ran on, if any."""
     opt = config.option
     if not (getattr(opt, "lf", False) or getattr(opt, "failedfirst", False)):
@@ -99,7 +99,7 @@ def lf_salt(config: pytest.Config) -> LastFailed | None:
             name = found[0].get("run") or f"salt {other}"
             elsewhere[str(name)] = elsewhere.get(str(name), 0) + len(found)
     run = newest.get("run")
-    return LastFailed(salt=salt, run=run if isinstance(run, str) else None,
+    return FailedSalt(salt=salt, run=run if isinstance(run, str) else None,
                       items=len(by_salt[salt]), elsewhere=elsewhere,
                       ids=frozenset(ids[salt]))
 

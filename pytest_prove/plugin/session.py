@@ -32,7 +32,7 @@ from .state import Settings, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
-    from .salts import LastFailed
+    from .salts import FailedSalt
 
 __all__ = ["Outcome", "ProveSession"]
 
@@ -80,7 +80,7 @@ class ProveSession:
         self.replay = replay
         self.replayed: list[dict[str, Any]] = []
         self.ran_items: set[str] = set()  # rollout items that ran (for --lf's salt)
-        self.last_failed: LastFailed | None = None  # --lf/--ff: the failures' salt taken
+        self.last_failed: FailedSalt | None = None  # --lf/--ff: the failures' salt taken
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
