@@ -29,6 +29,8 @@ from .state import (
     PLANNED_KEY,
     SELECTED_KEY,
     SETTINGS_KEY,
+    SHARD_KEY,
+    SHARD_SLICE_KEY,
     SKIPPED_FILES_KEY,
     ItemPlan,
     Settings,
@@ -171,6 +173,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if len(plan.replicates) > 1:
             for name in _per_replicate_fixtures(item):
                 blocked.setdefault(name, item.nodeid)
+    shard = config.stash[SETTINGS_KEY].shard
+    if shard is not None:
+        _slice(config, items, shard)
     if blocked:
         shown = ", ".join(f"{name!r} (used by {node})" for name, node in blocked.items())
         _refuse(config, items, f"fixture {shown} depends on prove_seed or prove_replicate, "
@@ -267,6 +272,38 @@ def _per_replicate_fixtures(item: pytest.Item) -> list[str]:
     return found
 
 
+def _slice(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:
+    """Mark the items of slice K of N, before any selection (so that -k cannot move an item
+    to another shard), and keep the slice's replicates for the run's manifest.
+
+    Every rollout item of the collected sweep is keyed by (rollout id, condition key, first
+    replicate); the keys are sorted, and the i-th goes to shard ``i % N + 1``.  So the slice
+    is the same on every machine and in every process (collection order and pytest-randomly
+    do not change it), shards differ in size by one item at most, and each condition's
+    replicates are dealt out across the shards as evenly."""
+    index, total = shard
+    keys: dict[tuple[str, str, int], list[pytest.Item]] = {}
+    for item in items:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is not None:
+            keys.setdefault((plan.rollout_id, plan.condition_key, plan.replicates[0]),
+                            []).append(item)
+    chosen: dict[str, dict[str, list[int]]] = {}
+    for position, key in enumerate(sorted(keys)):
+        mine = position % total + 1 == index
+        for item in keys[key]:
+            item.stash[SHARD_KEY] = mine
+            if mine:
+                plan = item.stash[PLAN_KEY]
+                found = chosen.setdefault(plan.rollout_id, {}).setdefault(
+                    plan.condition_key, [])
+                found.extend(r for r in plan.replicates if r not in found)
+    config.stash[SHARD_SLICE_KEY] = {
+        "index": index, "count": total,
+        "slice": {rid: {key: sorted(reps) for key, reps in sorted(conditions.items())}
+                  for rid, conditions in sorted(chosen.items())}}
+
+
 def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> None:
     """Stop before anything runs: a usage error, or on an xdist worker (where raising in
     collection would crash it) no item at all and the message for the controller."""
@@ -293,6 +330,12 @@ class Collection:
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         settings = config.stash[SETTINGS_KEY]
+        if settings.shard is not None:
+            # Other shards' items: left out on purpose, as a deselection is.
+            others = [item for item in items if not item.stash.get(SHARD_KEY, True)]
+            if others:
+                config.hook.pytest_deselected(items=others)
+                items[:] = [item for item in items if item.stash.get(SHARD_KEY, True)]
         # What the selection kept, replicate by replicate (-k can pick replicates).
         kept: dict[str, dict[str, list[int]]] = {}
         for item in items:
