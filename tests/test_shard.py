@@ -181,7 +181,8 @@ def test_the_slice_is_the_same_whatever_the_order_and_selection(
     (("--prove-shard=4/3",), "expected K/N with 1 <= K <= N"),
     (("--prove-shard=0/3",), "expected K/N"),
     (("--prove-shard=a/b",), "expected K/N"),
-    (("--prove-shard=1/2", "--prove-salt=s", "--prove-save-baseline=b"), "a baseline holds a whole"),
+    (("--prove-shard=1/2", "--prove-salt=s", "--prove-save-baseline=b"),
+     "a baseline holds a whole"),
     (("--prove-salt=../x",), "salt"),
 ])
 def test_bad_shard_options_are_refused_before_anything_runs(
@@ -201,3 +202,16 @@ def test_a_shard_resumes_only_as_itself(sweep: pytest.Pytester) -> None:
     result = sweep.runpytest("--prove-store=st", "--prove-resume=part-1", "--prove-shard=1/2",
                              "--prove-replicates=4")
     result.stdout.fnmatch_lines(["*nothing left to run*"])
+
+
+def test_a_shard_with_no_item_is_refused_and_the_plan_is_the_whole_sweeps(
+        sweep: pytest.Pytester) -> None:
+    result = shard(sweep, 5, 5, "few", "--prove-salt=s", "--prove-replicates=1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-shard=5/5: the sweep has 4 rollout item(s)*at most "
+                                 "4 shards*"])
+    result = shard(sweep, 2, 3, "plan", "--prove-salt=s", "--prove-plan")
+    result.stdout.fnmatch_lines([
+        "pytest-prove plan: 40 episodes: 1 rollout(s), 4 condition(s)*",
+        "*q 0.05 over 4 tests*",
+        "shard 2/3: this session runs 13 of these 40 rollout items*"])

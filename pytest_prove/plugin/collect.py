@@ -298,6 +298,12 @@ def _slice(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, in
                 found = chosen.setdefault(plan.rollout_id, {}).setdefault(
                     plan.condition_key, [])
                 found.extend(r for r in plan.replicates if r not in found)
+    if keys and not chosen:
+        _refuse(config, items, f"--prove-shard={index}/{total}: the sweep has {len(keys)} "
+                               f"rollout item(s), so slice {index} of {total} holds none and "
+                               f"its run would never exist for pytest-prove merge; cut the "
+                               f"sweep into at most {len(keys)} shards")
+        return
     config.stash[SHARD_SLICE_KEY] = {
         "index": index, "count": total,
         "slice": {rid: {key: sorted(reps) for key, reps in sorted(conditions.items())}
@@ -330,6 +336,7 @@ class Collection:
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         settings = config.stash[SETTINGS_KEY]
+        sweep = list(items)  # the design check is the merged sweep's, every shard's items
         if settings.shard is not None:
             # Other shards' items: left out on purpose, as a deselection is.
             others = [item for item in items if not item.stash.get(SHARD_KEY, True)]
@@ -358,7 +365,7 @@ class Collection:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
         selected: dict[str, tuple[ItemPlan, set[str]]] = {}
-        for item in items:
+        for item in sweep if settings.shard is not None else items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
                 selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
@@ -384,6 +391,12 @@ class Collection:
             f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
             f"{settings.max_mde:.3f})",
         ]
+        if settings.shard is not None:
+            mine = sum(1 for item in items if PLAN_KEY in item.stash)
+            whole = sum(1 for item in sweep if PLAN_KEY in item.stash)
+            lines.append(f"shard {settings.shard[0]}/{settings.shard[1]}: this session runs "
+                         f"{mine} of these {whole} rollout items; the design check is the "
+                         "whole sweep's, since the merged run is what is gated")
         if settings.plan_only:
             lines.extend(budget.plan_lines(config, {rid: (keys, plan.total)
                                                     for rid, (plan, keys) in selected.items()}))
