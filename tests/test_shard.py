@@ -226,3 +226,25 @@ def test_a_shard_with_no_item_is_refused_and_the_plan_is_the_whole_sweeps(
         "pytest-prove plan: 40 episodes: 1 rollout(s), 4 condition(s)*",
         "*q 0.05 over 4 tests*",
         "shard 2/3: this session runs 13 of these 40 rollout items*"])
+
+
+def test_a_merge_that_lacks_a_rollout_of_the_baseline_fails_the_check(
+        sweep: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    other = SWEEP.replace("def test_agent", "def test_other")
+    sweep.makepyfile(test_other=other)
+    sweep.runpytest("--prove-store=base", "--prove-save-baseline=main", "-p", "no:randomly",
+                    "--prove-replicates=6").assert_outcomes(passed=48)
+    (sweep.path / "test_other.py").unlink()  # the rollout is gone, not left out on purpose
+    stores = []
+    for k in (1, 2):
+        store = sweep.path / f"s{k}"
+        (store / "baselines").mkdir(parents=True)
+        shutil.copy2(sweep.path / "base/baselines/main.jsonl", store / "baselines")
+        assert shard(sweep, k, 2, f"s{k}", "--prove-baseline=main",
+                     "--prove-replicates=6").ret == 0
+        stores.append(f"s{k}")
+    store = gather(sweep, stores)
+    assert cli(store, capsys, "merge", "part-1", "part-2", "--name", "all")[0] == 0
+    code, out, _ = cli(store, capsys, "check", "baseline:main", "all")
+    assert code == 4
+    assert "check failed" in out and "test_other" in out and "did not collect" in out

@@ -69,6 +69,41 @@ def _agree(runs: Sequence[Run], what: str, read: Any, fix: str) -> None:
                 f"shards of one sweep; {fix}")
 
 
+def _selection(runs: Sequence[Run]) -> dict[str, Any]:
+    """What the shards' sessions left out on purpose, as one session's: a replicate (or a
+    skipped condition) only when every shard left it out (each deselects the others'
+    slices), the paths and files left out that they name."""
+    found: list[Mapping[str, Any]] = []
+    for run in runs:
+        selection = run.manifest.get("selection")
+        found.append(selection if isinstance(selection, Mapping) else {})
+    deselected: dict[str, dict[str, list[int]]] = {}
+    first = found[0].get("deselected") or {}
+    for rid, keys in first.items():
+        for key, reps in keys.items():
+            common = set(reps)
+            for other in found[1:]:
+                common &= set(((other.get("deselected") or {}).get(rid) or {}).get(key) or ())
+            if common:
+                deselected.setdefault(rid, {})[key] = sorted(common)
+    skipped: dict[str, list[str]] = {}
+    for rid, keys in (found[0].get("skipped") or {}).items():
+        common_keys = [k for k in keys
+                       if all(k in ((o.get("skipped") or {}).get(rid) or ()) for o in found)]
+        if common_keys:
+            skipped[rid] = common_keys
+
+    def union(field: str) -> list[str]:
+        seen: list[str] = []
+        for selection in found:
+            seen.extend(p for p in selection.get(field) or () if p not in seen)
+        return seen
+
+    return {"deselected": deselected, "skipped": skipped, "paths": union("paths"),
+            "narrowed": all(bool(s.get("narrowed")) for s in found),
+            "ignored": union("ignored"), "skipped_files": union("skipped_files")}
+
+
 def missing_slices(manifest: Mapping[str, Any], name: str) -> str | None:
     """Why a merged run is incomplete (the slices it lacks), or None."""
     merged = manifest.get("merged")
@@ -195,8 +230,7 @@ def merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
         writer.write_manifest(
             ended=utc_now(), status="incomplete" if missing else "complete",
             missing=len(planned - set(owner)) if missing else 0,
-            selection={"deselected": {}, "skipped": {}, "paths": [], "narrowed": False,
-                       "ignored": [], "skipped_files": []})
+            selection=_selection(ordered))
     except OSError as exc:
         raise StoreError(f"{writer.directory}: cannot write the merged run "
                          f"({exc.strerror or exc})") from None
