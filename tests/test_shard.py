@@ -129,6 +129,10 @@ def test_a_missing_shard_leaves_the_merge_incomplete_and_check_names_the_slice(
     assert code == 0
     assert "merged 2 of 3 shards" in out and "incomplete: slice(s) 2/3 missing" in out
     assert Store(store).load("some").status == "incomplete"
+    code, out, _ = cli(store, capsys, "show", "some")
+    assert code == 0 and "merged from shards 1/3 'part-1', 3/3 'part-3'; missing 2/3" in out
+    code, out, _ = cli(store, capsys, "show", "part-1")
+    assert code == 0 and "shard 1/3 of its sweep: 14 replicates in its slice" in out
     code, out, _ = cli(store, capsys, "check", "some", "some")
     assert code == 4
     assert "check failed: run 'some' merges 2 of 3 shards: slice(s) 2/3 missing" in out

@@ -178,6 +178,26 @@ def show_document(t: Tally) -> dict[str, Any]:
     }
 
 
+def _shard_lines(m: Mapping[str, Any]) -> list[str]:
+    """A shard's slice, or the shards a merged run holds (see docs/scale.md)."""
+    shard, merged = m.get("shard"), m.get("merged")
+    if isinstance(shard, Mapping):
+        size = sum(len(reps) for keys in (shard.get("slice") or {}).values()
+                   for reps in keys.values())
+        return [f"shard {shard.get('index')}/{shard.get('count')} of its sweep: {size} "
+                "replicates in its slice (join the shards with pytest-prove merge)"]
+    if isinstance(merged, Mapping):
+        count = merged.get("count")
+        held = ", ".join(f"{k}/{count} {terminal_text(str((v or {}).get('name')))!r}"
+                         for k, v in sorted((merged.get("shards") or {}).items(),
+                                            key=lambda kv: int(kv[0])))
+        missing = merged.get("missing") or []
+        return [f"merged from shards {held}"
+                + (f"; missing {', '.join(f'{k}/{count}' for k in missing)}" if missing
+                   else "")]
+    return []
+
+
 def show_lines(t: Tally, verbose: bool) -> list[str]:
     run, m = t.run, t.run.manifest
     label = t.summary["name"]
@@ -190,6 +210,7 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
     ]
     if m.get("git_commit"):
         lines.append(f"git commit {m['git_commit']}")
+    lines.extend(_shard_lines(m))
     if m.get("command"):
         lines.append("command: " + terminal_text(" ".join(str(c) for c in m["command"]), 400))
     for rollout_id, info in (m.get("rollouts") or {}).items():
