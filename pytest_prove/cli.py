@@ -408,6 +408,39 @@ def _prune(args: argparse.Namespace, out: Output) -> int:
     return EXIT_REFUSED if done.failed else EXIT_OK
 
 
+# --------------------------------------------------------------------------- merge
+
+
+def _merge_arguments(parser: argparse.ArgumentParser) -> None:
+    from .options import store_name
+
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="the runs of the shards (pytest --prove-shard=K/N), one per K: "
+                             "names or run ids")
+    parser.add_argument("--name", type=store_name, required=True,
+                        help="the name of the merged run (a new name)")
+    parser.add_argument("--save-baseline", type=store_name, default=None, metavar="NAME",
+                        help="also write the merged run as baseline NAME, when it is complete")
+
+
+@command("merge", "join the runs of a sweep's shards (--prove-shard=K/N) into one run",
+         _merge_arguments)
+def _merge(args: argparse.Namespace, out: Output) -> int:
+    from .store.baselines import save_baseline
+    from .store.merging import merge_runs
+
+    store = _store(args)
+    runs = [load_run(store, name) for name in args.runs]
+    run = merge_runs(store, runs, args.name)
+    saved = None
+    if args.save_baseline is not None:
+        saved = save_baseline(store, args.save_baseline, run,
+                              missing=int(run.manifest.get("missing") or 0))
+    out.document("merge", say.merge_document(run, saved))
+    out.lines(say.merge_lines(run, saved))
+    return EXIT_REFUSED if saved is not None and saved.startswith("not saved") else EXIT_OK
+
+
 # --------------------------------------------------------------------------- main
 
 

@@ -14,7 +14,7 @@ from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
 __all__ = ["FAIL_ON", "count", "fail_on", "fraction", "missing_mode", "positive_int", "run_name",
-           "seconds", "store_name"]
+           "salt_word", "seconds", "shard", "store_name"]
 
 #: The verdicts a session or ``check`` can be told to fail on.
 FAIL_ON: Final = ("worse", "too-small")
@@ -99,3 +99,24 @@ def fail_on(text: str) -> frozenset[str]:
             f"expected a comma-separated list of {', '.join(FAIL_ON)}, got {text!r}"
         )
     return words
+
+
+def shard(text: str) -> tuple[int, int]:
+    """``K/N``: slice K of N of the sweep, 1 <= K <= N (--prove-shard)."""
+    head, sep, tail = text.strip().partition("/")
+    try:
+        index, total = int(head), int(tail)
+    except ValueError:
+        index = total = 0
+    if not sep or total < 1 or not 1 <= index <= total:
+        raise argparse.ArgumentTypeError(
+            f"expected K/N with 1 <= K <= N (slice K of N, e.g. 2/3), got {text!r}")
+    return index, total
+
+
+def salt_word(text: str) -> str:
+    """A salt the user names (--prove-salt): a plain word every shard of a sweep is given."""
+    try:
+        return check_name(text, "salt")
+    except StoreError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -60,6 +60,9 @@ class PlanData(TypedDict):
     ignored: list[str]  # --ignore and --ignore-glob, rootdir-relative
     skipped_files: list[str]  # modules skipped at collection (importorskip, a module skip)
     narrowed: bool  # --lf or a node id narrowed collection itself, below the plan
+    #: --prove-shard: {"index": K, "count": N, "slice": {rollout: {condition key:
+    #: [replicates]}}}, the replicates of the collected sweep that are this shard's.
+    shard: dict[str, Any] | None
 
 
 class ReportData(TypedDict, total=False):

@@ -22,7 +22,9 @@ from ..options import (
     missing_mode,
     positive_int,
     run_name,
+    salt_word,
     seconds,
+    shard,
     store_name,
 )
 from ..running.runner import Identity
@@ -61,7 +63,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
                  "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
-                 "--prove-episode-timeout", "--prove-replay")
+                 "--prove-episode-timeout", "--prove-replay", "--prove-shard",
+                 "--prove-salt")
 
 
 # ---------------------------------------------------------------------------
@@ -105,6 +108,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "run id, latest or baseline:NAME), one replicate an item and no "
                          "episode timeout unless given, storing nothing: for --pdb or a "
                          "breakpoint() (pytest-prove flips and show print the command)")
+    group.addoption("--prove-shard", metavar="K/N", type=shard, default=None,
+                    help="run only slice K of N of the sweep (the same slice on every "
+                         "machine); every shard needs one salt: --prove-baseline NAME or "
+                         "--prove-salt WORD. Join the shards' runs with pytest-prove merge")
+    group.addoption("--prove-salt", metavar="WORD", type=salt_word, default=None,
+                    help="seed this run from WORD instead of a fresh salt (give every shard "
+                         "of a sweep the same WORD; a baseline's run takes its salt)")
     group.addoption("--prove-plan", action="store_true", default=False,
                     help="collect, print the plan and the design check, and run nothing")
     group.addoption("--prove-replicates", metavar="N", type=positive_int, default=None,
@@ -197,6 +207,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "--prove-update-baseline replaces the baseline named by --prove-baseline; "
             "add --prove-baseline NAME (or use --prove-save-baseline NAME for a new one)")
+    _check_shard_options(opt)
     if opt.prove_plan:
         # The plan is read on one process: no workers are started for it.
         opt.dist = "no"
@@ -212,6 +223,7 @@ def pytest_configure(config: pytest.Config) -> None:
         plan_only=opt.prove_plan,
         episode_timeout=opt.prove_episode_timeout,
         default_timeout=default_timeout,
+        shard=opt.prove_shard,
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
@@ -250,6 +262,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.salt = replay.salt
         settings.replay = _replicates_of(replay)
     elif resume is not None:
+        _check_resumed_shard(resume, opt.prove_shard)
         settings.salt = resume.salt
         settings.done = frozenset(_done_keys(resume.episodes))
         if baseline is not None and resume.salt != baseline.salt:
@@ -259,6 +272,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 "drop --prove-baseline or start a new run")
     elif baseline is not None:
         settings.salt = baseline.salt
+    elif opt.prove_salt is not None:
+        settings.salt = opt.prove_salt
     elif (last_failed := lf_salt(config)) is not None:
         settings.salt = last_failed.salt
     else:
@@ -280,6 +295,56 @@ def pytest_configure(config: pytest.Config) -> None:
         from .xdist import XdistHooks
 
         own(config, XdistHooks(session), "prove_xdist")
+
+
+def _check_shard_options(opt: Any) -> None:
+    """--prove-shard and --prove-salt: what they cannot go with, said before anything runs."""
+    salt = opt.prove_salt
+    if salt is not None:
+        decided = [flag for name, flag in (("prove_baseline", "--prove-baseline"),
+                                           ("prove_resume", "--prove-resume"),
+                                           ("prove_replay", "--prove-replay"))
+                   if getattr(opt, name, None)]
+        if decided:
+            raise pytest.UsageError(
+                f"--prove-salt={salt} names the salt of a new unpaired run, but "
+                f"{decided[0]} already decides it (a paired run takes its baseline's salt, a "
+                "resumed or replayed run its own); drop --prove-salt")
+    if opt.prove_shard is None:
+        return
+    index, total = opt.prove_shard
+    named = f"--prove-shard={index}/{total}"
+    if opt.prove_save_baseline or opt.prove_update_baseline:
+        flag = "--prove-save-baseline" if opt.prove_save_baseline else "--prove-update-baseline"
+        raise pytest.UsageError(
+            f"{named} runs one slice of the sweep, and a baseline holds a whole sweep; drop "
+            f"{flag}, join the shards with pytest-prove merge RUN... --name NAME "
+            "--save-baseline BASELINE")
+    if opt.prove_replay:
+        raise pytest.UsageError(
+            f"--prove-replay runs the items you select on the seeds they had, whichever shard "
+            f"ran them; drop {named}")
+    if salt is None and not opt.prove_baseline and not opt.prove_resume:
+        raise pytest.UsageError(
+            f"{named}: the shards of one sweep must share one salt, or their runs cannot be "
+            "merged into one; pass the same --prove-salt=WORD to every shard (in CI, e.g. "
+            "--prove-salt=sweep-$GITHUB_RUN_ID) or pair them all with --prove-baseline NAME "
+            "(they take its salt)")
+
+
+def _check_resumed_shard(resume: Run, asked: tuple[int, int] | None) -> None:
+    """A shard's run is resumed as the same shard; a whole run is not resumed as a shard."""
+    found = resume.manifest.get("shard")
+    held = (found.get("index"), found.get("count")) if isinstance(found, dict) else None
+    if held == asked:
+        return
+    if held is None:
+        raise pytest.UsageError(
+            f"run {resume.name!r} ran the whole sweep, not a shard; resume it without "
+            "--prove-shard")
+    raise pytest.UsageError(
+        f"run {resume.name!r} is shard {held[0]}/{held[1]} of its sweep; resume it with "
+        f"--prove-shard={held[0]}/{held[1]}")
 
 
 #: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and

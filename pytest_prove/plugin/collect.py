@@ -29,6 +29,8 @@ from .state import (
     PLANNED_KEY,
     SELECTED_KEY,
     SETTINGS_KEY,
+    SHARD_KEY,
+    SHARD_SLICE_KEY,
     SKIPPED_FILES_KEY,
     ItemPlan,
     Settings,
@@ -171,6 +173,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if len(plan.replicates) > 1:
             for name in _per_replicate_fixtures(item):
                 blocked.setdefault(name, item.nodeid)
+    shard = config.stash[SETTINGS_KEY].shard
+    if shard is not None:
+        _slice(config, items, shard)
     if blocked:
         shown = ", ".join(f"{name!r} (used by {node})" for name, node in blocked.items())
         _refuse(config, items, f"fixture {shown} depends on prove_seed or prove_replicate, "
@@ -267,6 +272,44 @@ def _per_replicate_fixtures(item: pytest.Item) -> list[str]:
     return found
 
 
+def _slice(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:
+    """Mark the items of slice K of N, before any selection (so that -k cannot move an item
+    to another shard), and keep the slice's replicates for the run's manifest.
+
+    Every rollout item of the collected sweep is keyed by (rollout id, condition key, first
+    replicate); the keys are sorted, and the i-th goes to shard ``i % N + 1``.  So the slice
+    is the same on every machine and in every process (collection order and pytest-randomly
+    do not change it), shards differ in size by one item at most, and each condition's
+    replicates are dealt out across the shards as evenly."""
+    index, total = shard
+    keys: dict[tuple[str, str, int], list[pytest.Item]] = {}
+    for item in items:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is not None:
+            keys.setdefault((plan.rollout_id, plan.condition_key, plan.replicates[0]),
+                            []).append(item)
+    chosen: dict[str, dict[str, list[int]]] = {}
+    for position, key in enumerate(sorted(keys)):
+        mine = position % total + 1 == index
+        for item in keys[key]:
+            item.stash[SHARD_KEY] = mine
+            if mine:
+                plan = item.stash[PLAN_KEY]
+                found = chosen.setdefault(plan.rollout_id, {}).setdefault(
+                    plan.condition_key, [])
+                found.extend(r for r in plan.replicates if r not in found)
+    if keys and not chosen:
+        _refuse(config, items, f"--prove-shard={index}/{total}: the sweep has {len(keys)} "
+                               f"rollout item(s), so slice {index} of {total} holds none and "
+                               f"its run would never exist for pytest-prove merge; cut the "
+                               f"sweep into at most {len(keys)} shards")
+        return
+    config.stash[SHARD_SLICE_KEY] = {
+        "index": index, "count": total,
+        "slice": {rid: {key: sorted(reps) for key, reps in sorted(conditions.items())}
+                  for rid, conditions in sorted(chosen.items())}}
+
+
 def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> None:
     """Stop before anything runs: a usage error, or on an xdist worker (where raising in
     collection would crash it) no item at all and the message for the controller."""
@@ -293,6 +336,13 @@ class Collection:
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         settings = config.stash[SETTINGS_KEY]
+        sweep = list(items)  # the design check is the merged sweep's, every shard's items
+        if settings.shard is not None:
+            # Other shards' items: left out on purpose, as a deselection is.
+            others = [item for item in items if not item.stash.get(SHARD_KEY, True)]
+            if others:
+                config.hook.pytest_deselected(items=others)
+                items[:] = [item for item in items if item.stash.get(SHARD_KEY, True)]
         # What the selection kept, replicate by replicate (-k can pick replicates).
         kept: dict[str, dict[str, list[int]]] = {}
         for item in items:
@@ -315,7 +365,7 @@ class Collection:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
         selected: dict[str, tuple[ItemPlan, set[str]]] = {}
-        for item in items:
+        for item in sweep if settings.shard is not None else items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
                 selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
@@ -341,6 +391,12 @@ class Collection:
             f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
             f"{settings.max_mde:.3f})",
         ]
+        if settings.shard is not None:
+            mine = sum(1 for item in items if PLAN_KEY in item.stash)
+            whole = sum(1 for item in sweep if PLAN_KEY in item.stash)
+            lines.append(f"shard {settings.shard[0]}/{settings.shard[1]}: this session runs "
+                         f"{mine} of these {whole} rollout items; the design check is the "
+                         "whole sweep's, since the merged run is what is gated")
         if settings.plan_only:
             lines.extend(budget.plan_lines(config, {rid: (keys, plan.total)
                                                     for rid, (plan, keys) in selected.items()}))

@@ -241,7 +241,15 @@ class ProveSession:
                                "stored before it are kept)")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
-        if self.baseline is not None:
+        if self.baseline is not None and self.settings.shard is not None:
+            index, total = self.settings.shard
+            notes.append(
+                f"shard {index}/{total}: paired with baseline {self.baseline.name!r} (its salt) "
+                f"but not compared here: a slice holds about 1/{total} of each condition's "
+                "replicates, and the gate is decided once, on the whole sweep. When every "
+                "shard's run is in one store: pytest-prove merge RUN... --name NAME, then "
+                f"pytest-prove check baseline:{self.baseline.name} NAME")
+        elif self.baseline is not None:
             self._review(outcome)
         notes.extend(self._save_baselines(outcome))
         outcome.notes = tuple(notes)

@@ -26,6 +26,8 @@ __all__ = [
     "SELECTED_KEY",
     "SESSION_KEY",
     "SETTINGS_KEY",
+    "SHARD_KEY",
+    "SHARD_SLICE_KEY",
     "SKIPPED_FILES_KEY",
     "ItemPlan",
     "Settings",
@@ -97,6 +99,10 @@ RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 PLANNED_KEY = pytest.StashKey[dict[str, dict[str, Any]]]()
 #: The conditions of each rollout that pytest's selection (-k, -m, --lf, ...) kept.
 SELECTED_KEY = pytest.StashKey[dict[str, dict[str, list[int]]]]()
+#: --prove-shard: whether an item is in this session's slice (set before any selection).
+SHARD_KEY = pytest.StashKey[bool]()
+#: --prove-shard: {"index": K, "count": N, "slice": {rollout: {condition key: [replicates]}}}.
+SHARD_SLICE_KEY = pytest.StashKey[dict[str, Any]]()
 #: Set when --prove-plan found a design the run would refuse: the plan then exits 4.
 PLAN_FAILS_KEY = pytest.StashKey[bool]()
 
@@ -150,6 +156,7 @@ def plan_data(config: pytest.Config) -> PlanData:
                        config.rootpath),
         skipped_files=sorted(skipped),
         narrowed=bool(config.getoption("lf", False)) or any("::" in p for p in paths),
+        shard=config.stash.get(SHARD_SLICE_KEY, None),
     )
 
 

@@ -38,6 +38,8 @@ __all__ = [
     "fix_check_lines",
     "flips_document",
     "flips_lines",
+    "merge_document",
+    "merge_lines",
     "prune_lines",
     "replay_command",
     "report_lines",
@@ -176,6 +178,26 @@ def show_document(t: Tally) -> dict[str, Any]:
     }
 
 
+def _shard_lines(m: Mapping[str, Any]) -> list[str]:
+    """A shard's slice, or the shards a merged run holds (see docs/scale.md)."""
+    shard, merged = m.get("shard"), m.get("merged")
+    if isinstance(shard, Mapping):
+        size = sum(len(reps) for keys in (shard.get("slice") or {}).values()
+                   for reps in keys.values())
+        return [f"shard {shard.get('index')}/{shard.get('count')} of its sweep: {size} "
+                "replicates in its slice (join the shards with pytest-prove merge)"]
+    if isinstance(merged, Mapping):
+        count = merged.get("count")
+        held = ", ".join(f"{k}/{count} {terminal_text(str((v or {}).get('name')))!r}"
+                         for k, v in sorted((merged.get("shards") or {}).items(),
+                                            key=lambda kv: int(kv[0])))
+        missing = merged.get("missing") or []
+        return [f"merged from shards {held}"
+                + (f"; missing {', '.join(f'{k}/{count}' for k in missing)}" if missing
+                   else "")]
+    return []
+
+
 def show_lines(t: Tally, verbose: bool) -> list[str]:
     run, m = t.run, t.run.manifest
     label = t.summary["name"]
@@ -188,6 +210,7 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
     ]
     if m.get("git_commit"):
         lines.append(f"git commit {m['git_commit']}")
+    lines.extend(_shard_lines(m))
     if m.get("command"):
         lines.append("command: " + terminal_text(" ".join(str(c) for c in m["command"]), 400))
     for rollout_id, info in (m.get("rollouts") or {}).items():
@@ -543,4 +566,46 @@ def prune_lines(doc: dict[str, Any]) -> list[str]:
                      "prune again")
     elif doc["dry_run"] and (deleted or doc["leftovers"]):
         lines.append("next: the same command without --dry-run deletes them")
+    return lines
+
+
+def merge_document(run: Any, saved: str | None) -> dict[str, Any]:
+    """``merge --json``: the merged run, its shards, and what it lacks."""
+    merged = run.manifest.get("merged") or {}
+    return {"run": run.name, "run_id": run.run_id, "status": run.status, "salt": run.salt,
+            "episodes": len(run.episodes), "count": merged.get("count"),
+            "shards": merged.get("shards"), "missing": merged.get("missing"),
+            "baseline": saved}
+
+
+def merge_lines(run: Any, saved: str | None) -> list[str]:
+    """What ``merge`` did: the verdict on completeness first, the shards, the next step."""
+    merged = run.manifest.get("merged") or {}
+    count = int(merged.get("count") or 0)
+    missing = [int(k) for k in merged.get("missing") or []]
+    shards = merged.get("shards") or {}
+    name = terminal_text(run.name)
+    head = (f"merged {len(shards)} of {count} shards into run {name!r}: "
+            f"{len(run.episodes):,} episodes, salt {terminal_text(run.salt)}, ")
+    if missing:
+        head += ("incomplete: slice(s) " + ", ".join(f"{k}/{count}" for k in missing)
+                 + " missing")
+    else:
+        head += "complete"
+    lines = [head]
+    for index, info in sorted(shards.items(), key=lambda kv: int(kv[0])):
+        lines.append(f"  shard {index}/{count}: run {terminal_text(str(info.get('name')))!r} "
+                     f"({terminal_text(str(info.get('run_id')))})")
+    if saved is not None:
+        lines.append(terminal_text(saved, 1000))
+    paired = (run.manifest.get("paired_with") or {}).get("baseline")
+    if missing:
+        lines.append(f"next: run the missing shard(s) with the same salt, then merge every "
+                     f"shard's run again; a check or a baseline of {name!r} is refused "
+                     "until then")
+    elif paired:
+        lines.append(f"next: pytest-prove check baseline:{terminal_text(str(paired))} {name}")
+    else:
+        lines.append(f"next: pytest-prove show {name}, or compare it: pytest-prove check "
+                     f"BASELINE {name}")
     return lines

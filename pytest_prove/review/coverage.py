@@ -21,6 +21,7 @@ from typing import Any, final
 from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from ..store import Run
+from ..store.merging import missing_slices
 
 __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]
 
@@ -276,6 +277,9 @@ def unfinished_reason(run: Run) -> str | None:
     episode), or None when it is complete or left out only what it meant to."""
     if run.is_baseline or run.status == "complete":
         return None
+    merged = missing_slices(run.manifest, run.name)
+    if merged is not None:
+        return merged
     if run.status == "capped":
         return (f"run {run.name!r} is capped: the token cap stopped it before it finished; "
                 f"finish it with pytest --prove-resume={run.name}")

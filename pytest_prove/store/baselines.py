@@ -15,6 +15,7 @@ from pathlib import Path
 from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from . import Run, Store, StoreError
+from .merging import missing_slices
 
 __all__ = ["save_baseline"]
 
@@ -36,6 +37,9 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
                   replacing: Run | None = None) -> str:
     """Write ``run`` as baseline ``name`` (``replacing`` the one a gate compared with), or
     say why not: a line starting ``baseline`` when saved, ``not saved`` when refused."""
+    merged = missing_slices(run.manifest, run.name)
+    if merged is not None:
+        return f"not saved: baseline {name!r} is written only from a complete run, and {merged}"
     if run.status != "complete":
         return (f"not saved: baseline {name!r} is written only from a complete run, and run "
                 f"{run.name!r} is incomplete ({missing} replicates missing); finish it with "

@@ -68,6 +68,8 @@ class RunRecorder:
         self.narrowed = False  # --lf or a node id narrowed collection itself
         self.prior_selection: dict[str, Any] | None = None  # a resumed run's, see selection
         self.leave_out: dict[str, list[str]] = {"ignored": [], "skipped_files": []}
+        #: --prove-shard: which slice this run is, and its replicates (see merge_plan).
+        self.shard: dict[str, Any] | None = None
         self.states: dict[Key, str] = {}  # how each stored episode ended, by identity
         self.spent = {"input": 0, "output": 0}  # tokens of the run so far
         self.any_tokens = False
@@ -80,6 +82,9 @@ class RunRecorder:
                 self.count(record)
             self.rollouts: dict[str, Any] = dict(resume.manifest.get("rollouts") or {})
             self.merge_stored_plan(resume.manifest.get("plan"))
+            stored_shard = resume.manifest.get("shard")
+            if isinstance(stored_shard, dict):
+                self._merge_shard(stored_shard)
             # Left out on purpose only where every session of the run left it out: a killed
             # session (no selection recorded) left out nothing.
             prior = resume.manifest.get("selection")
@@ -157,7 +162,9 @@ class RunRecorder:
             for path in data.get(name) or ():  # type: ignore[attr-defined]
                 if path not in self.leave_out[name]:
                     self.leave_out[name].append(path)
-        before = self.plan_json()
+        before = (self.plan_json(), self.shard_json())
+        if data.get("shard"):
+            self._merge_shard(data["shard"])  # type: ignore[arg-type]
         for rollout_id, info in plan.items():
             mine = self.plan.setdefault(rollout_id, {"conditions": {}, "replicates": 0})
             mine["conditions"].update(info["conditions"])
@@ -179,11 +186,33 @@ class RunRecorder:
             if path not in self.paths:
                 self.paths.append(path)
         plan_json = self.plan_json()
-        if plan_json != before:
+        if (plan_json, self.shard_json()) != before:
             self.writer.manifest["plan"] = plan_json
+            if self.shard is not None:
+                self.writer.manifest["shard"] = self.shard_json()
             if self.writer.created and not self.ended:
                 self.write_manifest()
 
+
+    def _merge_shard(self, found: Mapping[str, Any]) -> None:
+        """Add a process's (or a resumed run's) slice: every process computes the same one."""
+        if self.shard is None:
+            self.shard = {"index": int(found["index"]), "count": int(found["count"]),
+                          "slice": {}}
+        mine = self.shard["slice"]
+        for rollout_id, conditions in (found.get("slice") or {}).items():
+            for key, replicates in conditions.items():
+                known = mine.setdefault(str(rollout_id), {}).setdefault(str(key), set())
+                known.update(int(r) for r in replicates)
+
+    def shard_json(self) -> dict[str, Any] | None:
+        """The manifest's ``shard``: ``{"index": K, "count": N, "slice": {rollout: {condition
+        key: [replicates]}}}``, or None for a run of the whole sweep."""
+        if self.shard is None:
+            return None
+        return {"index": self.shard["index"], "count": self.shard["count"],
+                "slice": {rid: {key: sorted(reps) for key, reps in sorted(keys.items())}
+                          for rid, keys in sorted(self.shard["slice"].items())}}
 
     def merge_stored_plan(self, stored: object) -> None:
         """A resumed run's plan: what every session of it meant to run, not only this one."""
@@ -224,6 +253,10 @@ class RunRecorder:
 
 
     def planned(self) -> set[Key]:
+        """What the run is meant to hold: its plan, or a shard's slice of it."""
+        if self.shard is not None:
+            return {(rid, key, r) for rid, keys in self.shard["slice"].items()
+                    for key, reps in keys.items() for r in reps}
         return {(rid, key, r) for rid, info in self.plan.items()
                 for key in info["conditions"] for r in range(info["replicates"])}
 
@@ -285,6 +318,8 @@ class RunRecorder:
             self.writer.manifest["prices"] = prices
         updates = {"ended": utc_now(), "status": status, "plan": self.plan_json(),
                    "selection": self.selection(), "missing": missing}
+        if self.shard is not None:
+            updates["shard"] = self.shard_json()
         if self.failure is None:
             self.write_manifest(**updates)
         else:
