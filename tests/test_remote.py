@@ -235,3 +235,21 @@ def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[W
     result.stdout.fnmatch_lines(["*token cap reached: the run used *input tokens of the 1,000*"])
     assert_ran_elsewhere(pytester, workers)
 
+
+
+def test_a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
+                                               project: Callable[[str], None],
+                                               workers: list[Worker]) -> None:
+    project("0.1")
+    run_remote(pytester, workers, "--prove-replicates=2").assert_outcomes(passed=4)
+    # The servers' processes still hold test_bot as first imported: rate 0.1, not 0.6.
+    project("0.6")
+    result = run_remote(pytester, workers, "--prove-replicates=2", "--prove-name=again")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([
+        "*this xdist worker's process already ran a pytest session*"
+        "Start a fresh socket server for each run*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    outcomes = result.parseoutcomes()
+    assert "passed" not in outcomes and "failed" not in outcomes
+    assert len(Store(pytester.path / STORE).runs()) == 1  # the first run's, nothing more
