@@ -1,9 +1,13 @@
 """What crosses between an xdist worker and the controller, in one place.
 
-Three channels, each plain JSON-able data:
+Four channels, each plain JSON-able data:
 
 - down, in ``workerinput``: the run's salt, the replicates a resumed run already holds, and
-  where the token cap's flag file will appear (:class:`WorkerInput`);
+  for a worker on the controller's machine where the token cap's flag file will appear
+  (:class:`WorkerInput`);
+- down, while the session runs: once the token cap is reached, one command on xdist's own
+  channel to every worker (:func:`cap_command`), which reaches a remote worker
+  (``--tx socket=``, ``ssh=``) that cannot see the controller's disk;
 - up, with each test report: one attribute, ``prove``, holding :class:`ReportData` (the
   item's stored episodes on its call report; on its setup report the identities it is about
   to run, the rollout's declaration the first time, the sweep's plan with a worker's first
@@ -14,7 +18,8 @@ Three channels, each plain JSON-able data:
 In one process without xdist the same report data flows the same way, so the controller
 has one way to read it.  Everything here is read by :func:`take` / :func:`worker_input` /
 :func:`worker_output` and written by :func:`attach` / :func:`to_worker_input` /
-:func:`to_worker_output`, and nowhere else.
+:func:`to_worker_output`, and the cap's command by :func:`cap_command` / :func:`cap_message`,
+and nowhere else.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ __all__ = [
     "WorkerInput",
     "WorkerOutput",
     "attach",
+    "cap_command",
+    "cap_message",
     "take",
     "to_worker_input",
     "to_worker_output",
@@ -39,6 +46,9 @@ __all__ = [
 
 #: The one attribute of a test report that carries pytest-prove's data.
 REPORT_ATTRIBUTE: Final = "prove"
+
+#: The name of the command that tells a worker the run reached its token cap.
+CAP_COMMAND: Final = "prove_cap"
 
 #: A replicate a run holds: (rollout id, condition key, replicate).
 Done = tuple[str, str, int]
@@ -131,3 +141,17 @@ def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,
 def worker_output(workeroutput: Mapping[str, Any] | None) -> WorkerOutput:
     sent = (workeroutput or {}).get("prove") or {}
     return WorkerOutput(plan=sent.get("plan"), design_failure=sent.get("design_failure"))
+
+
+def cap_command(message: str) -> tuple[str, dict[str, Any]]:
+    """The command (xdist's ``(name, kwargs)`` form) that says the run reached its cap."""
+    return CAP_COMMAND, {"message": message}
+
+
+def cap_message(command: object) -> str | None:
+    """The cap's message when ``command`` is :func:`cap_command`'s, else None (a command of
+    xdist's own)."""
+    if (isinstance(command, tuple) and len(command) == 2 and command[0] == CAP_COMMAND
+            and isinstance(command[1], dict)):
+        return str(command[1].get("message") or "token cap reached")
+    return None

@@ -241,6 +241,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.salt = sent["salt"]
         settings.done = sent["done"]
         settings.replay = sent["replay"]
+        settings.worker_refusal = _reused_worker()
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
         budget.register_worker(config)
@@ -345,6 +346,27 @@ def _check_resumed_shard(resume: Run, asked: tuple[int, int] | None) -> None:
     raise pytest.UsageError(
         f"run {resume.name!r} is shard {held[0]}/{held[1]} of its sweep; resume it with "
         f"--prove-shard={held[0]}/{held[1]}")
+
+
+#: How many xdist worker sessions this process has configured: more than one only when an
+#: execnet socket server is used again (xdist starts every other kind of worker afresh).
+_WORKER_SESSIONS = [0]
+
+
+def _reused_worker() -> str | None:
+    """Why a worker whose process already ran a session refuses to run this one, else None.
+
+    execnet's socket server runs each connection's worker in its own process and keeps the
+    modules it imported: the rollouts would run as they were imported the first time, not as
+    their files read now, and the verdict would be about code no longer there."""
+    _WORKER_SESSIONS[0] += 1
+    if _WORKER_SESSIONS[0] == 1:
+        return None
+    return ("this xdist worker's process already ran a pytest session: an execnet socket "
+            "server keeps its process, and the modules it imported, from one run to the "
+            "next, so the rollouts could run as they were imported then rather than as "
+            "their files read now. Start a fresh socket server for each run (see "
+            "docs/scale.md, Remote workers)")
 
 
 #: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and

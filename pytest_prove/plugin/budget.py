@@ -10,6 +10,7 @@ bounds what a worker spends even before the controller's word reaches it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -106,9 +107,10 @@ class CapWatch:
         self.cap = cap
         self.spent = spent
         self.on_cap = on_cap
-        # A file the controller creates once the run's total reaches the cap; local xdist
-        # workers look for it before each item (it is not in the store, and remote workers
-        # without a shared disk fall back to the scheduler taking their queue back).
+        # A file the controller creates once the run's total reaches the cap; local (popen)
+        # xdist workers look for it before each item (it is not in the store).  Remote
+        # workers (--tx socket=, ssh=) are not told of it: the cap's command on xdist's
+        # channel reaches every worker (see tell_workers).
         self.flag = flag
         self.own: dict[str, int] = {}
         self.session: pytest.Session | None = None
@@ -209,22 +211,61 @@ def controller_budget(config: pytest.Config,
         if dsession is not None:
             if not getattr(dsession, "shouldstop", False):
                 dsession.shouldstop = message
-            stop = getattr(getattr(dsession, "sched", None), "prove_stop", None)
+            sched = getattr(dsession, "sched", None)
+            stop = getattr(sched, "prove_stop", None)
             if stop is not None:
                 stop()
+            tell_workers(getattr(sched, "nodes", ()), message)
 
     budget.watch = CapWatch(budget.cap, spent=spent, on_cap=on_cap, flag=flag)
     own(config, budget.watch, "prove_cap")
     return budget
 
 
+def tell_workers(nodes: Iterable[Any], message: str) -> None:
+    """Send every xdist worker the cap's command on xdist's own channel: a worker skips the
+    items it still holds, the one it has already taken off its queue included (which the
+    scheduler cannot take back).  A worker already gone is left alone."""
+    name, kwargs = wire.cap_command(message)
+    for node in list(nodes):
+        with contextlib.suppress(OSError):  # execnet: the channel is closed
+            node.sendcommand(name, **kwargs)
+
+
 def register_worker(config: pytest.Config) -> None:
     """On an xdist worker: a watch that stops the worker once its own episodes reach the
-    cap, and skips items once the controller's flag file says the run's did."""
+    cap, and skips items once the controller says the run's did (its command on xdist's
+    channel, or on the same machine its flag file)."""
     cap = token_cap_of(config)
     if cap:
         sent = wire.worker_input(getattr(config, "workerinput", {}))["cap_flag"]
-        own(config, WorkerCapWatch(cap, flag=Path(sent) if sent else None), "prove_cap")
+        watch = WorkerCapWatch(cap, flag=Path(sent) if sent else None)
+        own(config, watch, "prove_cap")
+        _listen_for_cap(config, watch)
+
+
+def _listen_for_cap(config: pytest.Config, watch: CapWatch) -> None:
+    """Have xdist's worker hand the cap's command to ``watch``.
+
+    xdist's worker reads each command with its ``handle_command`` (looked up when its loop
+    starts, after this) and ignores a name it does not know; the cap's command is taken
+    here, and every other command goes on to xdist.  Without that worker object (another
+    xdist), the scheduler's taking back of queued items is what stops the worker."""
+    interactor = next((p for p in config.pluginmanager.get_plugins()
+                       if type(p).__name__ == "WorkerInteractor"
+                       and callable(getattr(p, "handle_command", None))), None)
+    if interactor is None:
+        return
+    handle = interactor.handle_command
+
+    def handle_command(command: Any) -> None:
+        message = wire.cap_message(command)
+        if message is None:
+            handle(command)
+        elif watch.message is None:
+            watch.message = message
+
+    interactor.handle_command = handle_command
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

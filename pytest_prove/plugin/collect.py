@@ -351,6 +351,9 @@ class Collection:
                 kept.setdefault(plan.rollout_id, {}).setdefault(
                     plan.condition_key, []).extend(plan.replicates)
         config.stash[SELECTED_KEY] = kept
+        if settings.worker_refusal is not None and kept:  # sessions without a rollout run
+            _refuse(config, items, settings.worker_refusal)
+            return
         if settings.done:
             keep, drop = [], []
             for item in items:

@@ -74,6 +74,9 @@ class Settings:
     replay: dict[str, int] | None = None
     is_worker: bool = False
     plan_sent: bool = False  # an xdist worker sent its plan with a report
+    #: An xdist worker's reason to run nothing, found before collection (its process ran a
+    #: session before this one); the controller says it as it says the design check's.
+    worker_refusal: str | None = None
     #: Rollouts whose declaration this process has sent with a report (once each).
     announced: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -21,11 +21,19 @@ class XdistHooks:
         self.session = session
 
     def pytest_configure_node(self, node: Any) -> None:
-        """Every worker seeds with the controller's salt and skips what a resumed run has."""
+        """Every worker seeds with the controller's salt and skips what a resumed run has.
+
+        Only a worker on this machine (a ``popen`` gateway) is told where the token cap's
+        flag file appears: a path on the controller's disk means nothing to a worker behind
+        ``--tx socket=`` or ``ssh=``.  Every worker is also sent the cap's command on xdist's
+        own channel (:func:`budget.tell_workers`), and the scheduler takes back what workers
+        have queued (:class:`CappedLoadScheduling`)."""
         settings = self.session.settings
         flag = self.session.budget.flag
+        local = bool(getattr(getattr(getattr(node, "gateway", None), "spec", None), "popen",
+                             False))
         wire.to_worker_input(node.workerinput, salt=settings.salt, done=settings.done,
-                             cap_flag=None if flag is None else str(flag),
+                             cap_flag=None if flag is None or not local else str(flag),
                              replay=settings.replay)
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
