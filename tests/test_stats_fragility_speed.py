@@ -116,3 +116,20 @@ def test_one_changed_row_counts_as_a_full_holm_step_down_says() -> None:
             trial = p.copy()
             trial[i] = v
             assert answer == _holm_counted(trial, q)[i], (p.tolist(), int(i), float(v), q)
+
+
+def test_a_moved_row_leaves_the_family_as_a_fresh_sort_would() -> None:
+    rng = np.random.default_rng(12)
+    grid = np.array([0.0, 1e-4, 0.001, 0.01, 0.05, 0.5, 1.0])
+    for _ in range(100):
+        m = int(rng.integers(1, 30))
+        p = rng.choice(grid, size=m)
+        family = _Family(p, 0.2)
+        for _ in range(5):
+            i, v = int(rng.integers(0, m)), float(rng.choice(grid))
+            family.set(i, v)
+            p[i] = v
+            fresh = _Family(p, 0.2)
+            assert (family.order == fresh.order).all() and family.steps == fresh.steps
+            assert (family.key == fresh.key).all() and (family.rank == fresh.rank).all()
+            assert (family.moved_fails == fresh.moved_fails).all()

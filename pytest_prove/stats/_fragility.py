@@ -160,25 +160,48 @@ class _Family:
     """
 
     def __init__(self, p: FloatArray, q: float) -> None:
-        m = p.size
-        self.p = p
-        self.m = m
+        self.m = p.size
         self.q = q
-        order = np.argsort(p, kind="stable")
-        self.order = order
-        s = p[order]
-        self.sorted = s
+        self.p = p.copy()
+        self.order = np.argsort(p, kind="stable")
+        self.sorted = self.p[self.order]
+        self._derive()
+
+    def _derive(self) -> None:
+        m, s, order = self.m, self.sorted, self.order
         steps = np.arange(m, 0, -1)
-        passed = s * steps <= q
+        passed = s * steps <= self.q
         self.steps = int(np.argmin(passed)) if not passed.all() else m
-        moved_fails = ~(s * (steps + 1) <= q)
+        moved_fails = ~(s * (steps + 1) <= self.q)
         self.moved_fails = np.concatenate(([0], np.cumsum(moved_fails)))
         rank = np.empty(m, dtype=np.int64)
         rank[order] = np.arange(m, dtype=np.int64)
         self.rank = rank
         # Position j's key: the start of its run of equal values, then its row's index, so
         # that the keys rise with j and a row's place among equal values is found by search.
-        self.key = np.searchsorted(s, s, side="left").astype(np.int64) * (m + 1) + order
+        starts = np.ones(m, dtype=bool)
+        starts[1:] = s[1:] != s[:-1]
+        run = np.maximum.accumulate(np.where(starts, np.arange(m, dtype=np.int64), 0))
+        self.key = run * (m + 1) + order
+
+    def _places(self, rows: IntArray, values: FloatArray) -> IntArray:
+        """Where each row would sit in the sorted family with its p-value set to values[t]:
+        the number of other rows before it (smaller, or equal and of a smaller index)."""
+        m, s = self.m, self.sorted
+        lo = np.searchsorted(s, values, side="left")
+        hi = np.searchsorted(s, values, side="right")
+        below = lo - (self.p[rows] < values)
+        tied = np.searchsorted(self.key, lo.astype(np.int64) * (m + 1) + rows, side="left") - lo
+        return np.asarray(below + np.where(lo < hi, tied, 0), dtype=np.int64)
+
+    def set(self, row: int, value: float) -> None:
+        """Change one row's p-value, moving it within the sorted order (no new sort)."""
+        r = int(self._places(np.array([row]), np.array([value]))[0])
+        r0 = int(self.rank[row])
+        self.order = np.insert(np.delete(self.order, r0), r, row)
+        self.sorted = np.insert(np.delete(self.sorted, r0), r, value)
+        self.p[row] = value
+        self._derive()
 
     def counted(self) -> npt.NDArray[np.bool_]:
         counted = np.zeros(self.m, dtype=bool)
@@ -188,12 +211,8 @@ class _Family:
     def counts_with(self, rows: IntArray, values: FloatArray) -> npt.NDArray[np.bool_]:
         """Whether each row rows[t] would count with its p-value set to values[t] (the others
         as they are): ``_holm_counted(trial, q)[rows[t]]`` for every t at once."""
-        m, s = self.m, self.sorted
-        lo = np.searchsorted(s, values, side="left")
-        hi = np.searchsorted(s, values, side="right")
-        below = lo - (self.p[rows] < values)
-        tied = np.searchsorted(self.key, lo.astype(np.int64) * (m + 1) + rows, side="left") - lo
-        r = below + np.where(lo < hi, tied, 0)
+        m = self.m
+        r = self._places(rows, values)
         r0 = self.rank[rows]
         earlier = np.where(
             r <= r0,
@@ -312,8 +331,22 @@ def _uncount(
     )
     total = 0
     moves: list[Flip] = []
+    family = _Family(p, q)
+    # Each row's p after k flips, k = 0..its ceiling, filled in as the searches ask (rows
+    # keep their counts: a move changes only the family's p-value of the row).
+    known: dict[int, list[float | bool | None]] = {}
+
+    def value_at(i: int, k: int) -> float | None:
+        row = known.get(i)
+        if row is None:
+            row = known[i] = [False] * (int(ceilings[i]) + 1)
+        value = row[k]
+        if value is False:
+            value = row[k] = _best_p_after(states[i], k, signs[i], lowest=False)
+        assert not isinstance(value, bool)
+        return value
+
     for _ in range(len(states)):
-        family = _Family(p, q)
         pending = np.flatnonzero(family.counted() & wanted)[:50]
         if pending.size == 0:
             return total, moves
@@ -321,10 +354,7 @@ def _uncount(
         def stops(at: IntArray, ks: IntArray, pending: IntArray = pending,
                   family: _Family = family) -> npt.NDArray[np.bool_]:
             rows = pending[at]
-            values = [
-                _best_p_after(states[int(i)], int(k), signs[int(i)], lowest=False)
-                for i, k in zip(rows, ks, strict=True)
-            ]
+            values = [value_at(i, k) for i, k in zip(rows.tolist(), ks.tolist(), strict=True)]
             possible = np.array([v is not None for v in values], dtype=bool)
             out = np.zeros(rows.size, dtype=bool)
             if possible.any():
@@ -345,7 +375,7 @@ def _uncount(
         assert value is not None
         moves.append(Flip(state.condition, state.event, k, _flip_word(signs[i])))
         total += k
-        p[i] = value
+        family.set(i, value)
     return total, moves
 
 
