@@ -13,8 +13,15 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from pytest_prove.stats._exact import fisher_p, midp
-from pytest_prove.stats._fragility import Fragility, RowState, _Family, _holm_counted, fragility
+from pytest_prove.stats._exact import fisher_p, mcnemar_midp_array, midp
+from pytest_prove.stats._fragility import (
+    Fragility,
+    RowState,
+    _Family,
+    _holm_counted,
+    _midp_many,
+    fragility,
+)
 from pytest_prove.stats._multiplicity import holm
 from tests.fragility_reference import fragility as reference
 
@@ -133,3 +140,9 @@ def test_a_moved_row_leaves_the_family_as_a_fresh_sort_would() -> None:
             assert (family.order == fresh.order).all() and family.steps == fresh.steps
             assert (family.key == fresh.key).all() and (family.rank == fresh.rank).all()
             assert (family.moved_fails == fresh.moved_fails).all()
+
+
+def test_the_search_s_mid_p_is_the_engine_s_to_the_last_bit() -> None:
+    b, c = np.meshgrid(np.arange(0, 300, dtype=np.int64), np.arange(0, 300, dtype=np.int64))
+    b, c = b.ravel(), c.ravel()
+    assert (_midp_many(b, c) == mcnemar_midp_array(b, c)).all()

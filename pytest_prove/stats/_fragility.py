@@ -30,8 +30,9 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special  # type: ignore[import-untyped]
 
-from ._exact import fisher_p, mcnemar_midp_array
+from ._exact import fisher_p
 from ._rows import RowCounts
 
 __all__ = ["Flip", "Fragility", "RowState", "fragility"]
@@ -104,9 +105,19 @@ def _best_p_after_cached(
         bs, cs = b + i, c - (k - i)
     if i.size == 0:
         return None
-    # Element by element the same computation as midp(b, c) (the mid-p row of d = b + c).
-    p = mcnemar_midp_array(bs, cs)
+    p = _midp_many(bs, cs)
     return float(p.min() if lowest else p.max())
+
+
+def _midp_many(b: IntArray, c: IntArray) -> FloatArray:
+    """:func:`mcnemar_midp_array` without the bounds its general binomial CDF checks, which
+    cannot bind here (0 <= min(b, c) <= d / 2): the same special-function calls on the same
+    integers, summed in the same order, so the same doubles (a test checks it)."""
+    k = np.minimum(b, c)
+    d = b + c
+    lower = np.where(k >= 1, special.bdtr(np.maximum(k - 1, 0), d, 0.5), 0.0)
+    midp = np.where(d == 0, 1.0, special.bdtr(k, d, 0.5) + lower)
+    return np.asarray(np.minimum(midp, 1.0), dtype=np.float64)
 
 
 def _max_flips(state: RowState, sign: int) -> int:
