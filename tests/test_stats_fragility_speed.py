@@ -29,7 +29,7 @@ from tests.fragility_reference import fragility as reference
 def random_states(rng: np.random.Generator) -> tuple[list[RowState], str, float]:
     """A random family of rows as compare() hands it to the search, its word and q."""
     m = int(rng.integers(1, 41))
-    q = float(rng.choice([0.05, 0.1, 0.2, 0.5]))
+    q = float(rng.choice([0.05, 0.1, 0.2, 0.5, 0.9]))
     mix = rng.choice(["paired", "unpaired", "mixed"])
     n = int(rng.integers(2, 61))
     shared = int(rng.integers(1, m + 1))  # how many distinct rows the family draws from
