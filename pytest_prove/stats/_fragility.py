@@ -10,23 +10,35 @@ before run only, so flips can change the word only by changing which rows count 
 * ``worse`` / ``safer``: the word changes when every worse row stops counting (or, for safer,
   when one worse row starts to count). Rows interact through Holm's step-down, so the search
   is greedy (row by row, fewest flips first) and may overstate the fewest flips.
+
+The searches ask many times whether one row would count if its p-value alone were changed.
+:class:`_Family` answers that from one sort of the family's p-values (a binary search for
+where the new value would sit, and prefix counts of which sorted values would pass Holm's
+steps at their own or at the next position), instead of re-sorting all m p-values for every
+trial; and the candidate rows of one greedy step are searched in lockstep, so each probe is
+one numpy call over those rows. The probes made, their order and the answers are those of
+the row-by-row search (tests/fragility_reference.py keeps it; tests and bench/compare.py
+check that the two agree).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special  # type: ignore[import-untyped]
 
-from ._exact import fisher_p, midp
+from ._exact import fisher_p
 from ._rows import RowCounts
 
 __all__ = ["Flip", "Fragility", "RowState", "fragility"]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,25 +77,47 @@ class RowState(RowCounts):
 def _best_p_after(state: RowState, k: int, sign: int, lowest: bool) -> float | None:
     """The lowest (or highest) p over the ways of making k flips toward ``sign``; None when
     k flips that way are impossible."""
-    if not state.paired:
-        x = state.x_after + sign * k
-        if x < 0 or x > state.n_after:
+    return _best_p_after_cached(
+        state.paired, state.x_before, state.n_before, state.x_after, state.n_after,
+        state.both, state.before_only, state.after_only, k, sign, lowest,
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _best_p_after_cached(
+    paired: bool, x_before: int, n_before: int, x_after: int, n_after: int, both: int,
+    b: int, c: int, k: int, sign: int, lowest: bool,
+) -> float | None:
+    """:func:`_best_p_after` by the counts alone: rows sharing counts share the answer."""
+    if not paired:
+        x = x_after + sign * k
+        if x < 0 or x > n_after:
             return None
-        return fisher_p(state.x_before, state.n_before, x, state.n_after)
-    b, c = state.before_only, state.after_only
-    neither = state.n_after - state.both - b - c
+        return fisher_p(x_before, n_before, x, n_after)
+    neither = n_after - both - b - c
     # i flips move a twin between "both" and "before only"; k - i between "after only" and
     # "neither". Toward more events: b -> both (b - i), neither -> after only (c + k - i).
     if sign > 0:
-        i = np.arange(max(0, k - neither), min(k, b) + 1)
+        i = np.arange(max(0, k - neither), min(k, b) + 1, dtype=np.int64)
         bs, cs = b - i, c + (k - i)
     else:
-        i = np.arange(max(0, k - c), min(k, state.both) + 1)
+        i = np.arange(max(0, k - c), min(k, both) + 1, dtype=np.int64)
         bs, cs = b + i, c - (k - i)
     if i.size == 0:
         return None
-    p = [midp(int(x), int(y)) for x, y in zip(bs, cs, strict=True)]
-    return min(p) if lowest else max(p)
+    p = _midp_many(bs, cs)
+    return float(p.min() if lowest else p.max())
+
+
+def _midp_many(b: IntArray, c: IntArray) -> FloatArray:
+    """:func:`mcnemar_midp_array` without the bounds its general binomial CDF checks, which
+    cannot bind here (0 <= min(b, c) <= d / 2): the same special-function calls on the same
+    integers, summed in the same order, so the same doubles (a test checks it)."""
+    k = np.minimum(b, c)
+    d = b + c
+    lower = np.where(k >= 1, special.bdtr(np.maximum(k - 1, 0), d, 0.5), 0.0)
+    midp = np.where(d == 0, 1.0, special.bdtr(k, d, 0.5) + lower)
+    return np.asarray(np.minimum(midp, 1.0), dtype=np.float64)
 
 
 def _max_flips(state: RowState, sign: int) -> int:
@@ -122,6 +156,110 @@ def _holm_counted(p: FloatArray, q: float) -> npt.NDArray[np.bool_]:
     counted = np.zeros(m, dtype=bool)
     counted[order[:steps]] = True
     return counted
+
+
+class _Family:
+    """The family's p-values sorted once, to say whether one row would count (Holm at q) if
+    its p-value alone were changed, exactly as :func:`_holm_counted` on the changed family.
+
+    Sorted stably (by value, then by index), with s_j at position j: a row of new value v
+    lands at position r (the other rows before it in that order). It counts when every row
+    before it passes its step and v (m - r) <= q. Removing the row from its old position r0
+    leaves the rows before r0 where they were (step j: s_j (m - j) <= q) and moves those
+    after it one place up (s_j (m - j + 1) <= q); so prefix facts about the sorted values
+    decide every trial in O(log m).
+    """
+
+    def __init__(self, p: FloatArray, q: float) -> None:
+        self.m = p.size
+        self.q = q
+        self.p = p.copy()
+        self.order = np.argsort(p, kind="stable")
+        self.sorted = self.p[self.order]
+        self._derive()
+
+    def _derive(self) -> None:
+        m, s, order = self.m, self.sorted, self.order
+        steps = np.arange(m, 0, -1)
+        passed = s * steps <= self.q
+        self.steps = int(np.argmin(passed)) if not passed.all() else m
+        moved_fails = ~(s * (steps + 1) <= self.q)
+        self.moved_fails = np.concatenate(([0], np.cumsum(moved_fails)))
+        rank = np.empty(m, dtype=np.int64)
+        rank[order] = np.arange(m, dtype=np.int64)
+        self.rank = rank
+        # Position j's key: the start of its run of equal values, then its row's index, so
+        # that the keys rise with j and a row's place among equal values is found by search.
+        starts = np.ones(m, dtype=bool)
+        starts[1:] = s[1:] != s[:-1]
+        run = np.maximum.accumulate(np.where(starts, np.arange(m, dtype=np.int64), 0))
+        self.key = run * (m + 1) + order
+
+    def _places(self, rows: IntArray, values: FloatArray) -> IntArray:
+        """Where each row would sit in the sorted family with its p-value set to values[t]:
+        the number of other rows before it (smaller, or equal and of a smaller index)."""
+        m, s = self.m, self.sorted
+        lo = np.searchsorted(s, values, side="left")
+        hi = np.searchsorted(s, values, side="right")
+        below = lo - (self.p[rows] < values)
+        tied = np.searchsorted(self.key, lo.astype(np.int64) * (m + 1) + rows, side="left") - lo
+        return np.asarray(below + np.where(lo < hi, tied, 0), dtype=np.int64)
+
+    def set(self, row: int, value: float) -> None:
+        """Change one row's p-value, moving it within the sorted order (no new sort)."""
+        r = int(self._places(np.array([row]), np.array([value]))[0])
+        r0 = int(self.rank[row])
+        self.order = np.insert(np.delete(self.order, r0), r, row)
+        self.sorted = np.insert(np.delete(self.sorted, r0), r, value)
+        self.p[row] = value
+        self._derive()
+
+    def counted(self) -> npt.NDArray[np.bool_]:
+        counted = np.zeros(self.m, dtype=bool)
+        counted[self.order[: self.steps]] = True
+        return counted
+
+    def counts_with(self, rows: IntArray, values: FloatArray) -> npt.NDArray[np.bool_]:
+        """Whether each row rows[t] would count with its p-value set to values[t] (the others
+        as they are): ``_holm_counted(trial, q)[rows[t]]`` for every t at once."""
+        m = self.m
+        r = self._places(rows, values)
+        r0 = self.rank[rows]
+        earlier = np.where(
+            r <= r0,
+            self.steps >= r,
+            (self.steps >= r0)
+            & (self.moved_fails[np.minimum(r + 1, m)] == self.moved_fails[r0 + 1]),
+        )
+        return np.asarray(earlier & (values * (m - r) <= self.q), dtype=bool)
+
+
+def _fewest_many(
+    test: Callable[[IntArray, IntArray], npt.NDArray[np.bool_]], ceilings: IntArray
+) -> list[int | None]:
+    """:func:`_fewest` for many rows at once, in lockstep: row t's probes are those
+    _fewest(lambda k: test([t], [k]), ceilings[t]) makes, each round one call of ``test``
+    on the rows still searching."""
+    n = ceilings.size
+    found: list[int | None] = [None] * n
+    live = np.flatnonzero(ceilings >= 1)
+    if live.size == 0:
+        return found
+    reached = live[test(live, ceilings[live])]
+    lo = np.zeros(n, dtype=np.int64)
+    hi = ceilings.astype(np.int64).copy()
+    live = reached
+    while True:
+        live = live[hi[live] - lo[live] > 1]
+        if live.size == 0:
+            break
+        mid = (lo[live] + hi[live]) // 2
+        hit = test(live, mid)
+        hi[live[hit]] = mid[hit]
+        lo[live[~hit]] = mid[~hit]
+    for t in reached:
+        found[int(t)] = int(hi[t])
+    return found
 
 
 def _worsening_sign(state: RowState) -> int:
@@ -188,49 +326,74 @@ def _nothing_counted(states: Sequence[RowState], q: float) -> Fragility:
 def _uncount(
     states: Sequence[RowState], q: float, targets: Callable[[RowState], bool],
 ) -> tuple[int | None, list[Flip]]:
-    """Greedy: stop every counted row matching ``targets`` from counting, fewest flips first."""
-    current = list(states)
-    p = np.array([s.p for s in current], dtype=np.float64)
+    """Greedy: stop every counted row matching ``targets`` from counting, fewest flips first.
+
+    Each step searches the first 50 counted targets (by row) for the fewest flips toward no
+    change that stop it counting, all in lockstep, and makes the smallest such move (the
+    first row on a tie)."""
+    p = np.array([s.p for s in states], dtype=np.float64)
+    wanted = np.array([targets(s) for s in states], dtype=bool)
+    # Toward no change: against the sign of the observed change.
+    signs = [-1 if _rowwise_change(s) > 0 else 1 for s in states]
+    ceilings = np.array(
+        [min(_max_flips(s, sign), _flips_to_no_change(s)) for s, sign in zip(
+            states, signs, strict=True)],
+        dtype=np.int64,
+    )
     total = 0
     moves: list[Flip] = []
-    for _ in range(len(current)):
-        counted = _holm_counted(p, q)
-        pending = [i for i in np.flatnonzero(counted) if targets(current[int(i)])]
-        if not pending:
+    family = _Family(p, q)
+    # Each row's p after k flips, k = 0..its ceiling, filled in as the searches ask (rows
+    # keep their counts: a move changes only the family's p-value of the row).
+    known: dict[int, list[float | bool | None]] = {}
+
+    def value_at(i: int, k: int) -> float | None:
+        row = known.get(i)
+        if row is None:
+            row = known[i] = [False] * (int(ceilings[i]) + 1)
+        value = row[k]
+        if value is False:
+            value = row[k] = _best_p_after(states[i], k, signs[i], lowest=False)
+        assert not isinstance(value, bool)
+        return value
+
+    for _ in range(len(states)):
+        pending = np.flatnonzero(family.counted() & wanted)[:50]
+        if pending.size == 0:
             return total, moves
-        best: tuple[int, int, int, float] | None = None
-        for index in pending[:50]:
-            i = int(index)
-            state = current[i]
-            # Toward no change: against the sign of the observed change.
-            sign = -1 if _rowwise_change(state) > 0 else 1
 
-            def stops(k: int, i: int = i, state: RowState = state, sign: int = sign) -> bool:
-                value = _best_p_after(state, k, sign, lowest=False)
-                if value is None:
-                    return False
-                trial = p.copy()
-                trial[i] = value
-                return not _holm_counted(trial, q)[i]
+        def stops(at: IntArray, ks: IntArray, pending: IntArray = pending,
+                  family: _Family = family) -> npt.NDArray[np.bool_]:
+            rows = pending[at]
+            values = [value_at(i, k) for i, k in zip(rows.tolist(), ks.tolist(), strict=True)]
+            possible = np.array([v is not None for v in values], dtype=bool)
+            out = np.zeros(rows.size, dtype=bool)
+            if possible.any():
+                trial = np.array([v for v in values if v is not None], dtype=np.float64)
+                out[possible] = ~family.counts_with(rows[possible], trial)
+            return out
 
-            k = _fewest(stops, min(_max_flips(state, sign), _flips_to_no_change(state)))
+        found = _fewest_many(stops, ceilings[pending])
+        best: tuple[int, int] | None = None
+        for index, k in zip(pending, found, strict=True):
             if k is not None and (best is None or k < best[0]):
-                value = _best_p_after(state, k, sign, lowest=False)
-                assert value is not None
-                best = (k, i, sign, value)
+                best = (k, int(index))
         if best is None:
             return None, moves
-        k, i, sign, value = best
-        state = current[i]
-        moves.append(Flip(state.condition, state.event, k, _flip_word(sign)))
+        k, i = best
+        state = states[i]
+        value = _best_p_after(state, k, signs[i], lowest=False)
+        assert value is not None
+        moves.append(Flip(state.condition, state.event, k, _flip_word(signs[i])))
         total += k
-        p[i] = value
+        family.set(i, value)
     return total, moves
 
 
 def _make_worse(states: Sequence[RowState], q: float) -> tuple[int | None, Flip | None]:
     """Fewest flips in one row that make a worsening count (greedy over rows)."""
     p = np.array([s.p for s in states], dtype=np.float64)
+    family = _Family(p, q)
     best: tuple[int, Flip] | None = None
     for index in np.argsort(p, kind="stable")[:200]:
         i = int(index)
@@ -246,9 +409,7 @@ def _make_worse(states: Sequence[RowState], q: float) -> tuple[int | None, Flip 
             value = _best_p_after(state, k, sign, lowest=True)
             if value is None:
                 return False
-            trial = p.copy()
-            trial[i] = value
-            return bool(_holm_counted(trial, q)[i])
+            return bool(family.counts_with(np.array([i]), np.array([value]))[0])
 
         k = _fewest(counts, ceiling)
         if k is not None and (best is None or k < best[0]):
