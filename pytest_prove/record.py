@@ -42,6 +42,7 @@ __all__ = [
     "has_outcome",
     "identity",
     "left_out_reason",
+    "steps_of",
     "utc_now",
 ]
 
@@ -133,6 +134,19 @@ def fold_attempts(final: Mapping[str, Any],
     if len(spent) > 1 or (spent and not final.get("tokens")):
         record["tokens"] = _sum_tokens(spent)
     return record
+
+
+def steps_of(record: Mapping[str, Any]) -> tuple[int, object]:
+    """How many steps the episode recorded, and the name of its last (None without steps).
+
+    A run's record holds its ``steps``; one read from a compact baseline holds only
+    ``step_count`` and ``last_step``, what ``where`` and ``compare`` read of them.
+    """
+    steps = record.get("steps")
+    if steps:
+        return len(steps), steps[-1].get("name")
+    count = record.get("step_count")
+    return (int(count), record.get("last_step")) if count else (0, None)
 
 
 def identity(record: Mapping[str, Any]) -> tuple[str, str, int]:
