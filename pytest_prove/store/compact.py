@@ -158,7 +158,10 @@ def _shown(text: str) -> str:
 
 
 class _Block:
-    __slots__ = ("condition", "first", "key", "prefix", "rollout", "seed", "seen", "table")
+    """A condition's line, and what its episodes' lines have named so far, parsed once."""
+
+    __slots__ = ("cases", "condition", "ends", "first", "key", "numbers", "prefix", "rollout",
+                 "seed", "seen", "steps", "table")
 
     def __init__(self, rollout: str, key: str, condition: dict[str, Any], seed: int,
                  table: list[Any], salt: str, first: int) -> None:
@@ -168,6 +171,11 @@ class _Block:
             _SEP.join((salt, rollout, key, "")).encode("utf-8"), digest_size=8)
         self.seen: dict[int, int] = {}
         self.first = first
+        # Each field's text, parsed: the records of a block share these values.
+        self.ends: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
+        self.numbers: dict[str, float | int | None] = {"-": None}
+        self.cases: dict[str, dict[str, Any] | None] = {"-": None}
+        self.steps: dict[str, tuple[int, str | None] | None] = {"-": None}
 
 
 def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
@@ -176,7 +184,7 @@ def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
              "replicate 0, [values]]")
     try:
         found = json.loads(text[1:])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except json.JSONDecodeError as exc:
         raise _bad_line(where, f"the condition's line is not {shape} ({exc})", fix) from None
     if type(found) is not list or len(found) != 5:
         raise _bad_line(where, f"the condition's line is not {shape}", fix)
@@ -216,9 +224,18 @@ def _seed(block: _Block, replicate: int) -> int:
 def read_compact(path: Path, data: bytes, salt: str, fix: str
                  ) -> tuple[list[dict[str, Any]], list[str]]:
     """The episodes of the compact baseline whose bytes are ``data`` (its header checked by
-    the caller), and notes on what was skipped (a truncated last line)."""
+    the caller), and notes on what was skipped (a truncated last line).
+
+    Records of one condition share their unchanging parts (condition, meta, error): read
+    them, do not change them in place.
+    """
     notes: list[str] = []
-    lines = data.split(b"\n")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number = data.count(b"\n", 0, exc.start) + 1
+        raise _bad_line(f"{path}:{number}", f"not UTF-8 text ({exc})", fix) from None
+    lines = text.split("\n")
     tail = lines.pop()
     if tail.strip():
         notes.append(f"{path}: line {len(lines) + 1} is truncated (a session stopped while "
@@ -229,13 +246,9 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     block: _Block | None = None
     prefix = f"{path}:"
     for number in range(2, len(lines) + 1):
-        raw = lines[number - 1]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _bad_line(f"{prefix}{number}", f"not UTF-8 text ({exc})", fix) from None
-        if text.startswith("@"):
-            block = _block(text, f"{prefix}{number}", salt, number, fix)
+        line = lines[number - 1]
+        if line[:1] == "@":
+            block = _block(line, f"{prefix}{number}", salt, number, fix)
             ident = (block.rollout, block.key)
             if ident in blocks:
                 raise _bad_line(f"{prefix}{number}", f"the condition {_shown(block.key)} of "
@@ -243,23 +256,25 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
                                 "a baseline holds each condition once", fix)
             blocks[ident] = number
             continue
-        if not text.strip():
-            continue
         if block is None:
+            if not line.strip():
+                continue
             raise _bad_line(f"{prefix}{number}", "an episode's line comes before any "
                             "condition's line (one starting with '@')", fix)
         try:
-            record = _fast(text, block)
+            record = _fast(line, block)
         except (ValueError, IndexError, TypeError, KeyError):
-            _diagnose(text, block, f"{prefix}{number}", fix)
+            if not line.strip():
+                continue
+            _diagnose(line, block, f"{prefix}{number}", fix)
             raise  # _diagnose raises; this is never reached
         replicate = record["replicate"]
-        earlier = block.seen.get(replicate)
-        if earlier is not None:
+        seen = block.seen
+        if replicate in seen:
             name = episode_name(block.rollout, block.key, replicate)
-            raise _bad_line(f"{prefix}{number}", f"{name} is also on line {earlier}; a "
-                            "baseline holds each episode once", fix)
-        block.seen[replicate] = number
+            raise _bad_line(f"{prefix}{number}", f"{name} is also on line {seen[replicate]}; "
+                            "a baseline holds each episode once", fix)
+        seen[replicate] = number
         append(record)
     return episodes, notes
 
@@ -273,53 +288,81 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
         earlier = None
     else:
         rep, end, t, horizon, case, tokens, steps, earlier = fields
-    table = block.table
-    replicate = int(rep)
-    if replicate < 0 or not rep.isdigit():
+    if not rep.isdigit():  # also refuses a sign, spaces and '_'
         raise ValueError
+    replicate = int(rep)
     h = block.prefix.copy()
-    h.update(rep.encode())
+    h.update(b"%d" % replicate)
+    ended = block.ends.get(end)
+    if ended is None:
+        ended = block.ends[end] = _ending(end, block.table)
+    numbers = block.numbers
+    tv = numbers[t] if t in numbers else _parse_number(t, numbers)
+    hv = numbers[horizon] if horizon in numbers else _parse_number(horizon, numbers)
+    if tv is not None and hv is not None and tv > hv:
+        raise ValueError
+    cases = block.cases
+    meta = cases[case] if case in cases else _case(case, block)
     record: dict[str, Any] = {
         "rollout": block.rollout, "condition": block.condition, "condition_key": block.key,
-        "replicate": replicate, "seed": int.from_bytes(h.digest(), "big")}
-    if end[0] == "!":
-        record["outcome"] = None
-        record["error"] = _error(end, table)
-    else:
-        outcome = table[int(end)]
-        if type(outcome) is not str or not outcome:
-            raise ValueError
-        record["outcome"] = outcome
-        record["error"] = None
-    tv = None if t == "-" else (int(t) if t.isdigit() else float(t))
-    hv = None if horizon == "-" else (int(horizon) if horizon.isdigit() else float(horizon))
-    if tv is not None and not 0 <= tv < math.inf:
-        raise ValueError
-    if hv is not None and (not 0 <= hv < math.inf or (tv is not None and tv > hv)):
-        raise ValueError
-    record["t"] = tv
-    record["horizon"] = hv
-    record["meta"] = None if case == "-" else {"case_id": table[int(case)]}
-    record["tokens"] = None if tokens == "-" else _tokens_of(tokens, table)
+        "replicate": replicate, "seed": int.from_bytes(h.digest(), "big"),
+        "outcome": ended[0], "error": ended[1], "t": tv, "horizon": hv, "meta": meta,
+        "tokens": None}
+    if tokens != "-":
+        parts = tokens.split(",")
+        if len(parts) == 3 and "-" not in tokens:
+            model, colon, calls = parts[2].partition(":")
+            tin, tout = int(parts[0]), int(parts[1])
+            name = block.table[int(model)]
+            if not colon or ":" in calls or type(name) is not str:
+                raise ValueError
+            record["tokens"] = {"input": tin, "output": tout, "by_model": {
+                name: {"input": tin, "output": tout, "calls": int(calls)}}}
+        else:
+            record["tokens"] = _tokens_of(parts, block.table)
     if steps != "-":
-        count, _, last = steps.partition(":")
-        n = int(count)
-        if n < 1:
-            raise ValueError
-        record["step_count"] = n
-        name = table[int(last)] if last else None
-        if name is not None and type(name) is not str:
-            raise ValueError
-        record["last_step"] = name
+        counted = block.steps.get(steps)
+        if counted is None:
+            counted = block.steps[steps] = _steps_of(steps, block.table)
+        record["step_count"], record["last_step"] = counted
     if earlier is not None:
         if earlier[:1] != "^":
             raise ValueError
         ends = earlier[1:].split("^")
         record["earlier"] = [
-            {"outcome": None, "error": _error(e, table)} if e[:1] == "!" else
-            {"outcome": _outcome(e, table), "error": None} for e in ends]
+            {"outcome": o, "error": e} for o, e in (_ending(x, block.table) for x in ends)]
         record["attempts"] = len(ends) + 1
     return record
+
+
+def _parse_number(text: str, numbers: dict[str, float | int | None]) -> float | int:
+    value = int(text) if text.isdigit() else float(text)
+    if not 0 <= value < math.inf:
+        raise ValueError
+    numbers[text] = value
+    return value
+
+
+def _case(text: str, block: _Block) -> dict[str, Any]:
+    meta = block.cases[text] = {"case_id": block.table[int(text)]}
+    return meta
+
+
+def _steps_of(text: str, table: list[Any]) -> tuple[int, str | None]:
+    count, _, last = text.partition(":")
+    n = int(count)
+    if n < 1 or not count.isdigit():
+        raise ValueError
+    name = table[int(last)] if last else None
+    if name is not None and type(name) is not str:
+        raise ValueError
+    return n, name
+
+
+def _ending(end: str, table: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
+    if end[:1] == "!":
+        return None, _error(end, table)
+    return _outcome(end, table), None
 
 
 def _outcome(end: str, table: list[Any]) -> str:
@@ -346,32 +389,32 @@ def _error(end: str, table: list[Any]) -> dict[str, Any]:
     return error
 
 
-def _tokens_of(text: str, table: list[Any]) -> dict[str, Any]:
-    parts = text.split(",")
+def _tokens_of(parts: list[str], table: list[Any]) -> dict[str, Any]:
     tin, tout = int(parts[0]), int(parts[1])
     if tin < 0 or tout < 0:
         raise ValueError
-    tokens: dict[str, Any] = {"input": tin, "output": tout}
-    if len(parts) > 2:
-        by_model: dict[str, dict[str, int]] = {}
-        for part in parts[2:]:
-            use = part.split(":")
-            model = table[int(use[0])]
-            if type(model) is not str or model in by_model:
+    if len(parts) == 2:
+        return {"input": tin, "output": tout}
+    if len(parts) == 3:
+        model, colon, calls = parts[2].partition(":")
+        if colon and ":" not in calls:
+            name = table[int(model)]
+            used = int(calls)
+            if type(name) is not str or used < 0:
                 raise ValueError
-            if len(use) == 2:
-                if len(parts) != 3:
-                    raise ValueError
-                numbers = (tin, tout, int(use[1]))
-            elif len(use) == 4:
-                numbers = (int(use[1]), int(use[2]), int(use[3]))
-            else:
-                raise ValueError
-            if min(numbers) < 0:
-                raise ValueError
-            by_model[model] = {"input": numbers[0], "output": numbers[1], "calls": numbers[2]}
-        tokens["by_model"] = by_model
-    return tokens
+            return {"input": tin, "output": tout,
+                    "by_model": {name: {"input": tin, "output": tout, "calls": used}}}
+    by_model: dict[str, dict[str, int]] = {}
+    for part in parts[2:]:
+        use = part.split(":")
+        if len(use) != 4:
+            raise ValueError
+        name = table[int(use[0])]
+        numbers = (int(use[1]), int(use[2]), int(use[3]))
+        if type(name) is not str or name in by_model or min(numbers) < 0:
+            raise ValueError
+        by_model[name] = {"input": numbers[0], "output": numbers[1], "calls": numbers[2]}
+    return {"input": tin, "output": tout, "by_model": by_model}
 
 
 _FIELDS: Final = ("the replicate", "how it ended", "t", "horizon", "the case id", "tokens",
