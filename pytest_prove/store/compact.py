@@ -37,12 +37,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from ..declare.seeds import derive_seed
-from ..record import ERROR_KINDS, StoreError, episode_name, identity
+from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
 from .writer import dump_line
 
 __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
@@ -109,18 +109,18 @@ def _tokens(tokens: Mapping[str, Any] | None, table: _Table) -> str:
     return f"{total},{models}"
 
 
-def _steps(steps: Sequence[Mapping[str, Any]] | None, table: _Table) -> str:
-    if not steps:
+def _steps(record: Mapping[str, Any], table: _Table) -> str:
+    count, name = steps_of(record)
+    if not count:
         return "-"
-    name = steps[-1].get("name")
-    return f"{len(steps)}:{table(name)}" if isinstance(name, str) else str(len(steps))
+    return f"{count}:{table(name)}" if isinstance(name, str) else str(count)
 
 
 def _line(record: Mapping[str, Any], table: _Table) -> str:
     case = (record.get("meta") or {}).get("case_id")
     fields = [str(int(record["replicate"])), _end(record, table), _number(record.get("t")),
               _number(record.get("horizon")), "-" if case is None else table(case),
-              _tokens(record.get("tokens"), table), _steps(record.get("steps"), table)]
+              _tokens(record.get("tokens"), table), _steps(record, table)]
     earlier = record.get("earlier")
     if earlier:
         fields.append("".join("^" + _end(e, table) for e in earlier))
