@@ -1,7 +1,7 @@
 """The stored episode: its schema, and the checks a line read back from disk must pass.
 
-A run's ``episodes.jsonl`` and a baseline's lines after its header hold one
-:class:`EpisodeRecord` each.  The store checks every line it reads, so that a
+A run's ``episodes.jsonl`` and a format-1 baseline's lines after its header hold one
+:class:`EpisodeRecord` each (a compact baseline, :mod:`.store.compact`, keeps part of one).  The store checks every line it reads, so that a
 hand-edited or damaged file is refused when it is loaded, before any rollout runs,
 with one error naming the file, the line, the field, the value and the fix, rather
 than compared silently or breaking with a traceback once a sweep is over.
