@@ -36,7 +36,8 @@ SALT = "02c25847222c56d6"
 OUTCOMES = ("resolved", "unresolved", "timeout")
 
 
-def sweep(conditions: int, replicates: int, steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def sweep(conditions: int, replicates: int, steps: int
+          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A complete run's manifest and episodes: one rollout, ``conditions`` x ``replicates``."""
     keys = []
     episodes = []

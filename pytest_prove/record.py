@@ -1,10 +1,11 @@
 """The stored episode: its schema, and the checks a line read back from disk must pass.
 
 A run's ``episodes.jsonl`` and a format-1 baseline's lines after its header hold one
-:class:`EpisodeRecord` each (a compact baseline, :mod:`.store.compact`, keeps part of one).  The store checks every line it reads, so that a
-hand-edited or damaged file is refused when it is loaded, before any rollout runs,
-with one error naming the file, the line, the field, the value and the fix, rather
-than compared silently or breaking with a traceback once a sweep is over.
+:class:`EpisodeRecord` each (a compact baseline, :mod:`.store.compact`, keeps part of
+one).  The store checks every line it reads, so that a hand-edited or damaged file is
+refused when it is loaded, before any rollout runs, with one error naming the file, the
+line, the field, the value and the fix, rather than compared silently or breaking with a
+traceback once a sweep is over.
 
 Only the standard library and the seeds: the store imports this module, never the
 other way round.
@@ -384,6 +385,15 @@ def _check_error(record: dict[str, Any], error: object, where: str, fix: str) ->
                    f"error ({kind}): an episode ends with an outcome or an error, not both", fix)
 
 
+def _counts(use: dict[str, Any]) -> bool:
+    """Whether a model's usage holds only integers >= 0 as its input, output and calls."""
+    get = use.get
+    for value in (get("input", 0), get("output", 0), get("calls", 0)):
+        if type(value) is not int or value < 0:
+            return False
+    return True
+
+
 def _check_tokens(tokens: object, where: str, fix: str) -> None:
     """An episode's token usage: totals, and the same by model."""
     if type(tokens) is not dict:
@@ -396,9 +406,7 @@ def _check_tokens(tokens: object, where: str, fix: str) -> None:
     if type(by_model) is not dict:
         raise _bad(where, "tokens.by_model", by_model, "an object by model", fix)
     for model, use in by_model.items():
-        if type(use) is not dict or any(
-                type(use.get(n, 0)) is not int or use.get(n, 0) < 0
-                for n in ("input", "output", "calls")):
+        if type(use) is not dict or not _counts(use):
             raise _bad(where, f"tokens.by_model[{json.dumps(model)}]", use,
                        "an object of input, output and calls, integers >= 0", fix)
 
