@@ -84,6 +84,14 @@ def test_saving_again_replaces_the_json_lines_file(example: Store) -> None:
     assert first.split(b"\n")[1:] == path.read_bytes().split(b"\n")[1:]
 
 
+def test_saving_over_a_json_lines_baseline_says_it_replaced_it(example: Store) -> None:
+    from pytest_prove.store.baselines import save_baseline
+    run = example.load_baseline("current")
+    said = save_baseline(example, "current", run, missing=0)
+    assert said.startswith("baseline 'current' replaced by run ") and "current.baseline" in said
+    assert example.baselines() == ["current"]
+
+
 def test_a_baseline_in_both_formats_is_refused_with_the_fix(example: Store) -> None:
     (example.baselines_dir / "current.baseline").write_text(
         (example.baselines_dir / "current.jsonl").read_text())
