@@ -29,7 +29,9 @@ one space, and an eighth for a replicate run more than once:
 
 What is not kept: seeds (derived), the other keys of ``meta``, tracebacks, durations,
 spans, step names but the last, and when an episode finished.  Nothing a gate, ``diff``,
-``where``, ``fix-check``, ``cost`` or a report reads of a baseline is lost.
+``where``, ``fix-check``, ``flips`` or ``cost`` reads of a baseline is lost; ``show`` lists
+a baseline's errored episodes without their tracebacks (the run it was saved from has
+them).
 """
 
 from __future__ import annotations
