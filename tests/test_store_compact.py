@@ -235,6 +235,16 @@ def test_bytes_that_are_not_utf8_are_named_by_line(example: Store) -> None:
         example.load_baseline("b")
 
 
+def test_crlf_line_ends_are_read(example: Store) -> None:
+    path = _compact(example)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    _field(3, 6, "-")(lines)  # an episode with no steps: its line ends with "-"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lf = example.load_baseline("b").episodes
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert example.load_baseline("b").episodes == lf
+
+
 def test_a_truncated_last_line_is_skipped_with_a_note(example: Store) -> None:
     path = _compact(example)
     path.write_bytes(path.read_bytes()[:-5])

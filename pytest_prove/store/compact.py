@@ -237,6 +237,8 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     except UnicodeDecodeError as exc:
         number = data.count(b"\n", 0, exc.start) + 1
         raise _bad_line(f"{path}:{number}", f"not UTF-8 text ({exc})", fix) from None
+    if "\r" in text:  # checked out with CRLF line ends (git's core.autocrlf on Windows)
+        text = text.replace("\r\n", "\n")
     lines = text.split("\n")
     tail = lines.pop()
     if tail.strip():
