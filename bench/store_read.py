@@ -125,12 +125,16 @@ def measure(root: Path, conditions: int, replicates: int, steps: int) -> None:
           f" episodes/s of CPU   (json.loads alone over its lines: "
           f"{cpu_rate(n, json_loop(run_lines)):,.0f}/s{faster(n, run_lines)})")
     old_lines = body_lines(legacy, 1)
+    plain = cpu_rate(n, json_loop(old_lines))
     print(f"  baseline, JSON lines (format 1): "
           f"{cpu_rate(n, lambda: store.load_baseline('old')):>10,.0f} episodes/s of CPU   "
-          f"(json.loads alone: {cpu_rate(n, json_loop(old_lines)):,.0f}/s)")
+          f"(json.loads alone: {plain:,.0f}/s)")
     rate = cpu_rate(n, lambda: store.load_baseline("new"))
+    # The target was set where json.loads read 130,000 of these lines a second: 300,000 is
+    # 2.3 times that, which is how a busier machine is judged.
     print(f"  baseline, compact (format 2):    {rate:>10,.0f} episodes/s of CPU   "
-          f"target >= 300,000: {'met' if rate >= 300_000 else 'NOT MET'}")
+          f"target >= 300,000: {'met' if rate >= 300_000 else 'NOT MET'}; "
+          f"{rate / plain:.1f} x json.loads alone over format 1's lines (target >= 2.3 x)")
     for label, path in (("JSON lines (format 1)", legacy), ("compact (format 2)", compact)):
         size = path.stat().st_size
         verdict = ("" if path is legacy else
