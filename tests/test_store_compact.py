@@ -109,14 +109,15 @@ def test_every_ending_and_token_shape_survives(example: Store) -> None:
     varied = [
         {**first, "replicate": 1, "outcome": None, "error": {"kind": "exception",
          "type": "RuntimeError", "message": "down\nhard", "traceback": "tb"}, "t": None,
-         "horizon": None, "meta": None, "tokens": None, "steps": []},
+         "horizon": None, "meta": None, "tokens": None, "steps": [],
+         "item": "test_a.py::test_b[refund-r001]"},
         {**first, "replicate": 2, "outcome": None, "error": {"kind": "no_outcome"},
          "t": 2.5, "horizon": 7.25, "meta": {"case_id": 17, "other": 1},
-         "tokens": {"input": 5, "output": 6}},
+         "tokens": {"input": 5, "output": 6}, "item": "test_a.py::test_b[refund-r002]"},
         {**first, "replicate": 3, "tokens": {"input": 10, "output": 20, "by_model": {
             "a": {"input": 4, "output": 5, "calls": 1}, "b b": {"input": 6, "output": 15,
                                                                "calls": 2}}},
-         "steps": [{"name": "x"}, {"duration": 1.0}]},
+         "steps": [{"name": "x"}, {"duration": 1.0}], "item": "test_a.py::test_b[r002-004]"},
         {**first, "replicate": 4, "attempts": 3, "earlier": [
             {"outcome": None, "error": {"kind": "exception", "type": "E"}},
             {"outcome": "unresolved", "error": None}]},
@@ -140,6 +141,13 @@ def test_every_ending_and_token_shape_survives(example: Store) -> None:
     assert four["attempts"] == 3 and [e["error"] for e in four["earlier"]] == [
         {"kind": "exception", "type": "E"}, None]
     assert four["earlier"][1]["outcome"] == "unresolved"
+    # the item a replay runs: by pattern for those named after their replicate
+    assert [r.get("item") for r in back] == [None, "test_a.py::test_b[refund-r001]",
+                                             "test_a.py::test_b[refund-r002]",
+                                             "test_a.py::test_b[r002-004]", None]
+    lines = example.baseline_path("b").read_text(encoding="utf-8").splitlines()
+    assert lines[3].split(" ")[7] == lines[4].split(" ")[7]  # one pattern for both
+    assert lines[3].split(" ")[7].endswith("*")
 
 
 # ---- damage
@@ -190,7 +198,7 @@ DAMAGE: dict[str, tuple[Callable[[list[str]], None], str]] = {
     "negative tokens": (_field(6, 5, "-5,3"), r"b\.baseline:6: tokens \(field 6\)"),
     "steps zero": (_field(6, 6, "0"), r"b\.baseline:6: steps \(field 7\)"),
     "a field missing": (lambda lines: lines.__setitem__(6, lines[6].rsplit(" ", 1)[0]),
-                        r"b\.baseline:7: the episode's line .* has 6 field\(s\)"),
+                        r"b\.baseline:7: the episode's line .* has 7 field\(s\)"),
     "duplicated replicate": (lambda lines: lines.insert(4, lines[3]),
                              r"b\.baseline:5: replicate 1 .* is also on line 4"),
     "duplicated condition": (lambda lines: lines.insert(202, lines[1]),

@@ -5,8 +5,8 @@ A baseline of format 2 (``.prove/baselines/NAME.baseline``) is::
 
     {"pytest_prove_baseline":2,"manifest":{...}}
     @["support","{\\"ticket\\":\\"refund\\"}",{"ticket":"refund"},7499270858453848828,[...]]
-    0 0 11 13 3 9000,800,4:1 11:5
-    1 1 12 13 3 - 12:5
+    0 0 11 13 3 9000,800,4:1 11:5 6*
+    1 1 12 13 3 - 12:5 6*
 
 Line 1 is the header, as in format 1.  Each condition is a block: a line starting with
 ``@`` holds, as one JSON array, its rollout, its condition key, its condition, the seed of
@@ -14,8 +14,8 @@ its replicate 0 (a sample: every seed is derived from the salt, and this one sho
 the salt was not edited) and the block's table of values (outcomes, error kinds, case ids,
 models, step names) that its episode lines name by index.  A table per block keeps a
 refresh's diff to the blocks whose episodes changed.  Blocks are sorted by rollout and
-condition key, episode lines by replicate.  An episode line has seven fields, separated by
-one space, and an eighth for a replicate run more than once:
+condition key, episode lines by replicate.  An episode line has eight fields, separated by
+one space, and a ninth for a replicate run more than once:
 
 1. the replicate;
 2. how it ended: the outcome's index, or ``!KIND`` / ``!KIND,TYPE,MESSAGE`` (indices;
@@ -25,7 +25,9 @@ one space, and an eighth for a replicate run more than once:
 6. tokens: ``-``, ``IN,OUT``, ``IN,OUT,MODEL:CALLS`` (one model used them all) or
    ``IN,OUT,MODEL:IN:OUT:CALLS,...``;
 7. steps: ``-``, their count, or ``COUNT:LAST`` (the index of the last step's name);
-8. ``^END^END...``: how each attempt before the final one ended, as in field 2.
+8. the pytest item that ran it (what a replay runs): ``-``, an index, or ``INDEX*`` for a
+   value whose U+001F WIDTH U+001F stands for the replicate (``test_a[refund-r017]``);
+9. ``^END^END...``: how each attempt before the final one ended, as in field 2.
 
 What is not kept: seeds (derived), the other keys of ``meta``, tracebacks, durations,
 spans, step names but the last, and when an episode finished.  Nothing a gate, ``diff``,
@@ -39,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -118,11 +121,27 @@ def _steps(record: Mapping[str, Any], table: _Table) -> str:
     return f"{count}:{table(name)}" if isinstance(name, str) else str(count)
 
 
+_LAST_DIGITS: Final = re.compile(r"(\d+)(?=\D*$)")
+
+
+def _item(record: Mapping[str, Any], table: _Table) -> str:
+    """The item's index; for one named after its replicate, a pattern's, shared by all."""
+    item = record.get("item")
+    if not isinstance(item, str) or not item:
+        return "-"
+    found = _LAST_DIGITS.search(item)
+    if found is None or _SEP in item or int(found.group(1)) != int(record["replicate"]):
+        return table(item)
+    pattern = f"{item[:found.start()]}{_SEP}{len(found.group(1))}{_SEP}{item[found.end():]}"
+    return table(pattern) + "*"
+
+
 def _line(record: Mapping[str, Any], table: _Table) -> str:
     case = (record.get("meta") or {}).get("case_id")
     fields = [str(int(record["replicate"])), _end(record, table), _number(record.get("t")),
               _number(record.get("horizon")), "-" if case is None else table(case),
-              _tokens(record.get("tokens"), table), _steps(record, table)]
+              _tokens(record.get("tokens"), table), _steps(record, table),
+              _item(record, table)]
     earlier = record.get("earlier")
     if earlier:
         fields.append("".join("^" + _end(e, table) for e in earlier))
@@ -162,8 +181,8 @@ def _shown(text: str) -> str:
 class _Block:
     """A condition's line, and what its episodes' lines have named so far, parsed once."""
 
-    __slots__ = ("cases", "condition", "ends", "first", "key", "numbers", "prefix", "rollout",
-                 "seed", "seen", "steps", "table")
+    __slots__ = ("cases", "condition", "ends", "first", "items", "key", "numbers", "prefix",
+                 "rollout", "seed", "seen", "steps", "table")
 
     def __init__(self, rollout: str, key: str, condition: dict[str, Any], seed: int,
                  table: list[Any], salt: str, first: int) -> None:
@@ -178,6 +197,7 @@ class _Block:
         self.numbers: dict[str, float | int | None] = {"-": None}
         self.cases: dict[str, dict[str, Any] | None] = {"-": None}
         self.steps: dict[str, tuple[int, str | None] | None] = {"-": None}
+        self.items: dict[str, str | tuple[str, int, str]] = {}
 
 
 def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
@@ -287,11 +307,11 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
     """One episode's line as a record; any exception means the line is wrong (then
     :func:`_diagnose` says how)."""
     fields = text.split(" ")
-    if len(fields) == 7:
-        rep, end, t, horizon, case, tokens, steps = fields
+    if len(fields) == 8:
+        rep, end, t, horizon, case, tokens, steps, item = fields
         earlier = None
     else:
-        rep, end, t, horizon, case, tokens, steps, earlier = fields
+        rep, end, t, horizon, case, tokens, steps, item, earlier = fields
     if not rep.isdigit():  # also refuses a sign, spaces and '_'
         raise ValueError
     replicate = int(rep)
@@ -329,6 +349,12 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
         if counted is None:
             counted = block.steps[steps] = _steps_of(steps, block.table)
         record["step_count"], record["last_step"] = counted
+    if item != "-":
+        named = block.items.get(item)
+        if named is None:
+            named = block.items[item] = _item_of(item, block.table)
+        record["item"] = named if type(named) is str else (
+            f"{named[0]}{replicate:0{named[1]}d}{named[2]}")
     if earlier is not None:
         if earlier[:1] != "^":
             raise ValueError
@@ -337,6 +363,18 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
             {"outcome": o, "error": e} for o, e in (_ending(x, block.table) for x in ends)]
         record["attempts"] = len(ends) + 1
     return record
+
+
+def _item_of(text: str, table: list[Any]) -> str | tuple[str, int, str]:
+    value = table[int(text.removesuffix("*"))]
+    if type(value) is not str or not value:
+        raise ValueError
+    if not text.endswith("*"):
+        return value
+    before, width, after = value.split(_SEP)
+    if not width.isdigit() or not 0 < int(width) < 20:
+        raise ValueError
+    return before, int(width), after
 
 
 def _parse_number(text: str, numbers: dict[str, float | int | None]) -> float | int:
@@ -422,7 +460,7 @@ def _tokens_of(parts: list[str], table: list[Any]) -> dict[str, Any]:
 
 
 _FIELDS: Final = ("the replicate", "how it ended", "t", "horizon", "the case id", "tokens",
-                  "steps", "the earlier attempts")
+                  "steps", "the item", "the earlier attempts")
 _EXPECTED: Final = (
     "an integer >= 0",
     "an outcome's index in the condition's values, or '!' and an error kind's index",
@@ -432,6 +470,7 @@ _EXPECTED: Final = (
     "'-', IN,OUT, IN,OUT,MODEL:CALLS or IN,OUT,MODEL:IN:OUT:CALLS,... (integers >= 0, "
     "models by index)",
     "'-', a count >= 1, or COUNT:INDEX of the last step's name",
+    "'-', or the index of the item's name (with '*' when its replicate is left out)",
     "'^' then how each earlier attempt ended, as in field 2",
 )
 
@@ -439,12 +478,12 @@ _EXPECTED: Final = (
 def _diagnose(text: str, block: _Block, where: str, fix: str) -> None:
     """Raise the error that says which field of a wrong episode's line is wrong and how."""
     fields = text.split(" ")
-    if len(fields) not in (7, 8):
+    if len(fields) not in (8, 9):
         raise _bad_line(where, f"the episode's line {_shown(text)} has {len(fields)} "
-                        "field(s) separated by single spaces, expected 7 (or 8 for a "
+                        "field(s) separated by single spaces, expected 8 (or 9 for a "
                         "replicate run more than once)", fix)
     # Parse again with each field alone in a line otherwise known good, to name it.
-    good = ["0", "!0", "-", "-", "-", "-", "-"]
+    good = ["0", "!0", "-", "-", "-", "-", "-", "-"]
     probe = _Block(block.rollout, block.key, block.condition, block.seed,
                    [*block.table, "exception"], "x", 0)
     good[1] = f"!{len(block.table)}"
@@ -452,7 +491,7 @@ def _diagnose(text: str, block: _Block, where: str, fix: str) -> None:
         trial = list(good)
         if index == 3 and fields[2] != "-":
             trial[2] = fields[2]  # t > horizon is a fault of the pair
-        if index < 7:
+        if index < 8:
             trial[index] = value
         else:
             trial.append(value)
