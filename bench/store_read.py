@@ -57,7 +57,8 @@ def sweep(conditions: int, replicates: int, steps: int
                            "by_model": {"sim-model": {"input": 900 * t + x % 800,
                                                       "output": 80 * t + (x >> 16) % 90,
                                                       "calls": 1 + (x >> 24) % 3}}},
-                "finished": "2026-11-29T10:17:07.381405Z"}
+                "finished": "2026-11-29T10:17:07.381405Z",
+                "item": f"test_support.py::test_support[{condition['case']}-r{r:03d}]"}
             if steps:
                 record["steps"] = [{"name": "lookup", "duration": 1e-06}] * (steps - 1) + [
                     {"name": "reply", "duration": 0.0}]
