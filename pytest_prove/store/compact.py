@@ -354,7 +354,7 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
         if named is None:
             named = block.items[item] = _item_of(item, block.table)
         record["item"] = named if type(named) is str else (
-            f"{named[0]}{replicate:0{named[1]}d}{named[2]}")
+            named[0] + rep.zfill(named[1]) + named[2])
     if earlier is not None:
         if earlier[:1] != "^":
             raise ValueError
