@@ -353,8 +353,11 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
         named = block.items.get(item)
         if named is None:
             named = block.items[item] = _item_of(item, block.table)
-        record["item"] = named if type(named) is str else (
-            named[0] + rep.zfill(named[1]) + named[2])
+        if isinstance(named, str):
+            record["item"] = named
+        else:
+            before, width, after = named
+            record["item"] = before + rep.zfill(width) + after
     if earlier is not None:
         if earlier[:1] != "^":
             raise ValueError
