@@ -1,10 +1,11 @@
 """The stored episode: its schema, and the checks a line read back from disk must pass.
 
-A run's ``episodes.jsonl`` and a baseline's lines after its header hold one
-:class:`EpisodeRecord` each.  The store checks every line it reads, so that a
-hand-edited or damaged file is refused when it is loaded, before any rollout runs,
-with one error naming the file, the line, the field, the value and the fix, rather
-than compared silently or breaking with a traceback once a sweep is over.
+A run's ``episodes.jsonl`` and a format-1 baseline's lines after its header hold one
+:class:`EpisodeRecord` each (a compact baseline, :mod:`.store.compact`, keeps part of
+one).  The store checks every line it reads, so that a hand-edited or damaged file is
+refused when it is loaded, before any rollout runs, with one error naming the file, the
+line, the field, the value and the fix, rather than compared silently or breaking with a
+traceback once a sweep is over.
 
 Only the standard library and the seeds: the store imports this module, never the
 other way round.
@@ -42,6 +43,7 @@ __all__ = [
     "has_outcome",
     "identity",
     "left_out_reason",
+    "steps_of",
     "utc_now",
 ]
 
@@ -133,6 +135,19 @@ def fold_attempts(final: Mapping[str, Any],
     if len(spent) > 1 or (spent and not final.get("tokens")):
         record["tokens"] = _sum_tokens(spent)
     return record
+
+
+def steps_of(record: Mapping[str, Any]) -> tuple[int, object]:
+    """How many steps the episode recorded, and the name of its last (None without steps).
+
+    A run's record holds its ``steps``; one read from a compact baseline holds only
+    ``step_count`` and ``last_step``, what ``where`` and ``compare`` read of them.
+    """
+    steps = record.get("steps")
+    if steps:
+        return len(steps), steps[-1].get("name")
+    count = record.get("step_count")
+    return (int(count), record.get("last_step")) if count else (0, None)
 
 
 def identity(record: Mapping[str, Any]) -> tuple[str, str, int]:
@@ -370,6 +385,15 @@ def _check_error(record: dict[str, Any], error: object, where: str, fix: str) ->
                    f"error ({kind}): an episode ends with an outcome or an error, not both", fix)
 
 
+def _counts(use: dict[str, Any]) -> bool:
+    """Whether a model's usage holds only integers >= 0 as its input, output and calls."""
+    get = use.get
+    for value in (get("input", 0), get("output", 0), get("calls", 0)):
+        if type(value) is not int or value < 0:
+            return False
+    return True
+
+
 def _check_tokens(tokens: object, where: str, fix: str) -> None:
     """An episode's token usage: totals, and the same by model."""
     if type(tokens) is not dict:
@@ -382,9 +406,7 @@ def _check_tokens(tokens: object, where: str, fix: str) -> None:
     if type(by_model) is not dict:
         raise _bad(where, "tokens.by_model", by_model, "an object by model", fix)
     for model, use in by_model.items():
-        if type(use) is not dict or any(
-                type(use.get(n, 0)) is not int or use.get(n, 0) < 0
-                for n in ("input", "output", "calls")):
+        if type(use) is not dict or not _counts(use):
             raise _bad(where, f"tokens.by_model[{json.dumps(model)}]", use,
                        "an object of input, output and calls, integers >= 0", fix)
 

@@ -170,13 +170,13 @@ def test_corrupt_middle_line_names_file_and_line(bot: pytest.Pytester) -> None:
 
 def test_baseline_from_a_newer_version_is_refused(bot: pytest.Pytester) -> None:
     bot.runpytest("--prove-save-baseline", "new").assert_outcomes(passed=80)
-    path = bot.path / ".prove" / "baselines" / "new.jsonl"
+    path = bot.path / ".prove" / "baselines" / "new.baseline"
     lines = path.read_text().splitlines(keepends=True)
-    lines[0] = lines[0].replace('"pytest_prove_baseline":1', '"pytest_prove_baseline":99')
+    lines[0] = lines[0].replace('"pytest_prove_baseline":2', '"pytest_prove_baseline":99')
     path.write_text("".join(lines))
     result = bot.runpytest("--prove-baseline", "new")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*new.jsonl: written in format 99 by a newer pytest-prove*"
+    result.stderr.fnmatch_lines(["*new.baseline: written in format 99 by a newer pytest-prove*"
                                  "Upgrade pytest-prove*"])
 
 

@@ -14,7 +14,7 @@ def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
     monkeypatch.setenv("BOT_REPLICATES", "120")
     monkeypatch.setenv("REFUND_FAIL", "0.1")
     bot.runpytest("-n", "2", "--prove-save-baseline", "current").assert_outcomes(passed=240)
-    baseline_file = bot.path / ".prove" / "baselines" / "current.jsonl"
+    baseline_file = bot.path / ".prove" / "baselines" / "current.baseline"
     original = baseline_file.read_bytes()
 
     # A clearly worse agent: refunds fail half the time instead of one in ten.

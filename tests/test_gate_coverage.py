@@ -244,7 +244,7 @@ def test_partial_resume_stays_incomplete_and_saves_no_baseline(
                                  "missing)*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert load(pytester, "cut").status == "incomplete"
-    assert not (pytester.path / ".prove" / "baselines" / "half.jsonl").exists()
+    assert not (pytester.path / ".prove" / "baselines" / "half.baseline").exists()
     # Resumed whole, it completes.
     result = pytester.runpytest("--prove-resume", "cut")
     result.assert_outcomes(passed=36, deselected=44)
@@ -278,12 +278,12 @@ def test_a_refresh_never_drops_a_condition_without_outcomes(pytester: pytest.Pyt
     (folder / "test_r.py").write_text(source.replace(
         "    p = 1.0", "    if ticket == 'refund':\n        raise prove.NoOutcome('down')\n"
                       "    p = 1.0"))
-    before = (pytester.path / ".prove" / "baselines" / "current.jsonl").read_bytes()
+    before = (pytester.path / ".prove" / "baselines" / "current.baseline").read_bytes()
     result = pytester.runpytest("--prove-baseline", "current", "--prove-update-baseline")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*not saved: baseline 'current' would hold 1 condition(s) "
                                  "with no outcome*ticket=refund*"])
-    assert (pytester.path / ".prove" / "baselines" / "current.jsonl").read_bytes() == before
+    assert (pytester.path / ".prove" / "baselines" / "current.baseline").read_bytes() == before
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])

@@ -56,7 +56,7 @@ def gather(pytester: pytest.Pytester, stores: list[str], into: str = "merged") -
         for run in (pytester.path / store / "runs").iterdir():
             if run.is_dir():
                 shutil.copytree(run, target / "runs" / f"{store}-{run.name}")
-        for baseline in (pytester.path / store / "baselines").glob("*.jsonl"):
+        for baseline in (pytester.path / store / "baselines").glob("*.baseline"):
             (target / "baselines").mkdir(exist_ok=True)
             shutil.copy2(baseline, target / "baselines" / baseline.name)
     return target
@@ -81,7 +81,7 @@ def test_three_shards_merged_are_the_whole_sweep_with_its_verdict(
                     ).assert_outcomes(passed=124)
     for store in ("s1", "s2", "s3", "whole"):
         (sweep.path / store / "baselines").mkdir(parents=True)
-        shutil.copy2(sweep.path / "base/baselines/main.jsonl", sweep.path / store / "baselines")
+        shutil.copy2(sweep.path / "base/baselines/main.baseline", sweep.path / store / "baselines")
     monkeypatch.setenv("SWEEP_BUMP", "0.6")
     whole = sweep.runpytest("--prove-store=whole", "--prove-baseline=main",
                             "--prove-name=whole", "-p", "no:randomly")
@@ -139,7 +139,7 @@ def test_a_missing_shard_leaves_the_merge_incomplete_and_check_names_the_slice(
     code, out, _ = cli(store, capsys, "merge", "part-1", "part-3", "--name", "more",
                        "--save-baseline", "b")
     assert code == 1 and "not saved: baseline 'b'" in out and "2/3 missing" in out
-    assert not (store / "baselines" / "b.jsonl").exists()
+    assert not list((store / "baselines").glob("b.*"))
 
 
 def test_shards_of_other_salts_twice_run_or_duplicated_are_refused(
@@ -243,7 +243,7 @@ def test_a_merge_that_lacks_a_rollout_of_the_baseline_fails_the_check(
     for k in (1, 2):
         store = sweep.path / f"s{k}"
         (store / "baselines").mkdir(parents=True)
-        shutil.copy2(sweep.path / "base/baselines/main.jsonl", store / "baselines")
+        shutil.copy2(sweep.path / "base/baselines/main.baseline", store / "baselines")
         assert shard(sweep, k, 2, f"s{k}", "--prove-baseline=main",
                      "--prove-replicates=6").ret == 0
         stores.append(f"s{k}")

@@ -87,7 +87,7 @@ def test_keep_the_newest_named_runs_and_baselines(pytester: pytest.Pytester,
     store = Store(root)
     runs = store.runs()
     assert len(runs) == 5
-    baseline = (root / "baselines" / "base.jsonl").read_bytes()
+    baseline = (root / "baselines" / "base.baseline").read_bytes()
     # A dry run deletes nothing and says what would go, with its bytes.
     status, doc = _prune(root, capsys, "--keep", "2", "--dry-run")
     assert status == 0 and doc["dry_run"] is True and len(store.runs()) == 5
@@ -111,7 +111,7 @@ def test_keep_the_newest_named_runs_and_baselines(pytester: pytest.Pytester,
     # --named deletes an older named run too; the baseline file is untouched throughout.
     status, doc = _prune(root, capsys, "--keep", "0", "--named")
     assert status == 0 and store.runs() == [] and len(doc["deleted"]) == 3
-    assert (root / "baselines" / "base.jsonl").read_bytes() == baseline
+    assert (root / "baselines" / "base.baseline").read_bytes() == baseline
     assert main(["--store", str(root), "diff", "baseline:base", "baseline:base"]) == 0
 
 
@@ -215,7 +215,7 @@ def test_the_runs_folder_is_ignored_by_git_and_baselines_are_not(
     subprocess.run([git, "add", "."], cwd=pytester.path, check=True, env=env)
     added = subprocess.run([git, "diff", "--cached", "--name-only"], cwd=pytester.path,
                            check=True, env=env, capture_output=True, text=True).stdout.split()
-    assert ".prove/baselines/base.jsonl" in added
+    assert ".prove/baselines/base.baseline" in added
     assert not [name for name in added if name.startswith(".prove/runs/")], added
 
 

@@ -68,6 +68,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=root, env=clean, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1, done.stdout + done.stderr  # the errored replicate fails
     assert "4 passed, 1 skipped" in done.stdout and "1 failed" in done.stdout
+    # The damage below is done to JSON lines: keep 'b' in format 1 (it is still read), and
+    # the baseline as saved, compact, as 'c' (tests/test_store_compact.py damages those).
+    store = Store(root / ".prove")
+    (root / ".prove" / "baselines" / "b.baseline").rename(
+        root / ".prove" / "baselines" / "c.baseline")
+    store.write_baseline("b", store.load("first"), compact=False)
     return root
 
 
@@ -326,8 +332,14 @@ def test_files_the_store_writes_pass_every_check(project: Path) -> None:
     assert len(run.episodes) == len(baseline.episodes) == 6
     assert {e["error"]["kind"] for e in baseline.episodes if e["error"]} == {
         "exception", "no_outcome"}
-    resaved = store.load_baseline(store.write_baseline("again", baseline).stem)
+    resaved = store.load_baseline(store.write_baseline("again", baseline, compact=False).stem)
     assert resaved.episodes == baseline.episodes
+    # Compact: what it keeps survives being saved again, from either format.
+    compact = store.load_baseline("c")
+    assert len(compact.episodes) == 6
+    for source in (baseline, compact):
+        assert store.load_baseline(store.write_baseline("again", source).stem
+                                   ).episodes == compact.episodes
 
 
 # ---- damage at random
@@ -395,10 +407,11 @@ def test_damage_at_random_is_read_or_refused_by_name(template: Path,
     store = Store(root)
     run_dir = store.load("first").path
     files = {"baseline": root / "baselines" / "b.jsonl",
+             "compact": root / "baselines" / "c.baseline",
              "episodes": run_dir / "episodes.jsonl", "manifest": run_dir / "manifest.json"}
     originals = {name: path.read_bytes() for name, path in files.items()}
 
-    @settings(max_examples=200, derandomize=True, database=None, deadline=None)
+    @settings(max_examples=300, derandomize=True, database=None, deadline=None)
     @given(st.data())
     def damaged_files_load_or_fail_by_name(data: st.DataObject) -> None:
         target = data.draw(st.sampled_from(sorted(files)))
@@ -409,11 +422,13 @@ def test_damage_at_random_is_read_or_refused_by_name(template: Path,
             warnings.simplefilter("always")
             try:
                 run = (Store(root).load_baseline("b") if target == "baseline"
+                       else Store(root).load_baseline("c") if target == "compact"
                        else Store(root).read(run_dir))
             except StoreError as exc:
                 message = str(exc)
                 # A run's changed salt is found on its first episode line: the run's folder.
-                assert str(files[target] if target == "baseline" else run_dir) in message
+                assert str(files[target] if target in ("baseline", "compact")
+                           else run_dir) in message
                 message.encode("utf-8")  # printable: no lone surrogate from the file
                 event(f"{target}: refused")
                 return
@@ -421,7 +436,7 @@ def test_damage_at_random_is_read_or_refused_by_name(template: Path,
         assert all(issubclass(w.category, StoreWarning) for w in caught), caught
         assert all("is truncated" in note for note in run.notes)
         assert len(run.episodes) <= len(originals["baseline"].splitlines())
-        if target == "baseline":
+        if target in ("baseline", "compact"):
             keys = [(e["rollout"], e["condition_key"], e["replicate"]) for e in run.episodes]
             assert len(set(keys)) == len(keys)
 

@@ -97,7 +97,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
                     help="pair this run with baseline NAME, compare, and fail on a worse verdict")
     group.addoption("--prove-save-baseline", metavar="NAME", type=store_name, default=None,
-                    help="write this run as baseline NAME (.prove/baselines/NAME.jsonl) once "
+                    help="write this run as baseline NAME (.prove/baselines/NAME.baseline) once "
                          "it is complete")
     group.addoption("--prove-update-baseline", action="store_true", default=False,
                     help="replace the --prove-baseline file with this run once it is complete")

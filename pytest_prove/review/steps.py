@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final
 
+from ..record import steps_of
 from ..store import Run
 from .labels import label_of
 from .pairing import RefusalError, declarations_of
@@ -75,10 +76,10 @@ def endings(run: Run, event: str) -> tuple[list[Ending], Counter[str]]:
         if kind is not None and kind != "no_outcome" and "timeout" not in kind:
             left["errored"] += 1
             continue
-        steps = record.get("steps") or []
+        count, last = steps_of(record)
         t = record.get("t")
-        if steps:
-            step = len(steps)
+        if count:
+            step = count
         elif isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t):
             step = round(t)
         else:
@@ -90,7 +91,7 @@ def endings(run: Run, event: str) -> tuple[list[Ending], Counter[str]]:
         elif kind == "no_outcome":
             cause = None  # stopped with no outcome: censored where it stopped
         elif record.get("outcome") == event:
-            cause = "step:" + (str(steps[-1].get("name")) if steps else _NO_STEP)
+            cause = "step:" + (str(last) if count else _NO_STEP)
         else:
             cause = f"ended:{record.get('outcome')}"
         stratum = f"{record['rollout']}\x1f{record['condition_key']}"

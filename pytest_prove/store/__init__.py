@@ -5,7 +5,9 @@ Layout under the store root (``.prove/`` by default)::
     runs/.gitignore                 written with the folder: runs are not for committing
     runs/<run-id>/manifest.json     what the run was (written to a temp file, then renamed)
     runs/<run-id>/episodes.jsonl    one episode a line, appended whole under a file lock
-    baselines/<NAME>.jsonl          a self-contained baseline: its manifest, then its episodes
+    baselines/<NAME>.baseline       a self-contained baseline: its manifest, then its episodes
+                                    in short lines (:mod:`.compact`, format 2)
+    baselines/<NAME>.jsonl          the same in JSON lines (format 1, still read)
 
 Only the controller process writes, holding the run's file lock while it does.
 Nothing is created until an episode arrives.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import json.scanner
 import os
 import re
 import secrets
@@ -41,6 +44,7 @@ from ..record import (
     identity,
     utc_now,
 )
+from .compact import COMPACT_FORMAT, dump_compact, read_compact
 from .pruning import Pruning, prune_runs
 from .writer import RunWriter, atomic_write, dump_line
 
@@ -59,8 +63,15 @@ __all__ = [
 
 #: The format versions this code writes and reads; a newer file is refused with the fix.
 RUN_FORMAT: Final = 1
-BASELINE_FORMAT: Final = 1
+BASELINE_FORMAT: Final = COMPACT_FORMAT
+#: A baseline's file: compact (format 2), or JSON lines (format 1, read only).
+BASELINE_SUFFIX: Final = ".baseline"
+LEGACY_SUFFIX: Final = ".jsonl"
 
+#: json's own scanner (in C): ``_SCAN(text, 0)`` is ``(value, end)``.
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
+    json.JSONDecoder())  # type: ignore[arg-type]
+_NEWLINE: Final = b"\n"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
 
@@ -88,8 +99,8 @@ def check_name(name: str, what: str = "run name") -> str:
 episode_key = identity
 
 
-def _read_jsonl(path: Path, fix: str, *,
-                skip_first: bool = False) -> tuple[list[tuple[int, Any]], list[str]]:
+def _read_jsonl(path: Path, fix: str, *, skip_first: bool = False,
+                data: bytes | None = None) -> tuple[list[tuple[int, Any]], list[str]]:
     """Every whole line of a JSON-lines file, parsed, with its number; and notes on what
     was skipped.
 
@@ -99,35 +110,58 @@ def _read_jsonl(path: Path, fix: str, *,
     """
     parsed: list[tuple[int, Any]] = []
     notes: list[str] = []
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return parsed, notes
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    if tail.strip():
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return parsed, notes
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    cut = data.rfind(b"\n") + 1
+    if data[cut:].strip():  # the part after the last newline
         notes.append(
-            f"{path}: line {len(lines) + 1} is truncated (a session stopped while writing it); "
-            "it was skipped and every whole line was read"
+            f"{path}: line {data.count(_NEWLINE) + 1} is truncated (a session stopped while "
+            "writing it); it was skipped and every whole line was read"
         )
+    lines: list[Any]
+    scan: Callable[[str, int], tuple[Any, int]] | None = _SCAN
+    try:
+        lines = data[:cut].decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        lines = data[:cut].split(b"\n")  # json.loads finds the line that is not UTF-8
+        scan = None
+    lines.pop()  # what follows the last newline
+    add = parsed.append
+    raw: Any
     for number, raw in enumerate(lines, start=1):
         if skip_first and number == 1:
             continue
-        if not raw.strip():
-            continue
+        # The scanner json.loads calls, without its wrappers: a whole line that is one
+        # JSON value (what the writer writes) takes half the time; anything else goes to
+        # json.loads, for its answer or its error.
         try:
-            parsed.append((number, json.loads(raw)))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StoreError(
-                f"{path}:{number}: corrupt line ({exc}); the file was edited or damaged: {fix}"
-            ) from None
+            if scan is None:
+                raise ValueError
+            value, end = scan(raw, 0)
+            if end != len(raw):
+                raise ValueError
+        except (StopIteration, ValueError):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise StoreError(
+                    f"{path}:{number}: corrupt line ({exc}); the file was edited or damaged: "
+                    f"{fix}"
+                ) from None
+        add((number, value))
     return parsed, notes
 
 
 def _episodes(path: Path, salt: str, fix: str, *, skip_first: bool = False,
-              unique: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+              unique: bool = False, data: bytes | None = None
+              ) -> tuple[list[dict[str, Any]], list[str]]:
     """The checked episodes of a JSON-lines file, one per identity, and notes.
 
     A run may hold an identity twice: ``--prove-resume`` (or a plugin that reruns a
@@ -136,7 +170,9 @@ def _episodes(path: Path, salt: str, fix: str, *, skip_first: bool = False,
     means the file was edited (``unique``).
     """
     with _collector_paused():
-        return _checked(path, salt, fix, skip_first=skip_first, unique=unique)
+        if data is not None and not skip_first:
+            return read_compact(path, data, salt, fix)
+        return _checked(path, salt, fix, skip_first=skip_first, unique=unique, data=data)
 
 
 @contextlib.contextmanager
@@ -146,6 +182,7 @@ def _collector_paused() -> Iterator[None]:
     Parsed JSON holds no reference cycles, yet each of the many containers it makes
     counts towards the next collection, and each collection walks every record read
     so far: with it running, a 100,000-episode baseline took about a quarter longer.
+    Afterwards they go to the oldest generation, unwalked.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -153,12 +190,19 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():
+                # The records just read are long-lived: move them to the oldest generation
+                # now, or the first collection after this walks every one of them (a
+                # fifth of a compact baseline's read).  Skipped when the program froze
+                # objects of its own, which unfreeze would let go.
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
-def _checked(path: Path, salt: str, fix: str, *, skip_first: bool,
-             unique: bool) -> tuple[list[dict[str, Any]], list[str]]:
-    parsed, notes = _read_jsonl(path, fix, skip_first=skip_first)
+def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
+             data: bytes | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    parsed, notes = _read_jsonl(path, fix, skip_first=skip_first, data=data)
     by_key: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
     prefix = f"{path}:"
     for number, raw in parsed:
@@ -203,7 +247,7 @@ class Run:
 
     @property
     def is_baseline(self) -> bool:
-        return self.path.suffix == ".jsonl"
+        return self.path.suffix in (BASELINE_SUFFIX, LEGACY_SUFFIX)
 
 
 @final
@@ -341,25 +385,46 @@ class Store:
     # ---- baselines
 
     def baseline_path(self, name: str) -> Path:
-        return self.baselines_dir / f"{check_name(name, 'baseline name')}.jsonl"
+        """Where baseline ``name`` is written (in the compact format)."""
+        return self.baselines_dir / f"{check_name(name, 'baseline name')}{BASELINE_SUFFIX}"
+
+    def baseline_file(self, name: str) -> Path | None:
+        """The file that holds baseline ``name``: a compact one, else one in JSON lines
+        (as saved before format 2), else None."""
+        path = self.baseline_path(name)
+        legacy = path.with_suffix(LEGACY_SUFFIX)
+        if path.is_file():
+            if legacy.is_file():
+                raise StoreError(
+                    f"baseline {name!r} is in two files, {path} and {legacy}; delete the one "
+                    "that is out of date (saving the baseline again writes one and deletes "
+                    "the other)")
+            return path
+        return legacy if legacy.is_file() else None
 
     def baselines(self) -> list[str]:
         if not self.baselines_dir.is_dir():
             return []
-        return sorted(p.stem for p in self.baselines_dir.glob("*.jsonl"))
+        return sorted({p.stem for suffix in (BASELINE_SUFFIX, LEGACY_SUFFIX)
+                       for p in self.baselines_dir.glob(f"*{suffix}")})
 
     def load_baseline(self, name: str) -> Run:
         """Read a committed baseline file whole."""
-        path = self.baseline_path(name)
-        if not path.is_file():
+        path = self.baseline_file(name)
+        if path is None:
             known = ", ".join(self.baselines()) or "none yet"
             raise StoreError(
                 f"no baseline named {name!r} in {self.baselines_dir}; baselines: {known}. "
                 f"Make one with --prove-save-baseline {name}"
             )
         fix = baseline_fix(name)
-        manifest = _baseline_manifest(path, fix)
-        episodes, notes = _episodes(path, manifest["salt"], fix, skip_first=True, unique=True)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+        found, manifest = _baseline_manifest(path, data, fix)
+        episodes, notes = _episodes(path, manifest["salt"], fix, skip_first=found == 1,
+                                    unique=True, data=data)
         for note in notes:
             warnings.warn(StoreWarning(note), stacklevel=2)
         return Run(
@@ -371,17 +436,26 @@ class Store:
             notes=tuple(notes),
         )
 
-    def write_baseline(self, name: str, run: Run) -> Path:
-        """Write ``run`` as the baseline ``name``, replacing any old one in one step."""
+    def write_baseline(self, name: str, run: Run, *, compact: bool = True) -> Path:
+        """Write ``run`` as the baseline ``name``, replacing any old one in one step: in
+        the compact format (and then a JSON-lines file of the same name is deleted), or,
+        with ``compact=False``, in JSON lines, every field kept (format 1)."""
         path = self.baseline_path(name)
+        legacy = path.with_suffix(LEGACY_SUFFIX)
         manifest = dict(run.manifest)
         manifest["baseline_name"] = name
         manifest["saved"] = utc_now()
-        header = {"pytest_prove_baseline": BASELINE_FORMAT, "manifest": manifest}
+        if compact:
+            header = {"pytest_prove_baseline": BASELINE_FORMAT, "manifest": manifest}
+            atomic_write(path, dump_compact(header, run.episodes))
+            legacy.unlink(missing_ok=True)
+            return path
+        header = {"pytest_prove_baseline": 1, "manifest": manifest}
         ordered = sorted(run.episodes, key=episode_key)
         text = dump_line(header) + "\n" + "".join(dump_line(r) + "\n" for r in ordered)
-        atomic_write(path, text)
-        return path
+        atomic_write(legacy, text)
+        path.unlink(missing_ok=True)
+        return legacy
 
 
 def _json_of(path: Path, read: Callable[[], bytes], corrupt: Callable[[Exception], str]) -> Any:
@@ -396,20 +470,17 @@ def _json_of(path: Path, read: Callable[[], bytes], corrupt: Callable[[Exception
         raise StoreError(corrupt(exc)) from None
 
 
-def _baseline_manifest(path: Path, fix: str) -> dict[str, Any]:
-    """The manifest in a baseline's first line, checked, or an error naming line 1."""
+def _baseline_manifest(path: Path, data: bytes, fix: str) -> tuple[int, dict[str, Any]]:
+    """The format and the manifest in a baseline's first line, checked, or an error naming
+    line 1."""
     where = f"{path}:1"
-
-    def first_line() -> bytes:
-        with path.open("rb") as fh:
-            return fh.readline()
-
-    header = _json_of(path, first_line, lambda exc: (
+    header = _json_of(path, lambda: data.split(b"\n", 1)[0], lambda exc: (
         f"{where}: the first line must be the baseline's header, and it is not JSON "
         f"({exc}); the file was edited or damaged: {fix}"))
     check_header(header, where, fix)
-    _check_format(header["pytest_prove_baseline"], BASELINE_FORMAT, path, fix)
-    return check_manifest(header["manifest"], where, fix, prefix="manifest.")
+    found = header["pytest_prove_baseline"]
+    _check_format(found, BASELINE_FORMAT, path, fix)
+    return found, check_manifest(header["manifest"], where, fix, prefix="manifest.")
 
 
 def _check_format(found: object, supported: int, path: Path, fix: str = RUN_MANIFEST_FIX

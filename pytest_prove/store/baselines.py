@@ -59,7 +59,8 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
             return (f"not saved: baseline {name!r} was not replaced, because this run did not "
                     f"cover {len(left)} of its conditions ({_shown(left)}); run them all, "
                     "without -k or a shard")
-    replaces = store.baseline_path(name).is_file()
+    path = store.baseline_path(name)
+    replaces = path.is_file() or path.with_suffix(".jsonl").is_file()
     dropped = _dropped(store, name, run, replacing) if replaces and replacing is None else ""
     try:
         path = store.write_baseline(name, run)

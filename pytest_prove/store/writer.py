@@ -61,7 +61,7 @@ def dump_line(record: Mapping[str, Any]) -> str:
 #: Written into the runs folder when it is made: runs are many and large, so that no
 #: ``git add .`` commits them; baselines, beside it, are the files to commit.
 RUNS_GITIGNORE: Final = ("# Written by pytest-prove: runs are not for committing (commit a "
-                         "baseline,\n# ../baselines/NAME.jsonl, instead). Delete this file to "
+                         "baseline,\n# ../baselines/NAME.baseline, instead). Delete this file to "
                          "commit runs.\n*\n")
 
 

@@ -1,0 +1,507 @@
+"""The compact baseline: what a comparison and every review read of an episode, in short
+text lines that git diffs line by line.
+
+A baseline of format 2 (``.prove/baselines/NAME.baseline``) is::
+
+    {"pytest_prove_baseline":2,"manifest":{...}}
+    @["support","{\\"ticket\\":\\"refund\\"}",{"ticket":"refund"},7499270858453848828,[...]]
+    0 0 11 13 3 9000,800,4:1 11:5 6*
+    1 1 12 13 3 - 12:5 6*
+
+Line 1 is the header, as in format 1.  Each condition is a block: a line starting with
+``@`` holds, as one JSON array, its rollout, its condition key, its condition, the seed of
+its replicate 0 (a sample: every seed is derived from the salt, and this one shows that
+the salt was not edited) and the block's table of values (outcomes, error kinds, case ids,
+models, step names) that its episode lines name by index.  A table per block keeps a
+refresh's diff to the blocks whose episodes changed.  Blocks are sorted by rollout and
+condition key, episode lines by replicate.  An episode line has eight fields, separated by
+one space, and a ninth for a replicate run more than once:
+
+1. the replicate;
+2. how it ended: the outcome's index, or ``!KIND`` / ``!KIND,TYPE,MESSAGE`` (indices;
+   an empty one is absent) for an episode with an error;
+3. ``t`` and 4. ``horizon``: a number, or ``-`` for none;
+5. the index of ``meta.case_id``, or ``-``;
+6. tokens: ``-``, ``IN,OUT``, ``IN,OUT,MODEL:CALLS`` (one model used them all) or
+   ``IN,OUT,MODEL:IN:OUT:CALLS,...``;
+7. steps: ``-``, their count, or ``COUNT:LAST`` (the index of the last step's name);
+8. the pytest item that ran it (what a replay runs): ``-``, an index, or ``INDEX*`` for a
+   value whose U+001F WIDTH U+001F stands for the replicate (``test_a[refund-r017]``);
+9. ``^END^END...``: how each attempt before the final one ended, as in field 2.
+
+What is not kept: seeds (derived), the other keys of ``meta``, tracebacks, durations,
+spans, step names but the last, and when an episode finished.  Nothing a gate, ``diff``,
+``where``, ``fix-check``, ``flips`` or ``cost`` reads of a baseline is lost; ``show`` lists
+a baseline's errored episodes without their tracebacks (the run it was saved from has
+them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from ..declare.seeds import derive_seed
+from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
+from .writer import dump_line
+
+__all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
+
+#: The baseline format number of this layout.
+COMPACT_FORMAT: Final = 2
+
+_SEP: Final = "\x1f"
+_LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class _Table:
+    """The values one block names by index, in the order they first appear."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self._index: dict[tuple[type, Any], int] = {}
+
+    def __call__(self, value: Any) -> str:
+        key = (type(value), value)
+        found = self._index.get(key)
+        if found is None:
+            found = self._index[key] = len(self.values)
+            self.values.append(value)
+        return str(found)
+
+
+def _number(value: object) -> str:
+    if value is None:
+        return "-"
+    if type(value) is int:
+        return str(value)
+    return repr(float(value))  # type: ignore[arg-type]
+
+
+def _end(record: Mapping[str, Any], table: _Table) -> str:
+    error = record.get("error")
+    if error is None:
+        return table(record["outcome"])
+    parts = [table(error["kind"])]
+    for name in ("type", "message"):
+        value = error.get(name)
+        parts.append("" if not isinstance(value, str) else table(value))
+    while parts[-1] == "":
+        parts.pop()
+    return "!" + ",".join(parts)
+
+
+def _tokens(tokens: Mapping[str, Any] | None, table: _Table) -> str:
+    if not tokens:
+        return "-"
+    total = f"{int(tokens.get('input') or 0)},{int(tokens.get('output') or 0)}"
+    by_model = tokens.get("by_model") or {}
+    if not by_model:
+        return total
+    if len(by_model) == 1:
+        (model, use), = by_model.items()
+        if (int(use.get("input") or 0) == int(tokens.get("input") or 0)
+                and int(use.get("output") or 0) == int(tokens.get("output") or 0)):
+            return f"{total},{table(model)}:{int(use.get('calls') or 0)}"
+    models = ",".join(
+        f"{table(model)}:{int(use.get('input') or 0)}:{int(use.get('output') or 0)}:"
+        f"{int(use.get('calls') or 0)}" for model, use in sorted(by_model.items()))
+    return f"{total},{models}"
+
+
+def _steps(record: Mapping[str, Any], table: _Table) -> str:
+    count, name = steps_of(record)
+    if not count:
+        return "-"
+    return f"{count}:{table(name)}" if isinstance(name, str) else str(count)
+
+
+_LAST_DIGITS: Final = re.compile(r"(\d+)(?=\D*$)")
+
+
+def _item(record: Mapping[str, Any], table: _Table) -> str:
+    """The item's index; for one named after its replicate, a pattern's, shared by all."""
+    item = record.get("item")
+    if not isinstance(item, str) or not item:
+        return "-"
+    found = _LAST_DIGITS.search(item)
+    if found is None or _SEP in item or int(found.group(1)) != int(record["replicate"]):
+        return table(item)
+    pattern = f"{item[:found.start()]}{_SEP}{len(found.group(1))}{_SEP}{item[found.end():]}"
+    return table(pattern) + "*"
+
+
+def _line(record: Mapping[str, Any], table: _Table) -> str:
+    case = (record.get("meta") or {}).get("case_id")
+    fields = [str(int(record["replicate"])), _end(record, table), _number(record.get("t")),
+              _number(record.get("horizon")), "-" if case is None else table(case),
+              _tokens(record.get("tokens"), table), _steps(record, table),
+              _item(record, table)]
+    earlier = record.get("earlier")
+    if earlier:
+        fields.append("".join("^" + _end(e, table) for e in earlier))
+    return " ".join(fields)
+
+
+def dump_compact(header: Mapping[str, Any], episodes: Iterable[Mapping[str, Any]]) -> str:
+    """The text of a compact baseline: ``header``, then ``episodes`` in blocks, sorted."""
+    salt = str(header["manifest"]["salt"])
+    blocks: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for record in sorted(episodes, key=identity):
+        blocks.setdefault((str(record["rollout"]), str(record["condition_key"])),
+                          []).append(record)
+    out = [dump_line(header)]
+    for (rollout, key), records in blocks.items():
+        table = _Table()
+        lines = [_line(r, table) for r in records]
+        condition = records[0].get("condition") or {}
+        sample = derive_seed(salt, rollout, key, 0)
+        out.append("@" + _LIST.encode([rollout, key, condition, sample, table.values]))
+        out.extend(lines)
+    return "\n".join(out) + "\n"
+
+
+# ---- reading
+
+
+def _bad_line(where: str, what: str, fix: str) -> StoreError:
+    return StoreError(f"{where}: {what}; the file was edited or damaged: {fix}")
+
+
+def _shown(text: str) -> str:
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return json.dumps(text, ensure_ascii=False).encode("utf-8", "backslashreplace").decode()
+
+
+class _Block:
+    """A condition's line, and what its episodes' lines have named so far, parsed once."""
+
+    __slots__ = ("cases", "condition", "ends", "first", "items", "key", "numbers", "prefix",
+                 "rollout", "seed", "seen", "steps", "table")
+
+    def __init__(self, rollout: str, key: str, condition: dict[str, Any], seed: int,
+                 table: list[Any], salt: str, first: int) -> None:
+        self.rollout, self.key, self.condition, self.seed = rollout, key, condition, seed
+        self.table = table
+        self.prefix = hashlib.blake2b(
+            _SEP.join((salt, rollout, key, "")).encode("utf-8"), digest_size=8)
+        self.seen: dict[int, int] = {}
+        self.first = first
+        # Each field's text, parsed: the records of a block share these values.
+        self.ends: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
+        self.numbers: dict[str, float | int | None] = {"-": None}
+        self.cases: dict[str, dict[str, Any] | None] = {"-": None}
+        self.steps: dict[str, tuple[int, str | None] | None] = {"-": None}
+        self.items: dict[str, str | tuple[str, int, str]] = {}
+
+
+def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
+    """The block a line starting with ``@`` opens, checked, or an error naming it."""
+    shape = ("a JSON array after '@': [rollout, condition key, condition, the seed of "
+             "replicate 0, [values]]")
+    try:
+        found = json.loads(text[1:])
+    except json.JSONDecodeError as exc:
+        raise _bad_line(where, f"the condition's line is not {shape} ({exc})", fix) from None
+    if type(found) is not list or len(found) != 5:
+        raise _bad_line(where, f"the condition's line is not {shape}", fix)
+    rollout, key, condition, seed, table = found
+    if type(rollout) is not str or not rollout or type(key) is not str or not key:
+        raise _bad_line(where, "the rollout and the condition key must be non-empty strings",
+                        fix)
+    if _SEP in rollout or _SEP in key:
+        raise _bad_line(where, "the rollout or the condition key contains U+001F", fix)
+    if type(condition) is not dict or any(
+            v is not None and (type(v) not in (str, int, float, bool)
+                               or (type(v) is float and not math.isfinite(v)))
+            for v in condition.values()):
+        raise _bad_line(where, "the condition must be an object of axis values (strings, "
+                        "finite numbers, true, false or null)", fix)
+    if type(seed) is not int or not 0 <= seed < 2**64:
+        raise _bad_line(where, "the seed of replicate 0 must be an integer in [0, 2**64)", fix)
+    if type(table) is not list or any(type(v) not in (str, int) for v in table):
+        raise _bad_line(where, "the values must be an array of strings and integers", fix)
+    block = _Block(rollout, key, condition, seed, table, salt, number)
+    expected = _seed(block, 0)
+    if seed != expected:
+        raise StoreError(
+            f"{where}: seed {seed} is not the seed of {episode_name(rollout, key, 0)} under "
+            f"the salt {json.dumps(salt)} (that is {expected}); the salt or the seed was "
+            f"edited, so a run paired with this file would match episodes that did not run "
+            f"on the same seed: {fix}")
+    return block
+
+
+def _seed(block: _Block, replicate: int) -> int:
+    h = block.prefix.copy()
+    h.update(b"%d" % replicate)
+    return int.from_bytes(h.digest(), "big")
+
+
+def read_compact(path: Path, data: bytes, salt: str, fix: str
+                 ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The episodes of the compact baseline whose bytes are ``data`` (its header checked by
+    the caller), and notes on what was skipped (a truncated last line).
+
+    Records of one condition share their unchanging parts (condition, meta, error): read
+    them, do not change them in place.
+    """
+    notes: list[str] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number = data.count(b"\n", 0, exc.start) + 1
+        raise _bad_line(f"{path}:{number}", f"not UTF-8 text ({exc})", fix) from None
+    if "\r" in text:  # checked out with CRLF line ends (git's core.autocrlf on Windows)
+        text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    tail = lines.pop()
+    if tail.strip():
+        notes.append(f"{path}: line {len(lines) + 1} is truncated (a session stopped while "
+                     "writing it); it was skipped and every whole line was read")
+    episodes: list[dict[str, Any]] = []
+    append = episodes.append
+    blocks: dict[tuple[str, str], int] = {}
+    block: _Block | None = None
+    prefix = f"{path}:"
+    for number in range(2, len(lines) + 1):
+        line = lines[number - 1]
+        if line[:1] == "@":
+            block = _block(line, f"{prefix}{number}", salt, number, fix)
+            ident = (block.rollout, block.key)
+            if ident in blocks:
+                raise _bad_line(f"{prefix}{number}", f"the condition {_shown(block.key)} of "
+                                f"{_shown(block.rollout)} also starts on line {blocks[ident]}; "
+                                "a baseline holds each condition once", fix)
+            blocks[ident] = number
+            continue
+        if block is None:
+            if not line.strip():
+                continue
+            raise _bad_line(f"{prefix}{number}", "an episode's line comes before any "
+                            "condition's line (one starting with '@')", fix)
+        try:
+            record = _fast(line, block)
+        except (ValueError, IndexError, TypeError, KeyError):
+            if not line.strip():
+                continue
+            _diagnose(line, block, f"{prefix}{number}", fix)
+            raise  # _diagnose raises; this is never reached
+        replicate = record["replicate"]
+        seen = block.seen
+        if replicate in seen:
+            name = episode_name(block.rollout, block.key, replicate)
+            raise _bad_line(f"{prefix}{number}", f"{name} is also on line {seen[replicate]}; "
+                            "a baseline holds each episode once", fix)
+        seen[replicate] = number
+        append(record)
+    return episodes, notes
+
+
+def _fast(text: str, block: _Block) -> dict[str, Any]:
+    """One episode's line as a record; any exception means the line is wrong (then
+    :func:`_diagnose` says how)."""
+    fields = text.split(" ")
+    if len(fields) == 8:
+        rep, end, t, horizon, case, tokens, steps, item = fields
+        earlier = None
+    else:
+        rep, end, t, horizon, case, tokens, steps, item, earlier = fields
+    if not rep.isdigit():  # also refuses a sign, spaces and '_'
+        raise ValueError
+    replicate = int(rep)
+    h = block.prefix.copy()
+    h.update(b"%d" % replicate)
+    ended = block.ends.get(end)
+    if ended is None:
+        ended = block.ends[end] = _ending(end, block.table)
+    numbers = block.numbers
+    tv = numbers[t] if t in numbers else _parse_number(t, numbers)
+    hv = numbers[horizon] if horizon in numbers else _parse_number(horizon, numbers)
+    if tv is not None and hv is not None and tv > hv:
+        raise ValueError
+    cases = block.cases
+    meta = cases[case] if case in cases else _case(case, block)
+    record: dict[str, Any] = {
+        "rollout": block.rollout, "condition": block.condition, "condition_key": block.key,
+        "replicate": replicate, "seed": int.from_bytes(h.digest(), "big"),
+        "outcome": ended[0], "error": ended[1], "t": tv, "horizon": hv, "meta": meta,
+        "tokens": None}
+    if tokens != "-":
+        parts = tokens.split(",")
+        if len(parts) == 3 and "-" not in tokens:
+            model, colon, calls = parts[2].partition(":")
+            tin, tout = int(parts[0]), int(parts[1])
+            name = block.table[int(model)]
+            if not colon or ":" in calls or type(name) is not str:
+                raise ValueError
+            record["tokens"] = {"input": tin, "output": tout, "by_model": {
+                name: {"input": tin, "output": tout, "calls": int(calls)}}}
+        else:
+            record["tokens"] = _tokens_of(parts, block.table)
+    if steps != "-":
+        counted = block.steps.get(steps)
+        if counted is None:
+            counted = block.steps[steps] = _steps_of(steps, block.table)
+        record["step_count"], record["last_step"] = counted
+    if item != "-":
+        named = block.items.get(item)
+        if named is None:
+            named = block.items[item] = _item_of(item, block.table)
+        if isinstance(named, str):
+            record["item"] = named
+        else:
+            before, width, after = named
+            record["item"] = before + rep.zfill(width) + after
+    if earlier is not None:
+        if earlier[:1] != "^":
+            raise ValueError
+        ends = earlier[1:].split("^")
+        record["earlier"] = [
+            {"outcome": o, "error": e} for o, e in (_ending(x, block.table) for x in ends)]
+        record["attempts"] = len(ends) + 1
+    return record
+
+
+def _item_of(text: str, table: list[Any]) -> str | tuple[str, int, str]:
+    value = table[int(text.removesuffix("*"))]
+    if type(value) is not str or not value:
+        raise ValueError
+    if not text.endswith("*"):
+        return value
+    before, width, after = value.split(_SEP)
+    if not width.isdigit() or not 0 < int(width) < 20:
+        raise ValueError
+    return before, int(width), after
+
+
+def _parse_number(text: str, numbers: dict[str, float | int | None]) -> float | int:
+    value = int(text) if text.isdigit() else float(text)
+    if not 0 <= value < math.inf:
+        raise ValueError
+    numbers[text] = value
+    return value
+
+
+def _case(text: str, block: _Block) -> dict[str, Any]:
+    meta = block.cases[text] = {"case_id": block.table[int(text)]}
+    return meta
+
+
+def _steps_of(text: str, table: list[Any]) -> tuple[int, str | None]:
+    count, _, last = text.partition(":")
+    n = int(count)
+    if n < 1 or not count.isdigit():
+        raise ValueError
+    name = table[int(last)] if last else None
+    if name is not None and type(name) is not str:
+        raise ValueError
+    return n, name
+
+
+def _ending(end: str, table: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
+    if end[:1] == "!":
+        return None, _error(end, table)
+    return _outcome(end, table), None
+
+
+def _outcome(end: str, table: list[Any]) -> str:
+    outcome = table[int(end)]
+    if type(outcome) is not str or not outcome:
+        raise ValueError
+    return outcome
+
+
+def _error(end: str, table: list[Any]) -> dict[str, Any]:
+    parts = end[1:].split(",")
+    if len(parts) > 3:
+        raise ValueError
+    kind = table[int(parts[0])]
+    if kind not in ERROR_KINDS:
+        raise ValueError
+    error: dict[str, Any] = {"kind": kind}
+    for name, index in zip(("type", "message"), parts[1:], strict=False):
+        if index:
+            value = table[int(index)]
+            if type(value) is not str:
+                raise ValueError
+            error[name] = value
+    return error
+
+
+def _tokens_of(parts: list[str], table: list[Any]) -> dict[str, Any]:
+    tin, tout = int(parts[0]), int(parts[1])
+    if tin < 0 or tout < 0:
+        raise ValueError
+    if len(parts) == 2:
+        return {"input": tin, "output": tout}
+    if len(parts) == 3:
+        model, colon, calls = parts[2].partition(":")
+        if colon and ":" not in calls:
+            name = table[int(model)]
+            used = int(calls)
+            if type(name) is not str or used < 0:
+                raise ValueError
+            return {"input": tin, "output": tout,
+                    "by_model": {name: {"input": tin, "output": tout, "calls": used}}}
+    by_model: dict[str, dict[str, int]] = {}
+    for part in parts[2:]:
+        use = part.split(":")
+        if len(use) != 4:
+            raise ValueError
+        name = table[int(use[0])]
+        numbers = (int(use[1]), int(use[2]), int(use[3]))
+        if type(name) is not str or name in by_model or min(numbers) < 0:
+            raise ValueError
+        by_model[name] = {"input": numbers[0], "output": numbers[1], "calls": numbers[2]}
+    return {"input": tin, "output": tout, "by_model": by_model}
+
+
+_FIELDS: Final = ("the replicate", "how it ended", "t", "horizon", "the case id", "tokens",
+                  "steps", "the item", "the earlier attempts")
+_EXPECTED: Final = (
+    "an integer >= 0",
+    "an outcome's index in the condition's values, or '!' and an error kind's index",
+    "'-' or a finite number >= 0",
+    "'-' or a finite number >= 0 (and t at most horizon)",
+    "'-' or an index in the condition's values",
+    "'-', IN,OUT, IN,OUT,MODEL:CALLS or IN,OUT,MODEL:IN:OUT:CALLS,... (integers >= 0, "
+    "models by index)",
+    "'-', a count >= 1, or COUNT:INDEX of the last step's name",
+    "'-', or the index of the item's name (with '*' when its replicate is left out)",
+    "'^' then how each earlier attempt ended, as in field 2",
+)
+
+
+def _diagnose(text: str, block: _Block, where: str, fix: str) -> None:
+    """Raise the error that says which field of a wrong episode's line is wrong and how."""
+    fields = text.split(" ")
+    if len(fields) not in (8, 9):
+        raise _bad_line(where, f"the episode's line {_shown(text)} has {len(fields)} "
+                        "field(s) separated by single spaces, expected 8 (or 9 for a "
+                        "replicate run more than once)", fix)
+    # Parse again with each field alone in a line otherwise known good, to name it.
+    good = ["0", "!0", "-", "-", "-", "-", "-", "-"]
+    probe = _Block(block.rollout, block.key, block.condition, block.seed,
+                   [*block.table, "exception"], "x", 0)
+    good[1] = f"!{len(block.table)}"
+    for index, value in enumerate(fields):
+        trial = list(good)
+        if index == 3 and fields[2] != "-":
+            trial[2] = fields[2]  # t > horizon is a fault of the pair
+        if index < 8:
+            trial[index] = value
+        else:
+            trial.append(value)
+        try:
+            _fast(" ".join(trial), probe)
+        except (ValueError, IndexError, TypeError, KeyError):
+            raise _bad_line(where, f"{_FIELDS[index]} (field {index + 1}) is "
+                            f"{_shown(value)}, expected {_EXPECTED[index]}", fix) from None
+    raise _bad_line(where, f"the episode's line {_shown(text)} names a value past the "
+                    f"{len(block.table)} of its condition's line", fix)

@@ -1,0 +1,273 @@
+"""Compact baselines (format 2): what they keep, their size, old baselines beside them, and
+damaged ones refused by file, line and field with the fix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pytest_prove.cli import main
+from pytest_prove.record import steps_of
+from pytest_prove.review.steps import endings
+from pytest_prove.store import Store, StoreError, StoreWarning
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot" / ".prove"
+#: The example's baseline as committed before format 2 (JSON lines, every field kept).
+LEGACY = Path(__file__).resolve().parent / "data" / "support_bot_current.jsonl"
+FIX = ("restore the file from version control, or save the baseline again with "
+       "--prove-save-baseline b")
+
+#: What a compact baseline keeps of each episode.
+KEPT = ("rollout", "condition", "condition_key", "replicate", "seed", "outcome", "error", "t",
+        "horizon", "tokens")
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Store:
+    """A store with the example's baseline 'current' as it was committed in format 1."""
+    (tmp_path / ".prove" / "baselines").mkdir(parents=True)
+    shutil.copy(LEGACY, tmp_path / ".prove" / "baselines" / "current.jsonl")
+    return Store(tmp_path / ".prove")
+
+
+def test_the_committed_example_baseline_holds_what_format_1_did(example: Store) -> None:
+    """examples/support_bot's baseline, converted to format 2, reads as the old file did."""
+    compact = Store(EXAMPLE).load_baseline("current")
+    legacy = example.load_baseline("current")
+    assert compact.path.name == "current.baseline" and legacy.path.name == "current.jsonl"
+    assert compact.manifest == legacy.manifest
+    assert [{k: r.get(k) for k in KEPT} for r in compact.episodes] == [
+        {k: r.get(k) for k in KEPT} for r in legacy.episodes]
+    assert compact.path.stat().st_size / len(compact.episodes) <= 40
+
+
+def _case(record: dict[str, object]) -> object:
+    return (record.get("meta") or {}).get("case_id")  # type: ignore[attr-defined]
+
+
+def test_the_committed_example_baseline_is_read_and_saved_compact(example: Store) -> None:
+    old = example.load_baseline("current")
+    assert len(old.episodes) == 600
+    path = example.write_baseline("b", old)
+    assert path.name == "b.baseline"
+    assert path.stat().st_size / 600 <= 40  # issue 14: at most 40 bytes an episode
+    new = example.load_baseline("b")
+    assert new.is_baseline and new.manifest["salt"] == old.manifest["salt"]
+    assert len(new.episodes) == len(old.episodes)
+    for before, after in zip(old.episodes, new.episodes, strict=True):
+        assert {k: before.get(k) for k in KEPT} == {k: after.get(k) for k in KEPT}
+        assert _case(before) == _case(after)
+        assert steps_of(before) == steps_of(after)
+    # where reads the same endings of either
+    assert endings(old, "unresolved") == endings(new, "unresolved")
+    # a text file, one line a condition or an episode, sorted
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["pytest_prove_baseline"] == 2
+    assert len(lines) == 1 + 3 + 600
+    assert [line for line in lines if line.startswith("@")] == sorted(
+        line for line in lines if line.startswith("@"))
+
+
+def test_saving_again_replaces_the_json_lines_file(example: Store) -> None:
+    run = example.load_baseline("current")
+    path = example.write_baseline("current", run)
+    assert not (example.baselines_dir / "current.jsonl").exists()
+    assert example.baselines() == ["current"]
+    assert example.load_baseline("current").path == path
+    first = path.read_bytes()
+    example.write_baseline("current", example.load_baseline("current"))
+    # Only the time it was saved changed: the same run gives the same lines.
+    assert first.split(b"\n")[1:] == path.read_bytes().split(b"\n")[1:]
+
+
+def test_saving_over_a_json_lines_baseline_says_it_replaced_it(example: Store) -> None:
+    from pytest_prove.store.baselines import save_baseline
+    run = example.load_baseline("current")
+    said = save_baseline(example, "current", run, missing=0)
+    assert said.startswith("baseline 'current' replaced by run ") and "current.baseline" in said
+    assert example.baselines() == ["current"]
+
+
+def test_a_baseline_in_both_formats_is_refused_with_the_fix(example: Store) -> None:
+    (example.baselines_dir / "current.baseline").write_text(
+        (example.baselines_dir / "current.jsonl").read_text())
+    with pytest.raises(StoreError, match=r"baseline 'current' is in two files, .*"
+                       r"current\.baseline and .*current\.jsonl; delete the one"):
+        example.load_baseline("current")
+
+
+def test_every_ending_and_token_shape_survives(example: Store) -> None:
+    base = example.load_baseline("current")
+    first = dict(base.episodes[0])
+    salt = base.manifest["salt"]
+    from pytest_prove.declare.seeds import derive_seed
+    key = first["condition_key"]
+    varied = [
+        {**first, "replicate": 1, "outcome": None, "error": {"kind": "exception",
+         "type": "RuntimeError", "message": "down\nhard", "traceback": "tb"}, "t": None,
+         "horizon": None, "meta": None, "tokens": None, "steps": [],
+         "item": "test_a.py::test_b[refund-r001]"},
+        {**first, "replicate": 2, "outcome": None, "error": {"kind": "no_outcome"},
+         "t": 2.5, "horizon": 7.25, "meta": {"case_id": 17, "other": 1},
+         "tokens": {"input": 5, "output": 6}, "item": "test_a.py::test_b[refund-r002]"},
+        {**first, "replicate": 3, "tokens": {"input": 10, "output": 20, "by_model": {
+            "a": {"input": 4, "output": 5, "calls": 1}, "b b": {"input": 6, "output": 15,
+                                                               "calls": 2}}},
+         "steps": [{"name": "x"}, {"duration": 1.0}], "item": "test_a.py::test_b[r002-004]"},
+        {**first, "replicate": 4, "attempts": 3, "earlier": [
+            {"outcome": None, "error": {"kind": "exception", "type": "E"}},
+            {"outcome": "unresolved", "error": None}]},
+    ]
+    for record in varied:
+        record["seed"] = derive_seed(salt, record["rollout"], key, record["replicate"])
+    run = type(base)(base.run_id, base.name, base.manifest, (first, *varied), base.path)
+    back = example.load_baseline(example.write_baseline("b", run).stem).episodes
+    assert [r["replicate"] for r in back] == [0, 1, 2, 3, 4]
+    one, two, three, four = back[1:]
+    assert one["error"] == {"kind": "exception", "type": "RuntimeError",
+                            "message": "down\nhard"}  # no traceback
+    assert (one["outcome"], one["t"], one["horizon"], one["meta"], one["tokens"]) == (
+        None, None, None, None, None)
+    assert steps_of(one) == (0, None)
+    assert two["error"] == {"kind": "no_outcome"} and (two["t"], two["horizon"]) == (2.5, 7.25)
+    assert two["meta"] == {"case_id": 17}
+    assert two["tokens"] == {"input": 5, "output": 6}
+    assert three["tokens"] == varied[2]["tokens"]
+    assert steps_of(three) == (2, None)
+    assert four["attempts"] == 3 and [e["error"] for e in four["earlier"]] == [
+        {"kind": "exception", "type": "E"}, None]
+    assert four["earlier"][1]["outcome"] == "unresolved"
+    # the item a replay runs: by pattern for those named after their replicate
+    assert [r.get("item") for r in back] == [None, "test_a.py::test_b[refund-r001]",
+                                             "test_a.py::test_b[refund-r002]",
+                                             "test_a.py::test_b[r002-004]", None]
+    lines = example.baseline_path("b").read_text(encoding="utf-8").splitlines()
+    assert lines[3].split(" ")[7] == lines[4].split(" ")[7]  # one pattern for both
+    assert lines[3].split(" ")[7].endswith("*")
+
+
+# ---- damage
+
+
+def _compact(example: Store) -> Path:
+    return example.write_baseline("b", example.load_baseline("current"))
+
+
+def _line(number: int, text: str) -> Callable[[list[str]], None]:
+    def change(lines: list[str]) -> None:
+        lines[number - 1] = text
+    return change
+
+
+def _field(number: int, index: int, value: str) -> Callable[[list[str]], None]:
+    def change(lines: list[str]) -> None:
+        fields = lines[number - 1].split(" ")
+        fields[index] = value
+        lines[number - 1] = " ".join(fields)
+    return change
+
+
+def _salt(lines: list[str]) -> None:
+    header = json.loads(lines[0])
+    header["manifest"]["salt"] = "0123456789abcdef"
+    lines[0] = json.dumps(header)
+
+
+def _newer(lines: list[str]) -> None:
+    header = json.loads(lines[0])
+    header["pytest_prove_baseline"] = 3
+    lines[0] = json.dumps(header)
+
+
+#: Line 2 opens the first condition; lines 3 to 202 are its replicates 0 to 199.
+DAMAGE: dict[str, tuple[Callable[[list[str]], None], str]] = {
+    "replicate a word": (_field(3, 0, "zero"),
+                         r"b\.baseline:3: the replicate \(field 1\) is \"zero\", expected an "
+                         r"integer >= 0"),
+    "negative replicate": (_field(3, 0, "-1"), r"b\.baseline:3: the replicate \(field 1\)"),
+    "outcome past the values": (_field(4, 1, "99"),
+                                r"b\.baseline:4: how it ended \(field 2\) is \"99\""),
+    "unknown error kind": (_field(4, 1, "!0"), r"b\.baseline:4: how it ended \(field 2\)"),
+    "t above horizon": (_field(5, 2, "14"),
+                        r"b\.baseline:5: horizon \(field 4\) is \"13\", expected .*t at most"),
+    "t not a number": (_field(5, 2, "nan"), r"b\.baseline:5: t \(field 3\) is \"nan\""),
+    "negative tokens": (_field(6, 5, "-5,3"), r"b\.baseline:6: tokens \(field 6\)"),
+    "steps zero": (_field(6, 6, "0"), r"b\.baseline:6: steps \(field 7\)"),
+    "a field missing": (lambda lines: lines.__setitem__(6, lines[6].rsplit(" ", 1)[0]),
+                        r"b\.baseline:7: the episode's line .* has 7 field\(s\)"),
+    "duplicated replicate": (lambda lines: lines.insert(4, lines[3]),
+                             r"b\.baseline:5: replicate 1 .* is also on line 4"),
+    "duplicated condition": (lambda lines: lines.insert(202, lines[1]),
+                             r"b\.baseline:203: the condition .* also starts on line 2"),
+    "episode before any condition": (lambda lines: lines.pop(1),
+                                     r"b\.baseline:2: an episode's line comes before any "
+                                     r"condition's line"),
+    "condition line not JSON": (_line(2, "@[oops"),
+                                r"b\.baseline:2: the condition's line is not a JSON array"),
+    "changed salt": (_salt, r"b\.baseline:2: seed \d+ is not the seed of replicate 0 .*"
+                            r'salt "0123456789abcdef"'),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_compact_baseline_is_refused_by_line(example: Store, damage: str) -> None:
+    path = _compact(example)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    change, message = DAMAGE[damage]
+    change(lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(StoreError, match=message) as raised:
+        example.load_baseline("b")
+    assert FIX in str(raised.value)
+
+
+def test_a_newer_format_asks_for_an_upgrade(example: Store) -> None:
+    path = _compact(example)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    _newer(lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(StoreError, match=r"format 3 by a newer pytest-prove; .* Upgrade"):
+        example.load_baseline("b")
+
+
+def test_bytes_that_are_not_utf8_are_named_by_line(example: Store) -> None:
+    path = _compact(example)
+    data = path.read_bytes().split(b"\n")
+    data[9] = b"\xff" + data[9]
+    path.write_bytes(b"\n".join(data))
+    with pytest.raises(StoreError, match=r"b\.baseline:10: not UTF-8 text"):
+        example.load_baseline("b")
+
+
+def test_crlf_line_ends_are_read(example: Store) -> None:
+    path = _compact(example)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    _field(3, 6, "-")(lines)  # an episode with no steps: its line ends with "-"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lf = example.load_baseline("b").episodes
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert example.load_baseline("b").episodes == lf
+
+
+def test_a_truncated_last_line_is_skipped_with_a_note(example: Store) -> None:
+    path = _compact(example)
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.warns(StoreWarning, match=r"b\.baseline: line 604 is truncated"):
+        run = example.load_baseline("b")
+    assert len(run.episodes) == 599
+
+
+def test_a_damaged_compact_baseline_is_one_line_from_the_command_line(
+        example: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _compact(example)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    DAMAGE["t above horizon"][0](lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["--store", str(example.root), "show", "baseline:b"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pytest-prove show: ") and "b.baseline:5: " in err
+    assert err.count("\n") == 1
