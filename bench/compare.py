@@ -22,7 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_prove.stats import Pairs, RowInput, _compare, _exact, _power, compare
+from bench.stats import _empty_caches
+from pytest_prove.stats import Pairs, RowInput, _compare, compare
 from pytest_prove.stats._fragility import fragility as fast_fragility
 from tests.fragility_reference import fragility as reference_fragility
 from tests.test_stats_fragility_speed import random_states, same
@@ -58,18 +59,6 @@ def rows(paired: bool, moved: int, toward: str = "worse", seed: int = 0) -> list
             out.append(RowInput(f"case={c}", event, worse_when, int(before.sum()), REPLICATES,
                                 int(after.sum()), REPLICATES, pairs))
     return out
-
-
-def _empty_caches() -> None:
-    _power._LIMIT_CACHE.clear()
-    for cached in (_power._fisher_region, _power._mcnemar_region, _power._evaluator,
-                   _power._log_choose, _exact._margin, _exact._midp_row):
-        cached.cache_clear()
-    _power._LOG_FACTORIALS[0] = np.zeros(1)
-    for name in ("_best_p_after_cached",):
-        cached_fn = getattr(sys.modules["pytest_prove.stats._fragility"], name, None)
-        if cached_fn is not None:
-            cached_fn.cache_clear()
 
 
 def _timed(data: list[RowInput]) -> tuple[float, Any]:

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from pytest_prove.stats import Pairs, RowInput, _exact, _power, compare
+from pytest_prove.stats import Pairs, RowInput, _exact, _fragility, _power, compare
 
 CONDITIONS = 1_000
 EVENTS = ("unresolved", "timeout", "error", "resolved")
@@ -39,9 +39,12 @@ def rows(paired: bool, seed: int = 0) -> list[RowInput]:
 
 
 def _empty_caches() -> None:
+    """Every cache of the engine emptied: limits, regions, evaluators, margins, mid-p rows,
+    the log-factorial table and the fragility search's p-values after flips."""
     _power._LIMIT_CACHE.clear()
     for cached in (_power._fisher_region, _power._mcnemar_region, _power._evaluator,
-                   _power._log_choose, _exact._margin, _exact._midp_row):
+                   _power._log_choose, _exact._margin, _exact._midp_row,
+                   _fragility._best_p_after_cached):
         cached.cache_clear()
     _power._LOG_FACTORIALS[0] = np.zeros(1)
 

@@ -222,7 +222,9 @@ def test_the_runs_folder_is_ignored_by_git_and_baselines_are_not(
 def test_resuming_a_run_deleted_since_it_was_read_is_refused(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """prune deletes a run between a resume's read and its lock: the resume is refused,
-    rather than writing a run of the new episodes alone into a folder filelock made again."""
+    rather than writing a run of the new episodes alone into a folder filelock made again.
+    The refusal leaves no folder behind either (the resume's lock made the deleted run's
+    folder again, since filelock makes the lock file's folder; no prune removes one)."""
     from pytest_prove.store import StoreError
 
     _project(pytester, monkeypatch)
@@ -233,6 +235,8 @@ def test_resuming_a_run_deleted_since_it_was_read_is_refused(
     with pytest.raises(StoreError, match="was deleted after it was read"):
         store.reopen(run)
     assert store.runs() == []
+    assert not run.path.exists()
+    assert [p.name for p in store.runs_dir.iterdir()] == [".gitignore"]
 
 
 #: A prune in another process while the session that wrote the run is still finishing (after
@@ -312,20 +316,3 @@ def test_a_lock_file_linked_outside_the_store_is_never_opened(
         assert status == 0 and doc["deleted"] == [] and doc["failed"] == []
         assert [(r["path"], r["kept"]) for r in doc["kept"]] == [(str(run), "symbolic link")]
     assert run.is_dir() and lock.is_symlink()
-
-
-def test_a_refused_resume_of_a_deleted_run_leaves_no_folder(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lock of a resume made the deleted run's folder again (filelock makes the lock
-    file's folder); the refusal left it behind, a folder no prune removes."""
-    from pytest_prove.store import StoreError
-
-    _project(pytester, monkeypatch)
-    _sweep(pytester)
-    store = Store(pytester.path / ".prove")
-    run = store.load("latest")
-    assert store.prune(keep=0).deleted
-    with pytest.raises(StoreError, match="was deleted after it was read"):
-        store.reopen(run)
-    assert not run.path.exists()
-    assert [p.name for p in store.runs_dir.iterdir()] == [".gitignore"]
