@@ -196,7 +196,10 @@ def test_flips_counts_only_the_twins_its_rows_read(
         assert not any(e["event"] == "no outcome" for f in doc["flips"] for e in f["events"])
         code, out, _ = _cli(drill, capsys, "flips", "base", "boom", *args)
         lines = out.splitlines()
-        assert f"of {both} twins ended differently" in lines[0]
+        # The salt is fresh each run, so whether any read twin flipped is up to the draw;
+        # either way the header counts only the twins the rows read.
+        assert (f"of {both} twins ended differently" in lines[0]
+                if doc["flips"] else f"all {both} alike" in lines[0]), lines[0]
         assert lines[1].startswith(f"{80 - both} other twin(s) ended without an outcome in "
                                    "one run or both")
 
