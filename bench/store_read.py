@@ -36,45 +36,61 @@ SALT = "02c25847222c56d6"
 OUTCOMES = ("resolved", "unresolved", "timeout")
 
 
-def sweep(conditions: int, replicates: int, steps: int
-          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A complete run's manifest and episodes: one rollout, ``conditions`` x ``replicates``."""
-    keys = []
-    episodes = []
-    for c in range(conditions):
-        condition = {"case": f"case-{c:04d}", "temperature": 0.7}
-        key = condition_key(condition)
-        keys.append(key)
-        for r in range(replicates):
-            x = derive_seed(SALT, "support", key, r)
-            t = 3 + x % 11
-            record: dict[str, Any] = {
-                "rollout": "support", "condition": condition, "condition_key": key,
-                "replicate": r, "seed": x, "outcome": OUTCOMES[(x >> 8) % 3 if x % 5 else 0],
-                "t": t, "horizon": 13, "meta": {"case_id": condition["case"]}, "error": None,
-                "duration": round((x % 997) / 1e5, 6),
-                "tokens": {"input": 900 * t + x % 800, "output": 80 * t + (x >> 16) % 90,
-                           "by_model": {"sim-model": {"input": 900 * t + x % 800,
-                                                      "output": 80 * t + (x >> 16) % 90,
-                                                      "calls": 1 + (x >> 24) % 3}}},
-                "finished": "2026-11-29T10:17:07.381405Z",
-                "item": f"test_support.py::test_support[{condition['case']}-r{r:03d}]"}
-            if steps:
-                record["steps"] = [{"name": "lookup", "duration": 1e-06}] * (steps - 1) + [
-                    {"name": "reply", "duration": 0.0}]
-            episodes.append(record)
+def condition_of(c: int) -> tuple[dict[str, Any], str]:
+    """The bench's condition number ``c`` and its key."""
+    condition = {"case": f"case-{c:04d}", "temperature": 0.7}
+    return condition, condition_key(condition)
+
+
+def episode(condition: dict[str, Any], key: str, r: int, steps: int, *, shift: int = 0
+            ) -> dict[str, Any]:
+    """Replicate ``r`` of a condition, as a run stores it; ``shift`` draws other outcomes
+    (on the same seed) for a run that changed."""
+    x = derive_seed(SALT, "support", key, r)
+    t = 3 + x % 11
+    record: dict[str, Any] = {
+        "rollout": "support", "condition": condition, "condition_key": key,
+        "replicate": r, "seed": x,
+        "outcome": OUTCOMES[(x >> (8 + shift)) % 3 if x % 5 else 0],
+        "t": t, "horizon": 13, "meta": {"case_id": condition["case"]}, "error": None,
+        "duration": round((x % 997) / 1e5, 6),
+        "tokens": {"input": 900 * t + x % 800, "output": 80 * t + (x >> 16) % 90,
+                   "by_model": {"sim-model": {"input": 900 * t + x % 800,
+                                              "output": 80 * t + (x >> 16) % 90,
+                                              "calls": 1 + (x >> 24) % 3}}},
+        "finished": "2026-11-29T10:17:07.381405Z",
+        "item": f"test_support.py::test_support[{condition['case']}-r{r:03d}]"}
+    if steps:
+        record["steps"] = [{"name": "lookup", "duration": 1e-06}] * (steps - 1) + [
+            {"name": "reply", "duration": 0.0}]
+    return record
+
+
+def manifest_of(conditions: int, replicates: int, *, run_id: str = "20261129T101703Z-1cdd",
+                name: str = "sweep") -> dict[str, Any]:
+    """A complete run's manifest: one rollout, ``conditions`` x ``replicates``."""
+    keys = [condition_of(c)[1] for c in range(conditions)]
+    n = conditions * replicates
     declaration = {"outcomes": list(OUTCOMES), "failures": ["unresolved", "timeout"],
                    "successes": ["resolved"], "replicates": replicates, "t_unit": "steps",
                    "axes": None}
-    manifest = {"format": 1, "run_id": "20261129T101703Z-1cdd", "name": "sweep", "salt": SALT,
-                "started": "2026-11-29T10:17:03.050857Z", "ended": "2026-11-29T10:17:11.053523Z",
-                "status": "complete", "paired_with": None,
-                "rollouts": {"support": {"label": "test_support", "declaration": declaration}},
-                "counts": {"episodes": len(episodes), "with_outcome": len(episodes),
-                           "no_outcome": 0, "errored": 0},
-                "plan": {"support": {"replicates": replicates, "conditions": keys}},
-                "missing": 0}
-    return manifest, episodes
+    return {"format": 1, "run_id": run_id, "name": name, "salt": SALT,
+            "started": "2026-11-29T10:17:03.050857Z", "ended": "2026-11-29T10:17:11.053523Z",
+            "status": "complete", "paired_with": None,
+            "rollouts": {"support": {"label": "test_support", "declaration": declaration}},
+            "counts": {"episodes": n, "with_outcome": n, "no_outcome": 0, "errored": 0},
+            "plan": {"support": {"replicates": replicates, "conditions": keys}},
+            "missing": 0}
+
+
+def sweep(conditions: int, replicates: int, steps: int
+          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A complete run's manifest and episodes: one rollout, ``conditions`` x ``replicates``."""
+    episodes = []
+    for c in range(conditions):
+        condition, key = condition_of(c)
+        episodes.extend(episode(condition, key, r, steps) for r in range(replicates))
+    return manifest_of(conditions, replicates), episodes
 
 
 def cpu_rate(n: int, work: Callable[[], object], repeat: int = 3) -> float:

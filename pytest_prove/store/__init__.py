@@ -20,16 +20,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import json.scanner
 import os
 import re
 import secrets
 import warnings
+from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 from ..record import (
     RUN_FIX,
@@ -45,6 +45,7 @@ from ..record import (
     utc_now,
 )
 from .compact import COMPACT_FORMAT, dump_compact, read_compact
+from .episodes import LineDecoder
 from .pruning import Pruning, prune_runs
 from .writer import RunWriter, atomic_write, dump_line
 
@@ -68,9 +69,6 @@ BASELINE_FORMAT: Final = COMPACT_FORMAT
 BASELINE_SUFFIX: Final = ".baseline"
 LEGACY_SUFFIX: Final = ".jsonl"
 
-#: json's own scanner (in C): ``_SCAN(text, 0)`` is ``(value, end)``.
-_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
-    json.JSONDecoder())  # type: ignore[arg-type]
 _NEWLINE: Final = b"\n"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
@@ -99,69 +97,76 @@ def check_name(name: str, what: str = "run name") -> str:
 episode_key = identity
 
 
-def _read_jsonl(path: Path, fix: str, *, skip_first: bool = False,
-                data: bytes | None = None) -> tuple[list[tuple[int, Any]], list[str]]:
-    """Every whole line of a JSON-lines file, parsed, with its number; and notes on what
-    was skipped.
+#: How much of a run's file is read at a time: a run of a million episodes is never in
+#: memory whole as bytes, as text and as lines at once beside its records.
+_CHUNK: Final = 1 << 22
 
-    A last line with no newline was being written when a session died: it is
-    skipped with a note.  Any other line that is not JSON is an error naming the
-    file and line, since the data around it cannot be trusted.
+
+def _chunks(path: Path, data: bytes | None, notes: list[str]
+            ) -> Iterator[tuple[int, list[bytes]]]:
+    """The whole lines of a JSON-lines file (bytes, without their newline), a chunk at a
+    time, each chunk with the number of the line before its first.
+
+    A last line with no newline was being written when a session died: it is skipped
+    with a note in ``notes``.
     """
-    parsed: list[tuple[int, Any]] = []
-    notes: list[str] = []
-    if data is None:
+    number = 0
+    if data is not None:
+        lines = data.split(_NEWLINE)
+        tail = lines.pop()
+        yield 0, lines
+        number = len(lines)
+    else:
         try:
-            data = path.read_bytes()
+            fh = path.open("rb")
         except FileNotFoundError:
-            return parsed, notes
+            return
         except OSError as exc:
             raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    cut = data.rfind(b"\n") + 1
-    if data[cut:].strip():  # the part after the last newline
+        with fh:
+            tail = b""
+            while True:
+                try:
+                    chunk = fh.read(_CHUNK)
+                except OSError as exc:
+                    raise StoreError(
+                        f"{path}: cannot read the file ({exc.strerror or exc})") from None
+                if not chunk:
+                    break
+                lines = (tail + chunk).split(_NEWLINE)
+                tail = lines.pop()
+                yield number, lines
+                number += len(lines)
+    if tail.strip():
         notes.append(
-            f"{path}: line {data.count(_NEWLINE) + 1} is truncated (a session stopped while "
-            "writing it); it was skipped and every whole line was read"
+            f"{path}: line {number + 1} is truncated (a session stopped while writing it); "
+            "it was skipped and every whole line was read"
         )
-    lines: list[Any]
-    scan: Callable[[str, int], tuple[Any, int]] | None = _SCAN
+
+
+def _slow_line(line: bytes, where: str, salt: str, fix: str) -> dict[str, Any] | None:
+    """A line the fast decoder did not take, read by json.loads and checked field by field:
+    its record, None for a blank line, or the error that names what is wrong."""
     try:
-        lines = data[:cut].decode("utf-8").split("\n")
-    except UnicodeDecodeError:
-        lines = data[:cut].split(b"\n")  # json.loads finds the line that is not UTF-8
-        scan = None
-    lines.pop()  # what follows the last newline
-    add = parsed.append
-    raw: Any
-    for number, raw in enumerate(lines, start=1):
-        if skip_first and number == 1:
-            continue
-        # The scanner json.loads calls, without its wrappers: a whole line that is one
-        # JSON value (what the writer writes) takes half the time; anything else goes to
-        # json.loads, for its answer or its error.
-        try:
-            if scan is None:
-                raise ValueError
-            value, end = scan(raw, 0)
-            if end != len(raw):
-                raise ValueError
-        except (StopIteration, ValueError):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise StoreError(
-                    f"{path}:{number}: corrupt line ({exc}); the file was edited or damaged: "
-                    f"{fix}"
-                ) from None
-        add((number, value))
-    return parsed, notes
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreError(
+            f"{where}: corrupt line ({exc}); the file was edited or damaged: {fix}") from None
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(
+            f"{where}: corrupt line ({exc}); the file was edited or damaged: {fix}") from None
+    record = check_record(value, where, fix)
+    check_seed(record, salt, where, fix)
+    return cast(dict[str, Any], record)
 
 
 def _episodes(path: Path, salt: str, fix: str, *, skip_first: bool = False,
               unique: bool = False, data: bytes | None = None
-              ) -> tuple[list[dict[str, Any]], list[str]]:
+              ) -> tuple[list[Mapping[str, Any]], list[str]]:
     """The checked episodes of a JSON-lines file, one per identity, and notes.
 
     A run may hold an identity twice: ``--prove-resume`` (or a plugin that reruns a
@@ -201,24 +206,47 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
-             data: bytes | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    parsed, notes = _read_jsonl(path, fix, skip_first=skip_first, data=data)
-    by_key: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
+             data: bytes | None = None) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The episodes of a JSON-lines file: each line read by msgspec into an
+    :class:`~.episodes.Episode` (checked as it is decoded), or, when that fails, by
+    json.loads into a dict checked by :func:`check_record`, which names what is wrong."""
+    notes: list[str] = []
+    decode = LineDecoder(salt)
+    episodes: list[Mapping[str, Any] | None] = []
+    # Where each episode is in ``episodes``, by condition then replicate.
+    where_is: dict[tuple[str, str], dict[int, int]] = {}
+    line_of = array("q")  # the line of each episode (a baseline's repeats name it)
+    replaced = False
     prefix = f"{path}:"
-    for number, raw in parsed:
-        where = f"{prefix}{number}"
-        record = check_record(raw, where, fix)
-        check_seed(record, salt, where, fix)
-        key = (record["rollout"], record["condition_key"], record["replicate"])
-        earlier = by_key.pop(key, None)
-        if earlier is not None and unique:
-            raise StoreError(
-                f"{where}: {episode_name(key[0], key[1], key[2])} is also on line "
-                f"{earlier[0]}; a baseline holds each episode once, so the file was edited "
-                f"or damaged: {fix}"
-            )
-        by_key[key] = (number, raw)
-    return [record for _, record in by_key.values()], notes
+    for before, lines in _chunks(path, data, notes):
+        if skip_first and before == 0:
+            lines = lines[1:]
+            before = 1
+        for number, line in enumerate(lines, start=before + 1):
+            record: Mapping[str, Any] | None = decode(line)
+            if record is None:
+                record = _slow_line(line, f"{prefix}{number}", salt, fix)
+                if record is None:
+                    continue
+            positions = where_is.get((record["rollout"], record["condition_key"]))
+            if positions is None:
+                positions = where_is[(record["rollout"], record["condition_key"])] = {}
+            replicate = record["replicate"]
+            earlier = positions.get(replicate)
+            if earlier is not None:
+                if unique:
+                    raise StoreError(
+                        f"{prefix}{number}: {episode_name(*identity(record))} is also on line "
+                        f"{line_of[earlier]}; a baseline holds each episode once, so the file "
+                        f"was edited or damaged: {fix}"
+                    )
+                episodes[earlier] = None  # the last line of an episode wins
+                replaced = True
+            positions[replicate] = len(episodes)
+            episodes.append(record)
+            line_of.append(number)
+    found = [r for r in episodes if r is not None] if replaced else episodes
+    return cast(list[Mapping[str, Any]], found), notes
 
 
 @final
@@ -229,7 +257,7 @@ class Run:
     run_id: str
     name: str
     manifest: dict[str, Any]
-    episodes: tuple[dict[str, Any], ...]
+    episodes: tuple[Mapping[str, Any], ...]
     path: Path
     notes: tuple[str, ...] = ()
 

@@ -48,6 +48,7 @@ from typing import Any, Final
 
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
+from .episodes import Episode, ModelUse, OneModel, Tokens
 from .writer import dump_line
 
 __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
@@ -244,7 +245,7 @@ def _seed(block: _Block, replicate: int) -> int:
 
 
 def read_compact(path: Path, data: bytes, salt: str, fix: str
-                 ) -> tuple[list[dict[str, Any]], list[str]]:
+                 ) -> tuple[list[Mapping[str, Any]], list[str]]:
     """The episodes of the compact baseline whose bytes are ``data`` (its header checked by
     the caller), and notes on what was skipped (a truncated last line).
 
@@ -264,7 +265,7 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     if tail.strip():
         notes.append(f"{path}: line {len(lines) + 1} is truncated (a session stopped while "
                      "writing it); it was skipped and every whole line was read")
-    episodes: list[dict[str, Any]] = []
+    episodes: list[Mapping[str, Any]] = []
     append = episodes.append
     blocks: dict[tuple[str, str], int] = {}
     block: _Block | None = None
@@ -303,7 +304,7 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     return episodes, notes
 
 
-def _fast(text: str, block: _Block) -> dict[str, Any]:
+def _fast(text: str, block: _Block) -> Mapping[str, Any]:
     """One episode's line as a record; any exception means the line is wrong (then
     :func:`_diagnose` says how)."""
     fields = text.split(" ")
@@ -327,11 +328,9 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
         raise ValueError
     cases = block.cases
     meta = cases[case] if case in cases else _case(case, block)
-    record: dict[str, Any] = {
-        "rollout": block.rollout, "condition": block.condition, "condition_key": block.key,
-        "replicate": replicate, "seed": int.from_bytes(h.digest(), "big"),
-        "outcome": ended[0], "error": ended[1], "t": tv, "horizon": hv, "meta": meta,
-        "tokens": None}
+    record = Episode(block.rollout, block.condition, block.key, replicate,
+                     int.from_bytes(h.digest(), "big"), ended[0], tv, hv, meta, None,
+                     tokens=None)
     if tokens != "-":
         parts = tokens.split(",")
         if len(parts) == 3 and "-" not in tokens:
@@ -340,32 +339,36 @@ def _fast(text: str, block: _Block) -> dict[str, Any]:
             name = block.table[int(model)]
             if not colon or ":" in calls or type(name) is not str:
                 raise ValueError
-            record["tokens"] = {"input": tin, "output": tout, "by_model": {
-                name: {"input": tin, "output": tout, "calls": int(calls)}}}
+            record.tokens = Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, int(calls))))
         else:
-            record["tokens"] = _tokens_of(parts, block.table)
+            record.tokens = _tokens_of(parts, block.table)
     if steps != "-":
         counted = block.steps.get(steps)
         if counted is None:
             counted = block.steps[steps] = _steps_of(steps, block.table)
-        record["step_count"], record["last_step"] = counted
+        record.step_count, record.last_step = counted
     if item != "-":
         named = block.items.get(item)
         if named is None:
             named = block.items[item] = _item_of(item, block.table)
         if isinstance(named, str):
-            record["item"] = named
+            record.item = named
         else:
             before, width, after = named
-            record["item"] = before + rep.zfill(width) + after
+            record.item = before + rep.zfill(width) + after
+    if ended[1] is None and earlier is None:
+        return record
+    # An episode with an error, or run more than once: a dict (these are few).
+    found: dict[str, Any] = dict(record)
+    found["error"] = ended[1]
     if earlier is not None:
         if earlier[:1] != "^":
             raise ValueError
         ends = earlier[1:].split("^")
-        record["earlier"] = [
+        found["earlier"] = [
             {"outcome": o, "error": e} for o, e in (_ending(x, block.table) for x in ends)]
-        record["attempts"] = len(ends) + 1
-    return record
+        found["attempts"] = len(ends) + 1
+    return found
 
 
 def _item_of(text: str, table: list[Any]) -> str | tuple[str, int, str]:
@@ -434,12 +437,12 @@ def _error(end: str, table: list[Any]) -> dict[str, Any]:
     return error
 
 
-def _tokens_of(parts: list[str], table: list[Any]) -> dict[str, Any]:
+def _tokens_of(parts: list[str], table: list[Any]) -> Tokens:
     tin, tout = int(parts[0]), int(parts[1])
     if tin < 0 or tout < 0:
         raise ValueError
     if len(parts) == 2:
-        return {"input": tin, "output": tout}
+        return Tokens(tin, tout)
     if len(parts) == 3:
         model, colon, calls = parts[2].partition(":")
         if colon and ":" not in calls:
@@ -447,9 +450,8 @@ def _tokens_of(parts: list[str], table: list[Any]) -> dict[str, Any]:
             used = int(calls)
             if type(name) is not str or used < 0:
                 raise ValueError
-            return {"input": tin, "output": tout,
-                    "by_model": {name: {"input": tin, "output": tout, "calls": used}}}
-    by_model: dict[str, dict[str, int]] = {}
+            return Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, used)))
+    by_model: dict[str, ModelUse] = {}
     for part in parts[2:]:
         use = part.split(":")
         if len(use) != 4:
@@ -458,8 +460,8 @@ def _tokens_of(parts: list[str], table: list[Any]) -> dict[str, Any]:
         numbers = (int(use[1]), int(use[2]), int(use[3]))
         if type(name) is not str or name in by_model or min(numbers) < 0:
             raise ValueError
-        by_model[name] = {"input": numbers[0], "output": numbers[1], "calls": numbers[2]}
-    return {"input": tin, "output": tout, "by_model": by_model}
+        by_model[name] = ModelUse(*numbers)
+    return Tokens(tin, tout, by_model)
 
 
 _FIELDS: Final = ("the replicate", "how it ended", "t", "horizon", "the case id", "tokens",

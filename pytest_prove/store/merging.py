@@ -174,7 +174,7 @@ def merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
                     f"{episode_name(*key)}; they were not cut from one collected sweep (run "
                     "every shard with the same tests and options)")
             owner[key] = index
-    episodes: list[dict[str, Any]] = []
+    episodes: list[Mapping[str, Any]] = []
     for index, run in zip(sorted(shards), ordered, strict=True):
         for record in run.episodes:
             key = identity(record)

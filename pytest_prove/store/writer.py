@@ -45,9 +45,17 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _mapping(value: object) -> dict[str, Any]:
+    """An episode read from the store (a read-only mapping, :mod:`.episodes`) as JSON
+    encodes it: the dict it was read from."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 #: One encoder for every line (json.dumps with options would build one per call).
 _LINE_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
-                                        allow_nan=False)
+                                        allow_nan=False, default=_mapping)
 
 
 _ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"),
