@@ -115,13 +115,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conditions", type=int, default=5000)
     parser.add_argument("--replicates", type=int, default=200)
-    parser.add_argument("--keep", metavar="DIR", help="build the store here and keep it")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="build the store here and keep it; if it is there, reuse it")
     args = parser.parse_args()
     n = args.conditions * args.replicates
     with tempfile.TemporaryDirectory(prefix="prove-million-") as tmp:
         root = Path(args.keep or tmp) / "store"
         start = time.perf_counter()
-        build(root, args.conditions, args.replicates)
+        if not (root / "baselines" / "base.baseline").is_file():
+            build(root, args.conditions, args.replicates)
         sizes = {p.name: p.stat().st_size for p in (
             root / "baselines" / "base.baseline",
             root / "runs" / "20261130T090000Z-aft1" / "episodes.jsonl")}

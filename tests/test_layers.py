@@ -37,14 +37,16 @@ LAYERS: Mapping[str, tuple[str, ...]] = {
 
 #: What each layer may import, of the package's layers and of these outside packages
 #: (written "ext:NAME" in the table).
-OUTSIDE = ("pytest", "_pytest", "xdist", "pluggy", "opentelemetry", "numpy", "scipy")
+OUTSIDE = ("pytest", "_pytest", "xdist", "pluggy", "opentelemetry", "numpy", "scipy",
+           "msgspec")
 ALLOWED: Mapping[str, frozenset[str]] = {
     "statistics": frozenset({"statistics", "ext:numpy", "ext:scipy"}),
     "options": frozenset({"declaration", "episode record", "storage", "options"}),
     "declaration": frozenset({"declaration"}),
     "running": frozenset({"declaration", "episode record", "running"}),
     "episode record": frozenset({"declaration"}),
-    "storage": frozenset({"declaration", "episode record", "storage", "the wire"}),
+    "storage": frozenset({"declaration", "episode record", "storage", "the wire",
+                          "ext:msgspec"}),
     "the wire": frozenset(),
     "review": frozenset({"declaration", "episode record", "storage", "statistics", "review"}),
     "renderers": frozenset({"review", "statistics", "renderers", "declaration"}),

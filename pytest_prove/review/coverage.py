@@ -178,8 +178,9 @@ def coverage(baseline: Run, run: Run, *, missing_tested: bool = True) -> Coverag
         # With missing outcomes tested, a condition none of whose episodes has an outcome
         # is still compared (on its share of them).
         if missing_tested or has_outcome(record):
-            labels.setdefault((str(record["rollout"]), str(record["condition_key"])),
-                              condition_label(record.get("condition") or {}))
+            found = (str(record["rollout"]), str(record["condition_key"]))
+            if found not in labels:  # a label is made once per condition, not per episode
+                labels[found] = condition_label(record.get("condition") or {})
     with_outcome: set[tuple[str, str]] = set()
     ran: set[tuple[str, str]] = set()
     for record in run.episodes:

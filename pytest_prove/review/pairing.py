@@ -95,7 +95,8 @@ def check_cases(*runs: Run) -> None:
                 continue
             key = (str(record["rollout"]), str(record["condition_key"]))
             cases[key].add(str(case))
-            labels[key] = condition_label(record.get("condition") or {})
+            if key not in labels:  # a label is made once per condition, not per episode
+                labels[key] = condition_label(record.get("condition") or {})
         for key, found in sorted(cases.items()):
             if len(found) > 1:
                 shown = ", ".join(sorted(found)[:8]) + (", ..." if len(found) > 8 else "")

@@ -53,23 +53,16 @@ else:
 class _Fields(_MappingStruct, gc=False, eq=False, forbid_unknown_fields=True):
     """A Struct read as a mapping of its fields that are set (not UNSET)."""
 
+    # Each class's own lookups (set by _accessors below): a frozenset of its fields, not
+    # a scan of __struct_fields__, since a review reads a few fields of every episode.
     def __getitem__(self, key: str) -> Any:
-        if key in self.__struct_fields__:
-            value = getattr(self, key)
-            if value is not UNSET:
-                return value
-        raise KeyError(key)
+        raise NotImplementedError
 
     def get(self, key: str, default: Any = None) -> Any:
-        if key in self.__struct_fields__:
-            value = getattr(self, key)
-            if value is not UNSET:
-                return value
-        return default
+        raise NotImplementedError
 
     def __contains__(self, key: object) -> bool:
-        return (key in self.__struct_fields__
-                and getattr(self, key) is not UNSET)
+        raise NotImplementedError
 
     def __iter__(self) -> Iterator[str]:
         return (k for k in self.__struct_fields__ if getattr(self, k) is not UNSET)
@@ -184,6 +177,36 @@ class Episode(_Fields):
     last_step: str | UnsetType | None = UNSET
 
 
+def _accessors(kind: type[_Fields]) -> None:
+    fields = frozenset(kind.__struct_fields__)
+
+    def __getitem__(self: _Fields, key: str, _fields: frozenset[str] = fields,
+                    _unset: Any = UNSET, _get: Any = getattr) -> Any:
+        if key in _fields:
+            value = _get(self, key)
+            if value is not _unset:
+                return value
+        raise KeyError(key)
+
+    def get(self: _Fields, key: str, default: Any = None, _fields: frozenset[str] = fields,
+            _unset: Any = UNSET, _get: Any = getattr) -> Any:
+        if key in _fields:
+            value = _get(self, key)
+            if value is not _unset:
+                return value
+        return default
+
+    def __contains__(self: _Fields, key: object, _fields: frozenset[str] = fields,
+                     _unset: Any = UNSET, _get: Any = getattr) -> bool:
+        return key in _fields and _get(self, key) is not _unset
+
+    kind.__getitem__ = __getitem__  # type: ignore[method-assign]
+    kind.get = get  # type: ignore[method-assign]
+    kind.__contains__ = __contains__  # type: ignore[method-assign]
+
+
+for _struct in (ModelUse, Tokens, Episode):
+    _accessors(_struct)
 for _kind in (_Fields, OneModel):
     Mapping.register(_kind)
 

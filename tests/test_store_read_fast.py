@@ -1,0 +1,278 @@
+"""The store's fast reader (msgspec, pytest_prove/store/episodes.py) reads exactly what
+json.loads and check_record read, line for line: the same records, value for value and
+type for type (an int stays an int, however large; a float a float), the same refusals with
+the same messages, and records that behave as the dicts they stand for."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_prove.declare.seeds import derive_seed
+from pytest_prove.record import RUN_FIX, StoreError, check_record, check_seed
+from pytest_prove.store import Store, StoreWarning
+from pytest_prove.store.episodes import Episode, plain
+from pytest_prove.store.writer import dump_line
+
+SALT = "5a1t"
+
+
+def reference(path: Path, salt: str) -> list[dict[str, Any]]:
+    """What the store read before msgspec: each whole line by json.loads, blank lines
+    skipped, checked, the last line of an episode winning."""
+    text = path.read_bytes().decode("utf-8")
+    lines = text[:text.rfind("\n") + 1].split("\n")[:-1]
+    by_key: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{where}: corrupt line ({exc}); the file was edited or "
+                             f"damaged: {RUN_FIX}") from None
+        record = check_record(value, where)
+        check_seed(record, salt, where)
+        key = (record["rollout"], record["condition_key"], record["replicate"])
+        by_key.pop(key, None)
+        by_key[key] = value
+    return list(by_key.values())
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (1 == 1.0 == True for ==)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return (list(a) == list(b) or sorted(a) == sorted(b)) and all(
+            same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def write_run(root: Path, text: str, salt: str = SALT) -> Path:
+    run = root / "runs" / "r1"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "manifest.json").write_text(json.dumps(
+        {"format": 1, "run_id": "r1", "name": "r1", "salt": salt, "status": "complete"}))
+    (run / "episodes.jsonl").write_bytes(text.encode("utf-8", "surrogatepass"))
+    return run
+
+
+def read(root: Path) -> tuple[list[Mapping[str, Any]] | None, str | None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoreWarning)
+        try:
+            return list(Store(root).read(root / "runs" / "r1").episodes), None
+        except StoreError as exc:
+            return None, str(exc)
+
+
+def expected(root: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    try:
+        return reference(root / "runs" / "r1" / "episodes.jsonl", SALT), None
+    except StoreError as exc:
+        return None, str(exc)
+
+
+# ---- generated episodes
+
+_text = st.text(st.characters(exclude_characters="\x1f", exclude_categories=("Cs",)),
+                max_size=6)
+_ints = st.integers(min_value=0, max_value=2**80)
+_numbers = st.one_of(st.none(), _ints, st.floats(min_value=0, max_value=1e300,
+                                                 allow_nan=False, allow_infinity=False))
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**90, max_value=2**90),
+              st.floats(allow_nan=False, allow_infinity=False), _text),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(_text, inner, max_size=3)), max_leaves=6)
+
+
+@st.composite
+def episodes(draw: st.DrawFn) -> dict[str, Any]:
+    """An episode as a runner, a plugin or a person might have written it."""
+    rollout = draw(st.sampled_from(["test_a.py::t", "t\u00e9st_\u2603.py::b"]))
+    condition = draw(st.dictionaries(_text, st.one_of(
+        st.none(), st.booleans(), st.integers(-2**70, 2**70), _text,
+        st.floats(allow_nan=False, allow_infinity=False)), max_size=2))
+    key = json.dumps(condition, sort_keys=True, ensure_ascii=False)
+    replicate = draw(st.integers(0, 3))
+    record: dict[str, Any] = {"rollout": rollout, "condition": condition,
+                              "condition_key": key, "replicate": replicate,
+                              "seed": derive_seed(SALT, rollout, key, replicate)}
+    # In the order the runner writes the fields: such a line is written back byte for byte.
+    errored = draw(st.booleans())
+    record["outcome"] = None if errored else draw(st.sampled_from(
+        ["resolved", "\u00e9chec", "x" * 40]))
+    t, horizon = draw(_numbers), draw(_numbers)
+    if t is not None and horizon is not None and t > horizon:
+        t, horizon = horizon, t
+    record.update(t=t, horizon=horizon)
+    record["meta"] = draw(st.one_of(st.none(), st.dictionaries(_text, _json, max_size=2),
+                                    st.builds(lambda c: {"case_id": c},
+                                              st.one_of(_text, _ints))))
+    record["error"] = None if not errored else {
+        "kind": draw(st.sampled_from(["exception", "no_outcome"])), "message": draw(_text)}
+    record["duration"] = draw(_numbers)
+    if draw(st.booleans()):
+        tin, tout = draw(_ints), draw(_ints)
+        tokens: dict[str, Any] = {"input": tin, "output": tout}
+        models = draw(st.dictionaries(_text, st.builds(
+            lambda i, o, c: {"input": i, "output": o, "calls": c}, _ints, _ints,
+            st.integers(0, 5)), max_size=2))
+        if models:
+            tokens["by_model"] = models
+        record["tokens"] = tokens
+    else:
+        record["tokens"] = None
+    record["steps"] = draw(st.lists(st.builds(
+        lambda n, d: {"name": n, "duration": d}, _text, _numbers), max_size=3))
+    record["finished"] = "2026-12-02T10:00:00.000000Z"
+    if draw(st.booleans()):
+        record["item"] = f"test_a.py::t[{replicate}]"
+    if draw(st.booleans()):
+        record["note"] = draw(_json)  # a field this version does not know
+    return record
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(records=st.lists(episodes(), min_size=1, max_size=8), ascii_only=st.booleans())
+def test_the_same_records_as_json_loads(tmp_path_factory: pytest.TempPathFactory,
+                                        records: list[dict[str, Any]],
+                                        ascii_only: bool) -> None:
+    root = tmp_path_factory.mktemp("fast")
+    lines = [json.dumps(r, ensure_ascii=ascii_only, separators=(",", ":"))
+             if ascii_only else dump_line(r) for r in records]
+    write_run(root, "".join(line + "\n" for line in lines))
+    got, error = read(root)
+    want, want_error = expected(root)
+    assert error == want_error
+    assert got is not None and want is not None
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert same(a, b), (plain(a), b)
+        assert a == b and b == a
+        # What the store writes of a record read back is what it wrote of the line.
+        assert json.loads(dump_line(a)) == b
+    # Episodes as the runner writes them come back byte for byte.
+    assert [dump_line(a) for a in got] == [dump_line(b) for b in want]
+
+
+def _line(**changes: Any) -> str:
+    condition = {"ticket": "refund"}
+    key = json.dumps(condition)
+    record: dict[str, Any] = {
+        "rollout": "t", "condition": condition, "condition_key": key, "replicate": 2,
+        "seed": derive_seed(SALT, "t", key, 2), "outcome": "resolved", "t": 3,
+        "horizon": 5, "meta": {"case_id": "refund"}, "error": None, "duration": 0.5,
+        "tokens": {"input": 7, "output": 3,
+                   "by_model": {"m": {"input": 7, "output": 3, "calls": 1}}},
+        "steps": [], "finished": "2026-12-02T10:00:00.000000Z"}
+    record.update(changes)
+    return json.dumps({k: v for k, v in record.items() if v != "DROP"})
+
+
+#: Lines the fast decoder must refuse and hand on, each read the old way: accepted as
+#: json.loads reads it, or refused with the old message.
+LINES = {
+    "big integers": _line(tokens={"input": 2**70, "output": 0}, meta={"n": -2**70}),
+    "integer past uint64 in t": _line(t=2**64, horizon=2**65),
+    "NaN": _line(duration=float("nan")),
+    "infinity written as 1E400": _line().replace('"duration": 0.5', '"duration": 1E400'),
+    "lone surrogate escape": _line(outcome="\ud800"),
+    "negative replicate": _line(replicate=-1),
+    "seed off by one": _line(seed=derive_seed(SALT, "t", '{"ticket": "refund"}', 2) + 1),
+    "seed past 2**64": _line(seed=2**64),
+    "t after horizon": _line(t=6),
+    "empty outcome": _line(outcome=""),
+    "no outcome, no error": _line(outcome=None),
+    "outcome missing": _line(outcome="DROP"),
+    "case id a float": _line(meta={"case_id": 1.5}),
+    "negative tokens": _line(tokens={"input": -1, "output": 0}),
+    "model's calls negative": _line(tokens={"input": 1, "output": 0,
+                                            "by_model": {"m": {"calls": -1}}}),
+    "by_model null": _line(tokens={"input": 1, "output": 0, "by_model": None}),
+    "condition value a list": _line(condition={"ticket": ["refund"]}),
+    "steps not a list": _line(steps={"name": "x"}),
+    "unknown field": _line(worker="gw1"),
+    "unknown field in tokens": _line(tokens={"input": 1, "output": 0, "cached": 4}),
+    "error and outcome": _line(error={"kind": "exception"}),
+    "boolean replicate": _line(replicate=True),
+    "not an object": "[1, 2]",
+    "not JSON": '{"rollout": ',
+    "byte order mark": "\ufeff" + _line(),
+    "CRLF": _line() + "\r",
+    "spaces around": "  " + _line() + "  ",
+    "blank": "   ",
+}
+
+
+@pytest.mark.parametrize("line", LINES.values(), ids=LINES.keys())
+def test_a_line_is_read_as_json_loads_reads_it(tmp_path: Path, line: str) -> None:
+    write_run(tmp_path, _line(replicate=1, seed=derive_seed(
+        SALT, "t", '{"ticket": "refund"}', 1)) + "\n" + line + "\n")
+    got, error = read(tmp_path)
+    want, want_error = expected(tmp_path)
+    assert error == want_error
+    if want is not None:
+        assert got is not None and len(got) == len(want)
+        assert all(same(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_a_line_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    run = write_run(tmp_path, _line() + "\n")
+    (run / "episodes.jsonl").write_bytes(b'{"rollout": "\xff"}\n' + _line().encode() + b"\n")
+    got, error = read(tmp_path)
+    assert got is None and error is not None
+    assert error.startswith(f"{run / 'episodes.jsonl'}:1: corrupt line (")
+
+
+def test_lines_longer_than_a_chunk_and_a_truncated_tail(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines cut across the reader's chunks are read whole, and the line a killed session
+    left half written is skipped with a note naming it."""
+    import pytest_prove.store as store_module
+
+    monkeypatch.setattr(store_module, "_CHUNK", 7)
+    key = '{"ticket": "refund"}'
+    lines = [_line(replicate=r, seed=derive_seed(SALT, "t", key, r)) for r in range(5)]
+    run = write_run(tmp_path, "\n".join(lines) + "\n" + lines[0][:30])
+    with pytest.warns(StoreWarning, match=r"episodes\.jsonl: line 6 is truncated"):
+        episodes = Store(tmp_path).read(run).episodes
+    assert [e["replicate"] for e in episodes] == [0, 1, 2, 3, 4]
+
+
+def test_a_record_reads_as_the_dict_it_was_read_from(tmp_path: Path) -> None:
+    line = _line(item="test_a.py::t[2]")
+    write_run(tmp_path, line + "\n")
+    got, _ = read(tmp_path)
+    assert got is not None
+    (record,) = got
+    want = json.loads(line)
+    assert isinstance(record, Episode) and isinstance(record, Mapping)
+    assert list(record) == list(want) and len(record) == len(want)
+    assert dict(record) == want and record == want and want == record and not record != want
+    assert {**record} == want and dict(record.items()) == want
+    assert record["tokens"]["by_model"]["m"]["calls"] == 1
+    assert list(record["tokens"]["by_model"].items())[0][0] == "m"
+    assert "spans" not in record and record.get("spans") is None
+    assert record.get("spans", []) == []
+    with pytest.raises(KeyError):
+        record["spans"]
+    assert "item" in record and record["error"] is None
+    assert dump_line(record) == dump_line(want)
+    assert repr(record) == repr(want)
