@@ -213,8 +213,6 @@ def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
     notes: list[str] = []
     decode = LineDecoder(salt)
     episodes: list[Mapping[str, Any] | None] = []
-    # Where each episode is in ``episodes``, by condition then replicate.
-    where_is: dict[tuple[str, str], dict[int, int]] = {}
     line_of = array("q")  # the line of each episode (a baseline's repeats name it)
     replaced = False
     prefix = f"{path}:"
@@ -224,14 +222,16 @@ def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
             before = 1
         for number, line in enumerate(lines, start=before + 1):
             record: Mapping[str, Any] | None = decode(line)
-            if record is None:
+            if record is not None:
+                # Where each episode of its condition is in ``episodes``, by replicate.
+                positions = decode.positions
+                replicate = record.replicate  # type: ignore[attr-defined]
+            else:
                 record = _slow_line(line, f"{prefix}{number}", salt, fix)
                 if record is None:
                     continue
-            positions = where_is.get((record["rollout"], record["condition_key"]))
-            if positions is None:
-                positions = where_is[(record["rollout"], record["condition_key"])] = {}
-            replicate = record["replicate"]
+                positions = decode.positions_of(record["rollout"], record["condition_key"])
+                replicate = record["replicate"]
             earlier = positions.get(replicate)
             if earlier is not None:
                 if unique:
@@ -244,7 +244,8 @@ def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
                 replaced = True
             positions[replicate] = len(episodes)
             episodes.append(record)
-            line_of.append(number)
+            if unique:
+                line_of.append(number)
     found = [r for r in episodes if r is not None] if replaced else episodes
     return cast(list[Mapping[str, Any]], found), notes
 

@@ -44,11 +44,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
-from .episodes import Episode, ModelUse, OneModel, Tokens
+from .episodes import Episode, ItemPattern, ModelUse, OneModel, Tokens
 from .writer import dump_line
 
 __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
@@ -198,7 +198,7 @@ class _Block:
         self.numbers: dict[str, float | int | None] = {"-": None}
         self.cases: dict[str, dict[str, Any] | None] = {"-": None}
         self.steps: dict[str, tuple[int, str | None] | None] = {"-": None}
-        self.items: dict[str, str | tuple[str, int, str]] = {}
+        self.items: dict[str, str | ItemPattern] = {}
 
 
 def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
@@ -353,9 +353,10 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
             named = block.items[item] = _item_of(item, block.table)
         if isinstance(named, str):
             record.item = named
+        elif rep == str(replicate):
+            record.item = cast(str, named)  # an ItemPattern: written out when read
         else:
-            before, width, after = named
-            record.item = before + rep.zfill(width) + after
+            record.item = named.before + rep.zfill(named.width) + named.after
     if ended[1] is None and earlier is None:
         return record
     # An episode with an error, or run more than once: a dict (these are few).
@@ -371,7 +372,7 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
     return found
 
 
-def _item_of(text: str, table: list[Any]) -> str | tuple[str, int, str]:
+def _item_of(text: str, table: list[Any]) -> str | ItemPattern:
     value = table[int(text.removesuffix("*"))]
     if type(value) is not str or not value:
         raise ValueError
@@ -380,7 +381,7 @@ def _item_of(text: str, table: list[Any]) -> str | tuple[str, int, str]:
     before, width, after = value.split(_SEP)
     if not width.isdigit() or not 0 < int(width) < 20:
         raise ValueError
-    return before, int(width), after
+    return ItemPattern(before, int(width), after)
 
 
 def _parse_number(text: str, numbers: dict[str, float | int | None]) -> float | int:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-__all__ = ["Episode", "LineDecoder", "ModelUse", "OneModel", "Tokens", "plain"]
+__all__ = ["Episode", "ItemPattern", "LineDecoder", "ModelUse", "OneModel", "Tokens", "plain"]
 
 _SEP: Final = "\x1f"
 _SEED_END: Final = 2**64
@@ -177,32 +177,51 @@ class Episode(_Fields):
     last_step: str | UnsetType | None = UNSET
 
 
+class ItemPattern:
+    """The pytest item of an episode read from a compact baseline whose item is named after
+    its replicate (``test_a[refund-r017]``), shared by the episodes of its condition and
+    written out when it is read: a million such names need not all be in memory."""
+
+    __slots__ = ("after", "before", "width")
+
+    def __init__(self, before: str, width: int, after: str) -> None:
+        self.before, self.width, self.after = before, width, after
+
+    def of(self, replicate: int) -> str:
+        return f"{self.before}{replicate:0{self.width}d}{self.after}"
+
+
 def _accessors(kind: type[_Fields]) -> None:
     fields = frozenset(kind.__struct_fields__)
 
-    def __getitem__(self: _Fields, key: str, _fields: frozenset[str] = fields,
-                    _unset: Any = UNSET, _get: Any = getattr) -> Any:
+    def getitem(self: _Fields, key: str, _fields: frozenset[str] = fields,
+                _unset: Any = UNSET, _get: Any = getattr,
+                _pattern: type = ItemPattern) -> Any:
         if key in _fields:
             value = _get(self, key)
             if value is not _unset:
+                if type(value) is _pattern:
+                    return value.of(self.replicate)  # type: ignore[attr-defined]
                 return value
         raise KeyError(key)
 
     def get(self: _Fields, key: str, default: Any = None, _fields: frozenset[str] = fields,
-            _unset: Any = UNSET, _get: Any = getattr) -> Any:
+            _unset: Any = UNSET, _get: Any = getattr, _pattern: type = ItemPattern) -> Any:
         if key in _fields:
             value = _get(self, key)
             if value is not _unset:
+                if type(value) is _pattern:
+                    return value.of(self.replicate)  # type: ignore[attr-defined]
                 return value
         return default
 
-    def __contains__(self: _Fields, key: object, _fields: frozenset[str] = fields,
-                     _unset: Any = UNSET, _get: Any = getattr) -> bool:
+    def contains(self: _Fields, key: object, _fields: frozenset[str] = fields,
+                 _unset: Any = UNSET, _get: Any = getattr) -> bool:
         return key in _fields and _get(self, key) is not _unset
 
-    kind.__getitem__ = __getitem__  # type: ignore[method-assign]
+    kind.__getitem__ = getitem  # type: ignore[method-assign]
     kind.get = get  # type: ignore[method-assign]
-    kind.__contains__ = __contains__  # type: ignore[method-assign]
+    kind.__contains__ = contains  # type: ignore[method-assign]
 
 
 for _struct in (ModelUse, Tokens, Episode):
@@ -222,50 +241,65 @@ def plain(value: Any) -> Any:
 
 
 class _Condition:
-    """What the episodes of one condition share, and the hash their seeds start from."""
+    """What the episodes of one condition share, the hash their seeds start from, and where
+    each of its episodes read so far is among the reader's, by replicate."""
 
-    __slots__ = ("condition", "meta", "prefix")
+    __slots__ = ("condition", "key", "meta", "positions", "prefix", "rollout")
 
-    def __init__(self, salt: str, rollout: str, key: str,
-                 condition: dict[str, Any]) -> None:
-        self.condition = condition
+    def __init__(self, salt: str, rollout: str, key: str, condition: dict[str, Any],
+                 positions: dict[int, int]) -> None:
+        self.rollout, self.key, self.condition = rollout, key, condition
         self.meta: dict[str, Any] | None = None
         self.prefix = hashlib.blake2b(_SEP.join((salt, rollout, key, "")).encode("utf-8"),
                                       digest_size=8)
+        self.positions = positions
 
 
 class LineDecoder:
     """Decodes a run's lines (bytes, without their newline) into :class:`Episode` objects,
     checked as :func:`~pytest_prove.record.check_record` and
     :func:`~pytest_prove.record.check_seed` would check them; None for a line to read the
-    slow way."""
+    slow way.
+
+    It also keeps, for the reader, where each episode it was handed is by condition and
+    replicate: :attr:`positions` is that of the episode just decoded, :meth:`positions_of`
+    any condition's.
+    """
 
     def __init__(self, salt: str) -> None:
         self.salt = salt
         self._decode = msgspec.json.Decoder(Episode).decode
         self._conditions: dict[tuple[str, str], _Condition] = {}
+        self._positions: dict[tuple[str, str], dict[int, int]] = {}
         self._strings: dict[str, str] = {}
+        self.positions: dict[int, int] = {}
+
+    def positions_of(self, rollout: str, key: str) -> dict[int, int]:
+        """The positions of the condition ``key`` of ``rollout``, by replicate."""
+        found = self._positions.get((rollout, key))
+        if found is None:
+            found = self._positions[(rollout, key)] = {}
+        return found
 
     def __call__(self, line: bytes) -> Episode | None:
         try:
             record = self._decode(line)
         except (msgspec.DecodeError, ValueError):
             return None
-        rollout, key = record.rollout, record.condition_key
         strings = self._strings
-        shared = self._conditions.get((rollout, key))
+        shared = self._conditions.get((record.rollout, record.condition_key))
         if shared is None:
+            rollout, key = record.rollout, record.condition_key
             if _SEP in rollout or _SEP in key or _SEP in self.salt:
                 return None
             rollout = strings.setdefault(rollout, rollout)
             key = strings.setdefault(key, key)
             shared = self._conditions[(rollout, key)] = _Condition(
-                self.salt, rollout, key, record.condition)
+                self.salt, rollout, key, record.condition, self.positions_of(rollout, key))
         elif record.condition != shared.condition:
             return None  # a condition key with two conditions: the slow way says so
-        else:
-            rollout, key = strings[rollout], strings[key]
-        record.rollout, record.condition_key, record.condition = rollout, key, shared.condition
+        record.rollout, record.condition_key = shared.rollout, shared.key
+        record.condition = shared.condition
         seed = record.seed
         h = shared.prefix.copy()
         h.update(b"%d" % record.replicate)
@@ -298,4 +332,5 @@ class LineDecoder:
                 if use.output == tokens.output:
                     use.output = tokens.output
                 tokens.by_model = OneModel(strings.setdefault(name, name), use)
+        self.positions = shared.positions
         return record
