@@ -503,7 +503,8 @@ def _baseline_manifest(path: Path, data: bytes, fix: str) -> tuple[int, dict[str
     """The format and the manifest in a baseline's first line, checked, or an error naming
     line 1."""
     where = f"{path}:1"
-    header = _json_of(path, lambda: data.split(b"\n", 1)[0], lambda exc: (
+    end = data.find(b"\n")  # not data.split(b"\n", 1), which copies the rest of the file
+    header = _json_of(path, lambda: data if end < 0 else data[:end], lambda exc: (
         f"{where}: the first line must be the baseline's header, and it is not JSON "
         f"({exc}); the file was edited or damaged: {fix}"))
     check_header(header, where, fix)

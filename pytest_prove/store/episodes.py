@@ -273,6 +273,7 @@ class LineDecoder:
         self._positions: dict[tuple[str, str], dict[int, int]] = {}
         self._strings: dict[str, str] = {}
         self.positions: dict[int, int] = {}
+        self._last = _Condition(salt, "", "", {}, {})  # matches no episode's
 
     def positions_of(self, rollout: str, key: str) -> dict[int, int]:
         """The positions of the condition ``key`` of ``rollout``, by replicate."""
@@ -287,7 +288,10 @@ class LineDecoder:
         except (msgspec.DecodeError, ValueError):
             return None
         strings = self._strings
-        shared = self._conditions.get((record.rollout, record.condition_key))
+        last = self._last  # a condition's lines mostly follow each other
+        shared: _Condition | None = last
+        if last.key != record.condition_key or last.rollout != record.rollout:
+            shared = self._conditions.get((record.rollout, record.condition_key))
         if shared is None:
             rollout, key = record.rollout, record.condition_key
             if _SEP in rollout or _SEP in key or _SEP in self.salt:
@@ -333,4 +337,5 @@ class LineDecoder:
                     use.output = tokens.output
                 tokens.by_model = OneModel(strings.setdefault(name, name), use)
         self.positions = shared.positions
+        self._last = shared
         return record
