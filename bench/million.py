@@ -5,7 +5,8 @@
 
 Writes, in a temporary store, a compact baseline and a run of the same sweep (bench/
 store_read.py's synthetic episodes, no steps, the same salt so twins pair), the run's
-outcomes redrawn in one condition in fifty, so that some rows count.  Then, each in a fresh
+resolved episodes made unresolved in a third of cases in one condition in fifty, so that
+rows count and the verdict is "worse" (the fragility search runs too).  Then, each in a fresh
 process, it measures the peak resident memory (ru_maxrss) and the CPU seconds (user +
 system) of:
 
@@ -40,7 +41,7 @@ from pytest_prove.store.writer import dump_line  # noqa: E402
 
 PEAK_TARGET = 1.5e9
 CPU_TARGET = 30.0
-#: One condition in this many has its outcomes redrawn in the run.
+#: One condition in this many got worse in the run.
 CHANGED_EVERY = 50
 
 
@@ -67,8 +68,8 @@ def build(root: Path, conditions: int, replicates: int) -> None:
             # A block of the compact format is the lines after the header of one
             # condition's own file.
             base.write(dump_compact(header, records).split("\n", 1)[1])
-            shift = 5 if c % CHANGED_EVERY == 0 else 0
-            run.write("".join(dump_line(episode(condition, key, r, 0, shift=shift)) + "\n"
+            worse = c % CHANGED_EVERY == 0
+            run.write("".join(dump_line(episode(condition, key, r, 0, worse=worse)) + "\n"
                               for r in range(replicates)))
 
 

@@ -44,16 +44,18 @@ def condition_of(c: int) -> tuple[dict[str, Any], str]:
     return condition, condition_key(condition)
 
 
-def episode(condition: dict[str, Any], key: str, r: int, steps: int, *, shift: int = 0
+def episode(condition: dict[str, Any], key: str, r: int, steps: int, *, worse: bool = False
             ) -> dict[str, Any]:
-    """Replicate ``r`` of a condition, as a run stores it; ``shift`` draws other outcomes
-    (on the same seed) for a run that changed."""
+    """Replicate ``r`` of a condition, as a run stores it; with ``worse``, a third of its
+    resolved episodes end unresolved instead (a run that got worse there)."""
     x = derive_seed(SALT, "support", key, r)
     t = 3 + x % 11
+    outcome = OUTCOMES[(x >> 8) % 3 if x % 5 else 0]
+    if worse and outcome == "resolved" and (x >> 40) % 3 == 0:
+        outcome = "unresolved"
     record: dict[str, Any] = {
         "rollout": "support", "condition": condition, "condition_key": key,
-        "replicate": r, "seed": x,
-        "outcome": OUTCOMES[(x >> (8 + shift)) % 3 if x % 5 else 0],
+        "replicate": r, "seed": x, "outcome": outcome,
         "t": t, "horizon": 13, "meta": {"case_id": condition["case"]}, "error": None,
         "duration": round((x % 997) / 1e5, 6),
         "tokens": {"input": 900 * t + x % 800, "output": 80 * t + (x >> 16) % 90,

@@ -88,13 +88,20 @@ def tally(run: Run) -> Tally:
     errored = []
     left: Counter[str] = Counter()
     rerun = recovered = 0
+    labels: dict[int, str] = {}
+    kept: list[object] = []  # the conditions labelled, alive so that no id is reused
     for record in run.episodes:
         if int(record.get("attempts") or 1) > 1:
             rerun += 1
             if record.get("error") is None and any(
                     e.get("error") is not None for e in record.get("earlier") or ()):
                 recovered += 1
-        label = condition_label(record.get("condition") or {})
+        condition = record.get("condition") or {}
+        # One label per condition: the episodes of one share their condition's dict.
+        label = labels.get(id(condition))
+        if label is None:
+            label = labels[id(condition)] = condition_label(condition)
+            kept.append(condition)
         error = record.get("error")
         if error is None:
             outcomes[str(record.get("outcome"))] += 1
