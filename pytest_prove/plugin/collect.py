@@ -20,7 +20,7 @@ from ..api import declaration_of
 from ..arguments import relative_to_root
 from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
-from .execute import identities_of
+from .execute import first_seed
 from .items import SpecFile, block_id, blocks, function_items
 from .state import (
     DESIGN_FAILURE_KEY,
@@ -492,9 +492,14 @@ def _fill_own_arguments(item: pytest.Function) -> None:
     """
     plan: ItemPlan = item.stash[PLAN_KEY]
     names = item.fixturenames
-    first = identities_of(item)[0]
-    own = {"prove_block": plan.replicates, "prove_seed": first.seed,
-           "prove_replicate": first.replicate, "prove_cfg": dict(plan.condition)}
-    for name, value in own.items():
-        if name in names:
-            item.funcargs[name] = value
+    funcargs = item.funcargs
+    if "prove_block" in names:
+        funcargs["prove_block"] = plan.replicates
+    if "prove_seed" in names or "prove_replicate" in names:
+        replicate, seed = first_seed(item)
+        if "prove_seed" in names:
+            funcargs["prove_seed"] = seed
+        if "prove_replicate" in names:
+            funcargs["prove_replicate"] = replicate
+    if "prove_cfg" in names:
+        funcargs["prove_cfg"] = dict(plan.condition)

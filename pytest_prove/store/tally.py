@@ -141,8 +141,16 @@ class ReplicateSet:
             self._codes.put(index, 1)
 
     def update(self, items: Iterable[int]) -> None:
+        codes, add = self._codes, self.add
+        array = codes.array
         for index in items:
-            self.add(int(index))
+            index = int(index)
+            if 0 <= index < len(array):
+                if not array[index]:
+                    array[index] = 1
+                    self._size += 1
+            else:
+                add(index)
 
     def __contains__(self, index: object) -> bool:
         return isinstance(index, int) and bool(self._codes.get(index))
