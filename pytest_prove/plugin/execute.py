@@ -21,7 +21,7 @@ import pytest
 
 from ..declare.seeds import derive_seed
 from ..running.runner import Identity, Stopped, run_block
-from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
+from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
@@ -41,9 +41,7 @@ def identities_of(item: pytest.Item) -> list[Identity]:
     return found
 
 
-def _to_run(item: pytest.Item) -> tuple[int, ...]:
-    plan = item.stash[PLAN_KEY]
-    done = item.config.stash[SETTINGS_KEY].done
+def _to_run(plan: ItemPlan, done: frozenset[tuple[str, str, int]]) -> tuple[int, ...]:
     replicates = plan.replicates
     if done:
         # A resumed run's block runs only the replicates that run is missing (an item it
@@ -53,22 +51,22 @@ def _to_run(item: pytest.Item) -> tuple[int, ...]:
     return replicates
 
 
-def first_seed(item: pytest.Item) -> tuple[int, int]:
-    """The replicate and seed of the item's first episode, as :func:`identities_of` gives
-    them, without building every identity (collection needs only these)."""
+def first_seed(item: pytest.Item, plan: ItemPlan, settings: Settings) -> tuple[int, int]:
+    """The replicate and seed of the first episode of ``item`` (whose plan is ``plan``), as
+    :func:`identities_of` gives them, without building every identity (collection needs
+    only these)."""
     found = item.stash.get(IDENTITIES_KEY, None)
     if found is not None:
         return found[0].replicate, found[0].seed
-    plan = item.stash[PLAN_KEY]
-    first = _to_run(item)[0]
-    salt = item.config.stash[SETTINGS_KEY].salt
-    return first, derive_seed(salt, plan.rollout_id, plan.condition_key, first)
+    first = _to_run(plan, settings.done)[0]
+    return first, derive_seed(settings.salt, plan.rollout_id, plan.condition_key, first)
 
 
 def _identities(item: pytest.Item) -> list[Identity]:
     plan = item.stash[PLAN_KEY]
-    salt = item.config.stash[SETTINGS_KEY].salt
-    replicates = _to_run(item)
+    settings = item.config.stash[SETTINGS_KEY]
+    salt = settings.salt
+    replicates = _to_run(plan, settings.done)
     return [
         Identity(
             rollout=plan.rollout_id,
