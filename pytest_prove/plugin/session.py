@@ -405,14 +405,21 @@ _PROPERTY_NAMES: Final = {name: name for name in
 @final
 class ReportProperties:
     """The controller keeps every test report to the end of the session (pytest's terminal
-    reporter does), and a rollout item's call and teardown reports each carry its
-    properties: on an xdist controller, two lists of tuples of new strings, about 1 KB an
-    item.  Once every plugin has seen a report (``--junitxml`` reads the teardown's), its
-    properties become one list, shared by the item's two reports, of equal tuples whose
-    names and outcomes are shared by all items.  What anyone reads is unchanged."""
+    reporter does): three for each rollout item, each with its own copy of the item's node
+    id, location and keywords, and the call and teardown reports each with the item's
+    properties (on an xdist controller, lists of tuples of new strings).  Once every plugin
+    has seen a report (``--junitxml`` reads the teardown's properties), a rollout item's
+    call and teardown reports take the setup report's node id, location and keywords when
+    theirs are equal, and share one list of properties, whose names and outcomes are shared
+    by all items: about 1.5 KB less an item.  What anyone reads is unchanged."""
+
+    #: What a rollout item's three reports hold alike (``_id``: pytest 9's structured id).
+    SHARED: Final = ("nodeid", "location", "keywords", "_id")
 
     def __init__(self) -> None:
-        self._open: dict[str, list[tuple[str, object]]] = {}  # call seen, teardown not yet
+        #: Items whose setup was seen and teardown not yet: the setup report, and the
+        #: properties the call report shares (None: no call yet, or not a rollout's).
+        self._open: dict[str, tuple[pytest.TestReport, list[tuple[str, object]] | None]] = {}
         self._pairs: dict[tuple[str, object], tuple[str, object]] = {}  # shared outcomes
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -423,30 +430,52 @@ class ReportProperties:
             self._share(report)
 
     def _share(self, report: pytest.TestReport) -> None:
-        found = report.user_properties
-        if not found or type(found) is not list:
+        when = report.when
+        if when == "setup":
+            self._open[report.nodeid] = (report, None)
             return
-        if report.when == "call":
-            names = _PROPERTY_NAMES
-            first = found[0]
-            if not (isinstance(first, tuple) and len(first) == 2 and first[0] in names):
+        if when == "call":
+            found = self._open.get(report.nodeid)
+            shared = self._properties(report.user_properties)
+            if found is None or shared is None:
+                self._open.pop(report.nodeid, None)  # not a rollout item's
                 return
-            shared: list[tuple[str, object]] = []
-            for pair in found:
-                if not (isinstance(pair, tuple) and len(pair) == 2):
-                    return  # not the plugin's own properties alone: left as they are
-                name, value = pair
-                if (name == "prove_outcome" and isinstance(value, str)
-                        and len(self._pairs) < 4096):
-                    shared.append(self._pairs.setdefault(pair, (names[name], value)))
-                else:
-                    shared.append((names.get(name, name), value))
             report.user_properties = shared
-            self._open[report.nodeid] = shared
-        elif report.when == "teardown":
-            opened = self._open.pop(report.nodeid, None)
-            if opened is not None and found == opened:
-                report.user_properties = opened
+            self._open[report.nodeid] = (found[0], shared)
+            self._take_from(found[0], report)
+        elif when == "teardown":
+            found = self._open.pop(report.nodeid, None)
+            if found is None or found[1] is None:
+                return
+            if type(report.user_properties) is list and report.user_properties == found[1]:
+                report.user_properties = found[1]
+            self._take_from(found[0], report)
+
+    def _properties(self, found: object) -> list[tuple[str, object]] | None:
+        """The call report's properties as a list to share, or None when they are not the
+        plugin's own alone."""
+        names = _PROPERTY_NAMES
+        if not found or type(found) is not list:
+            return None
+        shared: list[tuple[str, object]] = []
+        for pair in found:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in names):
+                return None
+            name, value = pair
+            if (name == "prove_outcome" and isinstance(value, str)
+                    and len(self._pairs) < 4096):
+                shared.append(self._pairs.setdefault(pair, (names[name], value)))
+            else:
+                shared.append((names[name], value))
+        return shared
+
+    def _take_from(self, setup: pytest.TestReport, report: pytest.TestReport) -> None:
+        mine, theirs = report.__dict__, setup.__dict__
+        for name in self.SHARED:
+            value = theirs.get(name)
+            if (value is not None and name in mine and type(mine[name]) is type(value)
+                    and mine[name] == value):
+                mine[name] = value
 
 
 def _rel(path: Path) -> str:
