@@ -249,7 +249,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
 
     _refuse_space_form(config)
-    from .session import ProveSession
+    from .session import ProveSession, ReportProperties
 
     store = Store(settings.store)
     try:
@@ -291,6 +291,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, Collection(config), "prove_collection")
+    own(config, ReportProperties(), "prove_report_properties")
     session.start()
     if config.pluginmanager.hasplugin("xdist"):
         from .xdist import XdistHooks
@@ -678,9 +679,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     prove.run.merge_plan(plan_data(config))
     prove.finish(session, exitstatus)
     _gate_reports(session, prove)
-    if prove.ran_items:  # what --lf will rerun, and on which salt it failed
+    if prove.ran_any:  # what --lf will rerun, and on which salt it failed
         remember_failed(config, salt=settings.salt, run=prove.run_label(),
-                        ran=prove.ran_items)
+                        ran=prove.ran_items())
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = (pytest.ExitCode.USAGE_ERROR if config.stash.get(PLAN_FAILS_KEY, False)
                               else pytest.ExitCode.OK)

@@ -20,7 +20,7 @@ from ..api import declaration_of
 from ..arguments import relative_to_root
 from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
-from .execute import identities_of
+from .execute import first_seed
 from .items import SpecFile, block_id, blocks, function_items
 from .state import (
     DESIGN_FAILURE_KEY,
@@ -113,8 +113,21 @@ Condition = tuple[dict[str, Any], str]
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
+def _node_of(item: pytest.Item, nodes: dict[tuple[int, str], str]) -> str:
+    """The item's node id up to its parameters (``t.py::test``), worked out once for the
+    items of one test function (they share their parent and their original name)."""
+    name = getattr(item, "originalname", None)
+    if not isinstance(name, str):
+        return item.nodeid.split("[", 1)[0]
+    key = (id(item.parent), name)
+    found = nodes.get(key)
+    if found is None:
+        found = nodes[key] = item.nodeid.split("[", 1)[0]
+    return found
+
+
 def _plan_for_function(item: pytest.Function, declaration: Declaration,
-                       seen: dict[Any, Condition]) -> ItemPlan:
+                       seen: dict[Any, Condition], settings: Settings, node: str) -> ItemPlan:
     callspec = getattr(item, "callspec", None)
     params = dict(callspec.params) if callspec is not None else {}
     block = params.pop("prove_block", (0,))
@@ -132,8 +145,7 @@ def _plan_for_function(item: pytest.Function, declaration: Declaration,
         found = (condition, condition_key(condition))
         if cache_key is not None:
             seen[cache_key] = found
-    settings = item.config.stash[SETTINGS_KEY]
-    rollout_id = declaration.rollout_id or item.nodeid.split("[", 1)[0]
+    rollout_id = declaration.rollout_id or node
     return ItemPlan(rollout_id=rollout_id, label=item.originalname, declaration=declaration,
                     condition=found[0], condition_key=found[1], replicates=tuple(block),
                     total=settings.replicates_for(rollout_id, declaration.replicates))
@@ -147,16 +159,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     declared: dict[str, dict[str, list[Any]]] = {}  # a test's parametrize lists
     clashes: dict[str, set[str]] = {}
     blocked: dict[str, str] = {}  # fixture -> an item whose block it would get wrong
+    settings = config.stash[SETTINGS_KEY]
+    nodes: dict[tuple[int, str], str] = {}
     for item in items:
-        if isinstance(item, pytest.Function) and PLAN_KEY not in item.stash:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is None:
+            if not isinstance(item, pytest.Function):
+                continue
             declaration = declaration_of(item.obj)
             if declaration is None or declaration.axes is not None:
                 continue
-            item.stash[PLAN_KEY] = _plan_for_function(item, declaration, seen)
-            _fill_own_arguments(item)
-        plan = item.stash.get(PLAN_KEY, None)
-        if plan is None:
-            continue
+            node = _node_of(item, nodes)
+            plan = item.stash[PLAN_KEY] = _plan_for_function(item, declaration, seen,
+                                                             settings, node)
+            _fill_own_arguments(item, plan, settings)
+        else:
+            node = _node_of(item, nodes)
         info = planned.get(plan.rollout_id)
         if info is None:
             info = planned[plan.rollout_id] = {
@@ -164,12 +182,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 "conditions": {}, "replicates": plan.total,
                 # Where the rollout lives, so that a gate can tell a test that moved from
                 # one left out of this session's paths (see coverage.py).
-                "node": item.nodeid.split("[", 1)[0], "path": _relative(config, item.path)}
-        elif info["node"] != item.nodeid.split("[", 1)[0]:
-            clashes.setdefault(plan.rollout_id, {info["node"]}).add(item.nodeid.split("[", 1)[0])
+                "node": node, "path": _relative(config, item.path)}
+        elif info["node"] != node:
+            clashes.setdefault(plan.rollout_id, {info["node"]}).add(node)
         info["declaration"]["replicates"] = plan.total
         info["conditions"][plan.condition_key] = plan.condition
-        _note_positions(info, item, plan.condition, declared)
+        if plan.condition:
+            _note_positions(info, item, plan.condition, declared, node)
         if len(plan.replicates) > 1:
             for name in _per_replicate_fixtures(item):
                 blocked.setdefault(name, item.nodeid)
@@ -232,16 +251,16 @@ def _same_value(declared: object, used: object) -> bool:
 
 
 def _note_positions(info: dict[str, Any], item: pytest.Item, condition: Mapping[str, Any],
-                    declared: dict[str, dict[str, list[Any]]]) -> None:
+                    declared: dict[str, dict[str, list[Any]]], node: str) -> None:
     """Each axis value's place in its parametrize list, so that reports order values as
     the test declared them, whatever order the items run in (``declared`` caches each
     test's lists by its node id)."""
     params = getattr(getattr(item, "callspec", None), "params", None)
     if not isinstance(params, Mapping) or not condition:
         return
-    lists = declared.get(item.nodeid.split("[", 1)[0])
+    lists = declared.get(node)
     if lists is None:
-        lists = declared[item.nodeid.split("[", 1)[0]] = _declared_values(item)
+        lists = declared[node] = _declared_values(item)
     for name, value in condition.items():
         if name not in params or name not in lists:
             continue
@@ -345,11 +364,15 @@ class Collection:
                 items[:] = [item for item in items if item.stash.get(SHARD_KEY, True)]
         # What the selection kept, replicate by replicate (-k can pick replicates).
         kept: dict[str, dict[str, list[int]]] = {}
+        last: tuple[str, str, list[int]] | None = None
         for item in items:
             plan = item.stash.get(PLAN_KEY, None)
-            if plan is not None:
-                kept.setdefault(plan.rollout_id, {}).setdefault(
-                    plan.condition_key, []).extend(plan.replicates)
+            if plan is None:
+                continue
+            if last is None or last[0] != plan.rollout_id or last[1] != plan.condition_key:
+                last = (plan.rollout_id, plan.condition_key, kept.setdefault(
+                    plan.rollout_id, {}).setdefault(plan.condition_key, []))
+            last[2].extend(plan.replicates)
         config.stash[SELECTED_KEY] = kept
         if settings.worker_refusal is not None and kept:  # sessions without a rollout run
             _refuse(config, items, settings.worker_refusal)
@@ -371,7 +394,10 @@ class Collection:
         for item in sweep if settings.shard is not None else items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
-                selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
+                found = selected.get(plan.rollout_id)
+                if found is None:
+                    found = selected[plan.rollout_id] = (plan, set())
+                found[1].add(plan.condition_key)
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
         if not selected or (config.option.collectonly and not settings.plan_only):
@@ -481,7 +507,7 @@ def _relative(config: pytest.Config, path: Path) -> str:
     return relative_to_root(path, config.rootpath)
 
 
-def _fill_own_arguments(item: pytest.Function) -> None:
+def _fill_own_arguments(item: pytest.Function, plan: ItemPlan, settings: Settings) -> None:
     """Give a rollout item the values of the plugin's own arguments up front.
 
     pytest resolves through its fixture machinery only the arguments an item's
@@ -490,11 +516,15 @@ def _fill_own_arguments(item: pytest.Function) -> None:
     the run's salt is: the fixtures below still exist (for ``--fixtures``, and for
     fixtures that depend on them) and give the same values.
     """
-    plan: ItemPlan = item.stash[PLAN_KEY]
     names = item.fixturenames
-    first = identities_of(item)[0]
-    own = {"prove_block": plan.replicates, "prove_seed": first.seed,
-           "prove_replicate": first.replicate, "prove_cfg": dict(plan.condition)}
-    for name, value in own.items():
-        if name in names:
-            item.funcargs[name] = value
+    funcargs = item.funcargs
+    if "prove_block" in names:
+        funcargs["prove_block"] = plan.replicates
+    if "prove_seed" in names or "prove_replicate" in names:
+        replicate, seed = first_seed(item, plan, settings)
+        if "prove_seed" in names:
+            funcargs["prove_seed"] = seed
+        if "prove_replicate" in names:
+            funcargs["prove_replicate"] = replicate
+    if "prove_cfg" in names:
+        funcargs["prove_cfg"] = dict(plan.condition)

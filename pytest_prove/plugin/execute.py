@@ -21,11 +21,11 @@ import pytest
 
 from ..declare.seeds import derive_seed
 from ..running.runner import Identity, Stopped, run_block
-from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY
+from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
-__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "identities_of"]
+__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "first_seed", "identities_of"]
 
 
 class BlockInterrupted(Exception):  # noqa: N818 - it says what happened to the item
@@ -41,16 +41,32 @@ def identities_of(item: pytest.Item) -> list[Identity]:
     return found
 
 
-def _identities(item: pytest.Item) -> list[Identity]:
-    plan = item.stash[PLAN_KEY]
-    settings = item.config.stash[SETTINGS_KEY]
-    salt, done = settings.salt, settings.done
+def _to_run(plan: ItemPlan, done: frozenset[tuple[str, str, int]]) -> tuple[int, ...]:
     replicates = plan.replicates
     if done:
         # A resumed run's block runs only the replicates that run is missing (an item it
         # has whole is deselected before it runs).
         replicates = tuple(r for r in replicates
                            if (plan.rollout_id, plan.condition_key, r) not in done) or replicates
+    return replicates
+
+
+def first_seed(item: pytest.Item, plan: ItemPlan, settings: Settings) -> tuple[int, int]:
+    """The replicate and seed of the first episode of ``item`` (whose plan is ``plan``), as
+    :func:`identities_of` gives them, without building every identity (collection needs
+    only these)."""
+    found = item.stash.get(IDENTITIES_KEY, None)
+    if found is not None:
+        return found[0].replicate, found[0].seed
+    first = _to_run(plan, settings.done)[0]
+    return first, derive_seed(settings.salt, plan.rollout_id, plan.condition_key, first)
+
+
+def _identities(item: pytest.Item) -> list[Identity]:
+    plan = item.stash[PLAN_KEY]
+    settings = item.config.stash[SETTINGS_KEY]
+    salt = settings.salt
+    replicates = _to_run(plan, settings.done)
     return [
         Identity(
             rollout=plan.rollout_id,

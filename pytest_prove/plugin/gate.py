@@ -15,7 +15,7 @@ baseline seeds. A passed gate adds no report.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, final
 
 import pytest
@@ -43,6 +43,15 @@ class GateReports:
         for episode in episodes:
             key = (str(episode.get("rollout")), str(episode.get("condition_key")))
             self._items[key][item_id] = None
+
+    @property
+    def any_seen(self) -> bool:
+        return bool(self._items)
+
+    def seen_ids(self) -> Iterator[str]:
+        """Every item :meth:`saw`, by its node id (an item of two conditions comes twice)."""
+        for items in self._items.values():
+            yield from map(str, items)
 
     def emit(self, config: pytest.Config, review: Review | None,
              reasons: Iterable[str]) -> int:

@@ -38,6 +38,8 @@ __all__ = [
 def blocks(replicates: int, concurrency: int) -> list[tuple[int, ...]]:
     """Replicates 0..n-1 cut into blocks of ``concurrency``."""
     size = max(1, concurrency)
+    if size == 1:
+        return [(r,) for r in range(replicates)]
     return [tuple(range(start, min(start + size, replicates)))
             for start in range(0, replicates, size)]
 

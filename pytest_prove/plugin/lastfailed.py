@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ..store.tally import ReplicateSet
 from .items import RolloutItem
 from .state import PLAN_KEY
 
@@ -55,8 +56,10 @@ class LastFailedBlocks:
 
     def __init__(self, lf: Any) -> None:
         self.lf = lf  # pytest's LFPlugin: its ``lastfailed`` maps ids to True
-        self.ran: dict[str, set[int]] = {}  # head -> replicates reported this session
-        self.reported: set[str] = set()  # the ids of those reports
+        self.ran: dict[str, ReplicateSet] = {}  # head -> replicates reported this session
+        #: The ids of those items whose report failed (or was "rerun"): pytest's own
+        #: bookkeeping keeps them in its list (one that passed has left it already).
+        self.reported: set[str] = set()
         self._blocks: dict[str, list[range]] | None = None
 
     def _remembered(self) -> dict[str, list[range]]:
@@ -95,13 +98,16 @@ class LastFailedBlocks:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # A rollout's call report names its replicates among its properties.
-        if report.when != "call" or not any(
+        # A rollout's call and teardown reports name its replicates among its properties.
+        if report.when == "setup" or not any(
                 name == "prove_replicate" for name, _ in report.user_properties):
             return
         block = block_of(report.nodeid)
-        if block is not None:
-            self.ran.setdefault(block[0], set()).update(block[1])
+        if block is None:
+            return
+        if report.when == "call":
+            self.ran.setdefault(block[0], ReplicateSet()).update(block[1])
+        if report.outcome not in ("passed", "skipped"):
             self.reported.add(report.nodeid)
 
     @pytest.hookimpl(tryfirst=True)  # before the cache plugin writes what it remembers
@@ -114,7 +120,8 @@ class LastFailedBlocks:
             if text in self.reported:
                 continue  # pytest's own bookkeeping
             block = block_of(text)
-            if block is not None and set(block[1]) <= self.ran.get(block[0], set()):
+            ran = self.ran.get(block[0]) if block is not None else None
+            if block is not None and ran is not None and all(r in ran for r in block[1]):
                 del lastfailed[nodeid]
 
 

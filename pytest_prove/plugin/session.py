@@ -11,10 +11,10 @@ gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import pytest
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..review import Review
     from .salts import FailedSalt
 
-__all__ = ["Outcome", "ProveSession"]
+__all__ = ["Outcome", "ProveSession", "ReportProperties"]
 
 #: Why the session stopped when the store failed (the message itself is in the summary).
 _STORE_STOP = "the store could not be written, so no new item started (see pytest-prove above)"
@@ -79,7 +79,10 @@ class ProveSession:
         # --prove-replay: the run replayed, and the episodes this session ran (not stored).
         self.replay = replay
         self.replayed: list[dict[str, Any]] = []
-        self.ran_items: set[str] = set()  # rollout items that ran (for --lf's salt)
+        #: Rollout items that ran (for --lf's salt) and stored no episode through the gate's
+        #: list (their setup failed, their worker crashed, their attempt is rerun): the
+        #: others are in ``gate_reports``, once (see :meth:`ran_items`).
+        self._ran_other: set[str] = set()
         self.last_failed: FailedSalt | None = None  # --lf/--ff: the failures' salt taken
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
@@ -139,8 +142,8 @@ class ProveSession:
                 self.pending.pop(report.nodeid, None)
                 for episode in episodes:  # the item that ran it: what replays it
                     episode.setdefault("item", report.nodeid)
-                self.ran_items.add(report.nodeid)
                 if str(report.outcome) == "rerun":  # not among pytest's own outcomes
+                    self._ran_other.add(report.nodeid)
                     # pytest-rerunfailures runs the item again, on the same seeds: each
                     # replicate is stored once, with its final attempt's ending, its
                     # number of attempts, and how the earlier ones ended.
@@ -149,6 +152,8 @@ class ProveSession:
                     return
                 self._store(episodes)
                 self.gate_reports.saw(report, episodes)
+                if not episodes:
+                    self._ran_other.add(report.nodeid)
             return
         if report.when != "setup":
             return
@@ -173,7 +178,7 @@ class ProveSession:
                     self.run.skipped.setdefault(p["rollout"], set()).add(p["condition_key"])
         elif report.failed:
             # The item's setup failed: its replicates ran no rollout, but they ended.
-            self.ran_items.add(report.nodeid)
+            self._ran_other.add(report.nodeid)
             message = str(report.longreprtext).strip().splitlines()
             self._store({**error_record(Identity.from_json(p), "setup", "SetupError",
                                         message[-1] if message else "setup failed"),
@@ -183,7 +188,7 @@ class ProveSession:
         """A worker died while running ``nodeid``: its episodes end as errored."""
         pending = self.pending.pop(nodeid, [])
         if pending:
-            self.ran_items.add(nodeid)
+            self._ran_other.add(nodeid)
         self._store({**error_record(Identity.from_json(p), "worker_crash", "WorkerCrash",
                                     message), "item": nodeid} for p in pending)
 
@@ -332,6 +337,16 @@ class ProveSession:
                 outcome.notes += (f"report written to {_rel(written)}",)
         append_step_summary(render_markdown(found))
 
+    @property
+    def ran_any(self) -> bool:
+        """Whether any rollout item ran in this session."""
+        return bool(self._ran_other) or self.gate_reports.any_seen
+
+    def ran_items(self) -> Iterator[str]:
+        """The rollout items that ran in this session (an item may come twice)."""
+        yield from self._ran_other
+        yield from self.gate_reports.seen_ids()
+
     def run_label(self) -> str | None:
         """The run this session's episodes belong to: the one written, or the one replayed."""
         if self.replay is not None:
@@ -379,7 +394,88 @@ class ProveSession:
             capped=self.budget.capped,
             suggest_baseline=self.baseline is None and self.save_baseline is None,
             quiet=quiet) + ([] if self.last_failed is None else
-                            [f"note: {self.last_failed.note(self.ran_items)}"])
+                            [f"note: {self.last_failed.note(self.ran_items())}"])
+
+
+#: The names of the properties a rollout item's reports carry (see execute.py).
+_PROPERTY_NAMES: Final = {name: name for name in
+                          ("prove_replicate", "prove_seed", "prove_outcome")}
+
+
+@final
+class ReportProperties:
+    """The controller keeps every test report to the end of the session (pytest's terminal
+    reporter does): three for each rollout item, each with its own copy of the item's node
+    id, location and keywords, and the call and teardown reports each with the item's
+    properties (on an xdist controller, lists of tuples of new strings).  Once every plugin
+    has seen a report (``--junitxml`` reads the teardown's properties), a rollout item's
+    call and teardown reports take the setup report's node id, location and keywords when
+    theirs are equal, and share one list of properties, whose names and outcomes are shared
+    by all items: about 1.5 KB less an item.  What anyone reads is unchanged."""
+
+    #: What a rollout item's three reports hold alike (``_id``: pytest 9's structured id).
+    SHARED: Final = ("nodeid", "location", "keywords", "_id")
+
+    def __init__(self) -> None:
+        #: Items whose setup was seen and teardown not yet: the setup report, and the
+        #: properties the call report shares (None: no call yet, or not a rollout's).
+        self._open: dict[str, tuple[pytest.TestReport, list[tuple[str, object]] | None]] = {}
+        self._pairs: dict[tuple[str, object], tuple[str, object]] = {}  # shared outcomes
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        try:
+            return (yield)
+        finally:
+            self._share(report)
+
+    def _share(self, report: pytest.TestReport) -> None:
+        when = report.when
+        if when == "setup":
+            self._open[report.nodeid] = (report, None)
+            return
+        if when == "call":
+            found = self._open.get(report.nodeid)
+            shared = self._properties(report.user_properties)
+            if found is None or shared is None:
+                self._open.pop(report.nodeid, None)  # not a rollout item's
+                return
+            report.user_properties = shared
+            self._open[report.nodeid] = (found[0], shared)
+            self._take_from(found[0], report)
+        elif when == "teardown":
+            found = self._open.pop(report.nodeid, None)
+            if found is None or found[1] is None:
+                return
+            if type(report.user_properties) is list and report.user_properties == found[1]:
+                report.user_properties = found[1]
+            self._take_from(found[0], report)
+
+    def _properties(self, found: object) -> list[tuple[str, object]] | None:
+        """The call report's properties as a list to share, or None when they are not the
+        plugin's own alone."""
+        names = _PROPERTY_NAMES
+        if not found or type(found) is not list:
+            return None
+        shared: list[tuple[str, object]] = []
+        for pair in found:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in names):
+                return None
+            name, value = pair
+            if (name == "prove_outcome" and isinstance(value, str)
+                    and len(self._pairs) < 4096):
+                shared.append(self._pairs.setdefault(pair, (names[name], value)))
+            else:
+                shared.append((names[name], value))
+        return shared
+
+    def _take_from(self, setup: pytest.TestReport, report: pytest.TestReport) -> None:
+        mine, theirs = report.__dict__, setup.__dict__
+        for name in self.SHARED:
+            value = theirs.get(name)
+            if (value is not None and name in mine and type(mine[name]) is type(value)
+                    and mine[name] == value):
+                mine[name] = value
 
 
 def _rel(path: Path) -> str:

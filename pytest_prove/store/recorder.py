@@ -14,7 +14,6 @@ import contextlib
 import platform
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, final
@@ -22,6 +21,7 @@ from typing import Any, final
 from ..record import add_tokens, ending, identity, utc_now
 from ..wire import PlanData
 from . import Run, RunWriter, Store, StoreError
+from .tally import Endings, ReplicateSet
 
 __all__ = ["RunRecorder", "provenance"]
 
@@ -62,7 +62,7 @@ class RunRecorder:
         self.plan: dict[str, dict[str, Any]] = {}
         # What pytest's selection kept of the plan, the conditions whose items were skipped,
         # and the paths the session collected from: the gate's coverage reads them.
-        self.selected: dict[str, dict[str, set[int]]] = {}
+        self.selected: dict[str, dict[str, ReplicateSet]] = {}
         self.skipped: dict[str, set[str]] = {}
         self.paths: list[str] = []
         self.narrowed = False  # --lf or a node id narrowed collection itself
@@ -70,7 +70,7 @@ class RunRecorder:
         self.leave_out: dict[str, list[str]] = {"ignored": [], "skipped_files": []}
         #: --prove-shard: which slice this run is, and its replicates (see merge_plan).
         self.shard: dict[str, Any] | None = None
-        self.states: dict[Key, str] = {}  # how each stored episode ended, by identity
+        self.states = Endings()  # how each stored episode ended, by identity
         self.spent = {"input": 0, "output": 0}  # tokens of the run so far
         self.any_tokens = False
         self.failure: str | None = None  # the store could not be written
@@ -105,13 +105,13 @@ class RunRecorder:
     @property
     def counts(self) -> dict[str, int]:
         """Episodes of the run by how they ended, one per identity, as readers count them."""
-        tally = Counter(self.states.values())
-        return {"episodes": len(self.states), "with_outcome": tally["with_outcome"],
-                "no_outcome": tally["no_outcome"], "errored": tally["errored"]}
+        states = self.states
+        return {"episodes": len(states), "with_outcome": states.count("with_outcome"),
+                "no_outcome": states.count("no_outcome"), "errored": states.count("errored")}
 
     @property
     def keys(self) -> set[Key]:
-        return set(self.states)
+        return self.states.keys()
 
     def stamp(self, root: Path) -> None:
         """Record what made the run, once, before any test runs (so that no test's fixture,
@@ -149,9 +149,7 @@ class RunRecorder:
         if record.get("tokens"):
             self.any_tokens = True
             add_tokens(self.spent, record)
-        key = identity(record)
-        self.states.pop(key, None)  # a replaced line counts where it now stands
-        self.states[key] = ending(record)
+        self.states.put(*identity(record), ending(record))  # a replaced line: its new ending
 
     def merge_plan(self, data: PlanData) -> None:
         """Add what a process collected (every xdist worker sends the same) to the run's plan,
@@ -181,7 +179,7 @@ class RunRecorder:
         for rollout_id, keys in (selected or {}).items():
             mine = self.selected.setdefault(rollout_id, {})
             for key, replicates in keys.items():
-                mine.setdefault(key, set()).update(replicates)
+                mine.setdefault(key, ReplicateSet()).update(replicates)
         for path in paths:
             if path not in self.paths:
                 self.paths.append(path)
@@ -262,7 +260,15 @@ class RunRecorder:
 
 
     def missing(self) -> int:
-        return len(self.planned() - self.keys)
+        """How many planned replicates the run does not hold (counted condition by
+        condition, without a set of every identity)."""
+        held = self.states.held
+        if self.shard is not None:
+            slices = [(rid, key, set(reps)) for rid, keys in self.shard["slice"].items()
+                      for key, reps in keys.items()]
+            return sum(len(reps) - held(rid, key, reps) for rid, key, reps in slices)
+        return sum(info["replicates"] - held(rid, key, int(info["replicates"]))
+                   for rid, info in self.plan.items() for key in info["conditions"])
 
 
     def selection(self) -> dict[str, Any]:
@@ -273,9 +279,9 @@ class RunRecorder:
         for rid, info in self.plan.items():
             kept = self.selected.get(rid, {})
             for key in info["conditions"]:
-                dropped = set(range(info["replicates"])) - kept.get(key, set())
+                dropped = kept.get(key, ReplicateSet()).missing_below(info["replicates"])
                 if dropped:
-                    deselected.setdefault(rid, {})[key] = sorted(dropped)
+                    deselected.setdefault(rid, {})[key] = dropped
         skipped = {rid: sorted(keys) for rid, keys in self.skipped.items()}
         narrowed = self.narrowed
         prior = self.prior_selection

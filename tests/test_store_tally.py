@@ -1,0 +1,113 @@
+"""What the controller keeps a byte an episode (issue 14, item 5: its memory): the endings of
+the run it writes and the replicates pytest's selection kept, checked against the sets and
+Counters they replace; and the reports of a rollout item under -n 2, whose properties the
+controller shares between its call and teardown reports."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from pytest_prove.store.tally import ENDINGS, Endings, ReplicateSet
+
+
+def test_endings_count_as_a_dict_of_identities_does() -> None:
+    rng = random.Random(7)
+    endings = Endings()
+    reference: dict[tuple[str, str, int], str] = {}
+    for _ in range(3000):
+        rollout = rng.choice(["a", "b"])
+        key = rng.choice(["k1", "k2", "k3"])
+        # Mostly small replicate numbers; some far off, some negative (a hand-edited run).
+        replicate = rng.choice([rng.randrange(200), rng.randrange(10**9), -rng.randrange(5)])
+        end = rng.choice(ENDINGS)
+        endings.put(rollout, key, replicate, end)
+        reference[(rollout, key, replicate)] = end  # a replaced one counts where it stands
+    tally = Counter(reference.values())
+    assert len(endings) == len(reference)
+    assert {e: endings.count(e) for e in ENDINGS} == {e: tally[e] for e in ENDINGS}
+    assert endings.keys() == set(reference)
+    for (rollout, key, replicate), end in reference.items():
+        assert endings.get(rollout, key, replicate) == end
+    assert endings.get("a", "nope", 0) is None
+    for rollout in ("a", "b", "c"):
+        for key in ("k1", "k2", "k3"):
+            below = sum(1 for r, k, n in reference if (r, k) == (rollout, key) and 0 <= n < 150)
+            assert endings.held(rollout, key, 150) == below
+            some = {0, 5, 149, 10**9 - 1, -1}
+            assert endings.held(rollout, key, some) == sum(
+                1 for n in some if (rollout, key, n) in reference)
+
+
+def test_a_far_off_replicate_makes_no_huge_array() -> None:
+    endings = Endings()
+    endings.put("a", "k", 10**12, "errored")
+    replicates = ReplicateSet([3, 10**12])
+    assert endings.held("a", "k", 10**13) == 1 and 10**12 in replicates
+    assert len(replicates._codes.array) < 10_000  # type: ignore[attr-defined]
+
+
+def test_a_replicate_set_is_a_set() -> None:
+    rng = random.Random(3)
+    numbers = [rng.randrange(300) for _ in range(200)] + [10**8, 7, 7]
+    found = ReplicateSet(numbers)
+    assert len(found) == len(set(numbers))
+    assert list(found) == sorted(set(numbers))
+    assert all(n in found for n in numbers) and 301 not in found and "7" not in found
+    assert found.missing_below(320) == sorted(set(range(320)) - set(numbers))
+    assert ReplicateSet().missing_below(3) == [0, 1, 2]
+
+
+#: Records, at the end of the controller's session, what its kept reports carry.
+INSPECT = """
+import json
+
+def pytest_terminal_summary(terminalreporter, config):
+    if hasattr(config, "workerinput"):
+        return
+    by_item = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) in ("setup", "call", "teardown"):
+                by_item.setdefault(report.nodeid, {})[report.when] = report
+    seen = []
+    for nodeid, reports in sorted(by_item.items()):
+        call, teardown = reports.get("call"), reports.get("teardown")
+        seen.append({
+            "nodeid": nodeid,
+            # Emptied once the controller took what it carried (a rollout's declaration,
+            # sent once a process, stays on that one report).
+            "attribute": any(vars(r).get("prove", None) == {} for r in reports.values()),
+            "shared": call is not None and teardown is not None
+                      and call.user_properties is teardown.user_properties,
+            "properties": [list(p) for p in teardown.user_properties],
+        })
+    with open("kept.json", "w") as fh:
+        json.dump(seen, fh)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pytester,
+                                                             workers: list[str]) -> None:
+    """Every rollout item's two reports share one list, equal to what --junitxml wrote, and
+    no report keeps an emptied ``prove`` attribute (these cost about 1 KB an item)."""
+    bot.makeconftest(INSPECT)
+    result = bot.runpytest_subprocess("--junitxml=j.xml", "-p", "no:randomly", *workers)
+    assert result.ret == 0, result.stdout.str()
+    kept = json.loads((bot.path / "kept.json").read_text())
+    assert len(kept) == 80
+    assert not any(k["attribute"] for k in kept)
+    assert all(k["shared"] for k in kept)
+    import xml.etree.ElementTree as ET
+
+    written = {f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}":
+               [[p.get("name"), p.get("value")] for p in case.iter("property")]
+               for case in ET.parse(bot.path / "j.xml").getroot().iter("testcase")}
+    for k in kept:
+        assert [[name, str(value)] for name, value in k["properties"]] == written[k["nodeid"]]
+        assert [name for name, _ in k["properties"]] == [
+            "prove_replicate", "prove_seed", "prove_outcome"]
