@@ -27,6 +27,7 @@ from ._intervals import (
     wilson_interval,
 )
 from ._limits import outward
+from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -52,6 +53,7 @@ __all__ = [
     "Interval",
     "Limit",
     "Limits",
+    "MarginTest",
     "Pairs",
     "Row",
     "RowInput",
@@ -65,6 +67,9 @@ __all__ = [
     "fisher_exact_p",
     "holm",
     "limits",
+    "margin_test",
+    "margin_test_paired",
+    "margin_test_unpaired",
     "mcnemar_exact_p",
     "mcnemar_midp",
     "newcombe_interval",
