@@ -206,3 +206,48 @@ def test_a_success_tests_its_absence() -> None:
 def test_bad_input_is_refused(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+# --------------------------------------------------------------------------- design check
+
+_POWER_SPEC = importlib.util.spec_from_file_location(
+    "prove_bench_margin_power",
+    Path(__file__).resolve().parent.parent / "bench" / "margin_power.py")
+assert _POWER_SPEC is not None and _POWER_SPEC.loader is not None
+margin_power = importlib.util.module_from_spec(_POWER_SPEC)
+sys.modules[_POWER_SPEC.name] = margin_power
+_POWER_SPEC.loader.exec_module(margin_power)
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["unpaired", "paired"])
+@pytest.mark.parametrize("m", [1, 16])
+def test_design_replicates_give_the_sweep_claim_four_times_in_five(paired: bool, m: int) -> None:
+    """The smaller CI version of bench/margin_power.py (margin 0.2 instead of 0.1, so the
+    designs are small): with the replicates the check asks and nothing changed, every one of
+    m rows is shown within the margin in 0.80 +- 0.04 of 2,000 comparisons (fixed seed);
+    one replicate fewer does not pass the check."""
+    from pytest_prove.stats import margin_design_check, margin_replicates
+
+    n = margin_replicates(paired, m, 0.05, 0.2)
+    assert n is not None
+    check = margin_design_check(n, m, paired=paired, margin=0.2)
+    assert check.ok and check.replicates_needed is None
+    assert check.row_power == pytest.approx(0.8 ** (1 / m))
+    assert check.weakest_power >= check.row_power
+    short = margin_design_check(n - 1, m, paired=paired, margin=0.2)
+    assert not short.ok and short.replicates_needed == n
+    share = margin_power.simulate(paired, n, m, 0.2, check.weakest_base_rate, 2_000,
+                                  margin_power.SEED + m + 7 * paired)
+    assert abs(share - 0.8) <= 0.04, share
+    assert "intersection-union" in check.method
+
+
+def test_design_check_region_is_the_tests_region() -> None:
+    """The design check's region (found without the whole outcome grid) is the one the
+    comparison's p-values reject."""
+    from pytest_prove.stats._margin import _quick_region
+
+    for paired in (False, True):
+        design = margin_design(paired, 80, 80, 0.1)
+        full = design.counts(design.critical(0.05))
+        assert (full == _quick_region(paired, 80, 0.1, 0.05)).all()

@@ -27,7 +27,15 @@ from ._intervals import (
     wilson_interval,
 )
 from ._limits import outward
-from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
+from ._margin import (
+    MarginDesignCheck,
+    MarginTest,
+    margin_design_check,
+    margin_replicates,
+    margin_test,
+    margin_test_paired,
+    margin_test_unpaired,
+)
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -53,6 +61,7 @@ __all__ = [
     "Interval",
     "Limit",
     "Limits",
+    "MarginDesignCheck",
     "MarginTest",
     "Pairs",
     "Row",
@@ -67,6 +76,8 @@ __all__ = [
     "fisher_exact_p",
     "holm",
     "limits",
+    "margin_design_check",
+    "margin_replicates",
     "margin_test",
     "margin_test_paired",
     "margin_test_unpaired",
