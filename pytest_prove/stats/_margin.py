@@ -620,9 +620,13 @@ class MarginDesignCheck:
     ok: bool
     replicates_needed: int | None  # None when ok, or beyond the search's ceiling
     method: str
+    replicates_exact: bool = True  # False: the normal approximation (a large design)
 
 
 MARGIN_CEILING = 20_000
+#: Above this many replicates (by the normal approximation) the replicates needed are given
+#: by the approximation, not searched exactly (each exact size costs seconds there).
+EXACT_SEARCH_UP_TO = 1_500
 
 
 def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float) -> int:
@@ -640,7 +644,7 @@ def margin_replicates(paired: bool, m: int, q: float, margin: float,
     row_power = power ** (1.0 / m)
 
     def passes(n: int) -> bool:
-        return _weakest(paired, n, margin, q)[0] >= row_power
+        return bool(_weakest(paired, n, margin, q)[0] >= row_power)
 
     guess = min(MARGIN_CEILING, _normal_guess(paired, margin, q, row_power))
     step = max(1, guess // 50)
@@ -683,14 +687,21 @@ def margin_design_check(replicates: int, m: int, *, paired: bool, margin: float,
     row_power = power ** (1.0 / m)
     weakest, where = _weakest(paired, n, margin, q)
     ok = weakest >= row_power
-    needed = None if ok else margin_replicates(paired, m, q, margin, power)
+    needed: int | None = None
+    exact = True
+    if not ok:
+        guess = _normal_guess(paired, margin, q, row_power)
+        if guess <= EXACT_SEARCH_UP_TO:
+            needed = margin_replicates(paired, m, q, margin, power)
+        else:
+            needed, exact = guess, False
     test = "Tango score, exact unconditional" if paired else (
         "Miettinen-Nurminen score, exact unconditional")
     model = "; twins independent given the rate" if paired else ""
     return MarginDesignCheck(
         replicates=n, m=m, paired=paired, q=q, margin=margin, power=power,
         row_power=row_power, weakest_power=weakest, weakest_base_rate=where, ok=ok,
-        replicates_needed=needed,
+        replicates_needed=needed, replicates_exact=exact,
         method=(f"{test} at margin {margin:g}, each row at level q = {q:g} (intersection-"
                 f"union); power {power:g} for all {m} rows = {row_power:.4f} per row "
                 f"(rows independent){model}, exact"))
