@@ -85,7 +85,8 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
             extra = ""
             if r.margin is not None:
                 word = "beyond" if r.beyond else "within" if r.within else "not within"
-                extra = f" {r.margin.p:.2g} | {bound_text(r.margin.bound)} | {word} |"
+                extra = (f" {escape(q_text(r.margin.p))} | {bound_text(r.margin.bound)} | "
+                         f"{word} |")
             lines.append(
                 f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
                 f"{escape(r.event)} | {rate(r.before)} | {rate(r.after)} | "

@@ -122,7 +122,7 @@ def margin_line(comparison: Comparison) -> str | None:
     names = ", ".join(
         f"{_row_name(r)} (the data support a margin of "
         f"{bound_text(r.margin.bound) if r.margin else '?'}, "
-        f"p {r.margin.p if r.margin else 1:.3g})"
+        f"p {q_text(r.margin.p if r.margin else 1.0)})"
         for r in found.not_within[:_LIST_AT_MOST])
     more = len(found.not_within) - _LIST_AT_MOST
     names += f" and {more} more" if more > 0 else ""
@@ -135,6 +135,11 @@ def margin_next(comparison: Comparison) -> str | None:
     found = comparison.margin
     if found is None or found.holds:
         return None
+    if found.word == "beyond margin":
+        return (f"next: {_plural(len(found.beyond), 'test')} got worse by more than "
+                f"{rate(found.margin)}, so no number of replicates would show "
+                f"{'it' if len(found.beyond) == 1 else 'them'} within it; look at where the "
+                "failing episodes stop (pytest-prove where)")
     if found.replicates_needed is None:
         runs = "more replicates than the search tries"
     else:
@@ -150,7 +155,7 @@ def _margin_cell(row: Row) -> str:
     if test is None:
         return ""
     word = "beyond" if row.beyond else "within" if test.within else "not within"
-    return f"{word} (p {test.p:.2g}, bound {bound_text(test.bound)})"
+    return f"{word} (p {q_text(test.p)}, bound {bound_text(test.bound)})"
 
 
 def bound_text(bound: float) -> str:
