@@ -76,6 +76,9 @@ _GRID_FLOOR = 64
 # Grid points whose neighbourhoods are searched more finely, and how finely.
 _REFINE_TOP = 6
 _REFINE_POINTS = 32
+# Designs with more outcomes than this are tested without building their whole outcome grid
+# (1001 x 1001: about 8 MB an array).
+_WHOLE_GRID_UP_TO = 1_002_001
 # The one-sided bound is found to this width (it prints with three decimals, rounded up).
 _BOUND_WIDTH = 1e-4
 
@@ -386,12 +389,18 @@ class MarginTest:
 @functools.lru_cache(maxsize=8192)
 def _test(paired: bool, n0: int, n1: int, first: int, second: int, margin: float,
           alpha: float) -> MarginTest:
-    design = margin_design(paired, n0, n1, margin)
-    p = design.sup_tail(float(design.order[first, second]))
+    if (n0 + 1) * (n1 + 1) <= _WHOLE_GRID_UP_TO:
+        design = margin_design(paired, n0, n1, margin)
+        p = design.sup_tail(float(design.order[first, second]))
+        statistic = float(design.score[first, second])
+    else:  # a large design: its outcome grid is not built (see _quick_p)
+        p = _quick_p(paired, n0, n1, first, second, margin)
+        statistic = float(_scores(paired, n0, n1, margin, np.array([float(first)]),
+                                  np.array([float(second)]))[0])
     change = (second - first) / n0 if paired else second / n1 - first / n0
     bound = _bound(paired, n0, n1, first, second, alpha)
     return MarginTest(margin=margin, paired=paired, change=change,
-                      statistic=float(design.score[first, second]), p=p, alpha=alpha,
+                      statistic=statistic, p=p, alpha=alpha,
                       bound=bound, method=PAIRED_METHOD if paired else UNPAIRED_METHOD)
 
 
@@ -626,7 +635,7 @@ class MarginDesignCheck:
 MARGIN_CEILING = 20_000
 #: Above this many replicates (by the normal approximation) the replicates needed are given
 #: by the approximation, not searched exactly (each exact size costs seconds there).
-EXACT_SEARCH_UP_TO = 1_500
+EXACT_SEARCH_UP_TO = 600
 
 
 def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float) -> int:
