@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 from .errors import ProveError
 from .inifile import fill_defaults, project_settings
-from .options import fail_on, fraction, missing_mode
+from .options import fail_on, fraction, margin, missing_mode
 from .report import commands as say
 from .report import cost as cost_text
 from .report._format import REPORT_SCHEMA_VERSION, plain_text
@@ -124,8 +124,12 @@ def _review(args: argparse.Namespace) -> Review:
     """The review of the two runs the command names, refused when there is nothing to
     compare."""
     before, after = _pair_of(args)
+    margin_asked = getattr(args, "margin", None)
     done = review(before, after, events=args.event or None, q=args.q, max_mde=args.max_mde,
-                  fail_on=getattr(args, "fail_on", frozenset({"worse"})), missing=args.missing)
+                  fail_on=getattr(args, "fail_on", None) or (
+                      frozenset({"worse", "not-within"}) if margin_asked is not None
+                      else frozenset({"worse"})),
+                  missing=args.missing, margin=margin_asked)
     done.require_comparison()
     return done
 
@@ -159,6 +163,10 @@ def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = Fa
                         help="episodes without an outcome: test (a rise in their share is "
                              "worse) or ignore (they are infrastructure); default: ini "
                              "prove_missing, else test")
+    parser.add_argument("--margin", type=margin, default=None, metavar="D",
+                        help="test every condition and event against a non-inferiority "
+                             "margin D (0 < D < 1): is its rise toward worse shown to be "
+                             "below D? default: ini prove_margin, else no margin")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
 
 
@@ -208,8 +216,9 @@ def _diff(args: argparse.Namespace, out: Output) -> int:
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
     _engine_options(parser)
     parser.add_argument("--fail-on", type=fail_on, default=None,
-                        help="verdicts that fail: worse, too-small, or both comma-separated; "
-                             "default: ini prove_fail_on, else worse")
+                        help="verdicts that fail, comma-separated: worse, too-small, "
+                             "not-within (a condition not shown within --margin); default: ini "
+                             "prove_fail_on, else worse (with a margin, worse,not-within)")
 
 
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, final
 
 from .errors import ProveError
-from .options import fail_on, fraction, missing_mode
+from .options import fail_on, fraction, margin, missing_mode
 
 __all__ = ["IniError", "ProjectSettings", "fill_defaults", "project_settings"]
 
@@ -124,7 +124,7 @@ def _found_in(folder: Path) -> tuple[Path, dict[str, str]] | None:
 
 _FLAGS = {"--prove-store": "prove_store", "--prove-q": "prove_q",
           "--prove-max-mde": "prove_max_mde", "--prove-fail-on": "prove_fail_on",
-          "--prove-missing": "prove_missing"}
+          "--prove-missing": "prove_missing", "--prove-margin": "prove_margin"}
 
 
 def _addopts(text: str) -> dict[str, str]:
@@ -167,7 +167,8 @@ _FROM_INI: tuple[tuple[str, str, Callable[[str], Any], Any], ...] = (
     ("q", "prove_q", fraction, 0.05),
     ("max_mde", "prove_max_mde", fraction, 0.20),
     ("missing", "prove_missing", missing_mode, "test"),
-    ("fail_on", "prove_fail_on", fail_on, frozenset({"worse"})),
+    ("margin", "prove_margin", margin, None),
+    ("fail_on", "prove_fail_on", fail_on, None),  # None: worse, and not-within with a margin
 )
 
 
@@ -180,8 +181,8 @@ def fill_defaults(args: argparse.Namespace, project: ProjectSettings) -> None:
         if not hasattr(args, name) or getattr(args, name) is not None:
             continue
         raw = project.addopts.get(option, project.get(option))
-        if raw == "" and option == "prove_missing":
-            raw = None  # an empty prove_missing is the default, in the session too
+        if raw == "" and option in ("prove_missing", "prove_margin", "prove_fail_on"):
+            raw = None  # an empty value is the default, in the session too
         try:
             setattr(args, name, parse(raw) if raw is not None else builtin)
         except argparse.ArgumentTypeError as exc:

@@ -13,11 +13,17 @@ from typing import Final
 from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
-__all__ = ["FAIL_ON", "count", "fail_on", "fraction", "missing_mode", "positive_int", "run_name",
-           "salt_word", "seconds", "shard", "store_name"]
+__all__ = ["DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "count", "fail_on", "fraction",
+           "margin", "missing_mode", "positive_int", "run_name", "salt_word", "seconds",
+           "shard", "store_name"]
 
-#: The verdicts a session or ``check`` can be told to fail on.
-FAIL_ON: Final = ("worse", "too-small")
+#: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
+#: not shown within --prove-margin).
+FAIL_ON: Final = ("worse", "too-small", "not-within")
+#: What fails when nothing says otherwise: a significant worsening, and with a margin, a
+#: condition not shown within it (naming a margin asks for that claim).
+DEFAULT_FAIL_ON: Final = frozenset({"worse"})
+MARGIN_FAIL_ON: Final = frozenset({"worse", "not-within"})
 
 
 def positive_int(text: str) -> int:
@@ -50,6 +56,19 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
+    return value
+
+
+def margin(text: str) -> float:
+    """A non-inferiority margin D, 0 < D < 1: the largest rise toward worse you accept."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise argparse.ArgumentTypeError(
+            f"expected a margin D with 0 < D < 1 (the largest rise in a failure rate you "
+            f"accept, e.g. 0.05), got {text!r}")
     return value
 
 
@@ -91,7 +110,7 @@ def missing_mode(text: str) -> Missing:
 
 
 def fail_on(text: str) -> frozenset[str]:
-    """A comma-separated set of verdicts to fail on: worse, too-small."""
+    """A comma-separated set of verdicts to fail on: worse, too-small, not-within."""
     words = frozenset(w.strip() for w in text.split(",") if w.strip())
     unknown = sorted(words - set(FAIL_ON))
     if unknown or not words:

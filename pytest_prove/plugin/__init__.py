@@ -17,6 +17,8 @@ from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
 from ..declare.spec import NO_OUTCOME_EVENT
 from ..options import (
+    DEFAULT_FAIL_ON,
+    MARGIN_FAIL_ON,
     fail_on,
     fraction,
     missing_mode,
@@ -27,6 +29,7 @@ from ..options import (
     shard,
     store_name,
 )
+from ..options import margin as margin_option
 from ..running.runner import Identity
 from ..store import Run, Store, StoreError
 from ..traces import capture
@@ -61,7 +64,8 @@ SESSION_NAME = "prove_session"
 PATH_OPTIONS = ("--prove-store", "--prove-report")
 VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-save-baseline",
                  "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
-                 "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
+                 "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-margin",
+                 "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
                  "--prove-salt")
@@ -130,8 +134,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare this outcome (repeatable; default: every declared failure "
                          "and success)")
     group.addoption("--prove-fail-on", metavar="WORDS", type=fail_on, default=None,
-                    help="verdicts that fail the session: worse (default), too-small, or both "
-                         "comma-separated")
+                    help="verdicts that fail the session, comma-separated: worse (the "
+                         "default), too-small, not-within (a condition not shown within "
+                         "--prove-margin; the default with a margin is worse,not-within)")
     group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
                     help="episodes without an outcome (no outcome, errors, timeouts): test "
                          "(default: a rise in their share is worse) or ignore (they are "
@@ -140,6 +145,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
     group.addoption("--prove-max-mde", metavar="D", type=fraction, default=None,
                     help="the largest change you accept not being able to see; default 0.20")
+    group.addoption("--prove-margin", metavar="D", type=margin_option, default=None,
+                    help="ask for the claim 'no condition got worse by D or more' (a "
+                         "non-inferiority margin, 0 < D < 1): each condition and event is "
+                         "tested against D, and the session fails unless every one is shown "
+                         "within it; default: ini prove_margin, else no margin")
     group.addoption("--prove-allow-underpowered", action="store_true", default=None,
                     help="run even when the design check says a condition could not see "
                          "--prove-max-mde")
@@ -153,7 +163,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   type="paths", default=[])
     parser.addini("prove_q", "default for --prove-q", default="0.05")
     parser.addini("prove_max_mde", "default for --prove-max-mde", default="0.20")
-    parser.addini("prove_fail_on", "default for --prove-fail-on", default="worse")
+    parser.addini("prove_fail_on", "default for --prove-fail-on (default: worse; with a "
+                  "margin, worse,not-within)", default="")
+    parser.addini("prove_margin", "default for --prove-margin (empty: no margin)", default="")
     parser.addini("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
                   "empty: no timeout)", default="")
     parser.addini("prove_missing", "default for --prove-missing: test or ignore",
@@ -182,8 +194,16 @@ def pytest_configure(config: pytest.Config) -> None:
     opt = config.option
     q = opt.prove_q or _ini_fraction(config, "prove_q")
     max_mde = opt.prove_max_mde or _ini_fraction(config, "prove_max_mde")
+    ini_margin = str(config.getini("prove_margin")).strip()
     try:
-        fail_words = opt.prove_fail_on or fail_on(str(config.getini("prove_fail_on")))
+        margin = opt.prove_margin or (margin_option(ini_margin) if ini_margin else None)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_margin: {exc}") from None
+    ini_fail_on = str(config.getini("prove_fail_on")).strip()
+    try:
+        fail_words = opt.prove_fail_on or (
+            fail_on(ini_fail_on) if ini_fail_on
+            else MARGIN_FAIL_ON if margin is not None else DEFAULT_FAIL_ON)
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
     try:
@@ -217,6 +237,7 @@ def pytest_configure(config: pytest.Config) -> None:
         concurrency=opt.prove_concurrency or 1,
         q=q,
         max_mde=max_mde,
+        margin=margin,
         allow_underpowered=bool(opt.prove_allow_underpowered
                                 or config.getini("prove_allow_underpowered")),
         paired=opt.prove_baseline is not None or opt.prove_resume is not None,
@@ -284,7 +305,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
             save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
             asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
-                   "missing": missing}, replay=replay)
+                   "missing": missing, "margin": margin}, replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     session.last_failed = last_failed

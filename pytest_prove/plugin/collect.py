@@ -420,6 +420,9 @@ class Collection:
             f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
             f"{settings.max_mde:.3f})",
         ]
+        margin_check = _margin_check(config, replicates, m, settings)
+        if margin_check is not None:
+            lines.append(margin_check.line)
         if settings.shard is not None:
             mine = sum(1 for item in items if PLAN_KEY in item.stash)
             whole = sum(1 for item in sweep if PLAN_KEY in item.stash)
@@ -438,6 +441,11 @@ class Collection:
                              f"{needed} (or a larger --prove-max-mde, fewer conditions or "
                              "events); the run would stop here")
                 config.stash[PLAN_FAILS_KEY] = True
+            if (margin_check is not None and not margin_check.ok
+                    and not settings.allow_underpowered):
+                lines.append(f"design check fails for the margin: {margin_check.advice}; "
+                             "the run would stop here")
+                config.stash[PLAN_FAILS_KEY] = True
             self._print(lines)
             config.hook.pytest_deselected(items=list(items))
             items[:] = []
@@ -454,6 +462,12 @@ class Collection:
                 f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
                 f"or run anyway with --prove-allow-underpowered")
             _refuse(config, items, message)
+        elif (margin_check is not None and not margin_check.ok
+              and not settings.allow_underpowered):
+            _refuse(config, items, (
+                f"design check failed for the margin: with {replicates} replicates a "
+                f"condition, {margin_check.advice}, fewer conditions or events, a larger "
+                "--prove-margin, or run anyway with --prove-allow-underpowered"))
 
     def _print(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -461,6 +475,51 @@ class Collection:
             return
         for line in lines:
             reporter.write_line(line)
+
+
+@dataclass(frozen=True, slots=True)
+class _MarginDesign:
+    ok: bool
+    line: str  # the plan's line
+    advice: str  # what would pass, when not ok
+
+
+def _margin_check(config: pytest.Config, replicates: int, m: int,
+                  settings: Settings) -> _MarginDesign | None:
+    """The margin's design check (--prove-margin), remembered in pytest's cache."""
+    if settings.margin is None:
+        return None
+    key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
+           f"{settings.margin}")
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        found = cache.get(key, None)
+        if isinstance(found, dict):
+            try:
+                return _MarginDesign(**found)
+            except TypeError:
+                pass
+    from ..stats import margin_design_check
+
+    check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
+                                q=settings.q)
+    claim = (f"every one of the {m} tests shown within the margin {settings.margin:g} when "
+             f"nothing changed")
+    line = (f"margin design check: {claim}: {check.weakest_power ** m:.2f} of the time at "
+            f"base rate {check.weakest_base_rate:.3f} ({check.row_power:.4f} asked of each "
+            f"test for 0.8 over all {m}; {check.method})")
+    if check.replicates_needed is None:
+        advice = "more replicates than the search's ceiling are needed for that claim"
+    else:
+        about = "" if check.replicates_exact else "about "
+        advice = (f"the claim that every condition is within {settings.margin:g} would hold "
+                  f"only {check.weakest_power ** m:.2f} of the time when nothing changed; "
+                  f"use {about}{check.replicates_needed} replicates a condition "
+                  "(replicates= or --prove-replicates)")
+    design = _MarginDesign(ok=check.ok, line=line, advice=advice)
+    if cache is not None:
+        cache.set(key, {"ok": design.ok, "line": design.line, "advice": design.advice})
+    return design
 
 
 @dataclass(frozen=True, slots=True)

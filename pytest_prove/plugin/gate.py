@@ -80,7 +80,13 @@ class GateReports:
 
         comparison = review.comparison
         verdict = comparison.verdict
-        failing = verdict.worse if verdict.word == "worse" else verdict.blind
+        fail_on = review.gate.fail_on
+        failing = list(verdict.worse if verdict.word == "worse" and "worse" in fail_on
+                       else verdict.blind if verdict.word == "too small to tell"
+                       and "too-small" in fail_on else ())
+        if (comparison.margin is not None and not comparison.margin.holds
+                and "not-within" in fail_on):
+            failing += comparison.margin.not_within
         named = keys_and_labels(review.before, review.after)
         keys = {label: key for key, (label, _) in named.items()}
         rollouts = review.after.manifest.get("rollouts") or {}

@@ -65,6 +65,7 @@ class Settings:
     shard: tuple[int, int] | None = None
     q: float = 0.05
     max_mde: float = 0.20
+    margin: float | None = None  # --prove-margin
     allow_underpowered: bool = False
     paired: bool = False  # a baseline is given, so the comparison will be paired
     plan_only: bool = False

@@ -131,9 +131,12 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
     lines = comparison_lines(review, verbose)
     if gate.reasons:
         return lines + [f"check failed: {plain_text(r)}" for r in gate.reasons]
-    word = review.require_comparison().verdict.word
+    comparison = review.require_comparison()
+    word = comparison.verdict.word
+    margin = ("" if comparison.margin is None
+              else f", the margin's {comparison.margin.word!r}")
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
-                 f"{word!r}; --fail-on {','.join(sorted(gate.fail_on))}")
+                 f"{word!r}{margin}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines
 
 

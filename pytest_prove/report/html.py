@@ -30,7 +30,7 @@ from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
 from .notes import run_set_aside, set_aside
-from .terminal import verdict_line
+from .terminal import bound_text, margin_line, verdict_line
 
 __all__ = ["AxisError", "choose_axes", "render_html", "render_run_html", "worst_first",
            "worst_rate_first"]
@@ -104,7 +104,17 @@ def _row_data(index: int, row: Row, labels: Labels) -> dict[str, Any]:
         "fall": str(row.fall),
         "status": _status(row),
         "design": "paired" if row.paired else "unpaired",
+        **({} if row.margin is None else {
+            "margin": _margin_word(row),
+            "margin_p": q_text(row.margin.p),
+            "bound": bound_text(row.margin.bound)}),
     }
+
+
+def _margin_word(row: Row) -> str:
+    if row.margin is None:
+        return ""
+    return "beyond" if row.beyond else "within" if row.within else "not within"
 
 
 def worst_first(rows: Sequence[Row]) -> list[int]:
@@ -157,7 +167,11 @@ def _cell(index: int, row: Row, focusable: bool, start: bool) -> str:
         f'<span class="ba">{rate(row.before)} → {rate(row.after)}</span>'
         f'<span class="ch">{signed(row.change)}</span>'
         f'<span class="qq">q {q_text(row.q_value)}</span>'
-        f'<span class="lim">rise {_e(row.rise)} · fall {_e(row.fall)}</span></td>'
+        f'<span class="lim">rise {_e(row.rise)} · fall {_e(row.fall)}</span>'
+        + ("" if row.margin is None else
+           f'<span class="mg">{_e(_margin_word(row))}, ≤ {_e(bound_text(row.margin.bound))}'
+           '</span>')
+        + '</td>'
     )
 
 
@@ -267,7 +281,7 @@ td.cell{background:#f2f2f4;border:2px solid transparent;border-radius:6px;paddin
  min-width:8.5rem;font-variant-numeric:tabular-nums;font-size:.85rem;cursor:default;
  vertical-align:top}
 td.cell span{display:block}td.cell .ch{font-weight:600}
-td.cell .lim,td.cell .qq{color:#555;font-size:.78rem}
+td.cell .lim,td.cell .qq,td.cell .mg{color:#555;font-size:.78rem}
 td.cell.empty{color:#888;font-style:italic}
 td.cell.worse{background:#fbe3e1}td.cell.safer{background:#dff3e5}td.cell.flag{background:#fff3cd}
 td.cell.worse.counted{background:#e8928a}td.cell.safer.counted{background:#8fd0a4}
@@ -342,6 +356,10 @@ _FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"],
            ["interval", "interval"], ["p", "p"], ["q", "q"], ["rise", "rise limit"],
            ["fall", "fall limit"], ["status", "verdict"], ["design", "design"]]
 
+#: The panel's margin fields, with --prove-margin.
+_MARGIN_FIELDS = [["margin", "margin"], ["margin_p", "margin p"],
+                  ["bound", "upper bound (one-sided)"]]
+
 #: The details panel of a single run's cell.
 _RATE_FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"],
                 ["episodes", "episodes"], ["rate", "rate"], ["interval", "interval"],
@@ -395,7 +413,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
     verdict = comparison.verdict
     rows = comparison.rows
     order = worst_first(rows)
-    data = {"schema_version": REPORT_SCHEMA_VERSION, "fields": _FIELDS,
+    fields = _FIELDS + (_MARGIN_FIELDS if comparison.margin is not None else [])
+    data = {"schema_version": REPORT_SCHEMA_VERSION, "fields": fields,
             "worst": order[0] if order else None,
             "rows": [_row_data(i, r, labels) for i, r in enumerate(rows)]}
     worse = {r.event: "rises" if r.worse_when == "rise" else "falls" for r in rows}
@@ -404,9 +423,14 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
     table = ['<table class="full"><thead><tr>' + "".join(
         f"<th>{h}</th>" for h in ("condition", "case", "event", "before", "after", "change",
                                   "interval", "p", "q", "verdict", "rise", "fall"))
+             + ("<th>margin</th><th>margin p</th><th>bound</th>"
+                if comparison.margin is not None else "")
              + "</tr></thead><tbody>"]
     for r in rows:
         case = labels.cases.get(r.condition)
+        extra = "" if r.margin is None else (
+            f"<td>{_e(_margin_word(r))}</td><td class=\"n\">{q_text(r.margin.p)}</td>"
+            f"<td class=\"n\">{_e(bound_text(r.margin.bound))}</td>")
         table.append(
             f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
             f"<td>{_e(r.event)}</td><td class=\"n\">{rate(r.before)}</td>"
@@ -414,7 +438,7 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
             f"<td class=\"n\">[{signed(r.interval.low)}, {signed(r.interval.high)}]</td>"
             f"<td class=\"n\">{q_text(r.p)}</td><td class=\"n\">{q_text(r.q_value)}</td>"
             f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
-            f"<td class=\"n\">{_e(r.fall)}</td></tr>")
+            f"<td class=\"n\">{_e(r.fall)}</td>{extra}</tr>")
     table.append("</tbody></table>")
     notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
              for head, text in set_aside(review, _e)]
@@ -424,8 +448,10 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
         why = (f"counted worse, Holm p {q_text(worst.p_holm)}" if worst.counted
                else f"leaning worse, change {signed(worst.change)}, q {q_text(worst.q_value)}")
         opens = _opens_on(worst.condition, worst.event, why)
+    said = margin_line(comparison)
+    margin_said = "" if said is None else f'\n<p class="verdict margin">{_e(said)}</p>'
     header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
-<p class="verdict">{_e(verdict_line(comparison))}</p>
+<p class="verdict">{_e(verdict_line(comparison))}</p>{margin_said}
 <p class="muted">{_e(labels.before)} → {_e(labels.after)}, {comparison.m} tests,
 {'paired on shared seeds' if prepared.paired else 'unpaired'}; {_axes_note(x, y)}. Use the arrow
 keys in a grid, or hover a cell, to read its details.</p>{opens}
@@ -434,7 +460,9 @@ style="background:#fbe3e1">flagged, leaning worse</span><span style="background:
 leaning safer</span><span style="background:#f2f2f4">not flagged</span></p>"""
     return _page(title=f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}",
                  header=header, sections=sections, table="".join(table), notes=notes,
-                 method=comparison.method, data=data)
+                 method=comparison.method + ("" if comparison.margin is None
+                                             else f". {comparison.margin.method}"),
+                 data=data)
 
 
 def _rate_data(index: int, row: Rate, labels: Labels, level: float) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pytest_prove.review import Review
 from pytest_prove.review.describe import Description
 
 from ._format import REPORT_SCHEMA_VERSION
-from .terminal import verdict_line
+from .terminal import margin_line, verdict_line
 
 __all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json", "render_run_json",
            "run_document"]
@@ -33,6 +33,8 @@ def comparison_document(review: Review) -> dict[str, Any]:
         "verdict": comparison.verdict.word,
         "verdict_line": verdict_line(comparison),
         "comparison": comparison.to_dict(),
+        **({} if comparison.margin is None else {
+            "margin": comparison.margin.word, "margin_line": margin_line(comparison)}),
         "conditions": {
             label: {"axes": dict(labels.axes.get(label, {})),
                     "case_id": labels.cases.get(label)}

@@ -17,7 +17,7 @@ from pytest_prove.stats import Row
 
 from ._format import q_text, rate, signed, terminal_text
 from .notes import run_set_aside, set_aside
-from .terminal import verdict_line
+from .terminal import bound_text, margin_line, margin_next, verdict_line
 
 __all__ = ["append_step_summary", "escape", "render_markdown", "render_run_markdown"]
 
@@ -61,27 +61,38 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
         "",
         escape(verdict_line(comparison), _OURS),
         "",
+        *([] if comparison.margin is None else [
+            f"**{escape(comparison.margin.word)}**: "
+            + escape(str(margin_line(comparison)).partition(": ")[2], _OURS), ""]),
         f"<code>{escape(labels.before)}</code> → <code>{escape(labels.after)}</code>, "
         f"{comparison.m} tests "
         f"({'paired on shared seeds' if prepared.paired else 'unpaired'})",
         "",
     ]
     shown = list(comparison.rows) if verbose else [
-        r for r in comparison.rows if r.moved or r.blind]
+        r for r in comparison.rows
+        if r.moved or r.blind or (r.margin is not None and not r.within)]
+    with_margin = comparison.margin is not None
     if shown:
         lines += [
             "| condition | case | event | before | after | change | interval | q | verdict "
-            "| rise | fall |",
-            "|---|---|---|--:|--:|--:|---|--:|---|--:|--:|",
+            "| rise | fall |" + (" margin p | bound | margin |" if with_margin else ""),
+            "|---|---|---|--:|--:|--:|---|--:|---|--:|--:|"
+            + ("--:|--:|---|" if with_margin else ""),
         ]
         for r in shown:
             case = labels.cases.get(r.condition)
+            extra = ""
+            if r.margin is not None:
+                word = "beyond" if r.beyond else "within" if r.within else "not within"
+                extra = (f" {escape(q_text(r.margin.p))} | {bound_text(r.margin.bound)} | "
+                         f"{word} |")
             lines.append(
                 f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
                 f"{escape(r.event)} | {rate(r.before)} | {rate(r.after)} | "
                 f"{signed(r.change)} | [{signed(r.interval.low)}, "
                 f"{signed(r.interval.high)}] | {escape(q_text(r.q_value))} | {_status(r)} | "
-                f"{r.rise} | {r.fall} |"
+                f"{r.rise} | {r.fall} |{extra}"
             )
         lines.append("")
     hidden = comparison.m - len(shown)
@@ -91,6 +102,11 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
     for head, text in set_aside(review, escape):
         lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
     lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]
+    if comparison.margin is not None:
+        lines += [f"<sub>{escape(comparison.margin.method, _OURS)}</sub>", ""]
+        advice = margin_next(comparison)
+        if advice is not None:
+            lines += [escape(advice[0].upper() + advice[1:], _OURS), ""]
     if verdict.word == "worse":
         lines.append("Next: read where the failing episodes stop: "
                      f"<code>pytest-prove where {escape(labels.after)} --event EVENT</code>.")

@@ -52,9 +52,12 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
         lines.extend(f"pytest-prove: gate failed: {plain_text(reason)}"
                      for reason in review.gate.reasons)
         if review.comparison is not None:
-            from .terminal import verdict_line
+            from .terminal import margin_line, verdict_line
 
             lines.append(verdict_line(review.comparison))
+            said = margin_line(review.comparison)
+            if said is not None:
+                lines.append(said)
     if ended:
         lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "
                      f"stored in {where}")

@@ -17,7 +17,8 @@ from pytest_prove.stats import Comparison, Limit, Row, outward
 
 from ._format import q_text, rate, signed, terminal_text
 
-__all__ = ["condition_failure", "format_comparison", "verdict_line"]
+__all__ = ["bound_text", "condition_failure", "format_comparison", "margin_line",
+           "margin_next", "verdict_line"]
 
 _LIST_AT_MOST = 3
 
@@ -90,6 +91,82 @@ def verdict_line(comparison: Comparison) -> str:
             f"{tail}")
 
 
+def _row_name(row: Row) -> str:
+    return f"{terminal_text(row.condition)} {terminal_text(row.event)}"
+
+
+def margin_line(comparison: Comparison) -> str | None:
+    """The margin's answer, on its own line (None without a margin): the words are kept
+    apart from the verdict's, which answers another question."""
+    found = comparison.margin
+    if found is None:
+        return None
+    d = rate(found.margin)
+    m = comparison.m
+    if found.word == "within margin":
+        widest = max(comparison.rows, key=lambda r: r.margin.bound if r.margin else -1.0)
+        bound = bound_text(widest.margin.bound) if widest.margin else "?"
+        return (f"within margin {d}: every condition's change toward worse is shown to be "
+                f"below {d} ({_plural(m, 'test')}, each at level {comparison.q:g}, so the "
+                f"claim for all of them together holds at level {comparison.q:g}); the "
+                f"largest upper bound is {bound} ({_row_name(widest)})")
+    if found.word == "beyond margin":
+        names = ", ".join(
+            f"{_row_name(r)} {signed(_toward_worse(r))} (its interval starts at "
+            f"{signed(r.interval.low if r.worse_when == 'rise' else -r.interval.high)})"
+            for r in found.beyond[:_LIST_AT_MOST])
+        more = len(found.beyond) - _LIST_AT_MOST
+        names += f" and {more} more" if more > 0 else ""
+        return (f"beyond margin {d}: {_plural(len(found.beyond), 'test')} got worse by more "
+                f"than {d}: {names}")
+    names = ", ".join(
+        f"{_row_name(r)} (the data support a margin of "
+        f"{bound_text(r.margin.bound) if r.margin else '?'}, "
+        f"p {q_text(r.margin.p if r.margin else 1.0)})"
+        for r in found.not_within[:_LIST_AT_MOST])
+    more = len(found.not_within) - _LIST_AT_MOST
+    names += f" and {more} more" if more > 0 else ""
+    return (f"not shown within margin {d}: {len(found.not_within)} of {_plural(m, 'test')} "
+            f"could not be shown below {d}: {names}")
+
+
+def margin_next(comparison: Comparison) -> str | None:
+    """What to do when the margin's claim does not hold (None when it does)."""
+    found = comparison.margin
+    if found is None or found.holds:
+        return None
+    if found.word == "beyond margin":
+        return (f"next: {_plural(len(found.beyond), 'test')} got worse by more than "
+                f"{rate(found.margin)}, so no number of replicates would show "
+                f"{'it' if len(found.beyond) == 1 else 'them'} within it; look at where the "
+                "failing episodes stop (pytest-prove where)")
+    if found.replicates_needed is None:
+        runs = "more replicates than the search tries"
+    else:
+        about = "" if found.replicates_exact else "about "
+        runs = f"{about}{found.replicates_needed:,} replicates per condition in both runs"
+    return (f"next: with {runs}, every condition would be shown within {rate(found.margin)} "
+            f"4 times in 5 when nothing changed; or accept the margin the data support "
+            f"(--prove-margin)")
+
+
+def _margin_cell(row: Row) -> str:
+    test = row.margin
+    if test is None:
+        return ""
+    word = "beyond" if row.beyond else "within" if test.within else "not within"
+    return f"{word} (p {q_text(test.p)}, bound {bound_text(test.bound)})"
+
+
+def bound_text(bound: float) -> str:
+    """A one-sided upper bound as printed: rounded up (outward) when positive."""
+    return outward(bound) if bound > 0 else signed(bound)
+
+
+def _toward_worse(row: Row) -> float:
+    return row.change if row.worse_when == "rise" else -row.change
+
+
 def _status(row: Row, max_mde: float) -> str:
     if row.counted:
         return row.direction
@@ -107,9 +184,9 @@ def _order(row: Row) -> tuple[int, str, str]:
 
 
 def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
-    header = ("condition", "event", "before", "after", "change", "q", "verdict",
-              "interval", "rise", "fall")
-    body = [
+    header: tuple[str, ...] = ("condition", "event", "before", "after", "change", "q",
+                               "verdict", "interval", "rise", "fall")
+    body: list[tuple[str, ...]] = [
         (terminal_text(r.condition), terminal_text(r.event), rate(r.before), rate(r.after),
          signed(r.change),
          q_text(r.q_value), _status(r, max_mde),
@@ -117,6 +194,10 @@ def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
          _limit(r.rise), _limit(r.fall))
         for r in sorted(rows, key=_order)
     ]
+    if any(r.margin is not None for r in rows):
+        header = (*header, "margin")
+        body = [(*line, _margin_cell(r))
+                for line, r in zip(body, sorted(rows, key=_order), strict=True)]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     numeric = {2, 3, 4, 5}
 
@@ -135,6 +216,9 @@ def format_comparison(
     verdict = comparison.verdict
     before, after = terminal_text(before), terminal_text(after)
     lines = [verdict_line(comparison)]
+    said = margin_line(comparison)
+    if said is not None:
+        lines.append(said)
     tallies = " · ".join(f"{terminal_text(t.event)}: {t.worse} worse, {t.safer} safer"
                          for t in verdict.by_event)
     lines.append(f"{before} -> {after}, {_plural(comparison.m, 'test')}; {tallies}")
@@ -145,7 +229,8 @@ def format_comparison(
         lines.append(f"fragility: {_plural(fragility.flips, 'outcome')} flipped in {after} "
                      f"would change the word ({how}): {terminal_text(fragility.detail, 240)}")
     shown = list(comparison.rows) if verbose else [
-        r for r in comparison.rows if r.moved or r.blind
+        r for r in comparison.rows
+        if r.moved or r.blind or (r.margin is not None and not r.within)
     ]
     if shown:
         lines.extend(_table(shown, comparison.max_mde))
@@ -159,6 +244,12 @@ def format_comparison(
     )
     if comparison.paired_model is not None:
         lines.append(f"paired limits assume {comparison.paired_model}")
+    if comparison.margin is not None:
+        lines.append(f"margin method: {comparison.margin.method}. bound: the smallest margin "
+                     "each test would be shown within, one-sided")
+        advice = margin_next(comparison)
+        if advice is not None:
+            lines.append(advice)
     if verdict.word == "too small to tell":
         if verdict.replicates_needed is not None:
             lines.append(
@@ -180,12 +271,16 @@ def condition_failure(comparison: Comparison, condition: str, *, before: str,
     """The failure text of one condition's gate report: the verdict, this condition's rows,
     and how it was tested (what ``-rf``, ``--junitxml`` and the FAILURES section show)."""
     rows = [r for r in comparison.rows if r.condition == condition]
-    moved = [r for r in rows if r.direction != "unchanged" or r.blind]
+    moved = [r for r in rows if r.direction != "unchanged" or r.blind
+             or (r.margin is not None and not r.within)]
+    said = margin_line(comparison)
     return [
         verdict_line(comparison),
+        *([] if said is None else [said]),
         f"{terminal_text(condition)}, {terminal_text(before)} -> {terminal_text(after)}: "
         + ("; ".join(f"{_event_words(r)} {rate(r.before)} -> {rate(r.after)}" for r in moved)
            or "unchanged"),
         *_table(rows, comparison.max_mde),
         f"method: {comparison.method}",
+        *([] if comparison.margin is None else [f"margin method: {comparison.margin.method}"]),
     ]

@@ -83,24 +83,31 @@ class Review:
 
 
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
-           max_mde: float, fail_on: Collection[str], missing: Missing = "test") -> Review:
+           max_mde: float, fail_on: Collection[str], missing: Missing = "test",
+           margin: float | None = None) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
     ``no outcome`` of their condition (``"test"``), or left out (``"ignore"``, for missing
     outcomes known to be infrastructure).
 
+    ``margin`` adds the margin test of every row; the gate then fails, when ``fail_on``
+    holds ``not-within``, unless every row is shown within it.
+
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
     :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
     """
     prepared = prepare(before, after, events or None, missing=missing)
-    comparison = (compare(prepared.rows, q=q, max_mde=max_mde, mirrored=prepared.mirrored)
+    comparison = (compare(prepared.rows, q=q, max_mde=max_mde, mirrored=prepared.mirrored,
+                          margin=margin)
                   if prepared.rows else None)
     labels = labels_of(before, after)
     covered = coverage(before, after, missing_tested=missing == "test")
     word = None if comparison is None else comparison.verdict.word
     verdict_failed = ((word == "worse" and "worse" in fail_on)
-                      or (word == "too small to tell" and "too-small" in fail_on))
+                      or (word == "too small to tell" and "too-small" in fail_on)
+                      or (comparison is not None and comparison.margin is not None
+                          and not comparison.margin.holds and "not-within" in fail_on))
     # A gate that compared less than the baseline holds, or read a run that did not
     # finish, is never a pass.
     reasons: list[str] = []

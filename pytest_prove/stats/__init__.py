@@ -27,6 +27,15 @@ from ._intervals import (
     wilson_interval,
 )
 from ._limits import outward
+from ._margin import (
+    MarginDesignCheck,
+    MarginTest,
+    margin_design_check,
+    margin_replicates,
+    margin_test,
+    margin_test_paired,
+    margin_test_unpaired,
+)
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -52,6 +61,8 @@ __all__ = [
     "Interval",
     "Limit",
     "Limits",
+    "MarginDesignCheck",
+    "MarginTest",
     "Pairs",
     "Row",
     "RowInput",
@@ -65,6 +76,11 @@ __all__ = [
     "fisher_exact_p",
     "holm",
     "limits",
+    "margin_design_check",
+    "margin_replicates",
+    "margin_test",
+    "margin_test_paired",
+    "margin_test_unpaired",
     "mcnemar_exact_p",
     "mcnemar_midp",
     "newcombe_interval",

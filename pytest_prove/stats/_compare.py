@@ -20,6 +20,16 @@ from ._exact_power import PAIRED_MODEL
 from ._fragility import Fragility, RowState, fragility
 from ._intervals import Interval, newcombe_intervals, tango_intervals
 from ._limits import Limit, _cached_limits
+from ._margin import (
+    EXACT_SEARCH_UP_TO,
+    PAIRED_METHOD,
+    UNPAIRED_METHOD,
+    MarginTest,
+    _normal_guess,
+    margin_replicates,
+    margin_test_paired,
+    margin_test_unpaired,
+)
 from ._multiplicity import benjamini_hochberg, holm
 from ._replicates import replicates_for_all
 from ._rows import RowCounts
@@ -28,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Comparison",
     "EventTally",
+    "MarginVerdict",
     "Pairs",
     "Row",
     "RowInput",
@@ -37,6 +48,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 Word = Literal["worse", "safer", "no significant change", "too small to tell"]
+MarginWord = Literal["within margin", "not shown within margin", "beyond margin"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,21 @@ class Row(RowCounts):
     rise: Limit
     fall: Limit
     blind: tuple[Literal["rise", "fall"], ...] = ()  # directions that cannot see max_mde
+    margin: MarginTest | None = None  # the margin test, when a margin was named
+    margin_holm: float | None = None  # its Holm-adjusted p-value over the m rows
+    beyond: bool = False  # significantly worse by more than the margin
+
+    @property
+    def within(self) -> bool:
+        """Shown within the margin at level q (its part of the sweep-wide claim)."""
+        return self.margin is not None and self.margin.within
+
+    @property
+    def within_alone(self) -> bool:
+        """Shown within the margin as a claim about this row alone (Holm over m rows)."""
+        if self.margin is None or self.margin_holm is None:
+            return False
+        return self.margin_holm <= self.margin.alpha
 
     @property
     def paired(self) -> bool:
@@ -133,7 +160,46 @@ class Row(RowCounts):
             "rise": self.rise.to_dict(),
             "fall": self.fall.to_dict(),
             "blind": list(self.blind),
+            **({} if self.margin is None else {"margin": {
+                **self.margin.to_dict(), "p_holm": self.margin_holm,
+                "within_alone": self.within_alone, "beyond": self.beyond}}),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class MarginVerdict:
+    """The answer to "is every row's change toward worse below the margin?".
+
+    ``within margin``: every row shown within it, each at level q; by the intersection-union
+    argument the claim for the whole sweep then holds at level q. ``beyond margin``: some
+    row's simultaneous interval lies wholly above the margin. ``not shown within margin``:
+    neither. ``replicates_needed`` is per condition, in each run, for the claim to hold 4
+    times in 5 when nothing changed (``replicates_exact`` False: a normal approximation,
+    the design check gives the exact figure)."""
+
+    margin: float
+    word: MarginWord
+    not_within: tuple[Row, ...]
+    beyond: tuple[Row, ...]
+    replicates_needed: int | None
+    replicates_exact: bool
+    method: str
+
+    @property
+    def holds(self) -> bool:
+        return self.word == "within margin"
+
+    def to_dict(self) -> dict[str, Any]:
+        def name(row: Row) -> dict[str, Any]:
+            assert row.margin is not None
+            return {"condition": row.condition, "event": row.event, "p": row.margin.p,
+                    "bound": row.margin.bound}
+
+        return {"margin": self.margin, "word": self.word,
+                "not_within": [name(r) for r in self.not_within],
+                "beyond": [name(r) for r in self.beyond],
+                "replicates_needed": self.replicates_needed,
+                "replicates_exact": self.replicates_exact, "method": self.method}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +279,7 @@ class Comparison:
     design: Literal["paired", "unpaired", "mixed"]
     paired_model: str | None = None  # stated when any row is paired
     level: float = field(default=0.95)  # of the simultaneous intervals, 1 - q/m
+    margin: MarginVerdict | None = None  # when a margin was named
 
     @property
     def alpha(self) -> float:
@@ -233,6 +300,7 @@ class Comparison:
             "paired_model": self.paired_model,
             "verdict": self.verdict.to_dict(),
             "rows": [row.to_dict() for row in self.rows],
+            **({} if self.margin is None else {"margin": self.margin.to_dict()}),
         }
 
 
@@ -360,12 +428,16 @@ def compare(
     max_mde: float = 0.20,
     power: float = 0.8,
     mirrored: Mapping[str, str] | None = None,
+    margin: float | None = None,
 ) -> Comparison:
     """Compare two runs row by row and give the verdict (SPEC section 4).
 
     ``mirrored`` (``{success: failure}``) names the events left out because each is the
-    complement of a tested one; the method says so."""
+    complement of a tested one; the method says so. ``margin`` (in (0, 1)) adds the margin
+    test of every row and the margin verdict (``Comparison.margin``)."""
     q = check_q(q)
+    if margin is not None:
+        margin = check_q(margin, "margin")
     max_mde = check_q(max_mde, "max_mde")
     power = check_q(power, "power")
     inputs = list(rows)
@@ -417,6 +489,10 @@ def compare(
                 blind=_blind_directions(before, rise, fall, max_mde),
             )
         )
+
+    margin_verdict: MarginVerdict | None = None
+    if margin is not None:
+        built, margin_verdict = _with_margin(built, margin, q)
 
     worse_rows = tuple(r for r in built if r.direction == "worse")
     safer_rows = tuple(r for r in built if r.direction == "safer")
@@ -484,7 +560,51 @@ def compare(
         design=design,
         paired_model=PAIRED_MODEL if design != "unpaired" else None,
         level=level,
+        margin=margin_verdict,
     )
+
+
+def _margin_of(row: Row, margin: float, q: float) -> MarginTest:
+    if row.pairs is not None:
+        return margin_test_paired(row.pairs.before_only, row.pairs.after_only, row.pairs.n,
+                                  margin, alpha=q, worse_when=row.worse_when)
+    return margin_test_unpaired(row.x_before, row.n_before, row.x_after, row.n_after, margin,
+                                alpha=q, worse_when=row.worse_when)
+
+
+def _with_margin(rows: list[Row], margin: float, q: float) -> tuple[list[Row], MarginVerdict]:
+    """Every row's margin test, their Holm adjustment, and the margin verdict."""
+    import dataclasses
+
+    tests = [_margin_of(r, margin, q) for r in rows]
+    adjusted = holm(np.array([t.p for t in tests]))
+    out: list[Row] = []
+    for row, test, p_holm in zip(rows, tests, adjusted, strict=True):
+        toward_worse_low = row.interval.low if row.worse_when == "rise" else -row.interval.high
+        out.append(dataclasses.replace(row, margin=test, margin_holm=float(p_holm),
+                                       beyond=toward_worse_low > margin))
+    beyond = tuple(r for r in out if r.beyond)
+    not_within = tuple(r for r in out if not r.within)
+    word: MarginWord = ("beyond margin" if beyond else
+                        "not shown within margin" if not_within else "within margin")
+    m = len(out)
+    paired = all(r.paired for r in out)
+    needed: int | None = None
+    exact = True
+    if not_within:
+        guess = _normal_guess(paired, margin, q, 0.8 ** (1.0 / m))
+        if guess <= EXACT_SEARCH_UP_TO:
+            needed = margin_replicates(paired, m, q, margin)
+        else:
+            needed, exact = guess, False
+    kinds = sorted({PAIRED_METHOD if r.paired else UNPAIRED_METHOD for r in out})
+    method = (f"margin {margin:g}: {'; '.join(kinds)}; one-sided, change toward worse < "
+              f"{margin:g}; every row at level q = {q:g}, so the claim for all {m} rows holds "
+              f"at level {q:g} (intersection-union test, Berger 1982); a claim about one row "
+              f"alone: Holm q {q:g} over {m} tests; beyond: simultaneous interval wholly above "
+              f"{margin:g}")
+    return out, MarginVerdict(margin=margin, word=word, not_within=not_within, beyond=beyond,
+                              replicates_needed=needed, replicates_exact=exact, method=method)
 
 
 def _replicates_needed(
