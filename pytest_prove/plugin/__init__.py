@@ -17,6 +17,7 @@ from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
 from ..declare.spec import NO_OUTCOME_EVENT
 from ..options import (
+    chaos_switch,
     fail_on,
     fraction,
     missing_mode,
@@ -64,7 +65,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
-                 "--prove-salt")
+                 "--prove-salt", "--prove-chaos")
 
 
 # ---------------------------------------------------------------------------
@@ -147,6 +148,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
                          "intervals")
+    group.addoption("--prove-chaos", metavar="on|off", type=chaos_switch, default=None,
+                    help="inject the HTTP faults rollouts declare with chaos= or [chaos] "
+                         "(on, the default) or none (off); given against a baseline whose "
+                         "chaos differs, it asks for that comparison (docs/chaos.md)")
     parser.addini("prove_store", "folder of runs and baselines (relative to rootdir)",
                   default=".prove")
     parser.addini("prove_specs", "sweep spec files to collect besides prove_*.toml",
@@ -160,6 +165,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="test")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
                   type="bool", default=False)
+    parser.addini("prove_chaos", "default for --prove-chaos: on or off", default="on")
     budget.add_options(parser)
     capture.add_options(parser)
 
@@ -191,6 +197,11 @@ def pytest_configure(config: pytest.Config) -> None:
             str(config.getini("prove_missing")).strip() or "test")
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_missing: {exc}") from None
+    try:
+        chaos_on = (opt.prove_chaos if opt.prove_chaos is not None
+                    else chaos_switch(str(config.getini("prove_chaos")).strip() or "on"))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_chaos: {exc}") from None
     ini_timeout = str(config.getini("prove_episode_timeout")).strip()
     try:
         default_timeout = seconds(ini_timeout) if ini_timeout else None
@@ -224,6 +235,8 @@ def pytest_configure(config: pytest.Config) -> None:
         episode_timeout=opt.prove_episode_timeout,
         default_timeout=default_timeout,
         shard=opt.prove_shard,
+        chaos=chaos_on,
+        chaos_asked=opt.prove_chaos is not None,
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}

@@ -134,7 +134,8 @@ def _plan_for_function(item: pytest.Function, declaration: Declaration,
             seen[cache_key] = found
     settings = item.config.stash[SETTINGS_KEY]
     rollout_id = declaration.rollout_id or item.nodeid.split("[", 1)[0]
-    return ItemPlan(rollout_id=rollout_id, label=item.originalname, declaration=declaration,
+    return ItemPlan(rollout_id=rollout_id, label=item.originalname,
+                    declaration=settings.declared(declaration),
                     condition=found[0], condition_key=found[1], replicates=tuple(block),
                     total=settings.replicates_for(rollout_id, declaration.replicates))
 
