@@ -125,7 +125,8 @@ def _review(args: argparse.Namespace) -> Review:
     compare."""
     before, after = _pair_of(args)
     done = review(before, after, events=args.event or None, q=args.q, max_mde=args.max_mde,
-                  fail_on=getattr(args, "fail_on", frozenset({"worse"})), missing=args.missing)
+                  fail_on=getattr(args, "fail_on", frozenset({"worse"})), missing=args.missing,
+                  chaos_differs=args.chaos_differs)
     done.require_comparison()
     return done
 
@@ -159,6 +160,10 @@ def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = Fa
                         help="episodes without an outcome: test (a rise in their share is "
                              "worse) or ignore (they are infrastructure); default: ini "
                              "prove_missing, else test")
+    parser.add_argument("--chaos-differs", action="store_true",
+                        help="compare runs whose rollouts injected different faults (chaos): "
+                             "the question whether the agent survives them (refused "
+                             "without it)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
 
 

@@ -368,3 +368,129 @@ def test_chaos_differences_name_each_rollout() -> None:
     without = {"r": {"declaration": {}}, "s": {"declaration": {}}, "t": {"declaration": {}}}
     assert chaos_differences(without, with_chaos) == [("r", "none", "http_429 0.05")]
     assert chaos_differences(with_chaos, with_chaos) == []
+
+
+# ---- the real openai client, and pairing with a baseline
+
+OPENAI_AGENT = textwrap.dedent(
+    """
+    import os
+
+    import openai
+    import pytest
+    import pytest_prove as prove
+
+    BASE = "http://127.0.0.1:" + os.environ["CHAOS_PORT"] + "/v1"
+
+
+    @prove.rollout(replicates=16, failures=["unresolved"], successes=["resolved"],
+                   chaos={"faults": {"http_429": 0.3}, "retry_after_s": 0.001,
+                          "hosts": ["127.0.0.1"]})
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        # One retry: a call whose two attempts both get a 429 fails the episode.
+        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=1, timeout=10)
+        try:
+            for step in range(2):
+                reply = client.chat.completions.create(
+                    model="gpt-test", messages=[{"role": "user", "content": ticket}])
+        except openai.RateLimitError:
+            return prove.Episode("unresolved", meta={"case_id": ticket})
+        return prove.Episode(reply.choices[0].message.content, meta={"case_id": ticket})
+    """
+)
+
+
+def test_openai_retries_429s_and_only_episodes_with_faults_change(
+        project: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+    pytest.importorskip("openai")
+    project.makeini(INI)
+    project.makepyfile(test_agent=OPENAI_AGENT)
+    calm = project.runpytest_subprocess("-p", "no:xdist", "--prove-chaos", "off",
+                                        "--prove-salt", "calm", "--prove-save-baseline", "calm",
+                                        "--prove-name", "calm",
+                                        timeout=120)
+    assert calm.ret == pytest.ExitCode.OK, calm.stdout.str()
+    seen_calm = len(server.calls)  # type: ignore[attr-defined]
+    assert seen_calm == 32 * 2
+    faulty = project.runpytest_subprocess("-p", "no:xdist", "--prove-baseline", "calm",
+                                          "--prove-chaos", "on", "--prove-name", "faulty",
+                                          timeout=120)
+    # Compared as asked: the gate reads the faults' effect on the agent.
+    assert faulty.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), faulty.stdout.str()
+    faulty.stdout.fnmatch_lines([
+        "*faults differ: compared as asked (test_agent.py::test_agent: none in baseline:calm, "
+        "http_429 0.3 on 127.0.0.1 in faulty): the difference measures what these faults do "
+        "to the agent",
+        "*faults injected in faulty: * fault(s) in * HTTP calls (http_429 *); * of 32 "
+        "episodes had at least one. By condition: ticket=password *; ticket=refund *"])
+    before = {r["replicate"] + 100 * (r["condition"]["ticket"] == "refund"): r
+              for r in load(project, "calm").episodes}
+    after = {r["replicate"] + 100 * (r["condition"]["ticket"] == "refund"): r
+             for r in load(project, "faulty").episodes}
+    assert before.keys() == after.keys() and len(after) == 32
+    sent = 0
+    changed = retried = 0
+    for key, record in after.items():
+        assert "chaos" not in before[key]
+        chaos = record["chaos"]
+        log = chaos["log"]
+        faults = sum(chaos["by_kind"].values())
+        assert [f["call"] for f in chaos["faults"]] == [e["call"] for e in log if "fault" in e]
+        sent += chaos["calls"] - faults
+        if record["outcome"] == "resolved":
+            # The client's own retries: every 429 is followed by the same request again.
+            assert chaos["calls"] == 2 + faults
+            for entry in log:
+                if "fault" in entry:
+                    following = log[entry["call"] + 1]
+                    assert (following["method"], following["path"]) == (
+                        entry["method"], entry["path"]) == ("POST", "/v1/chat/completions")
+                    retried += 1
+        else:
+            assert [e.get("fault") for e in log[-2:]] == ["http_429", "http_429"]
+        if faults == 0:
+            assert record["outcome"] == before[key]["outcome"]
+            assert chaos["calls"] == 2
+        changed += record["outcome"] != before[key]["outcome"]
+    # Every call the server did not see is a stored fault, and the other way round.
+    assert sent == len(server.calls) - seen_calm  # type: ignore[attr-defined]
+    assert retried > 0 and changed > 0
+
+
+def test_a_baseline_without_chaos_is_refused_unless_asked(
+        project: pytest.Pytester, server: ThreadingHTTPServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _agents(project, CHAOS)
+    common = ["-p", "no:randomly", "--prove-replicates", "3"]
+    assert project.runpytest(*common, "--prove-chaos", "off", "--prove-save-baseline",
+                             "calm", "--prove-name", "calm").ret == pytest.ExitCode.OK
+    seen = len(server.calls)  # type: ignore[attr-defined]
+    refused = project.runpytest(*common, "--prove-baseline", "calm")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([
+        "*refused to compare: the faults injected differ (rollout async: none in 'baseline "
+        "calm', http_429 0.15, * on 127.0.0.1 in 'this run'; rollout sync: *). A run with "
+        "faults is compared "
+        "with one without them (or with other faults) only when you ask for it*"
+        "--prove-chaos on (or off)*"])
+    assert len(server.calls) == seen  # type: ignore[attr-defined] - nothing ran
+    # The same chaos in both runs is compared as any two runs are.
+    for name in ("storm", "storm2"):
+        assert project.runpytest(*common, "--prove-name", name).ret == pytest.ExitCode.OK
+    from pytest_prove.cli import main
+
+    store = str(project.path / ".prove")
+    assert main(["--store", store, "diff", "storm", "storm2"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "diff", "calm", "storm"]) == 1
+    assert "refused to compare: the faults injected differ" in capsys.readouterr().err
+    assert main(["--store", store, "diff", "calm", "storm", "--chaos-differs"]) == 0
+    out = capsys.readouterr().out
+    assert "faults differ: compared as asked (async: none in calm, http_429 0.15" in out
+    assert "faults injected in storm: " in out
+    assert main(["--store", store, "show", "storm"]) == 0
+    shown = capsys.readouterr().out
+    assert "; chaos: http_429 0.15, http_500 0.05" in shown
+    assert "faults injected (chaos): " in shown
+    assert shown.count("with faults") == 1 and "kind=sync" in shown

@@ -18,14 +18,15 @@ import json
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from ..errors import ProveError
 
 __all__ = ["FAULT_KINDS", "KEYS", "MAX_STORED", "STATUS", "ChaosConfig", "ChaosError",
-           "ChaosLog", "chaos_differences", "chaos_of"]
+           "ChaosLog", "FaultCount", "chaos_differences", "chaos_of", "chaos_refusal", "chaos_text",
+           "count_faults"]
 
 #: The faults pytest-prove injects, in the order a call's draw walks them.
 FAULT_KINDS: Final = ("http_429", "http_500", "http_502", "http_503", "read_timeout",
@@ -257,10 +258,67 @@ def chaos_differences(before: object, after: object) -> list[tuple[str, str, str
     return found
 
 
+def chaos_refusal(found: Sequence[tuple[str, str, str]], before: str, after: str) -> str:
+    """Why runs whose rollouts injected different faults (``found``, from
+    :func:`chaos_differences`) are not compared, and how to ask for that comparison."""
+    shown = "; ".join(f"rollout {rid}: {mine} in {before!r}, {theirs} in {after!r}"
+                      for rid, mine, theirs in found[:4])
+    more = f"; and {len(found) - 4} more" if len(found) > 4 else ""
+    return (f"refused to compare: the faults injected differ ({shown}{more}). A run with "
+            "faults is compared with one without them (or with other faults) only when you "
+            "ask for it, since the comparison then measures the faults, not a change of "
+            "yours: ask with --prove-chaos on (or off) on the run's command line (pytest-prove "
+            "diff and check: --chaos-differs); or compare like with like, with the same chaos "
+            "in both runs (e.g. --prove-chaos off against a baseline saved without faults)")
+
+
 def _said(text: str | None) -> str:
-    if text is None:
-        return "none"
+    return "none" if text is None else chaos_text(json.loads(text))
+
+
+def chaos_text(stored: object) -> str:
+    """A stored chaos declaration as a person reads it (as stored, if it cannot be read)."""
     try:
-        return ChaosConfig.from_mapping(json.loads(text), "chaos").describe()
-    except (ChaosError, ValueError):
-        return text
+        return ChaosConfig.from_mapping(stored, "chaos").describe()
+    except ChaosError:
+        return json.dumps(stored, sort_keys=True)[:200]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FaultCount:
+    """What chaos did to one condition's episodes: how many episodes it ran, how many got
+    at least one fault, their numbered calls, and the faults injected by kind."""
+
+    episodes: int
+    hit: int
+    calls: int
+    by_kind: Mapping[str, int]
+
+    @property
+    def faults(self) -> int:
+        return sum(self.by_kind.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"episodes": self.episodes, "with_faults": self.hit, "calls": self.calls,
+                "faults": self.faults, "by_kind": dict(self.by_kind)}
+
+
+def count_faults(records: Iterable[Mapping[str, Any]],
+                 label: Callable[[Mapping[str, Any]], str]) -> dict[str, FaultCount]:
+    """The faults of the episodes that ran under chaos, by ``label(record)`` (a
+    condition's name), in the order the labels sort; empty when none did."""
+    found: dict[str, list[Any]] = {}
+    for record in records:
+        chaos = record.get("chaos")
+        if not isinstance(chaos, Mapping):
+            continue
+        entry = found.setdefault(label(record), [0, 0, 0, {}])
+        kinds = chaos.get("by_kind") or {}
+        entry[0] += 1
+        entry[1] += 1 if any(kinds.values()) else 0
+        entry[2] += int(chaos.get("calls") or 0)
+        for kind, n in kinds.items():
+            entry[3][kind] = entry[3].get(kind, 0) + int(n)
+    return {name: FaultCount(e[0], e[1], e[2], {k: e[3][k] for k in FAULT_KINDS if k in e[3]})
+            for name, e in sorted(found.items())}

@@ -297,7 +297,8 @@ def pytest_configure(config: pytest.Config) -> None:
             config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
             save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
             asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
-                   "missing": missing}, replay=replay)
+                   "missing": missing, "chaos_differs": settings.chaos_asked},
+            replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     session.last_failed = last_failed

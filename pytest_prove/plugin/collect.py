@@ -18,6 +18,7 @@ import pytest
 
 from ..api import declaration_of
 from ..arguments import relative_to_root
+from ..declare.chaos import chaos_differences, chaos_refusal
 from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
 from .execute import identities_of
@@ -28,6 +29,7 @@ from .state import (
     PLAN_KEY,
     PLANNED_KEY,
     SELECTED_KEY,
+    SESSION_KEY,
     SETTINGS_KEY,
     SHARD_KEY,
     SHARD_SLICE_KEY,
@@ -321,6 +323,21 @@ def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> No
     items[:] = []
 
 
+def _check_chaos(config: pytest.Config, selected: Mapping[str, tuple[ItemPlan, set[str]]],
+                 settings: Settings) -> None:
+    """Refuse, before anything runs, a run whose rollouts inject other faults than the
+    baseline's did, unless --prove-chaos asks for that comparison (docs/chaos.md)."""
+    session = config.stash.get(SESSION_KEY, None)
+    baseline = None if session is None else session.baseline
+    if baseline is None or settings.chaos_asked or settings.is_worker:
+        return
+    mine = {rid: {"declaration": plan.declaration.to_json()}
+            for rid, (plan, _) in selected.items()}
+    found = chaos_differences(baseline.manifest.get("rollouts"), mine)
+    if found:
+        raise pytest.UsageError(chaos_refusal(found, f"baseline {baseline.name}", "this run"))
+
+
 class Collection:
     """After pytest's own selection: resume, the design check, and the plan."""
 
@@ -375,6 +392,7 @@ class Collection:
                 selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
+        _check_chaos(config, selected, settings)
         if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:
                 self._print(["pytest-prove plan: no rollout collected"])

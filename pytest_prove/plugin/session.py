@@ -375,11 +375,28 @@ class ProveSession:
             cost=cost_lines(self.ended_run(), self.budget.prices)
             if ended and self.run.any_tokens and not quiet
             else [],
-            capture=[] if self.capture is None else self.capture.lines,
+            capture=([] if self.capture is None else self.capture.lines)
+            + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
             suggest_baseline=self.baseline is None and self.save_baseline is None,
             quiet=quiet) + ([] if self.last_failed is None else
                             [f"note: {self.last_failed.note(self.ran_items)}"])
+
+
+    def _fault_lines(self) -> list[str]:
+        """What chaos injected into this run, when it was not compared (a comparison's
+        summary says it with the rest of what it set aside)."""
+        from ..declare.chaos import chaos_of, count_faults
+        from ..declare.spec import condition_label
+        from ..report._format import terminal_text
+        from ..report.notes import fault_text
+
+        if not any(chaos_of(self.run.writer.manifest.get("rollouts")).values()):
+            return []
+        counts = count_faults(self.ended_run().episodes,
+                              lambda r: condition_label(r.get("condition") or {}))
+        return [f"faults injected (chaos): {fault_text(counts, terminal_text)}"] if counts \
+            else []
 
 
 def _rel(path: Path) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, final
 
+from ..declare.chaos import FaultCount, count_faults
 from ..declare.spec import condition_label
 from ..store import Run, Store, StoreWarning
 from .flips import replay_target
@@ -75,6 +76,8 @@ class Tally:
     #: final attempt ended with an outcome after an earlier one had none.
     rerun: int = 0
     recovered: int = 0
+    #: The faults chaos injected, by condition (empty for a run without chaos).
+    faults: dict[str, FaultCount] | None = None
 
     @property
     def with_outcome(self) -> int:
@@ -114,4 +117,6 @@ def tally(run: Run) -> Tally:
                             "replay": None if replay is None else replay.to_dict(),
                             "attempts": int(record.get("attempts") or 1)})
     summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
-    return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered)
+    faults = count_faults(run.episodes, lambda r: condition_label(r.get("condition") or {}))
+    return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered,
+                 faults)
