@@ -415,7 +415,7 @@ def test_openai_retries_429s_and_only_episodes_with_faults_change(
     assert seen_calm == 32 * 2
     faulty = project.runpytest_subprocess("-p", "no:xdist", "--prove-baseline", "calm",
                                           "--prove-chaos", "on", "--prove-name", "faulty",
-                                          timeout=120)
+                                          "--prove-report=faulty.json", timeout=120)
     # Compared as asked: the gate reads the faults' effect on the agent.
     assert faulty.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), faulty.stdout.str()
     faulty.stdout.fnmatch_lines([
@@ -456,6 +456,13 @@ def test_openai_retries_429s_and_only_episodes_with_faults_change(
     # Every call the server did not see is a stored fault, and the other way round.
     assert sent == len(server.calls) - seen_calm  # type: ignore[attr-defined]
     assert retried > 0 and changed > 0
+    document = json.loads((project.path / "faulty.json").read_text())["chaos"]
+    assert document["differs"] == [{"rollout": "test_agent.py::test_agent", "before": "none",
+                                    "after": "http_429 0.3 on 127.0.0.1"}]
+    counted = document["faults"]["after"]
+    assert sum(c["faults"] for c in counted.values()) == sum(
+        sum(r["chaos"]["by_kind"].values()) for r in after.values())
+    assert "before" not in document["faults"]
 
 
 def test_a_baseline_without_chaos_is_refused_unless_asked(
