@@ -482,6 +482,21 @@ def test_a_baseline_without_chaos_is_refused_unless_asked(
         "with one without them (or with other faults) only when you ask for it*"
         "--prove-chaos on (or off)*"])
     assert len(server.calls) == seen  # type: ignore[attr-defined] - nothing ran
+    # Under xdist the workers collect, and refuse the same way.
+    refused = project.runpytest_subprocess(*common, "-n", "2", "--prove-baseline", "calm",
+                                           timeout=120)
+    assert refused.ret != pytest.ExitCode.OK
+    refused.stdout.fnmatch_lines(["*refused to compare: the faults injected differ (rollout "
+                                  "async: none in 'baseline calm'*"])
+    assert len(server.calls) == seen  # type: ignore[attr-defined]
+    # A resumed run keeps the faults it started with, whatever --prove-chaos says.
+    assert project.runpytest(*common, "-k", "not async", "--prove-name",
+                             "half").ret == pytest.ExitCode.OK
+    resumed = project.runpytest(*common, "--prove-resume=half", "--prove-chaos", "off")
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR
+    resumed.stderr.fnmatch_lines(["*--prove-resume: the faults injected differ (rollout async: "
+                                  "http_429 0.15, * in run half, none now); a resumed run "
+                                  "keeps the chaos it started with*"])
     # The same chaos in both runs is compared as any two runs are.
     for name in ("storm", "storm2"):
         assert project.runpytest(*common, "--prove-name", name).ret == pytest.ExitCode.OK

@@ -265,7 +265,6 @@ class Declaration:
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
             ),
-            chaos=data.get("chaos"),
         )
 
 

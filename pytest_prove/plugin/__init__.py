@@ -254,6 +254,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.salt = sent["salt"]
         settings.done = sent["done"]
         settings.replay = sent["replay"]
+        settings.chaos_references = sent["chaos"]
         settings.worker_refusal = _reused_worker()
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
@@ -271,6 +272,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     replay = _replayed(config, store, opt)
+    settings.chaos_references = _chaos_references(baseline, resume, settings)
     last_failed: FailedSalt | None = None
     if replay is not None:
         settings.salt = replay.salt
@@ -407,6 +409,20 @@ def _replayed(config: pytest.Config, store: Store, opt: Any) -> Run | None:
         return store.open(opt.prove_replay)
     except StoreError as exc:
         raise pytest.UsageError(f"--prove-replay: {exc}") from None
+
+
+def _chaos_references(baseline: Run | None, resume: Run | None,
+                      settings: Settings) -> list[Any]:
+    """The runs this run's faults are checked against at collection (see Settings)."""
+    from ..declare.chaos import chaos_of
+
+    found: list[Any] = []
+    if resume is not None:
+        found.append([f"run {resume.name}", chaos_of(resume.manifest.get("rollouts")), True])
+    if baseline is not None and not settings.chaos_asked:
+        found.append([f"baseline {baseline.name}",
+                      chaos_of(baseline.manifest.get("rollouts")), False])
+    return found
 
 
 def _replicates_of(run: Run) -> dict[str, int]:

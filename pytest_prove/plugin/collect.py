@@ -9,6 +9,7 @@ pytest's own selection, a resumed run drops what it already holds, the design ch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,6 @@ from .state import (
     PLAN_KEY,
     PLANNED_KEY,
     SELECTED_KEY,
-    SESSION_KEY,
     SETTINGS_KEY,
     SHARD_KEY,
     SHARD_SLICE_KEY,
@@ -323,19 +323,30 @@ def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> No
     items[:] = []
 
 
-def _check_chaos(config: pytest.Config, selected: Mapping[str, tuple[ItemPlan, set[str]]],
-                 settings: Settings) -> None:
+def _check_chaos(config: pytest.Config, items: list[pytest.Item],
+                 selected: Mapping[str, tuple[ItemPlan, set[str]]],
+                 settings: Settings) -> bool:
     """Refuse, before anything runs, a run whose rollouts inject other faults than the
-    baseline's did, unless --prove-chaos asks for that comparison (docs/chaos.md)."""
-    session = config.stash.get(SESSION_KEY, None)
-    baseline = None if session is None else session.baseline
-    if baseline is None or settings.chaos_asked or settings.is_worker:
-        return
+    baseline's did, unless --prove-chaos asks for that comparison, or than the run it
+    resumes did (docs/chaos.md). Whether it refused."""
     mine = {rid: {"declaration": plan.declaration.to_json()}
             for rid, (plan, _) in selected.items()}
-    found = chaos_differences(baseline.manifest.get("rollouts"), mine)
-    if found:
-        raise pytest.UsageError(chaos_refusal(found, f"baseline {baseline.name}", "this run"))
+    for name, chaos, strict in settings.chaos_references:
+        theirs = {rid: {"declaration": {} if c is None else {"chaos": json.loads(c)}}
+                  for rid, c in chaos.items()}
+        found = chaos_differences(theirs, mine)
+        if not found:
+            continue
+        if strict:
+            shown = "; ".join(f"rollout {rid}: {a} in {name}, {b} now" for rid, a, b in found)
+            _refuse(config, items, f"--prove-resume: the faults injected differ ({shown}); a "
+                                   "resumed run keeps the chaos it started with: resume it "
+                                   "with the same --prove-chaos and declaration, or start a "
+                                   "new run")
+        else:
+            _refuse(config, items, chaos_refusal(found, name, "this run"))
+        return True
+    return False
 
 
 class Collection:
@@ -392,7 +403,8 @@ class Collection:
                 selected.setdefault(plan.rollout_id, (plan, set()))[1].add(plan.condition_key)
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
-        _check_chaos(config, selected, settings)
+        if _check_chaos(config, items, selected, settings):
+            return
         if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:
                 self._print(["pytest-prove plan: no rollout collected"])

@@ -82,6 +82,10 @@ class Settings:
     #: differs (docs/chaos.md).
     chaos: bool = True
     chaos_asked: bool = False
+    #: What collection checks this run's faults against, before anything runs: [name,
+    #: {rollout id: chaos or None}, strict] for the baseline (unless --prove-chaos asks for
+    #: a comparison with other faults) and the resumed run (strict: its faults are its own).
+    chaos_references: list[Any] = field(default_factory=list)
     _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     #: Rollouts whose declaration this process has sent with a report (once each).
     announced: set[str] = field(default_factory=set)
