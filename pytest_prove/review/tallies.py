@@ -14,6 +14,7 @@ from ..declare.spec import condition_label
 from ..store import Run, Store, StoreWarning
 from .flips import replay_target
 from .labels import label_of
+from .pairing import rollout_label as label_of_rollout
 
 __all__ = ["RunLine", "Tally", "run_line", "stored_runs", "tally"]
 
@@ -117,6 +118,13 @@ def tally(run: Run) -> Tally:
                             "replay": None if replay is None else replay.to_dict(),
                             "attempts": int(record.get("attempts") or 1)})
     summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
-    faults = count_faults(run.episodes, lambda r: condition_label(r.get("condition") or {}))
+    many = len(run.manifest.get("rollouts") or {}) > 1
+
+    def fault_label(record: Any) -> str:
+        label = condition_label(record.get("condition") or {})
+        return f"{label_of_rollout(run, str(record.get('rollout')))} · {label}" if many \
+            else label
+
+    faults = count_faults(run.episodes, fault_label)
     return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered,
                  faults)

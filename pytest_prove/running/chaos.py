@@ -208,25 +208,29 @@ def _requests_fault(kind: str, index: int, chaos: ChaosLog, request: Any) -> Any
 # ---- putting the wrappers on, and taking them off
 
 
-def _present(name: str) -> bool:
+def _present(name: str) -> Any:
+    """The module ``name`` if it is installed and imports, else None (a client that cannot
+    be imported sends no request to wrap)."""
     try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+        if importlib.util.find_spec(name) is None:
+            return None
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - a broken install of a client is not ours to fail on
+        return None
 
 
 def _install() -> None:
     for name in ("httpx", "httpx2"):
-        if not _present(name):
+        module = _present(name)
+        if module is None:
             continue
-        module = importlib.import_module(name)
         for owner, attr, wrap in ((module.HTTPTransport, "handle_request", _wrap_httpx_sync),
                                   (module.AsyncHTTPTransport, "handle_async_request",
                                    _wrap_httpx_async)):
             original = owner.__dict__[attr]
             _saved.append((owner, attr, original))
             setattr(owner, attr, wrap(module, original))
-    if _present("requests"):
+    if _present("requests") is not None:
         adapter: Any = importlib.import_module("requests.adapters").HTTPAdapter
         original = adapter.__dict__["send"]
         _saved.append((adapter, "send", original))
