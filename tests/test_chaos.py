@@ -481,6 +481,7 @@ def test_a_baseline_without_chaos_is_refused_unless_asked(
         "with one without them (or with other faults) only when you ask for it*"
         "--prove-chaos on (or off)*"])
     assert len(server.calls) == seen  # type: ignore[attr-defined] - nothing ran
+    assert "no rollout ran" not in refused.stdout.str()  # the refusal is the one reason
     # Under xdist the workers collect, and refuse the same way.
     refused = project.runpytest_subprocess(*common, "-n", "2", "--prove-baseline", "calm",
                                            timeout=120)

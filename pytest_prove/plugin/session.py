@@ -211,8 +211,11 @@ class ProveSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if not writer.created:
+            # A usage error (a refusal at collection) says why nothing ran; a second reason
+            # that names no cause would only hide it.
             if (self.baseline is not None and not self.settings.plan_only
-                    and not self.config.option.collectonly):
+                    and not self.config.option.collectonly
+                    and exitstatus != pytest.ExitCode.USAGE_ERROR):
                 outcome.refusal = no_rollout_ran(self.baseline.name,
                                                  session.shouldfail or session.shouldstop)
                 outcome.failed_gate = True
