@@ -38,7 +38,8 @@ def rollout(*, replicates: int = ..., failures: Iterable[str] = ...,
             successes: Iterable[str] = ..., outcomes: Iterable[str] = ...,
             t_unit: str | None = ..., concurrency: int | None = ...,
             timeout: float | None = ..., axes: Mapping[str, Any] | None = ..., id: str | None = ...,
-            capture: Mapping[str, Any] | None = ...) -> Callable[[F], F]: ...
+            capture: Mapping[str, Any] | None = ...,
+            chaos: Mapping[str, Any] | None = ...) -> Callable[[F], F]: ...
 
 
 def rollout(
@@ -55,6 +56,7 @@ def rollout(
     axes: Mapping[str, Any] | None = None,
     id: str | None = None,  # noqa: A002 - it is the rollout's id
     capture: Mapping[str, Any] | None = None,
+    chaos: Mapping[str, Any] | None = None,
 ) -> F | Callable[[F], F]:
     """Declare a rollout.
 
@@ -68,6 +70,7 @@ def rollout(
     Or on a plain ``fn(cfg, seed)`` with ``axes={"ticket": ["refund", "password"]}``,
     which the plugin collects like a sweep spec.  ``id`` names the rollout in the
     store (default: its test node id); keep it stable so that baselines pair.
+    ``chaos`` injects seeded faults into the episodes' HTTP calls (docs/chaos.md).
     """
     if fn is not None:
         raise TypeError(
@@ -86,6 +89,7 @@ def rollout(
             axes=None if axes is None else _axes(axes),
             rollout_id=id,
             capture=capture,
+            chaos=chaos,
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the

@@ -129,7 +129,7 @@ def _review(args: argparse.Namespace) -> Review:
                   fail_on=getattr(args, "fail_on", None) or (
                       frozenset({"worse", "not-within"}) if margin_asked is not None
                       else frozenset({"worse"})),
-                  missing=args.missing, margin=margin_asked)
+                  missing=args.missing, margin=margin_asked, chaos_differs=args.chaos_differs)
     done.require_comparison()
     return done
 
@@ -167,6 +167,10 @@ def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = Fa
                         help="test every condition and event against a non-inferiority "
                              "margin D (0 < D < 1): is its rise toward worse shown to be "
                              "below D? default: ini prove_margin, else no margin")
+    parser.add_argument("--chaos-differs", action="store_true",
+                        help="compare runs whose rollouts injected different faults (chaos): "
+                             "the question whether the agent survives them (refused "
+                             "without it)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
 
 

@@ -109,6 +109,16 @@ def missing_mode(text: str) -> Missing:
         "without an outcome is worse; ignore: they are infrastructure, leave them out)")
 
 
+def chaos_switch(text: str) -> bool:
+    """--prove-chaos: on (inject the faults rollouts declare) or off (inject none)."""
+    word = text.strip().lower()
+    if word in ("on", "off"):
+        return word == "on"
+    raise argparse.ArgumentTypeError(
+        f"expected on or off, got {text!r} (on: inject the faults each rollout's chaos "
+        "declares; off: inject none)")
+
+
 def fail_on(text: str) -> frozenset[str]:
     """A comma-separated set of verdicts to fail on: worse, too-small, not-within."""
     words = frozenset(w.strip() for w in text.split(",") if w.strip())

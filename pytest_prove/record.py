@@ -209,6 +209,9 @@ class EpisodeRecord(TypedDict):
     #: how many times, and how each attempt before the final one ended.
     attempts: NotRequired[int]
     earlier: NotRequired[list[dict[str, Any]]]
+    #: Set only when its rollout declares chaos: its HTTP calls and the faults injected
+    #: (``calls``, ``by_kind``, ``faults``, ``log``; see declare/chaos.py, ChaosLog).
+    chaos: NotRequired[dict[str, Any]]
 
 
 #: Said after a problem with a run's line (runs are not committed, so not restored).
@@ -348,7 +351,27 @@ def check_record(record: object, where: str, fix: str = RUN_FIX) -> EpisodeRecor
                 raise _bad(where, f"an entry of {name}", entry, "an object", fix)
     if "attempts" in record or "earlier" in record:
         _check_attempts(record, where, fix)
+    if "chaos" in record:
+        _check_chaos(record["chaos"], where, fix)
     return cast(EpisodeRecord, record)
+
+
+def _check_chaos(chaos: object, where: str, fix: str) -> None:
+    """An episode's calls under chaos: their number, the faults by kind, and the stored
+    faults and calls (objects)."""
+    if type(chaos) is not dict:
+        raise _bad(where, "chaos", chaos, "an object of calls, by_kind, faults and log", fix)
+    calls = chaos.get("calls")
+    if type(calls) is not int or calls < 0:
+        raise _bad(where, "chaos.calls", calls, "an integer >= 0", fix)
+    by_kind = chaos.get("by_kind")
+    if type(by_kind) is not dict or not all(type(n) is int and n >= 0
+                                            for n in by_kind.values()):
+        raise _bad(where, "chaos.by_kind", by_kind, "an object of counts by fault kind", fix)
+    for name in ("faults", "log"):
+        entries = chaos.get(name)
+        if type(entries) is not list or not all(type(e) is dict for e in entries):
+            raise _bad(where, f"chaos.{name}", entries, "an array of objects", fix)
 
 
 def _check_attempts(record: dict[str, Any], where: str, fix: str) -> None:

@@ -24,7 +24,7 @@ and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict
 
 __all__ = [
@@ -88,6 +88,9 @@ class WorkerInput(TypedDict):
     done: frozenset[Done]
     cap_flag: str | None
     replay: dict[str, int] | None  # --prove-replay: the run's replicates by rollout id
+    #: The runs whose faults this run must inject (a baseline, a resumed run): [name,
+    #: {rollout id: chaos or None}, whether even --prove-chaos may not differ].
+    chaos: list[Any]
 
 
 class WorkerOutput(TypedDict):
@@ -122,10 +125,12 @@ def take(report: object, *names: str) -> ReportData:
 
 
 def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
-                    cap_flag: str | None, replay: Mapping[str, int] | None = None) -> None:
+                    cap_flag: str | None, replay: Mapping[str, int] | None = None,
+                    chaos: Sequence[Any] = ()) -> None:
     workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
                             "cap_flag": cap_flag,
-                            "replay": None if replay is None else dict(replay)}
+                            "replay": None if replay is None else dict(replay),
+                            "chaos": list(chaos)}
 
 
 def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
@@ -134,7 +139,8 @@ def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
                        done=frozenset((str(r), str(k), int(n)) for r, k, n in sent.get("done", ())),
                        cap_flag=sent.get("cap_flag"),
                        replay=None if sent.get("replay") is None else {
-                           str(k): int(v) for k, v in sent["replay"].items()})
+                           str(k): int(v) for k, v in sent["replay"].items()},
+                       chaos=list(sent.get("chaos") or ()))
 
 
 def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,

@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, final
 
 from ..errors import ProveError
 from .capture import CaptureConfig, CaptureError
+from .chaos import ChaosConfig, ChaosError
 from .episode import storable_text
 
 __all__ = [
@@ -131,6 +132,9 @@ class Declaration:
     #: What to capture of its episodes' OpenTelemetry spans; a mapping is checked and
     #: becomes a CaptureConfig. None: the ini's capture settings, if any.
     capture: CaptureConfig | Mapping[str, Any] | None = field(default=None, compare=False)
+    #: Faults to inject into its episodes' HTTP calls (docs/chaos.md); a mapping is checked
+    #: and becomes a ChaosConfig. None: no fault injection.
+    chaos: ChaosConfig | Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         failures = _names("failures", self.failures)
@@ -178,6 +182,12 @@ class Declaration:
             except CaptureError as exc:
                 raise SpecError(str(exc)) from None
             object.__setattr__(self, "capture", found)
+        if self.chaos is not None and not isinstance(self.chaos, ChaosConfig):
+            try:
+                chaos = ChaosConfig.from_mapping(self.chaos, "chaos=")
+            except ChaosError as exc:
+                raise SpecError(str(exc)) from None
+            object.__setattr__(self, "chaos", chaos)
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
@@ -226,8 +236,8 @@ class Declaration:
                 itertools.product(*(a.values for a in self.axes))]
 
     def to_json(self) -> dict[str, Any]:
-        """The declaration as stored in a manifest."""
-        return {
+        """The declaration as stored in a manifest (with ``chaos`` only when it has one)."""
+        found = {
             "outcomes": list(self.outcomes),
             "failures": list(self.failures),
             "successes": list(self.successes),
@@ -237,6 +247,9 @@ class Declaration:
                 a.name: {"type": a.kind, "values": list(a.values)} for a in self.axes
             },
         }
+        if isinstance(self.chaos, ChaosConfig):
+            found["chaos"] = self.chaos.to_json()
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Declaration:
@@ -298,7 +311,7 @@ class SweepSpec:
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
-             "declare", "capture"}
+             "declare", "capture", "chaos"}
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -375,6 +388,13 @@ def load_spec(path: Path) -> SweepSpec:
             capture = CaptureConfig.from_mapping(data["capture"], f"{line}: [capture]")
         except CaptureError as exc:
             raise SpecError(str(exc)) from None
+    chaos: ChaosConfig | None = None
+    if "chaos" in data:
+        try:
+            line = where("[chaos]") if "[chaos]" in text else where("chaos")
+            chaos = ChaosConfig.from_mapping(data["chaos"], f"{line}: [chaos]")
+        except ChaosError as exc:
+            raise SpecError(str(exc)) from None
     try:
         declaration = Declaration(
             failures=tuple(_seq(declare.get("failures"))),
@@ -387,6 +407,7 @@ def load_spec(path: Path) -> SweepSpec:
             axes=tuple(axes),
             rollout_id=target_id,
             capture=capture,
+            chaos=chaos,
         )
     except SpecError as exc:
         # Point at the line of the key the message is about (an outcome's own name may

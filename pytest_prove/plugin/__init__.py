@@ -19,6 +19,7 @@ from ..declare.spec import NO_OUTCOME_EVENT
 from ..options import (
     DEFAULT_FAIL_ON,
     MARGIN_FAIL_ON,
+    chaos_switch,
     fail_on,
     fraction,
     missing_mode,
@@ -68,7 +69,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
-                 "--prove-salt")
+                 "--prove-salt", "--prove-chaos")
 
 
 # ---------------------------------------------------------------------------
@@ -157,6 +158,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
                          "intervals")
+    group.addoption("--prove-chaos", metavar="on|off", type=chaos_switch, default=None,
+                    help="inject the HTTP faults rollouts declare with chaos= or [chaos] "
+                         "(on, the default) or none (off); given against a baseline whose "
+                         "chaos differs, it asks for that comparison (docs/chaos.md)")
     parser.addini("prove_store", "folder of runs and baselines (relative to rootdir)",
                   default=".prove")
     parser.addini("prove_specs", "sweep spec files to collect besides prove_*.toml",
@@ -172,6 +177,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="test")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
                   type="bool", default=False)
+    parser.addini("prove_chaos", "default for --prove-chaos: on or off", default="on")
     budget.add_options(parser)
     capture.add_options(parser)
 
@@ -211,6 +217,11 @@ def pytest_configure(config: pytest.Config) -> None:
             str(config.getini("prove_missing")).strip() or "test")
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_missing: {exc}") from None
+    try:
+        chaos_on = (opt.prove_chaos if opt.prove_chaos is not None
+                    else chaos_switch(str(config.getini("prove_chaos")).strip() or "on"))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_chaos: {exc}") from None
     ini_timeout = str(config.getini("prove_episode_timeout")).strip()
     try:
         default_timeout = seconds(ini_timeout) if ini_timeout else None
@@ -245,6 +256,8 @@ def pytest_configure(config: pytest.Config) -> None:
         episode_timeout=opt.prove_episode_timeout,
         default_timeout=default_timeout,
         shard=opt.prove_shard,
+        chaos=chaos_on,
+        chaos_asked=opt.prove_chaos is not None,
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
@@ -262,6 +275,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.salt = sent["salt"]
         settings.done = sent["done"]
         settings.replay = sent["replay"]
+        settings.chaos_references = sent["chaos"]
         settings.worker_refusal = _reused_worker()
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
@@ -279,6 +293,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     replay = _replayed(config, store, opt)
+    settings.chaos_references = _chaos_references(baseline, resume, settings)
     last_failed: FailedSalt | None = None
     if replay is not None:
         settings.salt = replay.salt
@@ -305,7 +320,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config, settings, store, name=opt.prove_name, baseline=baseline, resume=resume,
             save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
             asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
-                   "missing": missing, "margin": margin}, replay=replay)
+                   "missing": missing, "margin": margin,
+                   "chaos_differs": settings.chaos_asked},
+            replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
     session.last_failed = last_failed
@@ -415,6 +432,20 @@ def _replayed(config: pytest.Config, store: Store, opt: Any) -> Run | None:
         return store.open(opt.prove_replay)
     except StoreError as exc:
         raise pytest.UsageError(f"--prove-replay: {exc}") from None
+
+
+def _chaos_references(baseline: Run | None, resume: Run | None,
+                      settings: Settings) -> list[Any]:
+    """The runs this run's faults are checked against at collection (see Settings)."""
+    from ..declare.chaos import chaos_of
+
+    found: list[Any] = []
+    if resume is not None:
+        found.append([f"run {resume.name}", chaos_of(resume.manifest.get("rollouts")), True])
+    if baseline is not None and not settings.chaos_asked:
+        found.append([f"baseline {baseline.name}",
+                      chaos_of(baseline.manifest.get("rollouts")), False])
+    return found
 
 
 def _replicates_of(run: Run) -> dict[str, int]:

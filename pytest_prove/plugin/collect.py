@@ -9,6 +9,7 @@ pytest's own selection, a resumed run drops what it already holds, the design ch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from ..api import declaration_of
 from ..arguments import relative_to_root
+from ..declare.chaos import chaos_differences, chaos_refusal
 from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
 from .execute import first_seed
@@ -146,7 +148,8 @@ def _plan_for_function(item: pytest.Function, declaration: Declaration,
         if cache_key is not None:
             seen[cache_key] = found
     rollout_id = declaration.rollout_id or node
-    return ItemPlan(rollout_id=rollout_id, label=item.originalname, declaration=declaration,
+    return ItemPlan(rollout_id=rollout_id, label=item.originalname,
+                    declaration=settings.declared(declaration),
                     condition=found[0], condition_key=found[1], replicates=tuple(block),
                     total=settings.replicates_for(rollout_id, declaration.replicates))
 
@@ -339,6 +342,32 @@ def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> No
     items[:] = []
 
 
+def _check_chaos(config: pytest.Config, items: list[pytest.Item],
+                 selected: Mapping[str, tuple[ItemPlan, set[str]]],
+                 settings: Settings) -> bool:
+    """Refuse, before anything runs, a run whose rollouts inject other faults than the
+    baseline's did, unless --prove-chaos asks for that comparison, or than the run it
+    resumes did (docs/chaos.md). Whether it refused."""
+    mine = {rid: {"declaration": plan.declaration.to_json()}
+            for rid, (plan, _) in selected.items()}
+    for name, chaos, strict in settings.chaos_references:
+        theirs = {rid: {"declaration": {} if c is None else {"chaos": json.loads(c)}}
+                  for rid, c in chaos.items()}
+        found = chaos_differences(theirs, mine)
+        if not found:
+            continue
+        if strict:
+            shown = "; ".join(f"rollout {rid}: {a} in {name}, {b} now" for rid, a, b in found)
+            _refuse(config, items, f"--prove-resume: the faults injected differ ({shown}); a "
+                                   "resumed run keeps the chaos it started with: resume it "
+                                   "with the same --prove-chaos and declaration, or start a "
+                                   "new run")
+        else:
+            _refuse(config, items, chaos_refusal(found, name, "this run"))
+        return True
+    return False
+
+
 class Collection:
     """After pytest's own selection: resume, the design check, and the plan."""
 
@@ -400,6 +429,8 @@ class Collection:
                 found[1].add(plan.condition_key)
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
+        if _check_chaos(config, items, selected, settings):
+            return
         if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:
                 self._print(["pytest-prove plan: no rollout collected"])

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ..declare.chaos import ChaosConfig
 from ..declare.seeds import derive_seed
 from ..running.runner import Identity, Stopped, run_block
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
@@ -79,6 +80,12 @@ def _identities(item: pytest.Item) -> list[Identity]:
     ]
 
 
+def _chaos_config(chaos: object) -> ChaosConfig | None:
+    """The faults a block injects: its declaration's (None with --prove-chaos off, which
+    took them out of the plan's declaration)."""
+    return chaos if isinstance(chaos, ChaosConfig) else None
+
+
 def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
                     is_async: bool, loop: Callable[[Any], Any] | None = None) -> None:
     """Run the item's block, keep its records for the report, and pass, fail or skip."""
@@ -100,7 +107,8 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
         results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                             capture=item.stash.get(CAPTURE_KEY, None),
                             stops=(KeyboardInterrupt, pytest.exit.Exception),
-                            timeout=timeout, loop=loop)
+                            timeout=timeout, loop=loop,
+                            chaos=_chaos_config(plan.declaration.chaos))
     except Stopped as stop:
         if not many:
             raise stop.cause from None

@@ -119,6 +119,7 @@ class _RolloutSource:
                rollout_id: str, label: str, replicates: int,
                concurrency: int) -> Iterator[RolloutItem]:
         _check_size(declaration, replicates, concurrency, label)
+        declaration = parent.config.stash[SETTINGS_KEY].declared(declaration)
         for condition in declaration.conditions():
             key = condition_key(condition)
             cid = condition_id(condition)

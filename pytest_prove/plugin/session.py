@@ -216,8 +216,11 @@ class ProveSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if not writer.created:
+            # A usage error (a refusal at collection) says why nothing ran; a second reason
+            # that names no cause would only hide it.
             if (self.baseline is not None and not self.settings.plan_only
-                    and not self.config.option.collectonly):
+                    and not self.config.option.collectonly
+                    and exitstatus != pytest.ExitCode.USAGE_ERROR):
                 outcome.refusal = no_rollout_ran(self.baseline.name,
                                                  session.shouldfail or session.shouldstop)
                 outcome.failed_gate = True
@@ -390,16 +393,33 @@ class ProveSession:
             cost=cost_lines(self.ended_run(), self.budget.prices)
             if ended and self.run.any_tokens and not quiet
             else [],
-            capture=[] if self.capture is None else self.capture.lines,
+            capture=([] if self.capture is None else self.capture.lines)
+            + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
             suggest_baseline=self.baseline is None and self.save_baseline is None,
             quiet=quiet) + ([] if self.last_failed is None else
                             [f"note: {self.last_failed.note(self.ran_items())}"])
 
+    def _fault_lines(self) -> list[str]:
+        """What chaos injected into this run, when it was not compared (a comparison's
+        summary says it with the rest of what it set aside)."""
+        from ..declare.chaos import chaos_of, count_faults
+        from ..declare.spec import condition_label
+        from ..report._format import terminal_text
+        from ..report.notes import fault_text
+
+        if not any(chaos_of(self.run.writer.manifest.get("rollouts")).values()):
+            return []
+        counts = count_faults(self.ended_run().episodes,
+                              lambda r: condition_label(r.get("condition") or {}))
+        return [f"faults injected (chaos): {fault_text(counts, terminal_text)}"] if counts \
+            else []
+
 
 #: The names of the properties a rollout item's reports carry (see execute.py).
 _PROPERTY_NAMES: Final = {name: name for name in
                           ("prove_replicate", "prove_seed", "prove_outcome")}
+
 
 
 @final
@@ -476,6 +496,7 @@ class ReportProperties:
             if (value is not None and name in mine and type(mine[name]) is type(value)
                     and mine[name] == value):
                 mine[name] = value
+
 
 
 def _rel(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
@@ -78,6 +78,16 @@ class Settings:
     #: An xdist worker's reason to run nothing, found before collection (its process ran a
     #: session before this one); the controller says it as it says the design check's.
     worker_refusal: str | None = None
+    #: --prove-chaos (or ini prove_chaos): inject the faults rollouts declare; and whether
+    #: --prove-chaos was given, which asks for a comparison with a baseline whose chaos
+    #: differs (docs/chaos.md).
+    chaos: bool = True
+    chaos_asked: bool = False
+    #: What collection checks this run's faults against, before anything runs: [name,
+    #: {rollout id: chaos or None}, strict] for the baseline (unless --prove-chaos asks for
+    #: a comparison with other faults) and the resumed run (strict: its faults are its own).
+    chaos_references: list[Any] = field(default_factory=list)
+    _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     #: Rollouts whose declaration this process has sent with a report (once each).
     announced: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -88,6 +98,17 @@ class Settings:
         if self.replay is not None and rollout_id in self.replay:
             return self.replay[rollout_id]
         return self.replicates or declared
+
+    def declared(self, declaration: Declaration) -> Declaration:
+        """The declaration a rollout runs with in this session: without its chaos when
+        --prove-chaos is off (so that the manifest says no fault was injected)."""
+        if self.chaos or declaration.chaos is None:
+            return declaration
+        found = self._chaos_off.get(id(declaration))
+        if found is None or found[0] is not declaration:
+            found = (declaration, replace(declaration, chaos=None))
+            self._chaos_off[id(declaration)] = found
+        return found[1]
 
     def concurrency_for(self, declared: int | None) -> int:
         """Replicates an item runs: one in a replay (a debugger stops in this thread), else

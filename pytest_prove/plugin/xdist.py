@@ -34,7 +34,7 @@ class XdistHooks:
                              False))
         wire.to_worker_input(node.workerinput, salt=settings.salt, done=settings.done,
                              cap_flag=None if flag is None or not local else str(flag),
-                             replay=settings.replay)
+                             replay=settings.replay, chaos=settings.chaos_references)
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = wire.worker_output(getattr(node, "workeroutput", None))

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_prove.declare.chaos import chaos_text
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.review import Review
 from pytest_prove.review.describe import Description
@@ -24,7 +25,7 @@ from pytest_prove.review.tallies import RunLine, Tally
 
 from ._format import plain_text, terminal_text
 from .json import comparison_document
-from .notes import set_aside
+from .notes import fault_text, set_aside
 from .terminal import format_comparison
 
 __all__ = [
@@ -178,6 +179,7 @@ def show_document(t: Tally) -> dict[str, Any]:
         "without_outcome": dict(t.without_outcome), "errored": t.errored,
         "rerun": {"episodes": t.rerun, "recovered": t.recovered},
         "notes": list(run.notes),
+        "faults": {label: c.to_json() for label, c in (t.faults or {}).items()},
     }
 
 
@@ -220,15 +222,25 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
         declaration = (info or {}).get("declaration") or {}
         failures = ", ".join(map(terminal_text, declaration.get("failures", []))) or "-"
         successes = ", ".join(map(terminal_text, declaration.get("successes", []))) or "-"
+        chaos = declaration.get("chaos")
         lines.append(f"rollout {terminal_text(info.get('label') or rollout_id)}: failures "
                      f"{failures}; successes {successes}; "
-                     f"{declaration.get('replicates', '?')} replicates")
+                     f"{declaration.get('replicates', '?')} replicates"
+                     + ("" if not chaos else f"; chaos: {terminal_text(chaos_text(chaos))}"))
     names = sorted(t.outcomes)
     if t.by_condition:
         body = [(terminal_text(condition), *(str(c.get(n, 0)) for n in names),
                  str(sum(c.values()))) for condition, c in sorted(t.by_condition.items())]
         lines.extend(table(("condition", *map(terminal_text, names), "episodes"), body,
                            frozenset(range(1, len(names) + 2))))
+    if t.faults:
+        lines.append("faults injected (chaos): " + fault_text(t.faults, terminal_text)
+                     .split(". By condition")[0])
+        body = [(terminal_text(label), str(c.episodes), str(c.hit), str(c.calls),
+                 str(c.faults), ", ".join(f"{k} {n}" for k, n in c.by_kind.items()) or "-")
+                for label, c in t.faults.items()]
+        lines.extend(table(("condition", "episodes", "with faults", "calls", "faults",
+                            "by kind"), body, frozenset(range(1, 5))))
     shown = t.errored if verbose else t.errored[:10]
     for e in shown:
         lines.append(f"errored: {terminal_text(e['condition'])} r{e['replicate']} "

@@ -47,6 +47,12 @@ def comparison_document(review: Review) -> dict[str, Any]:
         "no_outcome": dict(prepared.no_outcome),
         "unpaired": dict(prepared.unpaired),
         "mirrored": dict(prepared.mirrored),
+        **({} if not (prepared.chaos or prepared.faults) else {"chaos": {
+            # Runs whose faults differ, compared as asked; the faults each run injected.
+            "differs": [{"rollout": rid, "before": mine, "after": theirs}
+                        for rid, mine, theirs in prepared.chaos],
+            "faults": {arm: {label: c.to_json() for label, c in counts.items()}
+                       for arm, counts in prepared.faults.items()}}}),
     }
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..declare.chaos import FaultCount
+
 if TYPE_CHECKING:
     # Only its type: the session's summary imports this module, and importing the review
     # would import the engine into sessions that compare nothing.
     from pytest_prove.review import Review
     from pytest_prove.review.describe import Description
 
-__all__ = ["run_set_aside", "set_aside"]
+__all__ = ["fault_text", "run_set_aside", "set_aside"]
 
 _SHOWN = 6
 
@@ -32,11 +34,41 @@ def _by_reason(counts: Mapping[str, int], esc: Callable[[str], str]) -> str:
     return ", ".join(f"{n} {esc(reason)}" for reason, n in sorted(counts.items()))
 
 
+def _kinds(by_kind: Mapping[str, int]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in by_kind.items() if n) or "none"
+
+
+def fault_text(counts: Mapping[str, FaultCount], esc: Callable[[str], str]) -> str:
+    """The faults chaos injected into a run, in all and by condition."""
+    episodes = sum(c.episodes for c in counts.values())
+    hit = sum(c.hit for c in counts.values())
+    calls = sum(c.calls for c in counts.values())
+    kinds: dict[str, int] = {}
+    for count in counts.values():
+        for kind, n in count.by_kind.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    faults = sum(kinds.values())
+    by_condition = "; ".join(f"{esc(label)} {c.faults} in {c.calls} calls, {c.hit} of "
+                             f"{c.episodes} episodes hit"
+                             for label, c in list(counts.items())[:_SHOWN])
+    more = f"; and {len(counts) - _SHOWN} more conditions" if len(counts) > _SHOWN else ""
+    return (f"{faults} fault(s) in {calls} HTTP calls ({_kinds(kinds)}); {hit} of {episodes} "
+            f"episodes had at least one. By condition: {by_condition}{more}")
+
+
 def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]]:
     """The lines, as ``(head, text)``, in the order a reader needs them."""
     prepared = review.prepared
     before, after = esc(review.labels.before), esc(review.labels.after)
     lines: list[tuple[str, str]] = []
+    if prepared.chaos:
+        differ = "; ".join(f"{esc(rid)}: {esc(mine)} in {before}, {esc(theirs)} in {after}"
+                           for rid, mine, theirs in prepared.chaos[:_SHOWN])
+        lines.append(("faults differ", f"compared as asked ({differ}): the difference "
+                                       "measures what these faults do to the agent"))
+    for arm, injected in prepared.faults.items():
+        lines.append((f"faults injected in {before if arm == 'before' else after}",
+                      fault_text(injected, esc)))
     if prepared.not_run:
         lines.append(("not run", f"{len(prepared.not_run)} condition(s) of {before} have no "
                                  f"episode to compare in {after} and are left out of the "

@@ -84,12 +84,13 @@ class Review:
 
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
-           margin: float | None = None) -> Review:
+           margin: float | None = None, chaos_differs: bool = False) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
     ``no outcome`` of their condition (``"test"``), or left out (``"ignore"``, for missing
-    outcomes known to be infrastructure).
+    outcomes known to be infrastructure). ``chaos_differs`` compares runs whose injected
+    faults differ (refused otherwise: see :func:`.pairing.check_chaos`).
 
     ``margin`` adds the margin test of every row; the gate then fails, when ``fail_on``
     holds ``not-within``, unless every row is shown within it.
@@ -97,7 +98,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
     :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
     """
-    prepared = prepare(before, after, events or None, missing=missing)
+    prepared = prepare(before, after, events or None, missing=missing,
+                       chaos_differs=chaos_differs)
     comparison = (compare(prepared.rows, q=q, max_mde=max_mde, mirrored=prepared.mirrored,
                           margin=margin)
                   if prepared.rows else None)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from ..declare.chaos import FaultCount, chaos_differences, chaos_refusal, count_faults
 from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError, condition_label
 from ..errors import ProveError
 from ..record import MISSING_MODES, Missing, has_outcome, left_out_reason
@@ -56,6 +57,11 @@ class Prepared:
     unpaired: Mapping[str, int] = field(default_factory=dict)  # arm -> replicates, no twin
     #: The (rollout id, condition key) of each row, in the order of ``rows``.
     keys: tuple[Key, ...] = ()
+    #: Rollouts whose injected faults differ between the runs, compared as asked
+    #: (``chaos_differs``): (rollout, before's chaos, after's), as a person reads them.
+    chaos: tuple[tuple[str, str, str], ...] = ()
+    #: The faults injected, by arm ("before", "after") and condition label (runs with chaos).
+    faults: Mapping[str, Mapping[str, FaultCount]] = field(default_factory=dict)
 
 
 def declarations_of(*runs: Run) -> dict[str, Declaration]:
@@ -81,6 +87,19 @@ def rollout_label(run: Run, rollout_id: str, among: Sequence[str] = ()) -> str:
     if any(other != rollout_id and short(other) == name for other in among):
         return rollout_id
     return name
+
+
+def check_chaos(before: Run, after: Run, *, chaos_differs: bool = False,
+                ) -> tuple[tuple[str, str, str], ...]:
+    """The rollouts whose injected faults differ between the runs; refused unless
+    ``chaos_differs`` (the user asked for exactly that comparison: whether the agent survives
+    the faults). Twins ran on the same seeds, but under other faults they answer another
+    question than "did the change make it worse"."""
+    found = tuple(chaos_differences(before.manifest.get("rollouts"),
+                                    after.manifest.get("rollouts")))
+    if found and not chaos_differs:
+        raise RefusalError(chaos_refusal(found, before.name, after.name))
+    return found
 
 
 def check_cases(*runs: Run) -> None:
@@ -168,7 +187,8 @@ def _row(label: str, event: str, worse_when: Literal["rise", "fall"],
 
 
 def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
-            *, paired: bool | None = None, missing: Missing = "test") -> Prepared:
+            *, paired: bool | None = None, missing: Missing = "test",
+            chaos_differs: bool = False) -> Prepared:
     """The (condition, event) rows of ``after`` against ``before``.
 
     Runs that share a salt are paired (twins matched by replicate, both with an
@@ -178,8 +198,12 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
     the row :data:`NO_OUTCOME`: the share of its episodes without one, a rise being worse, so
     that failures which hide as missing outcomes are seen.  Runs where every episode has an
     outcome get no such row.
+
+    Runs whose rollouts injected different faults (chaos) are refused unless
+    ``chaos_differs``; see :func:`check_chaos`.
     """
     check_cases(before, after)
+    chaos = check_chaos(before, after, chaos_differs=chaos_differs)
     declarations = declarations_of(before, after)
     if paired is None:
         paired = bool(before.salt) and before.salt == after.salt
@@ -261,7 +285,15 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
             rows.append(_row(label, NO_OUTCOME, "rise", event_flags(NO_OUTCOME, b_all),
                              event_flags(NO_OUTCOME, a_all), paired))
             keys.append(key)
+
+    def label_of(record: Mapping[str, Any]) -> str:
+        label = condition_label(record.get("condition") or {})
+        return f"{rollout_label(after, str(record['rollout']), rollouts)} · {label}" \
+            if many else label
+
+    faults = {arm: found for arm, run in (("before", before), ("after", after))
+              if (found := count_faults(run.episodes, label_of))}
     return Prepared(rows=tuple(rows), paired=paired, events=tuple(used_events),
                     not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out),
                     mirrored=mirrored, missing=missing, no_outcome=no_outcome,
-                    unpaired=dict(unpaired), keys=tuple(keys))
+                    unpaired=dict(unpaired), keys=tuple(keys), chaos=chaos, faults=faults)

@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, final
 
+from ..declare.chaos import FaultCount, count_faults
 from ..declare.spec import condition_label
 from ..store import Run, Store, StoreWarning
 from .flips import replay_target
 from .labels import label_of
+from .pairing import rollout_label as label_of_rollout
 
 __all__ = ["RunLine", "Tally", "run_line", "stored_runs", "tally"]
 
@@ -75,6 +77,8 @@ class Tally:
     #: final attempt ended with an outcome after an earlier one had none.
     rerun: int = 0
     recovered: int = 0
+    #: The faults chaos injected, by condition (empty for a run without chaos).
+    faults: dict[str, FaultCount] | None = None
 
     @property
     def with_outcome(self) -> int:
@@ -121,4 +125,13 @@ def tally(run: Run) -> Tally:
                             "replay": None if replay is None else replay.to_dict(),
                             "attempts": int(record.get("attempts") or 1)})
     summary = run_line(run.manifest, label_of(run), run.run_id, len(run.episodes))
-    return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered)
+    many = len(run.manifest.get("rollouts") or {}) > 1
+
+    def fault_label(record: Any) -> str:
+        label = condition_label(record.get("condition") or {})
+        return f"{label_of_rollout(run, str(record.get('rollout')))} · {label}" if many \
+            else label
+
+    faults = count_faults(run.episodes, fault_label)
+    return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered,
+                 faults)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from ..declare.capture import CaptureConfig
+from ..declare.chaos import ChaosLog
 
 __all__ = ["MAX_SPANS", "EpisodeLog", "current_log", "recording", "set_current", "step", "usage"]
 
@@ -41,6 +42,8 @@ class EpisodeLog:
     #: Spans that ended in the episode but were not stored, past MAX_SPANS.
     spans_dropped: int = 0
     closed: bool = False
+    #: Its HTTP calls and the faults injected into them, when its rollout declares chaos.
+    chaos: ChaosLog | None = None
     _depth: int = 0
 
 

@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import Any, final
 
 from ..declare.capture import CaptureConfig
+from ..declare.chaos import ChaosConfig, ChaosLog
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
+from .chaos import injecting
 from .recording import EpisodeLog, recording, set_current
 
 __all__ = ["GRACE", "EpisodeTimeout", "Identity", "ReplicateResult", "Stopped", "error_record",
@@ -195,6 +197,20 @@ def _close(log: EpisodeLog, record: dict[str, Any], *, running: bool = False) ->
         record["spans"] = spans
     if log.spans_dropped:
         record["spans_dropped"] = log.spans_dropped
+    _store_chaos(log, record)
+
+
+def _store_chaos(log: EpisodeLog, record: dict[str, Any]) -> None:
+    """The episode's calls and faults, when its rollout declares chaos."""
+    if log.chaos is not None:
+        record["chaos"] = log.chaos.to_record()
+
+
+def _new_log(identity: Identity, capture: CaptureConfig | None,
+             chaos: ChaosConfig | None) -> EpisodeLog:
+    """A fresh log for ``identity``'s episode, with its own fault stream under chaos."""
+    return EpisodeLog(capture=capture,
+                      chaos=None if chaos is None else ChaosLog(chaos, identity.seed))
 
 
 def _describe(exc: BaseException) -> str:
@@ -275,6 +291,7 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
     problem = _check_return(value, declaration)
     if problem is not None:
         record = error_record(identity, "contract", "RolloutContractError", problem, duration)
+        _store_chaos(log, record)
         return ReplicateResult(record, contract_error=f"{where(identity)}: {problem}")
     assert isinstance(value, Episode)
     t = value.t
@@ -285,6 +302,7 @@ def _finish(identity: Identity, declaration: Declaration, where: Callable[[Ident
                        f"{value.horizon}; pass t= or a larger horizon")
             record = error_record(identity, "contract", "RolloutContractError", problem,
                                   duration)
+            _store_chaos(log, record)
             return ReplicateResult(record, contract_error=f"{where(identity)}: {problem}")
     record = {
         **identity.to_json(),
@@ -331,6 +349,7 @@ def run_block(
     stops: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
     timeout: float | None = None,
     loop: Callable[[Any], Any] | None = None,
+    chaos: ChaosConfig | None = None,
 ) -> list[ReplicateResult]:
     """Run every replicate of a block; return their results in replicate order.
 
@@ -342,22 +361,37 @@ def run_block(
     With ``timeout`` (seconds), see the module's docstring.  ``loop`` runs an async
     block's coroutine where the caller wants it (pytest-asyncio's runner), instead of in
     a loop of its own; with a timeout the block has a loop of its own in its thread.
+    With ``chaos``, the HTTP clients' transports inject its faults while the block runs,
+    each replicate from a stream of its own (see :mod:`.chaos`).
     """
+    with injecting(chaos is not None):
+        return _run_block(identities, declaration, call, where, is_async, capture, stops,
+                          timeout, loop, chaos)
+
+
+def _run_block(identities: Sequence[Identity], declaration: Declaration,
+               call: Callable[[Identity], Any], where: Callable[[Identity], str],
+               is_async: bool, capture: CaptureConfig | None,
+               stops: tuple[type[BaseException], ...], timeout: float | None,
+               loop: Callable[[Any], Any] | None,
+               chaos: ChaosConfig | None) -> list[ReplicateResult]:
     if timeout is not None:
         return _run_with_deadline(identities, declaration, call, where, is_async, capture,
-                                  stops, timeout)
+                                  stops, timeout, chaos)
     if is_async:
         import asyncio  # imported by the first async rollout, not by every session
 
-        coroutine = _run_async(identities, declaration, call, where, capture, stops)
+        coroutine = _run_async(identities, declaration, call, where, capture, stops,
+                               chaos=chaos)
         return (loop or asyncio.run)(coroutine)
     if len(identities) == 1:
-        return [_run_one(identities[0], declaration, call, where, capture, stops)]
+        return [_run_one(identities[0], declaration, call, where, capture, stops,
+                         chaos=chaos)]
     from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=len(identities), thread_name_prefix="prove-replicate")
     futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
-                           capture, stops)
+                           capture, stops, None, None, chaos)
                for ident in identities]
     try:
         wait(futures)
@@ -383,8 +417,8 @@ def run_block(
 def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Identity], Any],
              where: Callable[[Identity], str], capture: CaptureConfig | None,
              stops: tuple[type[BaseException], ...], log: EpisodeLog | None = None,
-             timeout: float | None = None) -> ReplicateResult:
-    log = log if log is not None else EpisodeLog(capture=capture)
+             timeout: float | None = None, chaos: ChaosConfig | None = None) -> ReplicateResult:
+    log = log if log is not None else _new_log(identity, capture, chaos)
     value: object = None
     error: BaseException | None = None
     reset = set_current(log)  # not a context manager: this runs once an episode, every one
@@ -454,9 +488,9 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
                        call: Callable[[Identity], Any], where: Callable[[Identity], str],
                        is_async: bool, capture: CaptureConfig | None,
                        stops: tuple[type[BaseException], ...],
-                       timeout: float) -> list[ReplicateResult]:
+                       timeout: float, chaos: ChaosConfig | None) -> list[ReplicateResult]:
     """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
-    logs = [EpisodeLog(capture=capture) for _ in identities]
+    logs = [_new_log(ident, capture, chaos) for ident in identities]
     results: dict[int, ReplicateResult] = {}
     started: set[int] = set()
     failures: list[BaseException] = []  # stops, and errors of this module's own
@@ -543,7 +577,8 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      timeout: float | None = None,
                      logs: Sequence[EpisodeLog] | None = None,
                      into: dict[int, ReplicateResult] | None = None,
-                     started: set[int] | None = None) -> list[ReplicateResult]:
+                     started: set[int] | None = None,
+                     chaos: ChaosConfig | None = None) -> list[ReplicateResult]:
     import asyncio
 
     tasks: list[asyncio.Task[ReplicateResult | None]] = []
@@ -551,7 +586,7 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
 
     async def one(index: int, identity: Identity) -> ReplicateResult | None:
         # Each task runs in its own copy of the context, so this log is its alone.
-        log = logs[index] if logs is not None else EpisodeLog(capture=capture)
+        log = logs[index] if logs is not None else _new_log(identity, capture, chaos)
         log.started = time.perf_counter()
         if started is not None:
             started.add(index)
