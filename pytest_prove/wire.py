@@ -37,6 +37,8 @@ __all__ = [
     "attach",
     "cap_command",
     "cap_message",
+    "decided_command",
+    "decided_message",
     "take",
     "to_worker_input",
     "to_worker_output",
@@ -49,6 +51,9 @@ REPORT_ATTRIBUTE: Final = "prove"
 
 #: The name of the command that tells a worker the run reached its token cap.
 CAP_COMMAND: Final = "prove_cap"
+
+#: The name of the command that tells a worker which conditions a sequential run decided.
+DECIDED_COMMAND: Final = "prove_decided"
 
 #: A replicate a run holds: (rollout id, condition key, replicate).
 Done = tuple[str, str, int]
@@ -88,6 +93,8 @@ class WorkerInput(TypedDict):
     done: frozenset[Done]
     cap_flag: str | None
     replay: dict[str, int] | None  # --prove-replay: the run's replicates by rollout id
+    #: --prove-sequential: the controller's file of decided conditions (local workers).
+    sequential_flag: str | None
 
 
 class WorkerOutput(TypedDict):
@@ -118,10 +125,12 @@ def take(report: object, *names: str) -> ReportData:
 
 
 def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
-                    cap_flag: str | None, replay: Mapping[str, int] | None = None) -> None:
+                    cap_flag: str | None, replay: Mapping[str, int] | None = None,
+                    sequential_flag: str | None = None) -> None:
     workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
                             "cap_flag": cap_flag,
-                            "replay": None if replay is None else dict(replay)}
+                            "replay": None if replay is None else dict(replay),
+                            "sequential_flag": sequential_flag}
 
 
 def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
@@ -130,7 +139,8 @@ def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
                        done=frozenset((str(r), str(k), int(n)) for r, k, n in sent.get("done", ())),
                        cap_flag=sent.get("cap_flag"),
                        replay=None if sent.get("replay") is None else {
-                           str(k): int(v) for k, v in sent["replay"].items()})
+                           str(k): int(v) for k, v in sent["replay"].items()},
+                       sequential_flag=sent.get("sequential_flag"))
 
 
 def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,
@@ -154,4 +164,18 @@ def cap_message(command: object) -> str | None:
     if (isinstance(command, tuple) and len(command) == 2 and command[0] == CAP_COMMAND
             and isinstance(command[1], dict)):
         return str(command[1].get("message") or "token cap reached")
+    return None
+
+
+def decided_command(decided: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    """The command that tells a worker the conditions a sequential run decided: ``{"rollout
+    id\x1fcondition key": reason}``, every one so far."""
+    return DECIDED_COMMAND, {"decided": dict(decided)}
+
+
+def decided_message(command: object) -> dict[str, str] | None:
+    """The decided conditions when ``command`` is :func:`decided_command`'s, else None."""
+    if (isinstance(command, tuple) and len(command) == 2 and command[0] == DECIDED_COMMAND
+            and isinstance(command[1], dict) and isinstance(command[1].get("decided"), dict)):
+        return {str(k): str(v) for k, v in command[1]["decided"].items()}
     return None

@@ -45,6 +45,8 @@ def comparison_document(review: Review) -> dict[str, Any]:
         "no_outcome": dict(prepared.no_outcome),
         "unpaired": dict(prepared.unpaired),
         "mirrored": dict(prepared.mirrored),
+        "sequential": [{"condition": label or None, "decision": reason}
+                       for label, reason in review.sequential],
     }
 
 

@@ -32,11 +32,19 @@ def _by_reason(counts: Mapping[str, int], esc: Callable[[str], str]) -> str:
     return ", ".join(f"{n} {esc(reason)}" for reason, n in sorted(counts.items()))
 
 
+def _whole(text: str, esc: Callable[[str], str]) -> str:
+    """``text`` escaped by ``esc`` without being shortened (a terminal's escape keeps the
+    ends of a long value only): in pieces short enough to be kept whole."""
+    return "".join(esc(text[i:i + 60]) for i in range(0, len(text), 60))
+
+
 def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]]:
     """The lines, as ``(head, text)``, in the order a reader needs them."""
     prepared = review.prepared
     before, after = esc(review.labels.before), esc(review.labels.after)
-    lines: list[tuple[str, str]] = []
+    lines: list[tuple[str, str]] = [
+        ("sequential", f"{esc(label)}: {_whole(reason, esc)}" if label else _whole(reason, esc))
+        for label, reason in review.sequential]
     if prepared.not_run:
         lines.append(("not run", f"{len(prepared.not_run)} condition(s) of {before} have no "
                                  f"episode to compare in {after} and are left out of the "

@@ -64,6 +64,9 @@ class RunRecorder:
         # and the paths the session collected from: the gate's coverage reads them.
         self.selected: dict[str, dict[str, set[int]]] = {}
         self.skipped: dict[str, set[str]] = {}
+        #: --prove-sequential: conditions decided before their last look, whose remaining
+        #: replicates were never meant to run once decided.
+        self.stopped: set[tuple[str, str]] = set()
         self.paths: list[str] = []
         self.narrowed = False  # --lf or a node id narrowed collection itself
         self.prior_selection: dict[str, Any] | None = None  # a resumed run's, see selection
@@ -262,7 +265,7 @@ class RunRecorder:
 
 
     def missing(self) -> int:
-        return len(self.planned() - self.keys)
+        return len({p for p in self.planned() if (p[0], p[1]) not in self.stopped} - self.keys)
 
 
     def selection(self) -> dict[str, Any]:
