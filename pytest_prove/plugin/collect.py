@@ -467,7 +467,7 @@ def _sequential_plan(settings: Settings, selected: Mapping[str, tuple[ItemPlan, 
     lines = [
         f"sequential: at most {replicates * cells:,} episodes ({replicates} a condition, "
         f"looks at {', '.join(map(str, design.looks))}); expected "
-        f"{design.expected_episodes(cells):,.0f} when nothing changed, "
+        f"{round(design.expected_unchanged) * cells:,} when nothing changed, "
         f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
         f"{settings.max_mde:.3f} (power there {design.power_at_max_mde:.2f}, normal "
         f"approximation); {design.method}",

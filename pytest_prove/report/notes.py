@@ -58,7 +58,9 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
     if prepared.new:
         lines.append(("new", f"{len(prepared.new)} condition(s) only in {after}, not "
                              f"compared: {_some(prepared.new, esc)}"))
-    if prepared.unpaired:
+    if prepared.unpaired and not review.sequential:
+        # (A sequential run leaves the baseline's later twins of a decided condition unread
+        # on purpose: its own note says how many episodes ran.)
         counts = ", ".join(f"{n} of {after if arm == 'after' else before}"
                            for arm, n in sorted(prepared.unpaired.items(), reverse=True))
         lines.append(("unpaired", f"replicates with no twin in the other run were left out "
