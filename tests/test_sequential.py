@@ -132,6 +132,17 @@ def test_one_process_reports_plan_refusals_and_off(
     assert small.ret == 4
     small.stderr.fnmatch_lines(["*sequential design check failed*Use 174 replicates*"])
 
+    # A selection of whole conditions is fine (the others are not run, on purpose); one that
+    # keeps some replicates of a condition is refused: a look needs its first replicates.
+    only_a = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential", "-k", "a-")
+    assert only_a.ret == 1
+    only_a.stdout.fnmatch_lines(["*FAILED*prove-gate?ticket=a?*"])
+    only_a.stdout.fnmatch_lines(["worse: 1 condition got worse (ticket=a *over 1 tests"])
+    assert "prove::gate" not in only_a.stdout.str()  # not failed as an unfinished run
+    some = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential", "-k", "r00")
+    assert some.ret == 4
+    some.stderr.fnmatch_lines(["*keeps only some replicates of test_sweep*"])
+
     # Off: every replicate runs (in blocks, to be quick), and nothing sequential shows.
     off = sweep.runpytest(*one, "--prove-baseline=base", "--prove-concurrency=55")
     assert off.ret == 1

@@ -399,6 +399,16 @@ class Collection:
         if settings.sequential:
             seq_lines, sequential_refusal, expected, looks = _sequential_plan(
                 settings, selected, replicates, m, cells)
+            partial = next((f"{plan.label} [{key}]" for rid, (plan, keys) in selected.items()
+                            for key in sorted(keys)
+                            if len(set(kept.get(rid, {}).get(key, ()))) < plan.total
+                            and kept.get(rid, {}).get(key)), None)
+            if partial is not None and sequential_refusal is None:
+                sequential_refusal = (
+                    f"--prove-sequential reads each condition's first replicates at each look, "
+                    f"but the selection (-k, -m, a node id) keeps only some replicates of "
+                    f"{partial}; select whole conditions (e.g. -k 'refund'), or drop "
+                    "--prove-sequential")
             _in_looks(items, looks)
             lines.extend(seq_lines)
             planned = {rid: (keys, expected) for rid, (_, keys) in selected.items()}

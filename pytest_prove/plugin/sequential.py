@@ -104,7 +104,10 @@ class SequentialControl(_Skipper):
             except (KeyError, TypeError, SpecError):
                 return None  # its declaration comes with its first report
             wanted = [e for e in events if e in declaration.events] if events else None
-            m += len(info["conditions"]) * len(declaration.tested(wanted))
+            # The conditions the selection kept (-k may keep some conditions only).
+            kept = [key for key in info["conditions"]
+                    if session.run.selected.get(rollout_id, {}).get(key)]
+            m += len(kept or info["conditions"]) * len(declaration.tested(wanted))
             sizes.add(int(info["replicates"]))
         if not m or not sizes:
             return None
