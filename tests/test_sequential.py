@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from pytest_prove.cli import main
 from tests.conftest import load
 
 #: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
@@ -54,7 +55,8 @@ def _stored(pytester: pytest.Pytester) -> Counter[str]:
 
 
 def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
-        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's acceptance: 4 conditions, one moves 0.10 -> 0.60, under -n 2. Each episode
     takes 20 ms, as an agent's takes seconds: the controller reads a look while the workers
     run on, and they stop starting the items of a condition once told it is decided."""
@@ -73,7 +75,8 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     for ticket in "bcd":
         assert stored[ticket] < 88, stored
     result.stdout.fnmatch_lines([
-        "sequential: 4 of 4 condition(s) decided before their last look; * of 880 planned*",
+        "sequential: 4 of 4 condition(s) decided before their last look; * of 880 planned "
+        "episodes read*",
         "sequential: ticket=a: decided at look * of 5 (* replicates): worse (unresolved *",
         "sequential: ticket=b: decided at look 1 of 5 (44 replicates): no change of max_mde "
         "possible",
@@ -96,6 +99,15 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     assert "worse (unresolved " in lines[1]["decision"]
     assert document["verdict"] == "worse"
     assert "O'Brien-Fleming" in document["comparison"]["method"]
+    # The command line reads the stored run's looks again, and comes to the same verdict.
+    capsys.readouterr()  # what the sessions above printed
+    code = main(["--store", str(sweep.path / ".prove"), "--json", "check", "baseline:base",
+                 "latest"])
+    checked = json.loads(capsys.readouterr().out)
+    assert code == 4
+    assert checked["verdict"] == "worse"
+    assert checked["comparison"]["method"] == document["comparison"]["method"]
+    assert checked["sequential"] == document["sequential"]
 
 
 def test_one_process_reports_plan_refusals_and_off(

@@ -106,6 +106,12 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     """
     prepared = prepare(before, after, events or None, missing=missing)
     lines: tuple[tuple[str, str], ...] = ()
+    if sequential is None and "sequential" in after.manifest:
+        # A stored sequential run read again (the command line): its looks, as its session
+        # took them, decide; never the fixed test on the counts it stopped at.
+        from .sequential import looks_of
+
+        sequential = looks_of(before, after, events=events, missing=missing)
     if sequential is not None:
         from .sequential import sequential_comparison, sequential_lines
 

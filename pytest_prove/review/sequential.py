@@ -28,11 +28,12 @@ from ..stats import (
     SequentialRow,
     compare,
     decide,
+    design_from_dict,
 )
 from ..store import Run
 from .pairing import Missing, prepare, rollout_label
 
-__all__ = ["Looks", "sequential_comparison", "sequential_lines"]
+__all__ = ["Looks", "looks_of", "sequential_comparison", "sequential_lines"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
 DECIDED = ("worse", "safer", "no change of max_mde")
@@ -205,10 +206,12 @@ def sequential_lines(looks: Looks) -> tuple[tuple[str, str], ...]:
     condition and how it stopped (decided conditions first)."""
     design = looks.design
     planned = design.replicates * len(looks.taken)
-    ran = sum(len(looks.after.get(key, {})) for key in looks.taken)
+    # The replicates the looks read (a worker may have finished a few more of a condition
+    # before its decision reached it: stored, not read).
+    ran = sum(design.looks[len(taken) - 1] for taken in looks.taken.values() if taken)
     stopped = [k for k in looks.taken if looks.decided(k) is not None]
     head = (f"{len(stopped)} of {len(looks.taken)} condition(s) decided before their last look; "
-            f"{ran:,} of {planned:,} planned episodes run (looks at "
+            f"{ran:,} of {planned:,} planned episodes read (looks at "
             f"{', '.join(map(str, design.looks))} replicates)")
     order = sorted(looks.taken, key=lambda k: (looks.decided(k) is None, looks.labels[k]))
     lines = [("", head)]
@@ -217,3 +220,39 @@ def sequential_lines(looks: Looks) -> tuple[tuple[str, str], ...]:
         lines.append((looks.labels[key], "no look taken" if decision is None
                       else decision.reason))
     return tuple(lines)
+
+
+def looks_of(before: Run, after: Run, *, events: Sequence[str] | None,
+             missing: Missing) -> Looks | None:
+    """The looks of a stored sequential run (its manifest's ``sequential``), taken again from
+    its episodes: each condition up to the looks it took in its session (episodes a worker
+    finished after its decision are not read); None for a run that is not sequential.
+    Raises ValueError when the record is damaged or the run is not paired with ``before``."""
+    recorded = after.manifest.get("sequential")
+    if recorded is None:
+        return None
+    if not isinstance(recorded, Mapping):
+        raise ValueError(f"run {after.name!r}: its record of looks is damaged")
+    try:
+        design = design_from_dict(recorded.get("design"))
+    except ValueError as exc:
+        raise ValueError(f"run {after.name!r}: {exc}") from None
+    if not before.salt or before.salt != after.salt:
+        raise ValueError(
+            f"run {after.name!r} is sequential: its looks were read against the baseline it "
+            f"was paired with, and {before.name!r} has another salt; compare it with that "
+            "baseline")
+    taken: dict[Key, int] = {}
+    conditions = recorded.get("conditions")
+    for rollout_id, keys in (conditions.items() if isinstance(conditions, Mapping) else ()):
+        for key, info in (keys.items() if isinstance(keys, Mapping) else ()):
+            count = info.get("looks") if isinstance(info, Mapping) else None
+            if isinstance(count, int) and 0 < count <= len(design.looks):
+                taken[(str(rollout_id), str(key))] = design.looks[count - 1]
+    looks = Looks(before, design, after.salt, after.manifest.get("rollouts") or {},
+                  events=events, missing=missing)
+    looks.add(r for r in after.episodes
+              if int(r["replicate"]) < taken.get((str(r["rollout"]), str(r["condition_key"])),
+                                                 0))
+    looks.finish()
+    return looks

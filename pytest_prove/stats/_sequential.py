@@ -163,13 +163,43 @@ class SequentialDesign:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "replicates": self.replicates, "looks": list(self.looks),
+            "replicates": self.replicates, "m": self.m, "paired": self.paired, "q": self.q,
+            "max_mde": self.max_mde, "power": self.power, "looks": list(self.looks),
             "shares": list(self.shares), "futility_level": self.futility_level,
             "fixed": self.fixed, "replicates_needed": self.replicates_needed, "ok": self.ok,
             "power_at_max_mde": self.power_at_max_mde,
             "expected_unchanged": self.expected_unchanged,
             "expected_moved": self.expected_moved, "method": self.method,
         }
+
+
+def design_from_dict(data: object) -> SequentialDesign:
+    """A design as :meth:`SequentialDesign.to_dict` stored it (a run's manifest); raises
+    ValueError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a sequential design is a mapping, got {type(data).__name__}")
+    try:
+        looks = tuple(int(n) for n in data["looks"])
+        shares = tuple(float(w) for w in data["shares"])
+        m, q = int(data["m"]), float(data["q"])
+        design = SequentialDesign(
+            replicates=int(data["replicates"]), m=m, paired=bool(data["paired"]), q=q,
+            max_mde=float(data["max_mde"]), power=float(data["power"]), looks=looks,
+            shares=shares, futility_level=float(data["futility_level"]),
+            fixed=None if data.get("fixed") is None else int(data["fixed"]),
+            replicates_needed=None if data.get("replicates_needed") is None
+            else int(data["replicates_needed"]),
+            ok=bool(data.get("ok")), power_at_max_mde=float(data["power_at_max_mde"]),
+            expected_unchanged=float(data["expected_unchanged"]),
+            expected_moved=float(data["expected_moved"]), method=str(data["method"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the sequential design is damaged ({exc!r})") from None
+    if (not looks or len(shares) != len(looks) or list(looks) != sorted(set(looks))
+            or m < 1 or not 0 < q < 1 or abs(sum(shares) - 1.0) > 1e-9
+            or any(w <= 0 for w in shares)):
+        raise ValueError("the sequential design is damaged (looks, shares, m or q out of "
+                         "range)")
+    return design
 
 
 def _method(m: int, q: float, looks: int) -> str:
