@@ -151,6 +151,9 @@ def test_one_process_reports_plan_refusals_and_off(
     only_a.stdout.fnmatch_lines(["*FAILED*prove-gate?ticket=a?*"])
     only_a.stdout.fnmatch_lines(["worse: 1 condition got worse (ticket=a *over 1 tests"])
     assert "prove::gate" not in only_a.stdout.str()  # not failed as an unfinished run
+    resumed = sweep.runpytest(*one, "--prove-resume=latest")
+    assert resumed.ret == 4
+    resumed.stderr.fnmatch_lines(["*is sequential: its conditions were decided at their looks*"])
     some = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential", "-k", "r00")
     assert some.ret == 4
     some.stderr.fnmatch_lines(["*keeps only some replicates of test_sweep*"])

@@ -279,6 +279,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.replay = _replicates_of(replay)
     elif resume is not None:
         _check_resumed_shard(resume, opt.prove_shard)
+        if "sequential" in resume.manifest:
+            raise pytest.UsageError(
+                f"run {resume.name!r} is sequential: its conditions were decided at their "
+                "looks, and running their other replicates now would read them after a "
+                "decision the error rates were spent on; start a new run instead")
         settings.salt = resume.salt
         settings.done = frozenset(_done_keys(resume.episodes))
         if baseline is not None and resume.salt != baseline.salt:
