@@ -159,11 +159,13 @@ def test_one_process_reports_plan_refusals_and_off(
     some.stderr.fnmatch_lines(["*keeps only some replicates of test_sweep*"])
 
     # Off: every replicate runs (in blocks, to be quick), and nothing sequential shows.
-    off = sweep.runpytest(*one, "--prove-baseline=base", "--prove-concurrency=55")
+    off = sweep.runpytest(*one, "--prove-baseline=base", "--prove-concurrency=55",
+                          "--prove-report=off.json")
     assert off.ret == 1
     assert _stored(sweep) == Counter({t: 220 for t in "abcd"})
     assert "sequential" not in off.stdout.str()
     assert "sequential" not in load(sweep).manifest
+    assert "sequential" not in json.loads((sweep.path / "off.json").read_text())
 
     # ini prove_sequential: taken with a baseline, never in the way of saving one.
     sweep.makeini("[pytest]\nprove_sequential = true\n")

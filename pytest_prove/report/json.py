@@ -24,7 +24,7 @@ __all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json", "rende
 def comparison_document(review: Review) -> dict[str, Any]:
     """The comparison and what was set aside, as plain JSON-able data."""
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
-    return {
+    document = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "comparison",
         "before": labels.before,
@@ -45,9 +45,11 @@ def comparison_document(review: Review) -> dict[str, Any]:
         "no_outcome": dict(prepared.no_outcome),
         "unpaired": dict(prepared.unpaired),
         "mirrored": dict(prepared.mirrored),
-        "sequential": [{"condition": label or None, "decision": reason}
-                       for label, reason in review.sequential],
     }
+    if review.sequential:  # --prove-sequential: how each condition stopped
+        document["sequential"] = [{"condition": label or None, "decision": reason}
+                                  for label, reason in review.sequential]
+    return document
 
 
 def render_json(review: Review) -> str:
