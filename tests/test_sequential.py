@@ -58,10 +58,10 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
         sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's acceptance: 4 conditions, one moves 0.10 -> 0.60, under -n 2. Each episode
-    takes 20 ms, as an agent's takes seconds: the controller reads a look while the workers
+    takes 50 ms, as an agent's takes seconds: the controller reads a look while the workers
     run on, and they stop starting the items of a condition once told it is decided."""
     monkeypatch.setenv("RATE_A", "0.6")
-    monkeypatch.setenv("SLEEP", "0.02")
+    monkeypatch.setenv("SLEEP", "0.05")
     result = sweep.runpytest("-n", "2", "-p", "no:randomly", "--prove-baseline=base",
                              "--prove-sequential", "-rs", "--prove-report=r.json")
     out = result.stdout.str()
