@@ -37,6 +37,8 @@ __all__ = [
     "attach",
     "cap_command",
     "cap_message",
+    "decided_command",
+    "decided_message",
     "take",
     "to_worker_input",
     "to_worker_output",
@@ -49,6 +51,9 @@ REPORT_ATTRIBUTE: Final = "prove"
 
 #: The name of the command that tells a worker the run reached its token cap.
 CAP_COMMAND: Final = "prove_cap"
+
+#: The name of the command that tells a worker which conditions a sequential run decided.
+DECIDED_COMMAND: Final = "prove_decided"
 
 #: A replicate a run holds: (rollout id, condition key, replicate).
 Done = tuple[str, str, int]
@@ -91,6 +96,8 @@ class WorkerInput(TypedDict):
     #: The runs whose faults this run must inject (a baseline, a resumed run): [name,
     #: {rollout id: chaos or None}, whether even --prove-chaos may not differ].
     chaos: list[Any]
+    #: --prove-sequential: the controller's file of decided conditions (local workers).
+    sequential_flag: str | None
 
 
 class WorkerOutput(TypedDict):
@@ -126,11 +133,11 @@ def take(report: object, *names: str) -> ReportData:
 
 def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
                     cap_flag: str | None, replay: Mapping[str, int] | None = None,
-                    chaos: Sequence[Any] = ()) -> None:
+                    chaos: Sequence[Any] = (), sequential_flag: str | None = None) -> None:
     workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
                             "cap_flag": cap_flag,
                             "replay": None if replay is None else dict(replay),
-                            "chaos": list(chaos)}
+                            "chaos": list(chaos), "sequential_flag": sequential_flag}
 
 
 def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
@@ -140,7 +147,8 @@ def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
                        cap_flag=sent.get("cap_flag"),
                        replay=None if sent.get("replay") is None else {
                            str(k): int(v) for k, v in sent["replay"].items()},
-                       chaos=list(sent.get("chaos") or ()))
+                       chaos=list(sent.get("chaos") or ()),
+                       sequential_flag=sent.get("sequential_flag"))
 
 
 def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,
@@ -164,4 +172,18 @@ def cap_message(command: object) -> str | None:
     if (isinstance(command, tuple) and len(command) == 2 and command[0] == CAP_COMMAND
             and isinstance(command[1], dict)):
         return str(command[1].get("message") or "token cap reached")
+    return None
+
+
+def decided_command(decided: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    """The command that tells a worker the conditions a sequential run decided: ``{"rollout
+    id\x1fcondition key": reason}``, every one so far."""
+    return DECIDED_COMMAND, {"decided": dict(decided)}
+
+
+def decided_message(command: object) -> dict[str, str] | None:
+    """The decided conditions when ``command`` is :func:`decided_command`'s, else None."""
+    if (isinstance(command, tuple) and len(command) == 2 and command[0] == DECIDED_COMMAND
+            and isinstance(command[1], dict) and isinstance(command[1].get("decided"), dict)):
+        return {str(k): str(v) for k, v in command[1]["decided"].items()}
     return None

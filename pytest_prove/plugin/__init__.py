@@ -151,6 +151,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "non-inferiority margin, 0 < D < 1): each condition and event is "
                          "tested against D, and the session fails unless every one is shown "
                          "within it; default: ini prove_margin, else no margin")
+    group.addoption("--prove-sequential", action="store_true", default=None,
+                    help="take each condition's replicates in looks and stop it once it is "
+                         "decided against the baseline (worse, safer, or no change of "
+                         "--prove-max-mde possible); needs --prove-baseline")
     group.addoption("--prove-allow-underpowered", action="store_true", default=None,
                     help="run even when the design check says a condition could not see "
                          "--prove-max-mde")
@@ -178,6 +182,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
                   type="bool", default=False)
     parser.addini("prove_chaos", "default for --prove-chaos: on or off", default="on")
+    parser.addini("prove_sequential", "default for --prove-sequential", type="bool",
+                  default=False)
     budget.add_options(parser)
     capture.add_options(parser)
 
@@ -239,6 +245,17 @@ def pytest_configure(config: pytest.Config) -> None:
             "--prove-update-baseline replaces the baseline named by --prove-baseline; "
             "add --prove-baseline NAME (or use --prove-save-baseline NAME for a new one)")
     _check_shard_options(opt)
+    from .sequential import sequential_of
+
+    sequential = sequential_of(config)
+    if sequential:
+        _check_sequential_options(opt)
+        if margin is not None:
+            raise pytest.UsageError(
+                f"--prove-sequential cannot be used with a margin (--prove-margin {margin:g}, "
+                "or ini prove_margin) yet: a sequential run's looks test worse and safer, not "
+                "the margin's claim; drop --prove-sequential to ask for the claim, or drop the "
+                "margin to stop conditions early")
     if opt.prove_plan:
         # The plan is read on one process: no workers are started for it.
         opt.dist = "no"
@@ -252,6 +269,7 @@ def pytest_configure(config: pytest.Config) -> None:
         allow_underpowered=bool(opt.prove_allow_underpowered
                                 or config.getini("prove_allow_underpowered")),
         paired=opt.prove_baseline is not None or opt.prove_resume is not None,
+        sequential=sequential,
         plan_only=opt.prove_plan,
         episode_timeout=opt.prove_episode_timeout,
         default_timeout=default_timeout,
@@ -280,6 +298,9 @@ def pytest_configure(config: pytest.Config) -> None:
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
         budget.register_worker(config)
+        from .sequential import register_worker
+
+        register_worker(config)
         capture.register(config)
         return
 
@@ -300,6 +321,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.replay = _replicates_of(replay)
     elif resume is not None:
         _check_resumed_shard(resume, opt.prove_shard)
+        if "sequential" in resume.manifest:
+            raise pytest.UsageError(
+                f"run {resume.name!r} is sequential: its conditions were decided at their "
+                "looks, and running their other replicates now would read them after a "
+                "decision the error rates were spent on; start a new run instead")
         settings.salt = resume.salt
         settings.done = frozenset(_done_keys(resume.episodes))
         if baseline is not None and resume.salt != baseline.salt:
@@ -335,6 +361,33 @@ def pytest_configure(config: pytest.Config) -> None:
         from .xdist import XdistHooks
 
         own(config, XdistHooks(session), "prove_xdist")
+
+
+def _check_sequential_options(opt: Any) -> None:
+    """--prove-sequential reads each condition against its baseline at its looks; say why the
+    options it cannot keep its error rates with are refused."""
+    if not opt.prove_baseline:
+        raise pytest.UsageError(
+            "--prove-sequential stops each condition once it is decided against the baseline, "
+            "so it needs one: add --prove-baseline NAME (or drop --prove-sequential, and ini "
+            "prove_sequential, to run every replicate)")
+    refused = (
+        ("prove_resume", "--prove-resume", "a resumed run would take its looks again from "
+         "episodes whose earlier looks may already have stopped a condition, and the error "
+         "spent at those looks is not recorded to be carried on; rerun the sweep"),
+        ("prove_shard", "--prove-shard", "a shard holds a slice of each condition's "
+         "replicates, and a look needs the condition's first replicates all together; run "
+         "the sweep in one session (xdist workers may be remote)"),
+        ("prove_save_baseline", "--prove-save-baseline", "a baseline must hold every "
+         "replicate of every condition for later runs to pair with, and a sequential run "
+         "stops conditions early; save a baseline from a run without --prove-sequential"),
+        ("prove_update_baseline", "--prove-update-baseline", "a baseline must hold every "
+         "replicate of every condition for later runs to pair with, and a sequential run "
+         "stops conditions early; save a baseline from a run without --prove-sequential"),
+    )
+    for name, flag, why in refused:
+        if getattr(opt, name, None):
+            raise pytest.UsageError(f"--prove-sequential cannot be used with {flag}: {why}")
 
 
 def _check_shard_options(opt: Any) -> None:

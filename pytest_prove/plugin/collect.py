@@ -454,6 +454,24 @@ class Collection:
         margin_check = _margin_check(config, replicates, m, settings)
         if margin_check is not None:
             lines.append(margin_check.line)
+        sequential_refusal: str | None = None
+        planned = {rid: (keys, plan.total) for rid, (plan, keys) in selected.items()}
+        if settings.sequential:
+            seq_lines, sequential_refusal, expected, looks = _sequential_plan(
+                settings, selected, replicates, m, cells)
+            partial = next((f"{plan.label} [{key}]" for rid, (plan, keys) in selected.items()
+                            for key in sorted(keys)
+                            if len(set(kept.get(rid, {}).get(key, ()))) < plan.total
+                            and kept.get(rid, {}).get(key)), None)
+            if partial is not None and sequential_refusal is None:
+                sequential_refusal = (
+                    f"--prove-sequential reads each condition's first replicates at each look, "
+                    f"but the selection (-k, -m, a node id) keeps only some replicates of "
+                    f"{partial}; select whole conditions (e.g. -k 'refund'), or drop "
+                    "--prove-sequential")
+            _in_looks(items, looks)
+            lines.extend(seq_lines)
+            planned = {rid: (keys, expected) for rid, (_, keys) in selected.items()}
         if settings.shard is not None:
             mine = sum(1 for item in items if PLAN_KEY in item.stash)
             whole = sum(1 for item in sweep if PLAN_KEY in item.stash)
@@ -461,8 +479,13 @@ class Collection:
                          f"{mine} of these {whole} rollout items; the design check is the "
                          "whole sweep's, since the merged run is what is gated")
         if settings.plan_only:
-            lines.extend(budget.plan_lines(config, {rid: (keys, plan.total)
-                                                    for rid, (plan, keys) in selected.items()}))
+            lines.extend(budget.plan_lines(config, planned))
+            if settings.sequential and config.option.prove_plan_from:
+                lines.append("expected cost: of a sequential run, each condition at the "
+                             "replicates it is expected to run when nothing changed")
+            if sequential_refusal is not None:
+                lines.append(f"{sequential_refusal}; the run would stop here")
+                config.stash[PLAN_FAILS_KEY] = True
             if not check.ok and not settings.allow_underpowered:
                 # The plan is the place to learn this: say it, and exit as the run would.
                 needed = (f"{check.replicates_needed} replicates a condition would pass"
@@ -493,12 +516,16 @@ class Collection:
                 f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
                 f"or run anyway with --prove-allow-underpowered")
             _refuse(config, items, message)
-        elif (margin_check is not None and not margin_check.ok
-              and not settings.allow_underpowered):
+            return
+        if (margin_check is not None and not margin_check.ok
+                and not settings.allow_underpowered):
             _refuse(config, items, (
                 f"design check failed for the margin: with {replicates} replicates a "
                 f"condition, {margin_check.advice}, fewer conditions or events, a larger "
                 "--prove-margin, or run anyway with --prove-allow-underpowered"))
+            return
+        if sequential_refusal is not None:
+            _refuse(config, items, sequential_refusal)
 
     def _print(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -506,6 +533,65 @@ class Collection:
             return
         for line in lines:
             reporter.write_line(line)
+
+
+def _sequential_plan(settings: Settings, selected: Mapping[str, tuple[ItemPlan, set[str]]],
+                     replicates: int, m: int, cells: int
+                     ) -> tuple[list[str], str | None, int, tuple[int, ...]]:
+    """--prove-sequential: the plan's lines (the maximum and expected episodes), why the
+    run is refused (or None), the replicates a condition is expected to run when nothing
+    changed, and the looks."""
+    from ..stats import sequential_design
+
+    sizes = sorted({plan.total for plan, _ in selected.values()})
+    design = sequential_design(replicates, m, paired=True, q=settings.q,
+                               max_mde=settings.max_mde)
+    lines = [
+        f"sequential: at most {replicates * cells:,} episodes ({replicates} a condition, "
+        f"looks at {', '.join(map(str, design.looks))}); expected "
+        f"{round(design.expected_unchanged) * cells:,} when nothing changed, "
+        f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
+        f"{settings.max_mde:.3f} (power there {design.power_at_max_mde:.2f}, normal "
+        f"approximation); {design.method}",
+    ]
+    refusal: str | None = None
+    if len(sizes) > 1:
+        refusal = (f"--prove-sequential takes every condition's looks at the same replicates, "
+                   f"but the rollouts declare {', '.join(map(str, sizes))} replicates; give "
+                   "them one number (replicates= or --prove-replicates N)")
+    elif not design.ok and not settings.allow_underpowered:
+        needed = (f"use {design.replicates_needed} replicates a condition (the fixed "
+                  f"design's {design.fixed}, inflated for the looks)"
+                  if design.replicates_needed else "use many more replicates a condition")
+        refusal = (f"sequential design check failed: with {replicates} replicates a condition "
+                   f"at most and {m} tests, a condition that moved by {settings.max_mde:.3f} "
+                   f"would be caught {design.power_at_max_mde:.2f} of the time, less than "
+                   f"4 times in 5: stopping early and spending the error over the looks cost "
+                   f"power. {needed.capitalize()} (replicates= or --prove-replicates; the "
+                   "baseline must hold as many), or run anyway with "
+                   "--prove-allow-underpowered")
+    return lines, refusal, round(design.expected_unchanged), design.looks
+
+
+def _in_looks(items: list[pytest.Item], looks: tuple[int, ...]) -> None:
+    """Order the rollout items look by look, and within a look replicate by replicate across
+    conditions, so that the looks fill in order: one process runs each look's replicates
+    before the next look's, and xdist's load scheduling, which hands each worker a run of
+    consecutive items, hands out the first look first. Other items keep their places; the
+    order is the same on every worker (xdist requires it)."""
+    import bisect
+
+    places = [i for i, item in enumerate(items) if PLAN_KEY in item.stash]
+    rollouts = [items[i] for i in places]
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+        position, item = pair
+        first = item.stash[PLAN_KEY].replicates[0]
+        return bisect.bisect_right(looks, first), first, position
+
+    ordered = [item for _, item in sorted(enumerate(rollouts), key=key)]
+    for place, item in zip(places, ordered, strict=True):
+        items[place] = item
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,11 +28,12 @@ from ..traces import capture
 from ..traces.capture import CaptureManager
 from .budget import Budget, TokenCap, controller_budget
 from .gate import GateReports
-from .state import Settings, plan_data
+from .state import Settings, own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
     from .salts import FailedSalt
+    from .sequential import SequentialControl
 
 __all__ = ["Outcome", "ProveSession", "ReportProperties"]
 
@@ -88,12 +89,18 @@ class ProveSession:
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
         self.capture: CaptureManager | None = None  # what instrumentors ran; see start()
+        self.sequential: SequentialControl | None = None  # --prove-sequential; see start()
 
     def start(self) -> None:
         """Build and register what the session owns besides itself: the budget (prices, the
         token cap and its watch) and the capture manager."""
         self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
         self.capture = capture.register(self.config, self.run)
+        if self.settings.sequential and self.replay is None:
+            from .sequential import SequentialControl
+
+            self.sequential = SequentialControl(self.config, self)
+            own(self.config, self.sequential, "prove_sequential")
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.pytest_session = session
@@ -121,6 +128,8 @@ class ProveSession:
         stored = self.run.store(records)
         if stored and self.budget.watch is not None:
             self.budget.watch.add(stored)
+        if stored and self.sequential is not None:
+            self.sequential.add(stored)
 
     def _stop(self, message: str) -> None:
         """Start no new item: in this process, and under xdist in the scheduler."""
@@ -175,6 +184,9 @@ class ProveSession:
         elif report.skipped:
             if self.budget.capped is None:  # skipped by the user, not by the token cap
                 for p in pending:
+                    if self.sequential is not None and self.sequential.is_decided(
+                            str(p["rollout"]), str(p["condition_key"])):
+                        continue  # stopped by its decision: not left out
                     self.run.skipped.setdefault(p["rollout"], set()).add(p["condition_key"])
         elif report.failed:
             # The item's setup failed: its replicates ran no rollout, but they ended.
@@ -232,6 +244,11 @@ class ProveSession:
             return
         resumed_nothing = (writer.existing and writer.written == 0
                            and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED)
+        if self.sequential is not None and self.sequential.looks is not None:
+            looks = self.sequential.looks
+            looks.finish()
+            self.run.stopped = {k for k in looks.taken if looks.decided(k) is not None}
+            self.run.writer.manifest["sequential"] = looks.manifest()  # written by close()
         status = self.run.close(
             interrupted=exitstatus in (pytest.ExitCode.INTERRUPTED,
                                        pytest.ExitCode.INTERNAL_ERROR),
@@ -281,8 +298,10 @@ class ProveSession:
         assert self.baseline is not None
         run = outcome.run = self.ended_run()
         try:
-            outcome.review = review(self.baseline, run, q=self.settings.q,
-                                    max_mde=self.settings.max_mde, **self.asked)
+            outcome.review = review(
+                self.baseline, run, q=self.settings.q, max_mde=self.settings.max_mde,
+                sequential=None if self.sequential is None else self.sequential.looks,
+                **self.asked)
         except (CaseMixError, SpecError, ValueError) as exc:
             outcome.refusal = str(exc)
             return

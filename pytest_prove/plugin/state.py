@@ -68,6 +68,7 @@ class Settings:
     margin: float | None = None  # --prove-margin
     allow_underpowered: bool = False
     paired: bool = False  # a baseline is given, so the comparison will be paired
+    sequential: bool = False  # --prove-sequential: stop each condition once it is decided
     plan_only: bool = False
     episode_timeout: float | None = None  # --prove-episode-timeout: beats every other
     default_timeout: float | None = None  # ini prove_episode_timeout: below timeout=

@@ -32,9 +32,12 @@ class XdistHooks:
         flag = self.session.budget.flag
         local = bool(getattr(getattr(getattr(node, "gateway", None), "spec", None), "popen",
                              False))
+        sequential = self.session.sequential
         wire.to_worker_input(node.workerinput, salt=settings.salt, done=settings.done,
                              cap_flag=None if flag is None or not local else str(flag),
-                             replay=settings.replay, chaos=settings.chaos_references)
+                             replay=settings.replay, chaos=settings.chaos_references,
+                             sequential_flag=None if sequential is None or not local
+                             else str(sequential.flag))
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = wire.worker_output(getattr(node, "workeroutput", None))

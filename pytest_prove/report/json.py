@@ -24,7 +24,7 @@ __all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json", "rende
 def comparison_document(review: Review) -> dict[str, Any]:
     """The comparison and what was set aside, as plain JSON-able data."""
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
-    return {
+    document: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "comparison",
         "before": labels.before,
@@ -54,6 +54,10 @@ def comparison_document(review: Review) -> dict[str, Any]:
             "faults": {arm: {label: c.to_json() for label, c in counts.items()}
                        for arm, counts in prepared.faults.items()}}}),
     }
+    if review.sequential:  # --prove-sequential: how each condition stopped
+        document["sequential"] = [{"condition": label or None, "decision": reason}
+                                  for label, reason in review.sequential]
+    return document
 
 
 def render_json(review: Review) -> str:

@@ -54,13 +54,19 @@ def fault_text(counts: Mapping[str, FaultCount], esc: Callable[[str], str]) -> s
     more = f"; and {len(counts) - _SHOWN} more conditions" if len(counts) > _SHOWN else ""
     return (f"{faults} fault(s) in {calls} HTTP calls ({_kinds(kinds)}); {hit} of {episodes} "
             f"episodes had at least one. By condition: {by_condition}{more}")
+def _whole(text: str, esc: Callable[[str], str]) -> str:
+    """``text`` escaped by ``esc`` without being shortened (a terminal's escape keeps the
+    ends of a long value only): in pieces short enough to be kept whole."""
+    return "".join(esc(text[i:i + 60]) for i in range(0, len(text), 60))
 
 
 def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]]:
     """The lines, as ``(head, text)``, in the order a reader needs them."""
     prepared = review.prepared
     before, after = esc(review.labels.before), esc(review.labels.after)
-    lines: list[tuple[str, str]] = []
+    lines: list[tuple[str, str]] = [
+        ("sequential", f"{esc(label)}: {_whole(reason, esc)}" if label else _whole(reason, esc))
+        for label, reason in review.sequential]
     if prepared.chaos:
         differ = "; ".join(f"{esc(rid)}: {esc(mine)} in {before}, {esc(theirs)} in {after}"
                            for rid, mine, theirs in prepared.chaos[:_SHOWN])
@@ -82,7 +88,9 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
     if prepared.new:
         lines.append(("new", f"{len(prepared.new)} condition(s) only in {after}, not "
                              f"compared: {_some(prepared.new, esc)}"))
-    if prepared.unpaired:
+    if prepared.unpaired and not review.sequential:
+        # (A sequential run leaves the baseline's later twins of a decided condition unread
+        # on purpose: its own note says how many episodes ran.)
         counts = ", ".join(f"{n} of {after if arm == 'after' else before}"
                            for arm, n in sorted(prepared.unpaired.items(), reverse=True))
         lines.append(("unpaired", f"replicates with no twin in the other run were left out "

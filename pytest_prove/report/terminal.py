@@ -64,7 +64,9 @@ def verdict_line(comparison: Comparison) -> str:
     """The one line to read first: the word, then the facts it rests on."""
     verdict = comparison.verdict
     largest = "none" if verdict.largest_limit is None else outward(verdict.largest_limit)
-    tail = (f"largest limit read {largest}; {_test_name(comparison)}, "
+    sequential = ("group-sequential (O'Brien-Fleming spending), "
+                  if comparison.method.startswith("group-sequential") else "")
+    tail = (f"largest limit read {largest}; {sequential}{_test_name(comparison)}, "
             f"Holm q {comparison.q:g} over {comparison.m} tests")
     if verdict.word == "worse":
         conditions = len({r.condition for r in verdict.worse})

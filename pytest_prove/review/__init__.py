@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import final
+from typing import TYPE_CHECKING, final
 
 from ..stats import Comparison, compare
 from ..store import Run
@@ -27,6 +27,9 @@ from .pairing import (
     RefusalError,
     prepare,
 )
+
+if TYPE_CHECKING:
+    from .sequential import Looks
 
 __all__ = [
     "MISSING_MODES",
@@ -71,6 +74,9 @@ class Review:
     coverage: Coverage
     notes: tuple[str, ...]  # how either run is unfinished (coverage.run_notes)
     gate: Gate
+    #: A sequential run (--prove-sequential): (condition label, how it stopped), the first
+    #: with an empty label saying how the run went as a whole.
+    sequential: tuple[tuple[str, str], ...] = ()
 
     def require_comparison(self) -> Comparison:
         """The comparison, or a refusal saying why there is none."""
@@ -84,7 +90,8 @@ class Review:
 
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
-           margin: float | None = None, chaos_differs: bool = False) -> Review:
+           margin: float | None = None, chaos_differs: bool = False,
+           sequential: Looks | None = None) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
@@ -97,12 +104,34 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
 
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
     :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
+
+    ``sequential``: the looks of a sequential run (:mod:`.sequential`); the comparison is then
+    theirs (each condition at the look it stopped at, on sequential p-values), and the review
+    says how each condition stopped.
     """
     prepared = prepare(before, after, events or None, missing=missing,
                        chaos_differs=chaos_differs)
-    comparison = (compare(prepared.rows, q=q, max_mde=max_mde, mirrored=prepared.mirrored,
-                          margin=margin)
-                  if prepared.rows else None)
+    lines: tuple[tuple[str, str], ...] = ()
+    if sequential is None and "sequential" in after.manifest:
+        # A stored sequential run read again (the command line): its looks, as its session
+        # took them, decide; never the fixed test on the counts it stopped at.
+        from .sequential import looks_of
+
+        sequential = looks_of(before, after, events=events, missing=missing)
+    if sequential is not None and margin is not None:
+        raise RefusalError(
+            f"run {after.name!r} is sequential, and a margin is not yet tested on a "
+            "sequential run's looks; compare it without --prove-margin (--margin), or run "
+            "the sweep without --prove-sequential to ask for the margin's claim")
+    if sequential is not None:
+        from .sequential import sequential_comparison, sequential_lines
+
+        comparison = sequential_comparison(sequential, max_mde=max_mde)
+        lines = sequential_lines(sequential)
+    else:
+        comparison = (compare(prepared.rows, q=q, max_mde=max_mde,
+                              mirrored=prepared.mirrored, margin=margin)
+                      if prepared.rows else None)
     labels = labels_of(before, after)
     covered = coverage(before, after, missing_tested=missing == "test")
     word = None if comparison is None else comparison.verdict.word
@@ -125,4 +154,5 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     return Review(before=before, after=after, prepared=prepared, comparison=comparison,
                   labels=labels, coverage=covered, notes=notes,
-                  gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on)))
+                  gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on)),
+                  sequential=lines)

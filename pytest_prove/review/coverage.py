@@ -247,6 +247,21 @@ def coverage(baseline: Run, run: Run, *, missing_tested: bool = True) -> Coverag
                     compared=compared, total=len(labels))
 
 
+def _stopped(sequential: object) -> set[tuple[str, str]]:
+    """The conditions a sequential run decided before their last look (its manifest's
+    ``sequential``): their replicates not run were never meant to be."""
+    found: set[tuple[str, str]] = set()
+    conditions = sequential.get("conditions") if isinstance(sequential, Mapping) else None
+    if not isinstance(conditions, Mapping):
+        return found
+    for rollout_id, keys in conditions.items():
+        if isinstance(keys, Mapping):
+            found.update((str(rollout_id), str(key)) for key, info in keys.items()
+                         if isinstance(info, Mapping)
+                         and info.get("state") in ("worse", "safer", "no change of max_mde"))
+    return found
+
+
 def unfinished(run: Run) -> int | None:
     """Replicates the run selected (its plan, less what it left out on purpose) that have no
     episode; None when the run has no plan to tell (a run of an older pytest-prove)."""
@@ -259,13 +274,14 @@ def unfinished(run: Run) -> int | None:
     skipped = _keys(selection.get("skipped"))
     have = {(str(r["rollout"]), str(r["condition_key"]), int(r["replicate"]))
             for r in run.episodes}
+    stopped = _stopped(run.manifest.get("sequential"))
     missing = 0
     for rollout_id, info in plan.items():
         if not isinstance(info, Mapping):
             continue
         replicates = int(info.get("replicates") or 0)
         for key in info.get("conditions") or []:
-            if key in skipped.get(str(rollout_id), ()):
+            if key in skipped.get(str(rollout_id), ()) or (str(rollout_id), str(key)) in stopped:
                 continue
             left_out = dropped.get((str(rollout_id), str(key)), set())
             missing += sum(1 for r in range(replicates)

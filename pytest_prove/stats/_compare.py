@@ -358,6 +358,13 @@ def _method(design: str, m: int, q: float, power: float, level: float,
     )
 
 
+def check_probability_value(index: int, value: float) -> float:
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"pvalues[{index}] must be a probability in [0, 1], got {value!r}")
+    return value
+
+
 def _limits_for(
     inputs: Sequence[RowInput], alpha: float, power: float
 ) -> list[tuple[Limit, Limit]]:
@@ -429,12 +436,22 @@ def compare(
     power: float = 0.8,
     mirrored: Mapping[str, str] | None = None,
     margin: float | None = None,
+    pvalues: Sequence[float] | None = None,
+    sees: Sequence[bool] | None = None,
+    m: int | None = None,
+    sequential: str | None = None,
 ) -> Comparison:
     """Compare two runs row by row and give the verdict (SPEC section 4).
 
     ``mirrored`` (``{success: failure}``) names the events left out because each is the
     complement of a tested one; the method says so. ``margin`` (in (0, 1)) adds the margin
-    test of every row and the margin verdict (``Comparison.margin``)."""
+    test of every row and the margin verdict (``Comparison.margin``).
+
+    A sequential run (stats/_sequential.py) passes its rows' sequential p-values as
+    ``pvalues`` (they replace each row's own test), its family size ``m`` (rows not given
+    count with p = 1), ``sees`` (rows that ruled a change of max_mde out, never blind) and
+    its method's name as ``sequential``. Its fragility is not searched: flipping outcomes
+    would change looks already taken."""
     q = check_q(q)
     if margin is not None:
         margin = check_q(margin, "margin")
@@ -451,18 +468,29 @@ def compare(
             raise ValueError(f"rows[{i}]: ({row.condition!r}, {row.event!r}) appears twice")
         seen.add(key)
 
-    m = len(inputs)
+    given = len(inputs)
+    for name, values in (("pvalues", pvalues), ("sees", sees)):
+        if values is not None and len(values) != given:
+            raise ValueError(f"{name} must have one value per row ({given}), got {len(values)}")
+    if m is None:
+        m = given
+    elif m < given:
+        raise ValueError(f"m must be at least the number of rows ({given}), got {m}")
     alpha = q / m
     level = 1.0 - alpha
 
-    p = np.empty(m)
-    for i, row in enumerate(inputs):
-        if row.pairs is not None:
-            p[i] = midp(row.pairs.before_only, row.pairs.after_only)
-        else:
-            p[i] = fisher_p(row.x_before, row.n_before, row.x_after, row.n_after)
-    q_values = benjamini_hochberg(p)
-    p_holm = holm(p)
+    p = np.empty(given)
+    if pvalues is not None:
+        p[:] = [check_probability_value(i, v) for i, v in enumerate(pvalues)]
+    else:
+        for i, row in enumerate(inputs):
+            if row.pairs is not None:
+                p[i] = midp(row.pairs.before_only, row.pairs.after_only)
+            else:
+                p[i] = fisher_p(row.x_before, row.n_before, row.x_after, row.n_after)
+    padded = np.concatenate((p, np.ones(m - given)))
+    q_values = benjamini_hochberg(padded)[:given]
+    p_holm = holm(padded)[:given]
     limits = _limits_for(inputs, alpha, power)
     intervals = _intervals_for(inputs, level)
 
@@ -486,7 +514,8 @@ def compare(
                 change=change, p=float(p[i]), q_value=float(q_values[i]),
                 p_holm=float(p_holm[i]), flag=bool(q_values[i] <= q), counted=counted,
                 direction=direction, interval=interval, rise=rise, fall=fall,
-                blind=_blind_directions(before, rise, fall, max_mde),
+                blind=() if sees is not None and sees[i]
+                else _blind_directions(before, rise, fall, max_mde),
             )
         )
 
@@ -543,7 +572,8 @@ def compare(
         blind=blind_rows,
         largest_limit=max(numeric) if numeric else None,
         replicates_needed=needed,
-        fragility=fragility(states, word, q),
+        fragility=fragility(states, word, q) if pvalues is None else Fragility(
+            None, False, "not searched for a sequential run: a flip would change its looks"),
         by_event=tuple(tallies),
         m=m,
         q=q,
@@ -556,7 +586,8 @@ def compare(
         q=q,
         max_mde=max_mde,
         power=power,
-        method=_method(design, m, q, power, level, mirrored or {}),
+        method=(_method(design, m, q, power, level, mirrored or {}) if sequential is None
+                else f"{sequential}; {_method(design, m, q, power, level, mirrored or {})}"),
         design=design,
         paired_model=PAIRED_MODEL if design != "unpaired" else None,
         level=level,

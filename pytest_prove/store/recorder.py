@@ -64,6 +64,9 @@ class RunRecorder:
         # and the paths the session collected from: the gate's coverage reads them.
         self.selected: dict[str, dict[str, ReplicateSet]] = {}
         self.skipped: dict[str, set[str]] = {}
+        #: --prove-sequential: conditions decided before their last look, whose remaining
+        #: replicates were never meant to run once decided.
+        self.stopped: set[tuple[str, str]] = set()
         self.paths: list[str] = []
         self.narrowed = False  # --lf or a node id narrowed collection itself
         self.prior_selection: dict[str, Any] | None = None  # a resumed run's, see selection
@@ -261,14 +264,17 @@ class RunRecorder:
 
     def missing(self) -> int:
         """How many planned replicates the run does not hold (counted condition by
-        condition, without a set of every identity)."""
+        condition, without a set of every identity); a sequential run's conditions decided
+        before their last look (``stopped``) miss none."""
         held = self.states.held
+        stopped = self.stopped
         if self.shard is not None:
             slices = [(rid, key, set(reps)) for rid, keys in self.shard["slice"].items()
-                      for key, reps in keys.items()]
+                      for key, reps in keys.items() if (rid, key) not in stopped]
             return sum(len(reps) - held(rid, key, reps) for rid, key, reps in slices)
         return sum(info["replicates"] - held(rid, key, int(info["replicates"]))
-                   for rid, info in self.plan.items() for key in info["conditions"])
+                   for rid, info in self.plan.items() for key in info["conditions"]
+                   if (rid, key) not in stopped)
 
 
     def selection(self) -> dict[str, Any]:

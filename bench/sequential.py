@@ -1,0 +1,179 @@
+"""Simulate sequential sweeps through the public API and print their error rates and costs.
+
+    python bench/sequential.py            # 2,000 sweeps per line (several minutes)
+    python bench/sequential.py --sweeps 200
+
+Each sweep has 16 conditions with one failure event each (m = 16), q = 0.05, max_mde = 0.20,
+a complete baseline of the planned maximum, and the planned maximum from
+``sequential_design`` (paired and unpaired). Paired twins follow the engine's model
+(independent episodes given the rates). Every look of every condition is decided by
+``pytest_prove.stats.decide`` exactly as a session does. Lines:
+
+* nothing changed: every condition at base rate 0.40 (the design check's worst), and spread
+  over 0.05..0.50; the share of sweeps with any worse-or-safer verdict, and the episodes spent
+  as a share of the fixed design (16 x the design check's replicates).
+* one condition moved by max_mde (0.40 -> 0.60): the share of sweeps that call it worse.
+* one condition moved by 0.40 (0.30 -> 0.70): the share of its planned replicates it spends.
+
+``simulate`` is imported by tests/test_sequential.py, which runs a small fixed-seed version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pytest_prove.stats import (
+    Pairs,
+    RowInput,
+    SequentialDesign,
+    SequentialRow,
+    decide,
+    sequential_design,
+)
+
+CONDITIONS = 16
+
+
+@dataclass(frozen=True)
+class Outcome:
+    sweeps: int
+    any_verdict: float  # share of sweeps with any worse-or-safer verdict
+    moved_worse: float  # share of sweeps calling condition 0 worse
+    spent: float  # mean episodes of the sweep (new run)
+    spent_moved: float  # mean replicates spent by condition 0
+
+
+def _counts(before: npt.NDArray[np.bool_], after: npt.NDArray[np.bool_], n: int,
+            paired: bool, name: str) -> RowInput:
+    if paired:
+        b, a = before[:n], after[:n]
+        both = int(np.sum(b & a))
+        before_only = int(np.sum(b & ~a))
+        after_only = int(np.sum(~b & a))
+        return RowInput(name, "fail", "rise", both + before_only, n, both + after_only, n,
+                        Pairs(n, both, before_only, after_only))
+    return RowInput(name, "fail", "rise", int(before.sum()), before.size,
+                    int(after[:n].sum()), n)
+
+
+def simulate(design: SequentialDesign, before_rates: npt.NDArray[np.float64],
+             after_rates: npt.NDArray[np.float64], sweeps: int, seed: int) -> Outcome:
+    """Run ``sweeps`` sequential sweeps of len(rates) conditions; condition 0 is 'the moved'."""
+    rng = np.random.default_rng(seed)
+    n_max = design.replicates
+    c = len(before_rates)
+    names = [f"c{i:02d}" for i in range(c)]
+    any_verdict = moved_worse = 0
+    spent = 0.0
+    spent_moved = 0.0
+    for _ in range(sweeps):
+        before = rng.random((c, n_max)) < before_rates[:, None]
+        after = rng.random((c, n_max)) < after_rates[:, None]
+        history: list[list[RowInput]] = [[] for _ in range(c)]
+        open_ = set(range(c))
+        final: dict[str, str] = {}
+        for n in design.looks:
+            for i in open_:
+                history[i].append(_counts(before[i], after[i], n, design.paired, names[i]))
+            rows = [SequentialRow(names[i], "fail", "rise", tuple(history[i])) for i in range(c)]
+            _, conditions = decide(design, rows)
+            for i, decision in enumerate(conditions):
+                final[names[i]] = decision.state
+                if decision.state != "open":
+                    open_.discard(i)
+            if not open_:
+                break
+        if any(s in ("worse", "safer") for s in final.values()):
+            any_verdict += 1
+        if final[names[0]] == "worse":
+            moved_worse += 1
+        taken = [design.looks[len(h) - 1] for h in history]
+        spent += sum(taken)
+        spent_moved += taken[0]
+    return Outcome(sweeps, any_verdict / sweeps, moved_worse / sweeps, spent / sweeps,
+                   spent_moved / sweeps)
+
+
+def _se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def table(sweeps: int, seed: int = 1) -> list[str]:
+    lines = [
+        f"{'design':9} {'scenario':36} {'sweeps':>6} {'figure':>22} {'value':>7} "
+        f"{'bound':>7}  {'pass'}"
+    ]
+    for paired in (True, False):
+        plan = sequential_design(2, CONDITIONS, paired=paired)
+        assert plan.replicates_needed is not None and plan.fixed is not None
+        design = sequential_design(plan.replicates_needed, CONDITIONS, paired=paired)
+        fixed = CONDITIONS * plan.fixed
+        kind = "paired" if paired else "unpaired"
+        lines.append(
+            f"# {kind}: fixed design {plan.fixed} replicates per condition; sequential "
+            f"maximum {design.replicates}, looks {list(design.looks)}; expected (normal "
+            f"approximation) {design.expected_unchanged:.1f} unchanged, "
+            f"{design.expected_moved:.1f} moved by max_mde")
+        flat = np.full(CONDITIONS, 0.40)
+        spread = np.linspace(0.05, 0.50, CONDITIONS)
+        for label, rates in (("nothing changed, all at 0.40", flat),
+                             ("nothing changed, 0.05..0.50", spread)):
+            out = simulate(design, rates, rates, sweeps, seed)
+            bound = 0.05 + 2 * _se(0.05, sweeps)
+            lines.append(_line(kind, label, sweeps, "any worse/safer", out.any_verdict,
+                               bound, out.any_verdict <= bound))
+            share = out.spent / fixed
+            lines.append(_line(kind, label, sweeps, "episodes / fixed", share, 0.65,
+                               share <= 0.65))
+        after = flat.copy()
+        after[0] = 0.60
+        out = simulate(design, flat, after, sweeps, seed + 1)
+        bound = 0.80 - 2 * _se(0.80, sweeps)
+        lines.append(_line(kind, "one moved 0.40 -> 0.60 (max_mde)", sweeps, "detected",
+                           out.moved_worse, bound, out.moved_worse >= bound, low=True))
+        lines.append(_line(kind, "one moved 0.40 -> 0.60 (max_mde)", sweeps,
+                           "episodes / fixed", out.spent / fixed, 1.0, True, low=False))
+        before = flat.copy()
+        before[0] = 0.30
+        after = flat.copy()
+        after[0] = 0.70
+        out = simulate(design, before, after, sweeps, seed + 2)
+        share = out.spent_moved / design.replicates
+        lines.append(_line(kind, "one moved 0.30 -> 0.70 (0.40)", sweeps,
+                           "its replicates / max", share, 0.50, share <= 0.50))
+        lines.append(_line(kind, "one moved 0.30 -> 0.70 (0.40)", sweeps, "detected",
+                           out.moved_worse, 0.80, out.moved_worse >= 0.80, low=True))
+    return lines
+
+
+def _line(kind: str, scenario: str, sweeps: int, figure: str, value: float, bound: float,
+          ok: bool, low: bool = False) -> str:
+    sign = ">=" if low else "<="
+    return (f"{kind:9} {scenario:36} {sweeps:>6} {figure:>22} {value:7.4f} "
+            f"{sign}{bound:6.4f}  {'ok' if ok else 'FAIL'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweeps", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    lines = table(args.sweeps, args.seed)
+    print("\n".join(lines))
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 1 if any(line.endswith("FAIL") for line in lines) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

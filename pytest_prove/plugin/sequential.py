@@ -1,0 +1,200 @@
+"""--prove-sequential on the pytest side: looks on the controller, skips everywhere.
+
+The controller hands every stored episode to :class:`~pytest_prove.review.sequential.Looks`,
+which takes each condition's looks and decides it (docs/statistics.md, "Sequential runs").
+Once a condition is decided its remaining items are skipped with the reason, as the token
+cap skips items: in one process directly; under xdist, each worker on this machine reads the
+controller's file of decided conditions before each item, and every worker is sent the same
+map on xdist's own channel (remote workers too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, final
+
+import pytest
+
+from .. import wire
+from .state import PLAN_KEY, own
+
+if TYPE_CHECKING:
+    from ..review.sequential import Looks
+    from .session import ProveSession
+
+__all__ = ["SequentialControl", "register_worker", "sequential_of"]
+
+
+#: Options a sequential run refuses (see plugin/__init__.py): ini prove_sequential is not
+#: taken with them, the flag is refused.
+NOT_SEQUENTIAL = ("prove_resume", "prove_shard", "prove_save_baseline", "prove_update_baseline",
+                  "prove_replay")
+
+
+def sequential_of(config: pytest.Config) -> bool:
+    """--prove-sequential; or ini ``prove_sequential`` when the run has a baseline and none
+    of the options a sequential run refuses (so the ini setting never blocks saving a
+    baseline or resuming a run: those run every replicate)."""
+    opt = config.option
+    if opt.prove_sequential:
+        return True
+    return bool(config.getini("prove_sequential") and opt.prove_baseline
+                and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL))
+
+
+def _key(rollout_id: str, condition_key: str) -> str:
+    return f"{rollout_id}\x1f{condition_key}"
+
+
+class _Skipper:
+    """Skips an item of a decided condition before it starts (registered in every process)."""
+
+    decided: dict[str, str]
+
+    def reason(self, key: str) -> str | None:
+        return self.decided.get(key)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is None:
+            return
+        found = self.reason(_key(plan.rollout_id, plan.condition_key))
+        if found is not None:
+            pytest.skip(f"sequential: {found}")
+
+
+@final
+class SequentialControl(_Skipper):
+    """The controller's side: the looks, the decided conditions, telling the workers."""
+
+    def __init__(self, config: pytest.Config, session: ProveSession) -> None:
+        self.config = config
+        self.session = session
+        self.looks: Looks | None = None
+        self.decided = {}
+        self.flag = Path(tempfile.mkdtemp(prefix="pytest-prove-seq-")) / "decided.json"
+        self.failure: str | None = None
+
+    def _start(self) -> Looks | None:
+        """The looks, made once the plan is known (under xdist, with a worker's report)."""
+        if self.looks is not None:
+            return self.looks
+        session = self.session
+        plan = session.run.plan
+        baseline = session.baseline
+        if not plan or baseline is None:
+            return None
+        from ..declare.spec import Declaration, SpecError
+        from ..review.sequential import Looks
+        from ..stats import sequential_design
+
+        events = session.asked.get("events")
+        m = 0
+        sizes = set()
+        for rollout_id, info in plan.items():
+            try:
+                declaration = Declaration.from_json(
+                    session.run.rollouts[rollout_id]["declaration"])
+            except (KeyError, TypeError, SpecError):
+                return None  # its declaration comes with its first report
+            wanted = [e for e in events if e in declaration.events] if events else None
+            # The conditions the selection kept (-k may keep some conditions only).
+            kept = [key for key in info["conditions"]
+                    if session.run.selected.get(rollout_id, {}).get(key)]
+            m += len(kept or info["conditions"]) * len(declaration.tested(wanted))
+            sizes.add(int(info["replicates"]))
+        if not m or not sizes:
+            return None
+        design = sequential_design(min(sizes), m, paired=True, q=session.settings.q,
+                                   max_mde=session.settings.max_mde)
+        self.looks = Looks(baseline, design, session.settings.salt,
+                           session.run.rollouts, events=events,
+                           missing=session.asked.get("missing", "test"))
+        return self.looks
+
+    def add(self, stored: list[dict[str, Any]]) -> None:
+        """Episodes just stored: take the looks they complete; skip what is decided."""
+        looks = self._start()
+        if looks is None:
+            return
+        newly = looks.add(stored)
+        if not newly:
+            return
+        for (rollout_id, condition_key), decision in newly:
+            self.decided[_key(rollout_id, condition_key)] = decision.reason
+        self._tell()
+
+    def _tell(self) -> None:
+        """Write the decided conditions for local workers (temp file, then rename) and send
+        them on xdist's channel to every worker."""
+        text = json.dumps(self.decided)
+        temp = self.flag.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            temp.write_text(text, encoding="utf-8")
+            os.replace(temp, self.flag)
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        sched = getattr(dsession, "sched", None)
+        name, kwargs = wire.decided_command(self.decided)
+        for node in list(getattr(sched, "nodes", ())):
+            with contextlib.suppress(OSError):
+                node.sendcommand(name, **kwargs)
+
+    def is_decided(self, rollout_id: str, condition_key: str) -> bool:
+        return _key(rollout_id, condition_key) in self.decided
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        shutil.rmtree(self.flag.parent, ignore_errors=True)
+
+
+@final
+class _WorkerSkipper(_Skipper):
+    """An xdist worker's side: the controller's file (same machine) or its command."""
+
+    def __init__(self, flag: Path | None) -> None:
+        self.flag = flag
+        self.decided = {}
+        self.seen: float | None = None
+
+    def reason(self, key: str) -> str | None:
+        if self.flag is not None:
+            try:
+                stamp = self.flag.stat().st_mtime_ns
+            except OSError:
+                stamp = None
+            if stamp is not None and stamp != self.seen:
+                with contextlib.suppress(OSError, ValueError):
+                    found = json.loads(self.flag.read_text(encoding="utf-8"))
+                    if isinstance(found, dict):
+                        self.decided.update({str(k): str(v) for k, v in found.items()})
+                        self.seen = stamp
+        return self.decided.get(key)
+
+
+def register_worker(config: pytest.Config) -> None:
+    """On an xdist worker of a sequential run: skip items of decided conditions."""
+    if not sequential_of(config):
+        return
+    sent = wire.worker_input(getattr(config, "workerinput", {}))["sequential_flag"]
+    skipper = _WorkerSkipper(Path(sent) if sent else None)
+    own(config, skipper, "prove_sequential")
+    interactor = next((p for p in config.pluginmanager.get_plugins()
+                       if type(p).__name__ == "WorkerInteractor"
+                       and callable(getattr(p, "handle_command", None))), None)
+    if interactor is None:
+        return
+    handle = interactor.handle_command
+
+    def handle_command(command: Any) -> None:
+        decided = wire.decided_message(command)
+        if decided is None:
+            handle(command)
+        else:
+            skipper.decided.update(decided)
+
+    interactor.handle_command = handle_command

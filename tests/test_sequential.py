@@ -1,0 +1,182 @@
+"""--prove-sequential end to end: looks, decided conditions skipped, the verdict and its
+reports, in one process and under xdist."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections import Counter
+
+import pytest
+
+from pytest_prove.cli import main
+from tests.conftest import load
+
+#: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
+#: episode draws its outcome from its seed alone, so a twin on the same seed and rate ends
+#: the same way (an agent that replays its seed).
+SWEEP = textwrap.dedent(
+    """
+    import os
+    import random
+    import time
+
+    import pytest
+    import pytest_prove as prove
+
+    RATES = {"a": float(os.environ.get("RATE_A", "0.1")), "b": 0.1, "c": 0.1, "d": 0.1}
+
+
+    @prove.rollout(replicates=int(os.environ.get("REPLICATES", "220")),
+                   failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["a", "b", "c", "d"])
+    def test_sweep(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        time.sleep(float(os.environ.get("SLEEP", "0")))
+        return prove.Episode("unresolved" if rng.random() < RATES[ticket] else "resolved")
+    """
+)
+
+
+@pytest.fixture
+def sweep(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The sweep with its baseline saved (every condition at 0.10), in blocks of 55
+    replicates (16 items: quicker; the replicates and seeds are the same)."""
+    pytester.makepyfile(test_sweep=SWEEP)
+    monkeypatch.delenv("RATE_A", raising=False)
+    saved = pytester.runpytest("-p", "no:xdist", "-p", "no:randomly", "--prove-concurrency=55",
+                               "--prove-save-baseline=base", "-q")
+    assert saved.ret == 0, saved.stdout.str()
+    return pytester
+
+
+def _stored(pytester: pytest.Pytester) -> Counter[str]:
+    return Counter(str(r["condition"]["ticket"]) for r in load(pytester).episodes)
+
+
+def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
+        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's acceptance: 4 conditions, one moves 0.10 -> 0.60, under -n 2. Each episode
+    takes 50 ms, as an agent's takes seconds: the controller reads a look while the workers
+    run on, and they stop starting the items of a condition once told it is decided."""
+    monkeypatch.setenv("RATE_A", "0.6")
+    monkeypatch.setenv("SLEEP", "0.05")
+    result = sweep.runpytest("-n", "2", "-p", "no:randomly", "--prove-baseline=base",
+                             "--prove-sequential", "-rs", "--prove-report=r.json")
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    result.stdout.fnmatch_lines(["worse: 1 condition got worse (ticket=a unresolved *"
+                                 "group-sequential (O'Brien-Fleming spending)*"])
+    stored = _stored(sweep)
+    assert stored["a"] < 220 / 2, stored
+    # The unchanged conditions replay their twins exactly: a change of 0.20 is ruled out at
+    # the first look (44 replicates); the workers may have started a few more meanwhile.
+    for ticket in "bcd":
+        assert stored[ticket] < 88, stored
+    result.stdout.fnmatch_lines([
+        "sequential: 4 of 4 condition(s) decided before their last look; * of 880 planned "
+        "episodes read*",
+        "sequential: ticket=a: decided at look * of 5 (* replicates): worse (unresolved *",
+        "sequential: ticket=b: decided at look 1 of 5 (44 replicates): no change of max_mde "
+        "possible",
+    ])
+    assert "sequential: decided at look" in out  # the skip reason of a stopped item
+    manifest = load(sweep).manifest
+    assert manifest["status"] == "complete"
+    conditions = manifest["sequential"]["conditions"]["test_sweep.py::test_sweep"]
+    states = {key: c["state"] for key, c in conditions.items()}
+    assert states == {'{"ticket":"a"}': "worse", '{"ticket":"b"}': "no change of max_mde",
+                      '{"ticket":"c"}': "no change of max_mde",
+                      '{"ticket":"d"}': "no change of max_mde"}
+    assert manifest["sequential"]["design"]["looks"] == [44, 88, 132, 176, 220]
+    document = json.loads((sweep.path / "r.json").read_text())
+    lines = document["sequential"]
+    assert lines[0]["condition"] is None
+    assert lines[0]["decision"].startswith("4 of 4 condition(s) decided before their last")
+    assert lines[1]["condition"] == "ticket=a"
+    assert lines[1]["decision"].startswith("decided at look ")
+    assert "worse (unresolved " in lines[1]["decision"]
+    assert document["verdict"] == "worse"
+    assert "O'Brien-Fleming" in document["comparison"]["method"]
+    # The command line reads the stored run's looks again, and comes to the same verdict.
+    capsys.readouterr()  # what the sessions above printed
+    code = main(["--store", str(sweep.path / ".prove"), "--json", "check", "baseline:base",
+                 "latest"])
+    checked = json.loads(capsys.readouterr().out)
+    assert code == 4
+    assert checked["verdict"] == "worse"
+    assert checked["comparison"]["method"] == document["comparison"]["method"]
+    assert checked["sequential"] == document["sequential"]
+
+
+def test_one_process_reports_plan_refusals_and_off(
+        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = ("-p", "no:xdist", "-p", "no:randomly")
+    # Nothing changed: every condition stops at its first look, and the gate passes.
+    same = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential")
+    assert same.ret == 0, same.stdout.str()
+    assert _stored(sweep) == Counter({t: 44 for t in "abcd"})
+
+    monkeypatch.setenv("RATE_A", "0.6")
+    moved = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
+                            "--prove-report=r.md")
+    assert moved.ret == 1
+    assert _stored(sweep)["a"] < 220 / 2
+    text = (sweep.path / "r.md").read_text()  # markdown escapes ( ) and :
+    assert "Sequential: ticket=a: decided at look " in text and "&#58; worse &#40;" in text
+
+    plan = sweep.runpytest("--prove-plan", "--prove-sequential", "--prove-baseline=base")
+    assert plan.ret == 0, plan.stdout.str()
+    plan.stdout.fnmatch_lines([
+        "sequential: at most 880 episodes (220 a condition, looks at 44, 88, 132, 176, 220); "
+        "expected * when nothing changed, * when one condition moves by 0.200*"])
+
+    alone = sweep.runpytest(*one, "--prove-sequential")
+    assert alone.ret == 4
+    alone.stderr.fnmatch_lines(["*--prove-sequential*needs one: add --prove-baseline NAME*"])
+    saved = sweep.runpytest(*one, "--prove-sequential", "--prove-baseline=base",
+                            "--prove-save-baseline=x")
+    assert saved.ret == 4
+    saved.stderr.fnmatch_lines(["*cannot be used with --prove-save-baseline*"])
+    with_margin = sweep.runpytest(*one, "--prove-sequential", "--prove-baseline=base",
+                                  "--prove-margin=0.1")
+    assert with_margin.ret == 4
+    with_margin.stderr.fnmatch_lines(["*--prove-sequential cannot be used with a margin*"])
+    small = sweep.runpytest(*one, "--prove-sequential", "--prove-baseline=base",
+                            "--prove-replicates=150")
+    assert small.ret == 4
+    small.stderr.fnmatch_lines(["*sequential design check failed*Use 174 replicates*"])
+
+    # A selection of whole conditions is fine (the others are not run, on purpose); one that
+    # keeps some replicates of a condition is refused: a look needs its first replicates.
+    only_a = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential", "-k", "a-")
+    assert only_a.ret == 1
+    only_a.stdout.fnmatch_lines(["*FAILED*prove-gate?ticket=a?*"])
+    only_a.stdout.fnmatch_lines(["worse: 1 condition got worse (ticket=a *over 1 tests"])
+    assert "prove::gate" not in only_a.stdout.str()  # not failed as an unfinished run
+    resumed = sweep.runpytest(*one, "--prove-resume=latest")
+    assert resumed.ret == 4
+    resumed.stderr.fnmatch_lines(["*is sequential: its conditions were decided at their looks*"])
+    some = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential", "-k", "r00")
+    assert some.ret == 4
+    some.stderr.fnmatch_lines(["*keeps only some replicates of test_sweep*"])
+
+    # Off: every replicate runs (in blocks, to be quick), and nothing sequential shows.
+    off = sweep.runpytest(*one, "--prove-baseline=base", "--prove-concurrency=55",
+                          "--prove-report=off.json")
+    assert off.ret == 1
+    assert _stored(sweep) == Counter({t: 220 for t in "abcd"})
+    assert "sequential" not in off.stdout.str()
+    assert "sequential" not in load(sweep).manifest
+    assert "sequential" not in json.loads((sweep.path / "off.json").read_text())
+
+    # ini prove_sequential: taken with a baseline, never in the way of saving one.
+    sweep.makeini("[pytest]\nprove_sequential = true\n")
+    again = sweep.runpytest(*one, "--prove-save-baseline=again", "--prove-concurrency=55",
+                            "-q")
+    assert again.ret == 0  # no baseline to compare with: the run is saved whole
+    assert sum(_stored(sweep).values()) == 4 * 220
+    gated = sweep.runpytest(*one, "--prove-baseline=base")
+    assert gated.ret == 1
+    assert _stored(sweep)["b"] == 44
