@@ -56,7 +56,7 @@ def _template_runs(root: Path) -> tuple[Run, Run]:
 
 
 def _records(template: Run, worse: bool) -> tuple[dict[str, Any], ...]:
-    sample = next(r for r in template.episodes if r.get("steps"))
+    sample = template.episodes[0]
     rng = random.Random(7)
     out = []
     for t in range(TICKETS):
@@ -75,10 +75,10 @@ def _records(template: Run, worse: bool) -> tuple[dict[str, Any], ...]:
                 use = {"input": 250 * steps, "output": 40 * steps, "calls": steps}
                 record["tokens"] = {"input": use["input"], "output": use["output"],
                                     "by_model": {model: use}}
-                if draw < 0.02:
+                if draw < 0.06:
                     record.update(outcome=None, error={"kind": "no_outcome", "message": "-"})
                 else:
-                    record.update(error=None, outcome="unresolved" if draw < fail else
+                    record.update(error=None, outcome="unresolved" if draw < 0.06 + fail else
                                   "timeout" if steps >= 9 else "resolved")
                 out.append(record)
     return tuple(out)

@@ -362,7 +362,7 @@ def test_step_curves_match_where_at_every_step(project: Project, browser: Any) -
             _check_curves(section.locator("figure.pooled svg"), where)
             # Beside them: the log-rank result `compare` prints.
             said = project.cli("compare", "baseline:base", "worse", "--event", event)
-            beside = section.locator(".logrank").inner_text()
+            beside = section.locator(".logrank").text_content() or ""
             assert beside.startswith(said["word"])
             assert f"chi2 = {said['logrank']['statistic']:.3f}" in beside
             # Per condition: where on that condition's episodes alone.
@@ -406,7 +406,7 @@ def test_cost_bars_match_cost(project: Project, browser: Any) -> None:
     said = project.cli("cost", "baseline:base", "worse")
     page, trouble = _open(browser, project.page)
     try:
-        head = page.locator("section.cost p").all_inner_texts()
+        head = page.locator("section.cost p").all_text_contents()
         assert head[0].startswith(f"'worse' uses {said['median_ratio']:.2f}x the tokens")
         for metric in ("tokens", "price"):
             drawn = page.locator(f"svg.cost-svg[data-metric={metric}]").evaluate(READ_BARS)

@@ -25,7 +25,7 @@ from pytest_prove.review.figures import Figures, StepFigure
 from pytest_prove.review.steps import Where
 from pytest_prove.stats import Row
 
-from ._format import q_text, rate, signed
+from ._format import rate, signed
 from .commands import compare_steps_lines
 from .cost import format_comparison
 
@@ -215,7 +215,8 @@ def forest_plot(event: str, rows: Sequence[Row], order: Sequence[int], *, level:
         out.append(f'<g class="margin"><line x1="{at}" x2="{at}" y1="{_n(_TOP - 6)}" '
                    f'y2="{_n(bottom)}"/><text x="{at}" y="{_n(_TOP - 9)}" '
                    f'text-anchor="middle">margin {signed(signed_margin)}</text></g>')
-    out.append('<g class="rows">')
+    out.append(f'<rect class="hl" x="0" y="-{_n(_ROW)}" width="{_n(FOREST_WIDTH)}" '
+               f'height="{_n(_ROW)}"/><g class="rows">')
     for place, (i, row) in enumerate(zip(order, drawn, strict=True)):
         out.append(_forest_row(i, row, _TOP + _ROW * place + _ROW / 2, x))
     out.append("</g></svg>")
@@ -224,12 +225,9 @@ def forest_plot(event: str, rows: Sequence[Row], order: Sequence[int], *, level:
 
 def _forest_row(index: int, row: Row, y: float, x: Scale) -> str:
     cy = _n(y)
-    parts = [f'<g class="fr {_tone(row)}" data-i="{index}">',
-             f'<title>{_e(row.condition)}: change {signed(row.change)}, interval '
-             f'[{signed(row.interval.low)}, {signed(row.interval.high)}], rise {_e(row.rise)}, '
-             f'fall {_e(row.fall)}, q {q_text(row.q_value)}</title>',
-             f'<rect class="hl" x="0" y="{_n(y - _ROW / 2)}" width="{_n(FOREST_WIDTH)}" '
-             f'height="{_n(_ROW)}"/>',
+    # No <title> or band per line: at 1,000 conditions x 4 events each would add 4,000
+    # elements; the details panel names the line hovered, and one band marks the chosen.
+    parts = [f'<g class="fr {_tone(row)}" data-i="{index}" pointer-events="bounding-box">',
              f'<text class="lab" x="{_n(_LABEL_END)}" y="{_n(y + 4)}" text-anchor="end">'
              f"{_e(_short(row.condition, 34))}</text>",
              f'<line class="ci" x1="{_n(x(row.interval.low))}" x2="{_n(x(row.interval.high))}" '
@@ -370,7 +368,7 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
                 "figures.</p>" if figure.not_drawn else "")
         out.append(
             f'<section class="steps" aria-labelledby="s{k}-h" data-event="{_e(event)}">'
-            f'<h3 id="s{k}-h">Where episodes ended {_e(event)} stop</h3>'
+            f'<h3 id="s{k}-h">Where the episodes that ended {_e(event)} stopped</h3>'
             f'<div class="steps-row"><figure class="pooled">{big}<figcaption>'
             f'{_legend(before_label, after_label)}all conditions, as <code>pytest-prove where '
             f"--event {_e(event)}</code> prints them</figcaption></figure>"
@@ -538,5 +536,9 @@ def cost_figure(cost: CostComparison) -> str:
     return ('<section class="cost" aria-labelledby="cost-h"><h2 id="cost-h">Cost</h2>'
             + "".join(f"<p>{_e(line)}</p>" for line in head)
             + f'<p class="legend muted">{swatches}</p>'
-            + "".join(f"<figure>{f}</figure>" for f in figures) + "".join(table)
+            + "".join(f"<figure>{f}<figcaption>{caption}</figcaption></figure>"
+                      for f, caption in zip(figures, (
+                          "input and output tokens per episode, by model",
+                          "price per episode, by model, at the declared prices"), strict=False))
+            + "".join(table)
             + "</section>")

@@ -315,6 +315,9 @@ svg text{fill:var(--fg)}
 .axis line{stroke:var(--axis);stroke-width:1}.axis text{fill:var(--muted);font-size:10px}
 .axl{fill:var(--muted);font-size:10px}
 .forest{margin:.2rem 0 .8rem}
+body.big .forest-box,body.big section.steps,body.big section.cost,body.big div.every{
+ content-visibility:auto;contain-intrinsic-size:auto 30rem}
+figcaption code{white-space:nowrap}
 .forest-box{max-height:34rem;overflow:auto;border:1px solid var(--line);border-radius:8px;
  padding:.3rem}
 .forest-box:focus{outline:2px solid var(--focus);outline-offset:2px}
@@ -322,8 +325,7 @@ svg text{fill:var(--fg)}
 line.zero{stroke:var(--zero);stroke-width:1.2}
 .margin line{stroke:var(--margin);stroke-width:1.5;stroke-dasharray:5 3}
 .margin text{fill:var(--margin);font-size:10px}
-g.fr{cursor:pointer}g.fr .hl{fill:transparent}g.fr.sel .hl{fill:var(--sel)}
-g.fr:hover .hl{fill:var(--sel);opacity:.6}
+g.fr{cursor:pointer}rect.hl{fill:var(--sel)}g.fr:hover .lab{text-decoration:underline}
 g.fr .lab{font-size:11px}g.fr.counted .lab{font-weight:700}
 g.fr .ci{stroke:var(--pt);stroke-width:2;stroke-linecap:round}
 g.fr .tk{stroke:var(--tick);stroke-width:1.5}
@@ -355,9 +357,10 @@ path.band.before{fill:var(--band-before)}path.band.after{fill:var(--band-after)}
 .sw.seg.m3,rect.m3{background:var(--m3);fill:var(--m3)}
 .sw.seg.m4,rect.m4{background:var(--m4);fill:var(--m4)}
 .sw.seg.m5,rect.m5{background:var(--m5);fill:var(--m5)}
-.bar.before rect{opacity:.55}.val{font-size:10px;fill:var(--muted)}
+.val{font-size:10px;fill:var(--muted)}
 .ratio{font-weight:700}
 section.cost p{margin:.2rem 0}section.cost figure{margin:.6rem 0}
+section.cost figcaption{margin-left:11rem}
 """
 
 _JS = """
@@ -403,6 +406,8 @@ _JS = """
       }
       if (mark) {
         mark.classList.add('sel');
+        var band = box.querySelector('rect.hl'), dot = mark.querySelector('circle.pt');
+        band.setAttribute('y', String(Number(dot.getAttribute('cy')) - 9));
         if (from !== 'init') {
           var r = mark.getBoundingClientRect(), b = box.getBoundingClientRect();
           if (r.top < b.top) { box.scrollTop -= b.top - r.top + 6; }
@@ -480,18 +485,26 @@ _RATE_FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"]
                 ["reads", "reads"]]
 
 
+#: From this many rows on, the page lays out its large blocks (forest plots, figures, the
+#: table of every row) only near the screen (CSS content-visibility): a page of 4,000 rows
+#: then opens in about half the time. A smaller page is laid out whole, so that a full-page
+#: screenshot or a search of its text needs no scrolling.
+BIG_PAGE = 400
+
+
 def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence[str],
           method: str, data: dict[str, Any], figures: str = "") -> str:
+    big = ' class="big"' if len(data["rows"]) >= BIG_PAGE else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
 <meta name="color-scheme" content="light dark">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title><style>{_CSS}</style></head>
-<body>
+<body{big}>
 <header>{header}</header>
 <main>{sections}{figures}
-<h2>Every row</h2>{table}
+<h2>Every row</h2><div class="every">{table}</div>
 {''.join(notes)}
 <p class="muted">{_e(method)}</p>
 </main>
