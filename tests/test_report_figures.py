@@ -26,6 +26,7 @@ from pytest_prove.cli import main
 from pytest_prove.report.commands import where_document
 from pytest_prove.report.html import render_html
 from pytest_prove.review import review
+from pytest_prove.review.figures import figures_of
 from pytest_prove.review.steps import where as where_of
 from pytest_prove.store import Store
 
@@ -458,3 +459,21 @@ def test_dark_scheme_and_nothing_loaded(project: Project, browser: Any) -> None:
             page.close()
     assert colours["light"][0] == "rgb(255, 255, 255)"
     assert all(a != b for a, b in zip(colours["light"], colours["dark"], strict=True))
+
+
+def test_a_run_without_steps_is_named_not_refused(project: Project) -> None:
+    """When one run recorded no steps, its curve is missing and the note says which run,
+    rather than compare's refusal (the runs 'share no condition'); the cost stays."""
+    store = Store(project.store)
+    before, after = store.open("baseline:base"), store.open("worse")
+    bare = dataclasses.replace(before, episodes=tuple(
+        {k: v for k, v in r.items() if k not in ("steps", "step_count", "last_step", "t")}
+        for r in before.episodes))
+    done = review(bare, after, events=None, q=0.05, max_mde=0.2, fail_on={"worse"})
+    found = figures_of(done, project.root)
+    assert [f.event for f in found.steps] == ["unresolved", "timeout"]
+    for figure in found.steps:
+        assert figure.before is None and figure.after is not None and figure.test is None
+        assert figure.note == ("no log-rank test: no episode of 'baseline:base' stopped at a "
+                               "recorded step")
+    assert found.cost is not None and found.notes == ()

@@ -229,7 +229,7 @@ def _forest_row(index: int, row: Row, y: float, x: Scale) -> str:
     # elements; the details panel names the line hovered, and one band marks the chosen.
     parts = [f'<g class="fr {_tone(row)}" data-i="{index}" pointer-events="bounding-box">',
              f'<text class="lab" x="{_n(_LABEL_END)}" y="{_n(y + 4)}" text-anchor="end">'
-             f"{_e(_short(row.condition, 34))}</text>",
+             f"{_e(_short(row.condition, 30))}</text>",
              f'<line class="ci" x1="{_n(x(row.interval.low))}" x2="{_n(x(row.interval.high))}" '
              f'y1="{cy}" y2="{cy}"/>']
     for name, value in (("rise", row.rise.value), ("fall", row.fall.value)):
@@ -305,7 +305,9 @@ def _step_svg(figure: StepFigure, before: Where | None, after: Where | None, *, 
         if big and found.incidence.bootstrap:
             out.append(f'<path class="band {name}" d="{_band_path(steps, low, high, x, y)}"/>')
         out.append(f'<path class="cv {name}" data-run="{_e(label)}" '
-                   f'd="{_step_path(steps, values, x, y)}"/>')
+                   f'd="{_step_path(steps, values, x, y)}"/>'
+                   f'<circle class="end {name}" cx="{_n(x(steps[-1]))}" '
+                   f'cy="{_n(y(values[-1]))}" r="{3 if big else 2}"/>')
     out.append("</svg>")
     return "".join(out)
 
@@ -333,7 +335,8 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
         each = [w for c in figure.conditions for w in (c.before, c.after) if w is not None]
         if not pooled:
             continue
-        x_hi = float(max(w.incidence.steps[-1] for w in pooled + each))
+        # One step of room after the last, so that its jump is not drawn on the edge.
+        x_hi = float(max(w.incidence.steps[-1] for w in pooled + each)) + 1
         _, y_hi, y_step = _domain([0.0, max([max(_curve(w)[3]) for w in pooled] + [0.01])], 4)
         _, small_hi, small_step = _domain(
             [0.0, max([max(_curve(w)[1]) for w in each] + [0.01])], 2)
@@ -400,6 +403,10 @@ def _steps_table(figure: StepFigure, before_label: str, after_label: str, uid: s
 
 
 def _money(value: float) -> str:
+    """A price as ``cost`` writes it ($0.0165, $9.68), with two significant digits below
+    $0.0001 (where ``cost``'s four decimals would read $0.0000)."""
+    if 0 < value < 1e-4:
+        return f"${value:.{1 - math.floor(math.log10(value))}f}"
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
@@ -465,7 +472,7 @@ def _cost_svg(groups: Sequence[tuple[str, _Bar | None, _Bar | None]], models: Se
         y0 = top + k * (2 * row + gap)
         out.append(f'<g class="cg" data-condition="{_e(condition)}">'
                    f'<text class="lab" x="{_n(_COST_LABEL - 4)}" y="{_n(y0 + row + 3)}" '
-                   f'text-anchor="end">{_e(_short(condition, 28))}</text>')
+                   f'text-anchor="end">{_e(_short(condition, 24))}</text>')
         for j, bar in enumerate((before, after)):
             if bar is None:
                 continue

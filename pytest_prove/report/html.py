@@ -345,6 +345,7 @@ figure{margin:0}figcaption{font-size:.8rem;color:var(--muted)}
 .smalls figure{flex:0 0 14.5rem}
 path.cv{fill:none;stroke-width:2}path.cv.before{stroke:var(--before);stroke-dasharray:5 3}
 path.cv.after{stroke:var(--after)}
+circle.end.before{fill:var(--before)}circle.end.after{fill:var(--after)}
 path.band.before{fill:var(--band-before)}path.band.after{fill:var(--band-after)}
 .key{margin-right:.8rem;white-space:nowrap}
 .sw{display:inline-block;width:1.4rem;height:.7rem;margin-right:.3rem;vertical-align:middle;

@@ -100,19 +100,25 @@ def _where_or_none(run: Run, event: str) -> Where | None:
 def _step_figure(review: Review, event: str, order: Sequence[str]) -> StepFigure:
     before, after = review.before, review.after
     notes: list[str] = []
-    test: StepComparison | None
-    try:
-        test = compare_steps(before, after, event, q=STEPS_Q, max_hr=STEPS_MAX_HR)
-    except ProveError as exc:
-        test = None
-        notes.append(str(exc))
+    test: StepComparison | None = None
+    pooled = (_where_or_none(before, event), _where_or_none(after, event))
+    missing = [label for label, found in zip((review.labels.before, review.labels.after),
+                                             pooled, strict=True) if found is None]
+    if missing:
+        # compare_steps would say the runs share no condition: say what is missing instead.
+        notes.append(f"no log-rank test: no episode of {' or '.join(map(repr, missing))} "
+                     "stopped at a recorded step")
+    else:
+        try:
+            test = compare_steps(before, after, event, q=STEPS_Q, max_hr=STEPS_MAX_HR)
+        except ProveError as exc:
+            notes.append(str(exc))
     keys = {label: key for key, (label, _) in keys_and_labels(before, after).items()}
     drawn = [c for c in order if c in keys][:CONDITIONS_DRAWN]
     conditions = tuple(
         ConditionSteps(c, _where_or_none(_only(before, keys[c]), event),
                        _where_or_none(_only(after, keys[c]), event)) for c in drawn)
-    return StepFigure(event=event, before=_where_or_none(before, event),
-                      after=_where_or_none(after, event), conditions=conditions,
+    return StepFigure(event=event, before=pooled[0], after=pooled[1], conditions=conditions,
                       not_drawn=max(0, len([c for c in order if c in keys]) - len(drawn)),
                       test=test, note="; ".join(notes) or None)
 
