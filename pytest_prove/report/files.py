@@ -11,14 +11,23 @@ from typing import Final
 
 from pytest_prove.review import Review
 from pytest_prove.review.describe import Description
+from pytest_prove.review.figures import Figures, figures_of
 
-from .html import render_html, render_run_html
+from .html import render_html, render_run_html, worst_first
 from .json import render_json, render_run_json
 from .markdown import render_markdown, render_run_markdown
 
 __all__ = ["SUFFIXES", "write_report"]
 
 SUFFIXES: Final = (".html", ".md", ".json")
+
+
+def _figures(done: Review) -> Figures:
+    """The step curves and cost the HTML page draws; prices are found from the working
+    folder, as ``pytest-prove cost`` finds them."""
+    comparison = done.comparison
+    order = worst_first(comparison.rows) if comparison is not None else None
+    return figures_of(done, Path.cwd(), order=order)
 
 
 def write_report(path: Path, review: Review | Description, *, x: str | None = None,
@@ -36,7 +45,8 @@ def write_report(path: Path, review: Review | Description, *, x: str | None = No
         done = review
         renderers = {".json": lambda: render_json(done),
                      ".md": lambda: render_markdown(done, verbose=True),
-                     ".html": lambda: render_html(done, x=x, y=y)}
+                     ".html": lambda: render_html(done, x=x, y=y,
+                                                  figures=_figures(done))}
     render = renderers.get(".html" if suffix == ".htm" else suffix)
     if render is None:
         raise ValueError(

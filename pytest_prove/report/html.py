@@ -25,10 +25,12 @@ from typing import Any
 
 from pytest_prove.review import Review
 from pytest_prove.review.describe import Description, Rate
+from pytest_prove.review.figures import Figures
 from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
+from .figures import cost_figure, forest_order, forest_plot, step_figures
 from .notes import run_set_aside, set_aside
 from .terminal import bound_text, margin_line, verdict_line
 
@@ -244,13 +246,15 @@ def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
 
 def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], labels: Labels,
               x: str | None, y: str | None, cell: CellRenderer, order: Sequence[int],
-              empty: str = "not compared") -> str:
-    """One section per event: its grids and the panel that shows the chosen cell, which
-    starts on the event's worst cell (the first of ``order`` among its rows); a grid's cell
-    without a row reads ``empty``."""
+              empty: str = "not compared",
+              figure: Callable[[int, str, list[int]], str] | None = None) -> str:
+    """One section per event: its grids, its ``figure`` (the forest plot, given the event's
+    place, name and row indices) and the panel that shows the chosen cell, which starts on
+    the event's worst cell (the first of ``order`` among its rows); a grid's cell without a
+    row reads ``empty``."""
     rank = {i: n for n, i in enumerate(order)}
     out = []
-    for event, members in events.items():
+    for place, (event, members) in enumerate(events.items()):
         mine = [i for i, _ in members if i in rank]
         start = min(mine, key=rank.__getitem__) if mine else None
         out.append(
@@ -258,6 +262,7 @@ def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], l
             f"<h2>{_e(event)} <span class=\"muted\">(worse when it {worse[event]})</span></h2>"
             f'<div class="grids">'
             f'{"".join(_grids(event, members, labels, x, y, cell, start, empty))}'
+            f'{figure(place, event, [i for i, _ in members]) if figure else ""}'
             f'</div><aside class="details" aria-live="polite" aria-label="details of the '
             f'chosen cell"></aside></section>'
         )
@@ -268,33 +273,109 @@ def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], l
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
 _CSS = """
-:root{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d1d1f;background:#fff}
-body{max-width:72rem;margin:1.5rem auto;padding:0 1rem;line-height:1.4}
+:root{color-scheme:light dark;--fg:#1d1d1f;--bg:#fff;--muted:#555;--line:#e3e3e6;
+ --cell:#f2f2f4;--worse:#fbe3e1;--worse-c:#e8928a;--safer:#dff3e5;--safer-c:#8fd0a4;
+ --flag:#fff3cd;--focus:#2452c9;--sel:#dbe5ff;--word-worse:#b3261e;--word-safer:#1b6e3a;
+ --pt:#3a3a3c;--pt-worse:#c62828;--pt-safer:#1b7a3e;--pt-flag:#a66a00;--tick:#7a7a80;
+ --axis:#ececf0;--zero:#6e6e73;--margin:#7b3fb3;--before:#7a7a80;--after:#1f5fd1;
+ --band-before:rgba(122,122,128,.16);--band-after:rgba(31,95,209,.16);
+ --m0:#1f5fd1;--m1:#e07b00;--m2:#2e8b57;--m3:#a23bb0;--m4:#c0392b;--m5:#5f6b7a;
+ font-family:system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);
+ background:var(--bg)}
+@media (prefers-color-scheme: dark){:root{--fg:#e8e8ed;--bg:#161618;--muted:#a1a1a8;
+ --line:#2f2f33;--cell:#26262a;--worse:#4a2422;--worse-c:#8e3b33;--safer:#1f3a28;
+ --safer-c:#2f7047;--flag:#453a17;--focus:#7aa2ff;--sel:#23345c;--word-worse:#ff8a80;
+ --word-safer:#7fd69b;--pt:#d6d6dc;--pt-worse:#ff7b72;--pt-safer:#6fdc8c;--pt-flag:#f2c14e;
+ --tick:#9a9aa2;--axis:#2c2c31;--zero:#a1a1a8;--margin:#c79bf2;--before:#a1a1a8;
+ --after:#7aa2ff;--band-before:rgba(161,161,168,.18);--band-after:rgba(122,162,255,.2);
+ --m0:#7aa2ff;--m1:#f5a54a;--m2:#5fcf8f;--m3:#d68be0;--m4:#ff7b72;--m5:#a7b1be}}
+body{max-width:72rem;margin:1.5rem auto;padding:0 1rem;line-height:1.4;background:var(--bg)}
 h1{font-size:1.3rem;margin:.2rem 0}.verdict{font-size:1.05rem;margin:.4rem 0 1rem}
-.word-worse{color:#b3261e}.word-safer{color:#1b6e3a}
+h3{font-size:1rem;margin:.6rem 0 .3rem}
+.word-worse{color:var(--word-worse)}.word-safer{color:var(--word-safer)}
 section.event{margin:1.5rem 0;display:grid;grid-template-columns:minmax(0,1fr) 20rem;gap:1rem}
 section.event h2{grid-column:1/-1;font-size:1.1rem;margin:0}
 table.grid{border-collapse:separate;border-spacing:3px;margin-bottom:.8rem}
 table.grid caption{text-align:left;font-weight:600;padding:.2rem 0}
 table.grid th{font-weight:600;font-size:.85rem;padding:.2rem .4rem;text-align:left}
-td.cell{background:#f2f2f4;border:2px solid transparent;border-radius:6px;padding:.35rem .5rem;
- min-width:8.5rem;font-variant-numeric:tabular-nums;font-size:.85rem;cursor:default;
- vertical-align:top}
+td.cell{background:var(--cell);border:2px solid transparent;border-radius:6px;
+ padding:.35rem .5rem;min-width:8.5rem;font-variant-numeric:tabular-nums;font-size:.85rem;
+ cursor:default;vertical-align:top}
 td.cell span{display:block}td.cell .ch{font-weight:600}
-td.cell .lim,td.cell .qq,td.cell .mg{color:#555;font-size:.78rem}
-td.cell.empty{color:#888;font-style:italic}
-td.cell.worse{background:#fbe3e1}td.cell.safer{background:#dff3e5}td.cell.flag{background:#fff3cd}
-td.cell.worse.counted{background:#e8928a}td.cell.safer.counted{background:#8fd0a4}
-td.cell:focus,td.cell:hover{border-color:#2452c9;outline:none}
-.details{border:1px solid #d0d0d5;border-radius:8px;padding:.7rem .9rem;font-size:.88rem;
+td.cell .lim,td.cell .qq,td.cell .mg{color:var(--muted);font-size:.78rem}
+td.cell.empty{color:var(--muted);font-style:italic}
+td.cell.worse{background:var(--worse)}td.cell.safer{background:var(--safer)}
+td.cell.flag{background:var(--flag)}
+td.cell.worse.counted{background:var(--worse-c)}td.cell.safer.counted{background:var(--safer-c)}
+td.cell.sel{border-color:var(--focus)}
+td.cell:focus,td.cell:hover{border-color:var(--focus);outline:2px solid var(--focus);
+ outline-offset:1px}
+.details{border:1px solid var(--line);border-radius:8px;padding:.7rem .9rem;font-size:.88rem;
  align-self:start;position:sticky;top:1rem}
 .details dl{display:grid;grid-template-columns:auto 1fr;gap:.15rem .7rem;margin:0}
-.details dt{color:#555}.details dd{margin:0;overflow-wrap:anywhere}
+.details dt{color:var(--muted)}.details dd{margin:0;overflow-wrap:anywhere}
 table.full{border-collapse:collapse;font-size:.82rem;width:100%}
-table.full th,table.full td{border-bottom:1px solid #e3e3e6;padding:.25rem .4rem;text-align:left}
+table.full th,table.full td{border-bottom:1px solid var(--line);padding:.25rem .4rem;
+ text-align:left}
 table.full td.n{text-align:right;font-variant-numeric:tabular-nums}
 .legend span{display:inline-block;padding:.05rem .45rem;border-radius:4px;margin-right:.4rem}
-.muted{color:#555;font-size:.85rem}
+.legend .l-worse-c{background:var(--worse-c)}.legend .l-worse{background:var(--worse)}
+.legend .l-safer{background:var(--safer)}.legend .l-plain{background:var(--cell)}
+.muted{color:var(--muted);font-size:.85rem}
+.sr-only{position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;
+ clip:rect(0,0,0,0);white-space:nowrap;border:0}
+svg{max-width:100%;height:auto;font-size:11px;font-family:inherit;display:block}
+svg text{fill:var(--fg)}
+.axis line{stroke:var(--axis);stroke-width:1}.axis text{fill:var(--muted);font-size:10px}
+.axl{fill:var(--muted);font-size:10px}
+.forest{margin:.2rem 0 .8rem}
+body.big .forest-box,body.big section.steps,body.big section.cost,body.big div.every{
+ content-visibility:auto;contain-intrinsic-size:auto 30rem}
+figcaption code{white-space:nowrap}
+.forest-box{max-height:34rem;overflow:auto;border:1px solid var(--line);border-radius:8px;
+ padding:.3rem}
+.forest-box:focus{outline:2px solid var(--focus);outline-offset:2px}
+.forest .legend{margin:.2rem 0}.forest .legend span{padding:0;margin-right:.8rem}
+line.zero{stroke:var(--zero);stroke-width:1.2}
+.margin line{stroke:var(--margin);stroke-width:1.5;stroke-dasharray:5 3}
+.margin text{fill:var(--margin);font-size:10px}
+g.fr{cursor:pointer}rect.hl{fill:var(--sel)}g.fr:hover .lab{text-decoration:underline}
+g.fr .lab{font-size:11px}g.fr.counted .lab{font-weight:700}
+g.fr .ci{stroke:var(--pt);stroke-width:2;stroke-linecap:round}
+g.fr .tk{stroke:var(--tick);stroke-width:1.5}
+g.fr .pt{fill:var(--pt)}
+g.fr.worse .ci,g.fr.worse .cm{stroke:var(--pt-worse)}g.fr.worse .pt{fill:var(--pt-worse)}
+g.fr.safer .ci,g.fr.safer .cm{stroke:var(--pt-safer)}g.fr.safer .pt{fill:var(--pt-safer)}
+g.fr.flag .ci,g.fr.flag .cm{stroke:var(--pt-flag)}g.fr.flag .pt{fill:var(--pt-flag)}
+g.fr .cm{fill:none;stroke-width:1.8}
+.figures h2{font-size:1.1rem;margin:1.6rem 0 .2rem}
+section.steps{margin:0 0 1.4rem}
+.steps-row{display:flex;flex-wrap:wrap;gap:1rem;align-items:flex-start}
+.steps-row figure.pooled{margin:0;flex:0 1 30rem}
+.logrank{flex:1 1 18rem;font-size:.88rem}.logrank p{margin:.2rem 0 .5rem}
+.logrank p:first-child{font-weight:600}
+figure{margin:0}figcaption{font-size:.8rem;color:var(--muted)}
+.smalls{display:flex;flex-wrap:wrap;gap:.6rem;margin-top:.6rem}
+.smalls figure{flex:0 0 14.5rem}
+path.cv{fill:none;stroke-width:2}path.cv.before{stroke:var(--before);stroke-dasharray:5 3}
+path.cv.after{stroke:var(--after)}
+circle.end.before{fill:var(--before)}circle.end.after{fill:var(--after)}
+path.band.before{fill:var(--band-before)}path.band.after{fill:var(--band-after)}
+.key{margin-right:.8rem;white-space:nowrap}
+.sw{display:inline-block;width:1.4rem;height:.7rem;margin-right:.3rem;vertical-align:middle;
+ border-radius:2px}
+.sw.before{border-top:2px dashed var(--before);height:0}
+.sw.after{border-top:2px solid var(--after);height:0}
+.sw.seg.m0,rect.m0{background:var(--m0);fill:var(--m0)}
+.sw.seg.m1,rect.m1{background:var(--m1);fill:var(--m1)}
+.sw.seg.m2,rect.m2{background:var(--m2);fill:var(--m2)}
+.sw.seg.m3,rect.m3{background:var(--m3);fill:var(--m3)}
+.sw.seg.m4,rect.m4{background:var(--m4);fill:var(--m4)}
+.sw.seg.m5,rect.m5{background:var(--m5);fill:var(--m5)}
+.val{font-size:10px;fill:var(--muted)}
+.ratio{font-weight:700}
+section.cost p{margin:.2rem 0}section.cost figure{margin:.6rem 0}
+section.cost figcaption{margin-left:11rem}
 """
 
 _JS = """
@@ -315,13 +396,70 @@ _JS = """
   document.querySelectorAll('section.event').forEach(function(section){
     var panel = section.querySelector('.details');
     var cells = Array.prototype.slice.call(section.querySelectorAll('td.cell[data-i]'));
-    function pick(cell){ show(panel, data.rows[Number(cell.getAttribute('data-i'))]); }
+    var box = section.querySelector('.forest-box');
+    var marks = box ? Array.prototype.slice.call(box.querySelectorAll('g.fr[data-i]')) : [];
+    var cellOf = {}, markOf = {}, current = null;
+    cells.forEach(function(c){ cellOf[c.getAttribute('data-i')] = c; });
+    marks.forEach(function(g){ markOf[g.getAttribute('data-i')] = g; });
+    // One selection per event, shown in the grid (a ring, and the cell Tab reaches) and in
+    // the forest plot (a band), and read out in the details panel.
+    function select(i, from){
+      i = String(i);
+      if (current !== null && current !== i) {
+        if (cellOf[current]) { cellOf[current].classList.remove('sel');
+          cellOf[current].setAttribute('aria-selected', 'false'); }
+        if (markOf[current]) { markOf[current].classList.remove('sel'); }
+      }
+      current = i;
+      var cell = cellOf[i], mark = markOf[i];
+      if (cell) {
+        cell.classList.add('sel'); cell.setAttribute('aria-selected', 'true');
+        // The chosen cell is the one Tab reaches in its grid.
+        cell.closest('table.grid').querySelectorAll('td.cell[tabindex="0"]').forEach(
+          function(c){ if (c !== cell) { c.setAttribute('tabindex', '-1'); } });
+        cell.setAttribute('tabindex', '0');
+      }
+      if (mark) {
+        mark.classList.add('sel');
+        var band = box.querySelector('rect.hl'), dot = mark.querySelector('circle.pt');
+        band.setAttribute('y', String(Number(dot.getAttribute('cy')) - 9));
+        if (from !== 'init') {
+          var r = mark.getBoundingClientRect(), b = box.getBoundingClientRect();
+          if (r.top < b.top) { box.scrollTop -= b.top - r.top + 6; }
+          else if (r.bottom > b.bottom) { box.scrollTop += r.bottom - b.bottom + 6; }
+        }
+      }
+      if (box) { box.setAttribute('data-selected', i); }
+      show(panel, data.rows[Number(i)]);
+    }
     cells.forEach(function(cell){
-      cell.addEventListener('focus', function(){ pick(cell); });
-      cell.addEventListener('mouseenter', function(){ pick(cell); });
+      cell.addEventListener('focus', function(){ select(cell.getAttribute('data-i'), 'grid'); });
+      cell.addEventListener('mouseenter', function(){
+        show(panel, data.rows[Number(cell.getAttribute('data-i'))]); });
     });
+    marks.forEach(function(g){
+      g.addEventListener('click', function(){ select(g.getAttribute('data-i'), 'forest');
+        box.focus({preventScroll: true}); });
+      g.addEventListener('mouseenter', function(){
+        show(panel, data.rows[Number(g.getAttribute('data-i'))]); });
+    });
+    if (box) {
+      box.addEventListener('keydown', function(ev){
+        var at = current !== null && markOf[current] ? marks.indexOf(markOf[current]) : -1;
+        var page = Math.max(1, Math.floor(box.clientHeight / 20));
+        var moves = {ArrowDown: 1, ArrowUp: -1, PageDown: page, PageUp: -page};
+        var next;
+        if (ev.key in moves) { next = at < 0 ? 0 : at + moves[ev.key]; }
+        else if (ev.key === 'Home') { next = 0; }
+        else if (ev.key === 'End') { next = marks.length - 1; }
+        else { return; }
+        ev.preventDefault();
+        next = Math.min(Math.max(next, 0), marks.length - 1);
+        if (marks[next]) { select(marks[next].getAttribute('data-i'), 'forest'); }
+      });
+    }
     var start = section.querySelector('td.cell[data-start]') || cells[0];
-    if (start) { pick(start); }
+    if (start) { select(start.getAttribute('data-i'), 'init'); }
     section.querySelectorAll('table.grid').forEach(function(grid){
       grid.addEventListener('keydown', function(ev){
         var cell = ev.target.closest('td'); if (!cell) { return; }
@@ -366,17 +504,26 @@ _RATE_FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"]
                 ["reads", "reads"]]
 
 
+#: From this many rows on, the page lays out its large blocks (forest plots, figures, the
+#: table of every row) only near the screen (CSS content-visibility): a page of 4,000 rows
+#: then opens in about half the time. A smaller page is laid out whole, so that a full-page
+#: screenshot or a search of its text needs no scrolling.
+BIG_PAGE = 400
+
+
 def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence[str],
-          method: str, data: dict[str, Any]) -> str:
+          method: str, data: dict[str, Any], figures: str = "") -> str:
+    big = ' class="big"' if len(data["rows"]) >= BIG_PAGE else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="color-scheme" content="light dark">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title><style>{_CSS}</style></head>
-<body>
+<body{big}>
 <header>{header}</header>
-<main>{sections}
-<h2>Every row</h2>{table}
+<main>{sections}{figures}
+<h2>Every row</h2><div class="every">{table}</div>
 {''.join(notes)}
 <p class="muted">{_e(method)}</p>
 </main>
@@ -405,10 +552,45 @@ def _events(conditions: Sequence[tuple[str, str]]) -> dict[str, list[tuple[int, 
     return found
 
 
-def render_html(review: Review, *, x: str | None = None, y: str | None = None) -> str:
-    """The page: verdict first, a grid per event, details on focus or hover, the full table;
-    it opens on the worst cell."""
+def _forest(rows: Sequence[Row], order: Sequence[int], level: float,
+            margin: float | None) -> Callable[[int, str, list[int]], str]:
+    def draw(place: int, event: str, members: list[int]) -> str:
+        drawn = forest_order(rows, members, order)
+        plot = forest_plot(event, rows, drawn, level=level, margin=margin, uid=f"f{place}")
+        hint = (f"forest plot of {event}, worst first: up and down arrows (Home, End, Page Up, "
+                "Page Down) move through the conditions, with the grid and the details")
+        return (f'<figure class="forest"><p class="legend muted" aria-hidden="true"><span>● '
+                f"change</span><span>━ simultaneous {100 * level:.2f}% interval</span><span>┃ "
+                "rise and fall limits</span><span>◇ counted by the verdict</span><span>│ zero"
+                "</span>" + ("<span>┆ margin</span>" if margin is not None else "")
+                + f'</p><div class="forest-box" tabindex="0" role="group" '
+                f'aria-label="{_e(hint)}">{plot}</div></figure>')
+    return draw
+
+
+def _figures(figures: Figures | None, labels: Labels) -> str:
+    if figures is None:
+        return ""
+    parts = []
+    if figures.steps:
+        parts.append("<h2>Where failing episodes stop</h2>"
+                     + step_figures(figures, labels.before, labels.after))
+    if figures.cost is not None:
+        parts.append(cost_figure(figures.cost))
+    parts.extend(f'<p class="muted">{_e(note)}</p>' for note in figures.notes)
+    return f'<div class="figures">{"".join(parts)}</div>' if parts else ""
+
+
+def render_html(review: Review, *, x: str | None = None, y: str | None = None,
+                figures: Figures | None = None, margin: float | None = None) -> str:
+    """The page: verdict first, a grid and a forest plot per event, details on focus or
+    hover, the step curves and the cost when ``figures`` has them, the full table; it opens
+    on the worst cell. ``margin`` (a change toward worse a margin test allows) is drawn as a
+    reference line in each forest plot; by default, the comparison's own margin
+    (``--prove-margin``), if it has one."""
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
+    if margin is None and comparison.margin is not None:
+        margin = comparison.margin.margin
     x, y = choose_axes(labels, x, y)
     verdict = comparison.verdict
     rows = comparison.rows
@@ -418,8 +600,10 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
             "worst": order[0] if order else None,
             "rows": [_row_data(i, r, labels) for i, r in enumerate(rows)]}
     worse = {r.event: "rises" if r.worse_when == "rise" else "falls" for r in rows}
+    level = rows[0].interval.level if rows else 0.95
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
-                         lambda i, focusable, start: _cell(i, rows[i], focusable, start), order)
+                         lambda i, focusable, start: _cell(i, rows[i], focusable, start), order,
+                         figure=_forest(rows, order, level, margin))
     table = ['<table class="full"><thead><tr>' + "".join(
         f"<th>{h}</th>" for h in ("condition", "case", "event", "before", "after", "change",
                                   "interval", "p", "q", "verdict", "rise", "fall"))
@@ -455,14 +639,14 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None) -
 <p class="muted">{_e(labels.before)} → {_e(labels.after)}, {comparison.m} tests,
 {'paired on shared seeds' if prepared.paired else 'unpaired'}; {_axes_note(x, y)}. Use the arrow
 keys in a grid, or hover a cell, to read its details.</p>{opens}
-<p class="legend muted"><span style="background:#e8928a">worse, counted</span><span
-style="background:#fbe3e1">flagged, leaning worse</span><span style="background:#dff3e5">flagged,
-leaning safer</span><span style="background:#f2f2f4">not flagged</span></p>"""
+<p class="legend muted"><span class="l-worse-c">worse, counted</span><span
+class="l-worse">flagged, leaning worse</span><span class="l-safer">flagged,
+leaning safer</span><span class="l-plain">not flagged</span></p>"""
     return _page(title=f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}",
                  header=header, sections=sections, table="".join(table), notes=notes,
                  method=comparison.method + ("" if comparison.margin is None
                                              else f". {comparison.margin.method}"),
-                 data=data)
+                 data=data, figures=_figures(figures, labels))
 
 
 def _rate_data(index: int, row: Rate, labels: Labels, level: float) -> dict[str, Any]:
