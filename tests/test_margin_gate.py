@@ -35,6 +35,19 @@ def test_terse_prompt_is_beyond_the_margin(example: pytest.Pytester,
     assert unresolved["within"] is False and unresolved["beyond"] is True
     assert unresolved["bound"] > 0.05 and unresolved["p"] > 0.05
     assert rows[("ticket=refund", "timeout")]["margin"]["within"] is True
+    # The HTML cells and panel and the markdown table carry the margin too.
+    with monkeypatch.context() as inside:
+        inside.chdir(example.path)
+        from pytest_prove.cli import main
+
+        for out in ("r.html", "r.md"):
+            assert main(["report", "baseline:current", "latest", "--margin", "0.05",
+                         "--out", out]) == 0
+    page = (example.path / "r.html").read_text()
+    assert '<span class="mg">beyond, ≤ 0.290</span>' in page
+    assert "upper bound (one-sided)" in page and 'class="verdict margin"' in page
+    summary = (example.path / "r.md").read_text()
+    assert "**beyond margin**: " in summary and "| margin p | bound | margin |" in summary
 
 
 def test_the_same_prompt_is_shown_within_the_margin(example: pytest.Pytester,
