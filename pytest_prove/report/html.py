@@ -133,9 +133,11 @@ def worst_first(rows: Sequence[Row]) -> list[int]:
     Rows that did not move the worse way are not listed: with none, the page opens on the
     first cell and takes no focus."""
     counted = [i for i, r in enumerate(rows) if r.counted and r.direction == "worse"]
-    # p-values equal to 12 digits are a tie (a failure and a success that mirror each other
-    # differ in the last bits); a tie goes to the larger change, then to a failure.
-    counted.sort(key=lambda i: (float(f"{rows[i].p_holm:.12g}"), -abs(rows[i].change),
+    # p-values and changes equal to 12 digits are a tie (a failure and a success that mirror
+    # each other differ in the last bits: 19/30 - 2/30 is not 28/30 - 11/30 in floating
+    # point); a tie goes to the larger change, then to a failure.
+    counted.sort(key=lambda i: (float(f"{rows[i].p_holm:.12g}"),
+                                -float(f"{abs(rows[i].change):.12g}"),
                                 rows[i].worse_when != "rise", i))
     rest = [i for i, r in enumerate(rows) if i not in set(counted) and r.leaning == "worse"]
 
