@@ -122,11 +122,12 @@ def decoder_alone(n: int, lines: list[bytes]) -> str:
 
 
 def verdict(rate: float, plain: float) -> str:
-    """Against the target: 300,000 a second, set where json.loads read 130,000 of these
-    lines a second, so 2.3 times json.loads is how a busier machine is judged."""
-    met = rate >= 300_000 or rate / plain >= 2.3
-    return (f"target >= 300,000/s or >= 2.3 x json.loads: {'met' if met else 'NOT MET'} "
-            f"({rate / plain:.1f} x)")
+    """Against the target, 300,000 a second; and as a ratio to json.loads, since the target
+    was set where json.loads read 130,000 of these lines a second (2.3 times that), and on a
+    busy machine both fall."""
+    return (f"target >= 300,000/s: {'met' if rate >= 300_000 else 'NOT MET'}; "
+            f"{rate / plain:.1f} x json.loads (>= 2.3 x: "
+            f"{'met' if rate / plain >= 2.3 else 'NOT MET'})")
 
 
 def body_lines(path: Path, skip: int) -> list[bytes]:

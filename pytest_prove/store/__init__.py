@@ -111,11 +111,13 @@ def _chunks(path: Path, data: bytes | None, notes: list[str]
     with a note in ``notes``.
     """
     number = 0
+    tail = b""
     if data is not None:
-        lines = data.split(_NEWLINE)
-        tail = lines.pop()
-        yield 0, lines
-        number = len(lines)
+        for start in range(0, len(data), _CHUNK):
+            lines = (tail + data[start:start + _CHUNK]).split(_NEWLINE)
+            tail = lines.pop()
+            yield number, lines
+            number += len(lines)
     else:
         try:
             fh = path.open("rb")
@@ -124,7 +126,6 @@ def _chunks(path: Path, data: bytes | None, notes: list[str]
         except OSError as exc:
             raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
         with fh:
-            tail = b""
             while True:
                 try:
                     chunk = fh.read(_CHUNK)
