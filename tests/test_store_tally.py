@@ -83,6 +83,8 @@ def pytest_terminal_summary(terminalreporter, config):
             "attribute": any(vars(r).get("prove", None) == {} for r in reports.values()),
             "shared": call is not None and teardown is not None
                       and call.user_properties is teardown.user_properties,
+            "alike": all(vars(r).get(name) is vars(reports["setup"]).get(name)
+                         for r in (call, teardown) for name in ("location", "keywords", "_id")),
             "properties": [list(p) for p in teardown.user_properties],
         })
     with open("kept.json", "w") as fh:
@@ -93,15 +95,16 @@ def pytest_terminal_summary(terminalreporter, config):
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pytester,
                                                              workers: list[str]) -> None:
-    """Every rollout item's two reports share one list, equal to what --junitxml wrote, and
-    no report keeps an emptied ``prove`` attribute (these cost about 1 KB an item)."""
+    """Every rollout item's call and teardown reports share one list of properties, equal to
+    what --junitxml wrote, and the setup report's location, keywords and id; no report keeps
+    an emptied ``prove`` attribute (together about 1.5 KB an item on the controller)."""
     bot.makeconftest(INSPECT)
     result = bot.runpytest_subprocess("--junitxml=j.xml", "-p", "no:randomly", *workers)
     assert result.ret == 0, result.stdout.str()
     kept = json.loads((bot.path / "kept.json").read_text())
     assert len(kept) == 80
     assert not any(k["attribute"] for k in kept)
-    assert all(k["shared"] for k in kept)
+    assert all(k["shared"] and k["alike"] for k in kept)
     import xml.etree.ElementTree as ET
 
     written = {f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}":
