@@ -83,11 +83,13 @@ def load(pytester: pytest.Pytester, name: str = "latest") -> Run:
 def reviewed(comparison: Comparison, labels: Labels, *, paired: bool = False,
              not_run: tuple[str, ...] = (), new: tuple[str, ...] = (),
              left_out: Mapping[str, int] | None = None) -> Review:
-    """A Review around a comparison made from counts, for the renderers' own tests (they read
-    its comparison, labels and pairing, never its runs)."""
+    """A Review around a comparison made from counts, for the renderers' own tests; its runs
+    hold no episode (the HTML report looks in them for steps and token usage to draw)."""
     prepared = Prepared(rows=(), paired=paired, events=(), not_run=not_run, new=new,
                         left_out=dict(left_out or {}))
-    return Review(before=None, after=None,  # type: ignore[arg-type]
+    before, after = (Run(run_id=name, name=name, manifest={}, episodes=(), path=Path(name))
+                     for name in (labels.before, labels.after))
+    return Review(before=before, after=after,
                   prepared=prepared, comparison=comparison, labels=labels,
                   coverage=Coverage({}, {}, 1, 1), notes=(),
                   gate=Gate(False, (), frozenset()))
