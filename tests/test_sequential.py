@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from pytest_prove.cli import main
+from pytest_prove.declare.spec import Declaration, SpecError
 from tests.conftest import load
 
 #: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
@@ -180,3 +181,42 @@ def test_one_process_reports_plan_refusals_and_off(
     gated = sweep.runpytest(*one, "--prove-baseline=base")
     assert gated.ret == 1
     assert _stored(sweep)["b"] == 44
+
+
+def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None:
+    """``sequential=True`` on every rollout makes a session with a baseline sequential (here
+    under -n 2: the controller reads it from the declarations the workers report); the same
+    file saves its baseline whole, saying so; a mix is refused, naming the rollouts."""
+    pytester.makepyfile(test_sweep=SWEEP.replace(
+        'failures=["unresolved"]', 'sequential=True, failures=["unresolved"]'))
+    one = ("-p", "no:xdist", "-p", "no:randomly")
+    saved = pytester.runpytest(*one, "--prove-concurrency=55", "--prove-save-baseline=base")
+    assert saved.ret == 0, saved.stdout.str()
+    saved.stdout.fnmatch_lines([
+        "*sequential=True (test_sweep.py::test_sweep): every replicate ran, as in a fixed "
+        "run: this run saves baseline 'base', and a baseline must hold every replicate*"])
+    assert _stored(pytester) == Counter({t: 220 for t in "abcd"})
+
+    gated = pytester.runpytest("-n", "2", "-p", "no:randomly", "--prove-baseline=base")
+    assert gated.ret == 0, gated.stdout.str()
+    gated.stdout.fnmatch_lines(["sequential: 4 of 4 condition(s) decided before their last "
+                                "look; * of 880 planned episodes read*"])
+    assert "every replicate ran" not in gated.stdout.str()
+    assert load(pytester).manifest["sequential"]["design"]["looks"][0] == 44
+
+    pytester.makepyfile(test_other=SWEEP.replace("test_sweep", "test_other"))
+    mixed = pytester.runpytest(*one, "--prove-baseline=base")
+    assert mixed.ret == 4
+    mixed.stderr.fnmatch_lines(["*test_sweep.py::test_sweep declare(s) sequential=True but "
+                                "test_other.py::test_other do(es) not*--prove-sequential*"])
+    forced = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
+                                "--prove-plan")
+    assert forced.ret == 0, forced.stdout.str()
+    forced.stdout.fnmatch_lines(["sequential: at most 1,760 episodes*"])
+    pytester.makepyfile(test_other=SWEEP.replace("test_sweep", "test_other").replace(
+        'failures=["unresolved"]', 'sequential=False, failures=["unresolved"]'))
+    refused = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential")
+    assert refused.ret == 4
+    refused.stderr.fnmatch_lines(["*test_other.py::test_other declare(s) sequential=False*"])
+    with pytest.raises(SpecError, match="sequential must be True or False, got 'yes'"):
+        Declaration(failures=("x",), sequential="yes")  # type: ignore[arg-type]
