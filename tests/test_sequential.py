@@ -11,6 +11,8 @@ import pytest
 
 from pytest_prove.cli import main
 from pytest_prove.declare.spec import Declaration, SpecError
+from pytest_prove.store import Store
+from pytest_prove.store.baselines import save_baseline
 from tests.conftest import load
 
 #: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
@@ -118,6 +120,15 @@ def test_one_process_reports_plan_refusals_and_off(
     same = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential")
     assert same.ret == 0, same.stdout.str()
     assert _stored(sweep) == Counter({t: 44 for t in "abcd"})
+    # A run that stopped conditions early is no baseline: later runs pair by replicate.
+    stopped = load(sweep)
+    note = save_baseline(Store(sweep.path / ".prove"), "x", stopped, missing=0)
+    assert note.startswith("not saved: baseline 'x' must hold every replicate"), note
+    assert "stopped 4 condition(s) once decided" in note and "ticket=a" in note
+    assert "--prove-save-baseline" in note
+    assert main(["--store", str(sweep.path / ".prove"), "merge", stopped.name, "--name",
+                 "m", "--save-baseline", "x"]) != 0  # merge takes shards only
+    assert Store(sweep.path / ".prove").baseline_file("x") is None
 
     monkeypatch.setenv("RATE_A", "0.6")
     moved = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
