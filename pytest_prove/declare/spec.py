@@ -171,7 +171,8 @@ class Declaration:
         ):
             raise SpecError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
         if self.sequential is not None and not isinstance(self.sequential, bool):
-            raise SpecError(f"sequential must be True or False, got {self.sequential!r}")
+            raise SpecError(f"sequential must be a boolean (True or False; true or false in "
+                            f"a sweep spec), got {self.sequential!r}")
         if self.timeout is not None:
             object.__setattr__(self, "timeout", episode_timeout(self.timeout, "timeout"))
         if self.t_unit is not None and (not isinstance(self.t_unit, str) or not self.t_unit):

@@ -72,7 +72,7 @@ def fixed_because(opt: Any) -> str | None:
     if opt.prove_replay:
         return "a replay runs each replicate it selects as it ran"
     if opt.prove_resume:
-        return "a resumed run runs the replicates its run has not yet"
+        return "a resumed run runs the replicates its run has not run yet"
     if opt.prove_shard:
         return "a shard runs its slice of every condition's replicates"
     if not opt.prove_baseline:
