@@ -39,7 +39,8 @@ def rollout(*, replicates: int = ..., failures: Iterable[str] = ...,
             t_unit: str | None = ..., concurrency: int | None = ...,
             timeout: float | None = ..., axes: Mapping[str, Any] | None = ..., id: str | None = ...,
             capture: Mapping[str, Any] | None = ...,
-            chaos: Mapping[str, Any] | None = ...) -> Callable[[F], F]: ...
+            chaos: Mapping[str, Any] | None = ...,
+            sequential: bool | None = ...) -> Callable[[F], F]: ...
 
 
 def rollout(
@@ -57,6 +58,7 @@ def rollout(
     id: str | None = None,  # noqa: A002 - it is the rollout's id
     capture: Mapping[str, Any] | None = None,
     chaos: Mapping[str, Any] | None = None,
+    sequential: bool | None = None,
 ) -> F | Callable[[F], F]:
     """Declare a rollout.
 
@@ -71,6 +73,9 @@ def rollout(
     which the plugin collects like a sweep spec.  ``id`` names the rollout in the
     store (default: its test node id); keep it stable so that baselines pair.
     ``chaos`` injects seeded faults into the episodes' HTTP calls (docs/chaos.md).
+    ``sequential=True`` stops each condition once it is decided against the baseline, as
+    ``--prove-sequential`` does (docs/statistics.md, "Sequential runs"); a session is
+    sequential only when every rollout it selects asks for it.
     """
     if fn is not None:
         raise TypeError(
@@ -90,6 +95,7 @@ def rollout(
             rollout_id=id,
             capture=capture,
             chaos=chaos,
+            sequential=sequential,
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the

@@ -10,6 +10,9 @@ from collections import Counter
 import pytest
 
 from pytest_prove.cli import main
+from pytest_prove.declare.spec import Declaration, SpecError
+from pytest_prove.store import Store
+from pytest_prove.store.baselines import save_baseline
 from tests.conftest import load
 
 #: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
@@ -117,6 +120,15 @@ def test_one_process_reports_plan_refusals_and_off(
     same = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential")
     assert same.ret == 0, same.stdout.str()
     assert _stored(sweep) == Counter({t: 44 for t in "abcd"})
+    # A run that stopped conditions early is no baseline: later runs pair by replicate.
+    stopped = load(sweep)
+    note = save_baseline(Store(sweep.path / ".prove"), "x", stopped, missing=0)
+    assert note.startswith("not saved: baseline 'x' must hold every replicate"), note
+    assert "stopped 4 condition(s) once decided" in note and "ticket=a" in note
+    assert "--prove-save-baseline" in note
+    assert main(["--store", str(sweep.path / ".prove"), "merge", stopped.name, "--name",
+                 "m", "--save-baseline", "x"]) != 0  # merge takes shards only
+    assert Store(sweep.path / ".prove").baseline_file("x") is None
 
     monkeypatch.setenv("RATE_A", "0.6")
     moved = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
@@ -180,3 +192,42 @@ def test_one_process_reports_plan_refusals_and_off(
     gated = sweep.runpytest(*one, "--prove-baseline=base")
     assert gated.ret == 1
     assert _stored(sweep)["b"] == 44
+
+
+def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None:
+    """``sequential=True`` on every rollout makes a session with a baseline sequential (here
+    under -n 2: the controller reads it from the declarations the workers report); the same
+    file saves its baseline whole, saying so; a mix is refused, naming the rollouts."""
+    pytester.makepyfile(test_sweep=SWEEP.replace(
+        'failures=["unresolved"]', 'sequential=True, failures=["unresolved"]'))
+    one = ("-p", "no:xdist", "-p", "no:randomly")
+    saved = pytester.runpytest(*one, "--prove-concurrency=55", "--prove-save-baseline=base")
+    assert saved.ret == 0, saved.stdout.str()
+    saved.stdout.fnmatch_lines([
+        "*sequential=True (test_sweep.py::test_sweep): every replicate ran, as in a fixed "
+        "run: this run saves baseline 'base', and a baseline must hold every replicate*"])
+    assert _stored(pytester) == Counter({t: 220 for t in "abcd"})
+
+    gated = pytester.runpytest("-n", "2", "-p", "no:randomly", "--prove-baseline=base")
+    assert gated.ret == 0, gated.stdout.str()
+    gated.stdout.fnmatch_lines(["sequential: 4 of 4 condition(s) decided before their last "
+                                "look; * of 880 planned episodes read*"])
+    assert "every replicate ran" not in gated.stdout.str()
+    assert load(pytester).manifest["sequential"]["design"]["looks"][0] == 44
+
+    pytester.makepyfile(test_other=SWEEP.replace("test_sweep", "test_other"))
+    mixed = pytester.runpytest(*one, "--prove-baseline=base")
+    assert mixed.ret == 4
+    mixed.stderr.fnmatch_lines(["*test_sweep.py::test_sweep declare(s) sequential=True but "
+                                "test_other.py::test_other do(es) not*--prove-sequential*"])
+    forced = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
+                                "--prove-plan")
+    assert forced.ret == 0, forced.stdout.str()
+    forced.stdout.fnmatch_lines(["sequential: at most 1,760 episodes*"])
+    pytester.makepyfile(test_other=SWEEP.replace("test_sweep", "test_other").replace(
+        'failures=["unresolved"]', 'sequential=False, failures=["unresolved"]'))
+    refused = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential")
+    assert refused.ret == 4
+    refused.stderr.fnmatch_lines(["*test_other.py::test_other declare(s) sequential=False*"])
+    with pytest.raises(SpecError, match=r"sequential must be a boolean .*, got 'yes'"):
+        Declaration(failures=("x",), sequential="yes")  # type: ignore[arg-type]

@@ -135,6 +135,9 @@ class Declaration:
     #: Faults to inject into its episodes' HTTP calls (docs/chaos.md); a mapping is checked
     #: and becomes a ChaosConfig. None: no fault injection.
     chaos: ChaosConfig | Mapping[str, Any] | None = field(default=None, compare=False)
+    #: Stop each condition once it is decided against the baseline (docs/statistics.md,
+    #: "Sequential runs"). None: as the session's --prove-sequential says.
+    sequential: bool | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         failures = _names("failures", self.failures)
@@ -167,6 +170,9 @@ class Declaration:
             or self.concurrency < 1
         ):
             raise SpecError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
+        if self.sequential is not None and not isinstance(self.sequential, bool):
+            raise SpecError(f"sequential must be a boolean (True or False; true or false in "
+                            f"a sweep spec), got {self.sequential!r}")
         if self.timeout is not None:
             object.__setattr__(self, "timeout", episode_timeout(self.timeout, "timeout"))
         if self.t_unit is not None and (not isinstance(self.t_unit, str) or not self.t_unit):
@@ -236,7 +242,8 @@ class Declaration:
                 itertools.product(*(a.values for a in self.axes))]
 
     def to_json(self) -> dict[str, Any]:
-        """The declaration as stored in a manifest (with ``chaos`` only when it has one)."""
+        """The declaration as stored in a manifest (with ``chaos`` and ``sequential`` only
+        when it has them)."""
         found = {
             "outcomes": list(self.outcomes),
             "failures": list(self.failures),
@@ -249,6 +256,8 @@ class Declaration:
         }
         if isinstance(self.chaos, ChaosConfig):
             found["chaos"] = self.chaos.to_json()
+        if self.sequential is not None:
+            found["sequential"] = self.sequential
         return found
 
     @classmethod
@@ -261,6 +270,7 @@ class Declaration:
             outcomes=tuple(data.get("outcomes", ())),
             replicates=int(data.get("replicates", 1)),
             t_unit=data.get("t_unit"),
+            sequential=data.get("sequential"),
             axes=None if axes is None else tuple(
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
@@ -311,7 +321,7 @@ class SweepSpec:
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
-             "declare", "capture", "chaos"}
+             "declare", "capture", "chaos", "sequential"}
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -404,6 +414,7 @@ def load_spec(path: Path) -> SweepSpec:
             t_unit=data.get("t_unit"),
             concurrency=data.get("concurrency"),
             timeout=data.get("timeout"),
+            sequential=data.get("sequential"),
             axes=tuple(axes),
             rollout_id=target_id,
             capture=capture,
@@ -418,7 +429,7 @@ def load_spec(path: Path) -> SweepSpec:
             ("cannot be both a failure and a success", "successes"),
             ("at least one failure or success", "[declare]")) if phrase in message), None)
         key = key or next((k for k in ("replicates", "concurrency", "timeout", "t_unit",
-                                       "failures", "successes", "outcomes")
+                                       "sequential", "failures", "successes", "outcomes")
                            if message.startswith((f"{k} must ", f"{k} names "))), None)
         raise SpecError(f"{where(key) if key else path}: {exc}") from None
     return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)

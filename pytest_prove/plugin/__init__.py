@@ -154,7 +154,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-sequential", action="store_true", default=None,
                     help="take each condition's replicates in looks and stop it once it is "
                          "decided against the baseline (worse, safer, or no change of "
-                         "--prove-max-mde possible); needs --prove-baseline")
+                         "--prove-max-mde possible); needs --prove-baseline. Also when "
+                         "every selected rollout declares sequential=True")
     group.addoption("--prove-allow-underpowered", action="store_true", default=None,
                     help="run even when the design check says a condition could not see "
                          "--prove-max-mde")

@@ -454,9 +454,14 @@ class Collection:
         margin_check = _margin_check(config, replicates, m, settings)
         if margin_check is not None:
             lines.append(margin_check.line)
-        sequential_refusal: str | None = None
+        from .sequential import declared
+
+        seq_note, sequential_refusal = declared(
+            config, settings, {rid: plan.declaration for rid, (plan, _) in selected.items()})
+        if seq_note is not None:
+            lines.append(seq_note)
         planned = {rid: (keys, plan.total) for rid, (plan, keys) in selected.items()}
-        if settings.sequential:
+        if settings.sequential and sequential_refusal is None:
             seq_lines, sequential_refusal, expected, looks = _sequential_plan(
                 settings, selected, replicates, m, cells)
             partial = next((f"{plan.label} [{key}]" for rid, (plan, keys) in selected.items()

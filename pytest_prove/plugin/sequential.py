@@ -15,19 +15,23 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
 from .. import wire
-from .state import PLAN_KEY, own
+from .state import PLAN_KEY, SETTINGS_KEY, own
 
 if TYPE_CHECKING:
+    from ..declare.spec import Declaration
     from ..review.sequential import Looks
     from .session import ProveSession
+    from .state import Settings
 
-__all__ = ["SequentialControl", "register_worker", "sequential_of"]
+__all__ = ["SequentialControl", "declared", "fixed_because", "register_worker",
+           "sequential_of", "sequential_possible"]
 
 
 #: Options a sequential run refuses (see plugin/__init__.py): ini prove_sequential is not
@@ -45,6 +49,82 @@ def sequential_of(config: pytest.Config) -> bool:
         return True
     return bool(config.getini("prove_sequential") and opt.prove_baseline
                 and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL))
+
+
+def sequential_possible(config: pytest.Config) -> bool:
+    """Whether this session may be sequential: --prove-sequential, or a baseline and none of
+    the options a sequential run refuses (then rollouts declaring ``sequential=True`` make it
+    so, see :func:`declared`)."""
+    opt = config.option
+    return bool(opt.prove_sequential or (
+        opt.prove_baseline and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL)))
+
+
+def fixed_because(opt: Any) -> str | None:
+    """Why rollouts declaring ``sequential=True`` run every replicate in this session (None:
+    they may stop early)."""
+    if opt.prove_save_baseline:
+        return (f"this run saves baseline {opt.prove_save_baseline!r}, and a baseline must "
+                "hold every replicate of every condition for later runs to pair with")
+    if opt.prove_update_baseline:
+        return (f"this run updates baseline {opt.prove_baseline!r}, and a baseline must hold "
+                "every replicate of every condition for later runs to pair with")
+    if opt.prove_replay:
+        return "a replay runs each replicate it selects as it ran"
+    if opt.prove_resume:
+        return "a resumed run runs the replicates its run has not run yet"
+    if opt.prove_shard:
+        return "a shard runs its slice of every condition's replicates"
+    if not opt.prove_baseline:
+        return "there is no baseline to stop against (--prove-baseline NAME)"
+    return None
+
+
+def _named(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def declared(config: pytest.Config, settings: Settings,
+             selected: Mapping[str, Declaration]) -> tuple[str | None, str | None]:
+    """``sequential=`` on the selected rollouts (by rollout id): (a line for the plan, or
+    None; why the session is refused, or None). One Holm family is read per session, so the
+    whole session is sequential or none of it: --prove-sequential (or ini prove_sequential)
+    makes it so, and refuses a rollout declaring ``sequential=False``; otherwise it is
+    sequential when every selected rollout declares ``sequential=True`` and the session can
+    stop conditions (it has a baseline, and saves none); some declaring it and others not is
+    refused. Sets ``settings.sequential`` when the declarations make the session
+    sequential."""
+    asked = sorted(rid for rid, d in selected.items() if d.sequential is True)
+    against = sorted(rid for rid, d in selected.items() if d.sequential is False)
+    if settings.sequential:
+        if against:
+            return None, (
+                f"--prove-sequential (or ini prove_sequential) makes the whole session "
+                f"sequential, but {_named(against)} declare(s) sequential=False; drop "
+                "sequential=False there, or run without --prove-sequential (and ini "
+                "prove_sequential)")
+        return None, None
+    if not asked:
+        return None, None
+    why = fixed_because(config.option)
+    if why is not None:
+        return (f"sequential=True ({_named(asked)}): every replicate runs, as in a fixed "
+                f"run: {why}"), None
+    others = sorted(set(selected) - set(asked))
+    if others:
+        return None, (
+            f"{_named(asked)} declare(s) sequential=True but {_named(others)} do(es) not: "
+            "a session is gated as one family of tests, all sequential or all fixed, so "
+            "declare sequential=True on every rollout you select, select only those (-k, "
+            "a path), or pass --prove-sequential to run them all sequentially")
+    if settings.margin is not None:
+        return None, (
+            f"{_named(asked)} declare(s) sequential=True, which cannot be used with a margin "
+            f"(--prove-margin {settings.margin:g}, or ini prove_margin) yet: a sequential "
+            "run's looks test worse and safer, not the margin's claim; drop the margin, or "
+            "sequential=True to ask for the claim")
+    settings.sequential = True
+    return None, None
 
 
 def _key(rollout_id: str, condition_key: str) -> str:
@@ -80,11 +160,16 @@ class SequentialControl(_Skipper):
         self.decided = {}
         self.flag = Path(tempfile.mkdtemp(prefix="pytest-prove-seq-")) / "decided.json"
         self.failure: str | None = None
+        #: Without --prove-sequential the rollouts' declarations decide (under xdist they
+        #: come with the workers' reports): False once they are known and say fixed.
+        self.on: bool | None = True if session.settings.sequential else None
 
     def _start(self) -> Looks | None:
         """The looks, made once the plan is known (under xdist, with a worker's report)."""
         if self.looks is not None:
             return self.looks
+        if self.on is False:
+            return None
         session = self.session
         plan = session.run.plan
         baseline = session.baseline
@@ -94,6 +179,15 @@ class SequentialControl(_Skipper):
         from ..review.sequential import Looks
         from ..stats import sequential_design
 
+        if self.on is None:
+            found = [session.run.rollouts.get(rid, {}).get("declaration") for rid in plan]
+            if any(d is None for d in found):
+                return None  # a declaration comes with its rollout's first report
+            # The workers' collection refused rollouts declaring it next to others that do
+            # not, so one declaration says for all.
+            self.on = all(isinstance(d, dict) and d.get("sequential") is True for d in found)
+            if not self.on:
+                return None
         events = session.asked.get("events")
         m = 0
         sizes = set()
@@ -156,12 +250,19 @@ class SequentialControl(_Skipper):
 class _WorkerSkipper(_Skipper):
     """An xdist worker's side: the controller's file (same machine) or its command."""
 
-    def __init__(self, flag: Path | None) -> None:
+    def __init__(self, flag: Path | None, settings: Settings) -> None:
         self.flag = flag
+        self.settings = settings
         self.decided = {}
         self.seen: float | None = None
 
+    @property
+    def sequential(self) -> bool:
+        return self.settings.sequential
+
     def reason(self, key: str) -> str | None:
+        if not self.sequential:  # this worker's collection found the session fixed
+            return None
         if self.flag is not None:
             try:
                 stamp = self.flag.stat().st_mtime_ns
@@ -177,11 +278,12 @@ class _WorkerSkipper(_Skipper):
 
 
 def register_worker(config: pytest.Config) -> None:
-    """On an xdist worker of a sequential run: skip items of decided conditions."""
-    if not sequential_of(config):
+    """On an xdist worker of a run that may be sequential: skip items of decided
+    conditions."""
+    if not sequential_possible(config):
         return
     sent = wire.worker_input(getattr(config, "workerinput", {}))["sequential_flag"]
-    skipper = _WorkerSkipper(Path(sent) if sent else None)
+    skipper = _WorkerSkipper(Path(sent) if sent else None, config.stash[SETTINGS_KEY])
     own(config, skipper, "prove_sequential")
     interactor = next((p for p in config.pluginmanager.get_plugins()
                        if type(p).__name__ == "WorkerInteractor"

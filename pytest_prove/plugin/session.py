@@ -96,7 +96,9 @@ class ProveSession:
         token cap and its watch) and the capture manager."""
         self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
         self.capture = capture.register(self.config, self.run)
-        if self.settings.sequential and self.replay is None:
+        from .sequential import sequential_possible
+
+        if sequential_possible(self.config) and self.replay is None:
             from .sequential import SequentialControl
 
             self.sequential = SequentialControl(self.config, self)
@@ -276,6 +278,7 @@ class ProveSession:
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
         elif self.baseline is not None:
             self._review(outcome)
+        notes.extend(self._fixed_note())
         notes.extend(self._save_baselines(outcome))
         outcome.notes = tuple(notes)
         self._write_report(outcome)
@@ -306,6 +309,22 @@ class ProveSession:
             outcome.refusal = str(exc)
             return
         outcome.failed_gate = outcome.review.gate.failed
+
+    def _fixed_note(self) -> list[str]:
+        """Rollouts declaring ``sequential=True`` in a session that ran every replicate (it
+        saves a baseline, or has none): one line saying so and why."""
+        if self.sequential is not None and self.sequential.looks is not None:
+            return []
+        from .sequential import fixed_because
+
+        asked = sorted(rid for rid, info in self.run.rollouts.items()
+                       if isinstance(info, dict) and isinstance(info.get("declaration"), dict)
+                       and info["declaration"].get("sequential") is True)
+        why = fixed_because(self.config.option) if asked else None
+        if why is None:
+            return []
+        shown = ", ".join(asked[:5]) + (f" and {len(asked) - 5} more" if len(asked) > 5 else "")
+        return [f"sequential=True ({shown}): every replicate ran, as in a fixed run: {why}"]
 
     def _save_baselines(self, outcome: Outcome) -> list[str]:
         from ..store.baselines import save_baseline

@@ -10,6 +10,7 @@ person who asked.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..declare.spec import condition_label, quoted_label
@@ -40,6 +41,14 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
     merged = missing_slices(run.manifest, run.name)
     if merged is not None:
         return f"not saved: baseline {name!r} is written only from a complete run, and {merged}"
+    stopped = _labels(run, _stopped_early(run.manifest.get("sequential")))
+    if stopped:
+        return (f"not saved: baseline {name!r} must hold every replicate of every condition "
+                f"for later runs to pair with by replicate, and run {run.name!r} is "
+                f"sequential: it stopped {len(stopped)} condition(s) once decided, before "
+                f"their last replicate ({_shown(stopped)}); save the baseline from a run "
+                "without --prove-sequential (pytest --prove-save-baseline NAME runs every "
+                "replicate, even of rollouts declaring sequential=True)")
     if run.status != "complete":
         return (f"not saved: baseline {name!r} is written only from a complete run, and run "
                 f"{run.name!r} is incomplete ({missing} replicates missing); finish it with "
@@ -69,6 +78,24 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
         return f"not saved: baseline {name!r} could not be written: {reason}"
     verb = "replaced by" if replaces else "saved from"
     return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}{dropped}"
+
+
+def _stopped_early(sequential: object) -> set[tuple[str, str]]:
+    """The conditions a sequential run (its manifest's ``sequential``) decided before its
+    design's last look: they hold only their first replicates."""
+    if not isinstance(sequential, Mapping):
+        return set()
+    looks = (sequential.get("design") or {}).get("looks") if isinstance(
+        sequential.get("design"), Mapping) else None
+    last = looks[-1] if isinstance(looks, list) and looks else None
+    conditions = sequential.get("conditions")
+    found: set[tuple[str, str]] = set()
+    for rollout_id, keys in (conditions.items() if isinstance(conditions, Mapping) else ()):
+        for key, info in (keys.items() if isinstance(keys, Mapping) else ()):
+            ran = info.get("replicates") if isinstance(info, Mapping) else None
+            if isinstance(ran, int) and (not isinstance(last, int) or ran < last):
+                found.add((str(rollout_id), str(key)))
+    return found
 
 
 def _dropped(store: Store, name: str, run: Run, known: Run | None) -> str:
