@@ -244,13 +244,14 @@ def register_worker(config: pytest.Config) -> None:
         _listen_for_cap(config, watch)
 
 
-def _listen_for_cap(config: pytest.Config, watch: CapWatch) -> None:
-    """Have xdist's worker hand the cap's command to ``watch``.
+def take_worker_commands(config: pytest.Config, take: Callable[[Any], bool]) -> None:
+    """Have xdist's worker offer each command it receives to ``take`` first.
 
     xdist's worker reads each command with its ``handle_command`` (looked up when its loop
-    starts, after this) and ignores a name it does not know; the cap's command is taken
-    here, and every other command goes on to xdist.  Without that worker object (another
-    xdist), the scheduler's taking back of queued items is what stops the worker."""
+    starts, after this) and ignores a name it does not know.  A command ``take`` returns
+    True for is the plugin's own (the token cap's, the sequential looks' decisions); every
+    other command goes on to xdist.  Without that worker object (another xdist), nothing is
+    taken: the scheduler's taking back of queued items is then what stops the worker."""
     interactor = next((p for p in config.pluginmanager.get_plugins()
                        if type(p).__name__ == "WorkerInteractor"
                        and callable(getattr(p, "handle_command", None))), None)
@@ -259,13 +260,23 @@ def _listen_for_cap(config: pytest.Config, watch: CapWatch) -> None:
     handle = interactor.handle_command
 
     def handle_command(command: Any) -> None:
-        message = wire.cap_message(command)
-        if message is None:
+        if not take(command):
             handle(command)
-        elif watch.message is None:
-            watch.message = message
 
     interactor.handle_command = handle_command
+
+
+def _listen_for_cap(config: pytest.Config, watch: CapWatch) -> None:
+    """Have the worker's ``watch`` take the cap's command."""
+    def take(command: Any) -> bool:
+        message = wire.cap_message(command)
+        if message is None:
+            return False
+        if watch.message is None:
+            watch.message = message
+        return True
+
+    take_worker_commands(config, take)
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

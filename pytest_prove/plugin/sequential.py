@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, final
 import pytest
 
 from .. import wire
+from .budget import take_worker_commands
 from .state import PLAN_KEY, SETTINGS_KEY, own
 
 if TYPE_CHECKING:
@@ -285,18 +286,12 @@ def register_worker(config: pytest.Config) -> None:
     sent = wire.worker_input(getattr(config, "workerinput", {}))["sequential_flag"]
     skipper = _WorkerSkipper(Path(sent) if sent else None, config.stash[SETTINGS_KEY])
     own(config, skipper, "prove_sequential")
-    interactor = next((p for p in config.pluginmanager.get_plugins()
-                       if type(p).__name__ == "WorkerInteractor"
-                       and callable(getattr(p, "handle_command", None))), None)
-    if interactor is None:
-        return
-    handle = interactor.handle_command
 
-    def handle_command(command: Any) -> None:
+    def take(command: Any) -> bool:
         decided = wire.decided_message(command)
         if decided is None:
-            handle(command)
-        else:
-            skipper.decided.update(decided)
+            return False
+        skipper.decided.update(decided)
+        return True
 
-    interactor.handle_command = handle_command
+    take_worker_commands(config, take)

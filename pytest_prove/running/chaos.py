@@ -34,6 +34,9 @@ from urllib.parse import urlsplit
 from ..declare.chaos import STATUS, ChaosLog
 from .recording import current_log
 
+#: A call's entry in the episode's chaos log, its fault (or None) and its delay in seconds.
+_Call = tuple[dict[str, Any], str | None, float]
+
 __all__ = ["HEADER", "injecting"]
 
 #: The header every synthesised response carries, naming its fault.
@@ -90,24 +93,39 @@ def _httpx_fault(module: Any, kind: str, index: int, chaos: ChaosLog, request: A
                            content=_fault_body(kind, index), request=request)
 
 
+def _httpx_call(chaos: ChaosLog | None, request: Any) -> _Call | None:
+    """The log entry, fault and delay of an httpx request, or None to let it through."""
+    if chaos is None:
+        return None
+    shown, host, port, path = _host_of_url(request.url)
+    if not chaos.config.matches(host, port):
+        return None
+    return chaos.begin(shown, str(request.method), path)
+
+
+@contextmanager
+def _noting_errors(entry: dict[str, Any]) -> Iterator[None]:
+    """Log the name of an exception the real transport raises for the call, and re-raise it."""
+    try:
+        yield
+    except BaseException as exc:
+        entry["error"] = type(exc).__name__
+        raise
+
+
 def _wrap_httpx_sync(module: Any, original: Any) -> Any:
     def handle_request(self: Any, request: Any) -> Any:
         chaos = _episode_chaos()
-        if chaos is None:
+        call = _httpx_call(chaos, request)
+        if chaos is None or call is None:
             return original(self, request)
-        shown, host, port, path = _host_of_url(request.url)
-        if not chaos.config.matches(host, port):
-            return original(self, request)
-        entry, fault, delay = chaos.begin(shown, str(request.method), path)
+        entry, fault, delay = call
         if delay:
             time.sleep(delay)
         if fault is not None:
             return _httpx_fault(module, fault, entry["call"], chaos, request)
-        try:
+        with _noting_errors(entry):
             response = original(self, request)
-        except BaseException as exc:
-            entry["error"] = type(exc).__name__
-            raise
         entry["status"] = response.status_code
         return response
 
@@ -118,21 +136,16 @@ def _wrap_httpx_sync(module: Any, original: Any) -> Any:
 def _wrap_httpx_async(module: Any, original: Any) -> Any:
     async def handle_async_request(self: Any, request: Any) -> Any:
         chaos = _episode_chaos()
-        if chaos is None:
+        call = _httpx_call(chaos, request)
+        if chaos is None or call is None:
             return await original(self, request)
-        shown, host, port, path = _host_of_url(request.url)
-        if not chaos.config.matches(host, port):
-            return await original(self, request)
-        entry, fault, delay = chaos.begin(shown, str(request.method), path)
+        entry, fault, delay = call
         if delay:
             await _sleep(delay)
         if fault is not None:
             return _httpx_fault(module, fault, entry["call"], chaos, request)
-        try:
+        with _noting_errors(entry):
             response = await original(self, request)
-        except BaseException as exc:
-            entry["error"] = type(exc).__name__
-            raise
         entry["status"] = response.status_code
         return response
 
@@ -175,11 +188,8 @@ def _wrap_requests(original: Any) -> Any:
             time.sleep(delay)
         if fault is not None:
             return _requests_fault(fault, entry["call"], chaos, request)
-        try:
+        with _noting_errors(entry):
             response = original(self, request, *args, **kwargs)
-        except BaseException as exc:
-            entry["error"] = type(exc).__name__
-            raise
         entry["status"] = response.status_code
         return response
 
