@@ -131,7 +131,11 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
     gate = review.gate
     lines = comparison_lines(review, verbose)
     if gate.reasons:
-        return lines + [f"check failed: {plain_text(r)}" for r in gate.reasons]
+        # The check fails whatever the verdict says (an incomplete merge, conditions not
+        # collected): that comes first, so a first line reading "no significant change" is
+        # never taken for a pass; the reasons are repeated last, where CI logs are read.
+        failed = [f"check failed: {plain_text(r)}" for r in gate.reasons]
+        return failed + lines + failed
     comparison = review.require_comparison()
     word = comparison.verdict.word
     margin = ("" if comparison.margin is None
