@@ -256,17 +256,22 @@ def _curve(found: Where) -> tuple[tuple[int, ...], tuple[float, ...], tuple[floa
 
 def _step_path(steps: Sequence[int], values: Sequence[float], x: Scale, y: Scale) -> str:
     """The cumulative share as a step function: 0 until the first step, then each step's
-    share from that step on."""
+    share from that step to the next, the last one's for one step (as its band is)."""
     parts = [f"M{_n(x(x.lo))} {_n(y(0.0))}"]
     for step, value in zip(steps, values, strict=True):
         parts.append(f"H{_n(x(step))}V{_n(y(value))}")
+    if steps:
+        parts.append(f"H{_n(x(steps[-1] + 1))}")
     return "".join(parts)
 
 
 def _band_path(steps: Sequence[int], low: Sequence[float], high: Sequence[float], x: Scale,
                y: Scale) -> str:
+    """The band as the curve is drawn: each step's from that step to the next, and the last
+    step's for one step (ending it at the last step drew that step's band with no width, so
+    the band read at the last step was the step before's)."""
     top = [(x(s), y(h)) for s, h in zip(steps, high, strict=True)]
-    end = x(steps[-1]) if steps else x(x.hi)
+    end = x(steps[-1] + 1) if steps else x(x.hi)
     upper = "".join(f"L{_n(px)} {_n(py)}" for px, py in _stairs(top, end))
     lower_points = list(_stairs([(x(s), y(v)) for s, v in zip(steps, low, strict=True)], end))
     lower = "".join(f"L{_n(px)} {_n(py)}" for px, py in reversed(lower_points))
