@@ -378,7 +378,7 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
             f'<section class="steps" aria-labelledby="s{k}-h" data-event="{_e(event)}">'
             f'<h3 id="s{k}-h">Where the episodes that ended {_e(event)} stopped</h3>'
             f'<div class="steps-row"><figure class="pooled">{big}<figcaption>'
-            f'{_legend(before_label, after_label)}all conditions, as <code>pytest-prove where '
+            f'{_legend(before_label, after_label)}all conditions, as <code>pytest-prove where RUN '
             f"--event {_e(event)}</code> prints them</figcaption></figure>"
             f'<div class="logrank">' + "".join(f"<p>{_e(line)}</p>" for line in said)
             + "</div></div>"
@@ -388,9 +388,16 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
     return "".join(out)
 
 
+def _swatch(name: str) -> str:
+    """A short stretch of the run's curve, drawn with the curve's own class (so its colour and
+    dashes are the curve's; a dashed CSS border 2 px high drew a solid line)."""
+    return (f'<svg class="sw-line" viewBox="0 0 22 4" width="22" height="4" aria-hidden="true">'
+            f'<path class="cv {name}" d="M0 2H22"/></svg>')
+
+
 def _legend(before_label: str, after_label: str) -> str:
-    return (f'<span class="key"><span class="sw before"></span>{_e(before_label)} '
-            f'<span class="sw after"></span>{_e(after_label)}</span> ')
+    return (f'<span class="key">{_swatch("before")}{_e(before_label)} '
+            f'{_swatch("after")}{_e(after_label)}</span> ')
 
 
 def _steps_table(figure: StepFigure, before_label: str, after_label: str, uid: str) -> str:
