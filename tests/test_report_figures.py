@@ -228,8 +228,11 @@ def test_forest_plot_draws_every_row_where_its_numbers_say(project: Project,
         counted = [i for i, r in enumerate(rows) if r["counted"]]
         assert counted, "the worse run should have a counted row"
         assert page.locator("g.fr.counted").count() == len(counted)
-        # Screen readers: every figure is an image with a title and a description.
-        for svg in page.locator("svg").all():
+        # Screen readers: every figure is an image with a title and a description; the
+        # legend's swatches (a stretch of each curve) are hidden from them.
+        assert page.locator("svg[aria-hidden=true]").count() == page.locator(
+            "svg.sw-line").count()
+        for svg in page.locator("svg:not([aria-hidden=true])").all():
             assert svg.get_attribute("role") == "img"
             ids = (svg.get_attribute("aria-labelledby") or "").split()
             assert len(ids) == 2
@@ -360,7 +363,7 @@ def test_step_curves_match_where_at_every_step(project: Project, browser: Any) -
             event = section.get_attribute("data-event")
             where = {run: project.cli("where", run, "--event", event)
                      for run in ("baseline:base", "worse")}
-            _check_curves(section.locator("figure.pooled svg"), where)
+            _check_curves(section.locator("figure.pooled svg.steps-svg"), where)
             # Beside them: the log-rank result `compare` prints.
             said = project.cli("compare", "baseline:base", "worse", "--event", event)
             beside = section.locator(".logrank").text_content() or ""
@@ -459,6 +462,36 @@ def test_dark_scheme_and_nothing_loaded(project: Project, browser: Any) -> None:
             page.close()
     assert colours["light"][0] == "rgb(255, 255, 255)"
     assert all(a != b for a, b in zip(colours["light"], colours["dark"], strict=True))
+
+
+READ_STROKES = """() => Array.from(document.querySelectorAll('section.steps figure.pooled')).map(
+  figure => Object.fromEntries(['before', 'after'].map(name => {
+    const style = e => { const s = getComputedStyle(e);
+      return [s.stroke, s.strokeDasharray, s.strokeWidth, e.getBoundingClientRect().width]; };
+    return [name, {curve: style(figure.querySelector(`svg.steps-svg path.cv.${name}`)),
+                   swatch: style(figure.querySelector(`figcaption svg.sw-line path.cv.${name}`))}];
+  })))"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_legend_draws_each_run_as_its_curve(project: Project, browser: Any,
+                                                scheme: str) -> None:
+    """The swatch beside each run's name has its curve's colour, width and dashes (the
+    earlier run's was a dashed CSS border 2 px high, which Chromium drew solid)."""
+    page, trouble = _open(browser, project.page, scheme)
+    try:
+        figures = page.evaluate(READ_STROKES)
+        assert len(figures) == 2
+        for drawn in figures:
+            for name, seen in drawn.items():
+                assert seen["swatch"][:3] == seen["curve"][:3], (scheme, name)
+                assert seen["swatch"][3] > 10  # a stretch long enough to show its dashes
+            assert drawn["before"]["curve"][1] not in ("none", "")
+            assert drawn["after"]["curve"][1] in ("none", "")
+            assert drawn["before"]["curve"][0] != drawn["after"]["curve"][0]
+        assert trouble == []
+    finally:
+        page.close()
 
 
 def test_a_run_without_steps_is_named_not_refused(project: Project) -> None:

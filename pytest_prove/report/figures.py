@@ -256,17 +256,22 @@ def _curve(found: Where) -> tuple[tuple[int, ...], tuple[float, ...], tuple[floa
 
 def _step_path(steps: Sequence[int], values: Sequence[float], x: Scale, y: Scale) -> str:
     """The cumulative share as a step function: 0 until the first step, then each step's
-    share from that step on."""
+    share from that step to the next, the last one's for one step (as its band is)."""
     parts = [f"M{_n(x(x.lo))} {_n(y(0.0))}"]
     for step, value in zip(steps, values, strict=True):
         parts.append(f"H{_n(x(step))}V{_n(y(value))}")
+    if steps:
+        parts.append(f"H{_n(x(steps[-1] + 1))}")
     return "".join(parts)
 
 
 def _band_path(steps: Sequence[int], low: Sequence[float], high: Sequence[float], x: Scale,
                y: Scale) -> str:
+    """The band as the curve is drawn: each step's from that step to the next, and the last
+    step's for one step (ending it at the last step drew that step's band with no width, so
+    the band read at the last step was the step before's)."""
     top = [(x(s), y(h)) for s, h in zip(steps, high, strict=True)]
-    end = x(steps[-1]) if steps else x(x.hi)
+    end = x(steps[-1] + 1) if steps else x(x.hi)
     upper = "".join(f"L{_n(px)} {_n(py)}" for px, py in _stairs(top, end))
     lower_points = list(_stairs([(x(s), y(v)) for s, v in zip(steps, low, strict=True)], end))
     lower = "".join(f"L{_n(px)} {_n(py)}" for px, py in reversed(lower_points))
@@ -373,7 +378,7 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
             f'<section class="steps" aria-labelledby="s{k}-h" data-event="{_e(event)}">'
             f'<h3 id="s{k}-h">Where the episodes that ended {_e(event)} stopped</h3>'
             f'<div class="steps-row"><figure class="pooled">{big}<figcaption>'
-            f'{_legend(before_label, after_label)}all conditions, as <code>pytest-prove where '
+            f'{_legend(before_label, after_label)}all conditions, as <code>pytest-prove where RUN '
             f"--event {_e(event)}</code> prints them</figcaption></figure>"
             f'<div class="logrank">' + "".join(f"<p>{_e(line)}</p>" for line in said)
             + "</div></div>"
@@ -383,9 +388,16 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
     return "".join(out)
 
 
+def _swatch(name: str) -> str:
+    """A short stretch of the run's curve, drawn with the curve's own class (so its colour and
+    dashes are the curve's; a dashed CSS border 2 px high drew a solid line)."""
+    return (f'<svg class="sw-line" viewBox="0 0 22 4" width="22" height="4" aria-hidden="true">'
+            f'<path class="cv {name}" d="M0 2H22"/></svg>')
+
+
 def _legend(before_label: str, after_label: str) -> str:
-    return (f'<span class="key"><span class="sw before"></span>{_e(before_label)} '
-            f'<span class="sw after"></span>{_e(after_label)}</span> ')
+    return (f'<span class="key">{_swatch("before")}{_e(before_label)} '
+            f'{_swatch("after")}{_e(after_label)}</span> ')
 
 
 def _steps_table(figure: StepFigure, before_label: str, after_label: str, uid: str) -> str:

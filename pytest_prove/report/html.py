@@ -366,8 +366,7 @@ path.band.before{fill:var(--band-before)}path.band.after{fill:var(--band-after)}
 .key{margin-right:.8rem;white-space:nowrap}
 .sw{display:inline-block;width:1.4rem;height:.7rem;margin-right:.3rem;vertical-align:middle;
  border-radius:2px}
-.sw.before{border-top:2px dashed var(--before);height:0}
-.sw.after{border-top:2px solid var(--after);height:0}
+svg.sw-line{display:inline-block;vertical-align:middle;margin-right:.3rem}
 .sw.seg.m0,rect.m0{background:var(--m0);fill:var(--m0)}
 .sw.seg.m1,rect.m1{background:var(--m1);fill:var(--m1)}
 .sw.seg.m2,rect.m2{background:var(--m2);fill:var(--m2)}

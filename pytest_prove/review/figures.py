@@ -7,7 +7,8 @@
   ``pytest-prove where RUN --event E`` prints), the same per condition (``where`` on the
   run's episodes of that condition alone), and the log-rank test of the two runs
   (:func:`~.steps.compare_steps`, what ``pytest-prove compare A B --event E`` prints with its
-  default ``--q 0.05 --max-hr 2``);
+  default ``--q 0.05 --max-hr 2``; here from the endings the curves were drawn from, by
+  :func:`~.steps.where_of` and :func:`~.steps.compare_endings`, which both commands call);
 - what each run cost, when either recorded token usage (:func:`~.cost.cost_of` and
   :func:`~.cost.compare_costs` with :func:`~.cost.prices_for`, what ``pytest-prove cost A B``
   prints).
@@ -20,10 +21,11 @@ steps, a price list that does not parse) is left out with a note saying why.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 from ..errors import ProveError
 from ..record import steps_of
@@ -32,7 +34,16 @@ from . import Review
 from .cost import CostComparison, compare_costs, cost_of, prices_for, tokens_of
 from .labels import keys_and_labels
 from .pairing import NO_OUTCOME
-from .steps import StepComparison, Where, compare_steps, where
+from .steps import (
+    Ending,
+    StepComparison,
+    Where,
+    compare_endings,
+    endings,
+    event_of,
+    where,
+    where_of,
+)
 
 __all__ = ["ConditionSteps", "Figures", "StepFigure", "figures_of"]
 
@@ -84,24 +95,40 @@ def _has_steps(*runs: Run) -> bool:
     return any(steps_of(record)[0] for run in runs for record in run.episodes)
 
 
-def _only(run: Run, key: tuple[str, str]) -> Run:
-    """``run`` with only the episodes of one (rollout, condition key)."""
-    return dataclasses.replace(run, episodes=tuple(
-        r for r in run.episodes if (str(r["rollout"]), str(r["condition_key"])) == key))
+def _by_condition(run: Run) -> dict[tuple[str, str], Run]:
+    """``run`` split by (rollout, condition key): one run per condition, with only its
+    episodes (one pass over the run, however many conditions are drawn)."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for record in run.episodes:
+        groups.setdefault((str(record["rollout"]), str(record["condition_key"])),
+                          []).append(record)
+    return {key: dataclasses.replace(run, episodes=tuple(records))
+            for key, records in groups.items()}
 
 
-def _where_or_none(run: Run, event: str) -> Where | None:
+def _where_or_none(run: Run, event: str,
+                   found: tuple[list[Ending], Counter[str]] | None = None) -> Where | None:
+    """``where(run, event)``, from the run's endings when the caller has them; None where it
+    refuses."""
     try:
-        return where(run, event)
+        if found is None:
+            return where(run, event)
+        chosen, _ = event_of(event, run)
+        return where_of(run, chosen, *found)
     except ProveError:
         return None
 
 
-def _step_figure(review: Review, event: str, order: Sequence[str]) -> StepFigure:
+def _step_figure(review: Review, event: str, order: Sequence[str],
+                 split: tuple[dict[tuple[str, str], Run], dict[tuple[str, str], Run]],
+                 keys: Mapping[str, tuple[str, str]]) -> StepFigure:
     before, after = review.before, review.after
     notes: list[str] = []
     test: StepComparison | None = None
-    pooled = (_where_or_none(before, event), _where_or_none(after, event))
+    # Each run's endings once, for its curve and for the test (what where and compare_steps
+    # each find by themselves).
+    ended = (endings(before, event), endings(after, event))
+    pooled = (_where_or_none(before, event, ended[0]), _where_or_none(after, event, ended[1]))
     missing = [label for label, found in zip((review.labels.before, review.labels.after),
                                              pooled, strict=True) if found is None]
     if missing:
@@ -110,14 +137,19 @@ def _step_figure(review: Review, event: str, order: Sequence[str]) -> StepFigure
                      "stopped at a recorded step")
     else:
         try:
-            test = compare_steps(before, after, event, q=STEPS_Q, max_hr=STEPS_MAX_HR)
+            chosen, _ = event_of(event, before, after)
+            test = compare_endings(before, after, chosen, *ended, q=STEPS_Q,
+                                   max_hr=STEPS_MAX_HR)
         except ProveError as exc:
             notes.append(str(exc))
-    keys = {label: key for key, (label, _) in keys_and_labels(before, after).items()}
     drawn = [c for c in order if c in keys][:CONDITIONS_DRAWN]
-    conditions = tuple(
-        ConditionSteps(c, _where_or_none(_only(before, keys[c]), event),
-                       _where_or_none(_only(after, keys[c]), event)) for c in drawn)
+
+    def alone(parts: dict[tuple[str, str], Run], run: Run, condition: str) -> Where | None:
+        part = parts.get(keys[condition], dataclasses.replace(run, episodes=()))
+        return _where_or_none(part, event)
+
+    conditions = tuple(ConditionSteps(c, alone(split[0], before, c), alone(split[1], after, c))
+                       for c in drawn)
     return StepFigure(event=event, before=pooled[0], after=pooled[1], conditions=conditions,
                       not_drawn=max(0, len([c for c in order if c in keys]) - len(drawn)),
                       test=test, note="; ".join(notes) or None)
@@ -148,9 +180,12 @@ def figures_of(review: Review, prices_from: Path, *,
         rows = comparison.rows
         ranked = list(order) if order is not None else []
         ranked += [i for i in range(len(rows)) if i not in set(ranked)]
+        split = (_by_condition(review.before), _by_condition(review.after))
+        keys = {label: key for key, (label, _)
+                in keys_and_labels(review.before, review.after).items()}
         for event in _failures(review):
             mine = [rows[i].condition for i in ranked if rows[i].event == event]
-            steps.append(_step_figure(review, event, mine))
+            steps.append(_step_figure(review, event, mine, split, keys))
     cost: CostComparison | None = None
     if any(tokens_of(r) for run in (review.before, review.after) for r in run.episodes):
         try:

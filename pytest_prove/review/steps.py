@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final
 
@@ -20,8 +21,8 @@ from .pairing import RefusalError, declarations_of
 if TYPE_CHECKING:
     from ..stats.steps import CauseTest, Incidence, LogRank
 
-__all__ = ["Ending", "StepComparison", "Where", "compare_steps", "endings", "event_of",
-           "where"]
+__all__ = ["Ending", "StepComparison", "Where", "compare_endings", "compare_steps", "endings",
+           "event_of", "where", "where_of"]
 
 _NO_STEP = "(no steps recorded)"
 
@@ -123,10 +124,16 @@ class Where:
 
 def where(run: Run, event: str | None) -> Where:
     """Aalen-Johansen cumulative incidence of ``event`` by step (bootstrap over cases)."""
-    from ..stats.steps import aalen_johansen
-
     chosen, _ = event_of(event, run)
     found, left = endings(run, chosen)
+    return where_of(run, chosen, found, left)
+
+
+def where_of(run: Run, event: str, found: Sequence[Ending], left: Counter[str]) -> Where:
+    """:func:`where` of ``run`` from its :func:`endings` for ``event`` (a checked outcome),
+    for a caller that has them already."""
+    from ..stats.steps import aalen_johansen
+
     if not found:
         raise RefusalError(f"run {label_of(run)!r} has no episode that stopped at a step; "
                            "record steps with prove.step or return t")
@@ -134,7 +141,7 @@ def where(run: Run, event: str | None) -> Where:
     incidence = aalen_johansen([e.step for e in found], [e.cause for e in found],
                                [e.cluster for e in found],
                                groups={"failed": failed_causes}, bootstrap=1000, seed=0)
-    return Where(label_of(run), chosen, tuple(found), left, incidence, tuple(failed_causes),
+    return Where(label_of(run), event, tuple(found), left, incidence, tuple(failed_causes),
                  baseline_of(run))
 
 
@@ -162,18 +169,28 @@ def compare_steps(before: Run, after: Run, event: str | None, *, q: float,
                   max_hr: float) -> StepComparison:
     """Log-rank over step index, stratified by condition; per step name a cause-specific
     log-rank with Benjamini-Hochberg at ``q``."""
+    chosen, _ = event_of(event, before, after)
+    return compare_endings(before, after, chosen, endings(before, chosen),
+                           endings(after, chosen), q=q, max_hr=max_hr)
+
+
+def compare_endings(before: Run, after: Run, event: str,
+                    ended_before: tuple[Sequence[Ending], Counter[str]],
+                    ended_after: tuple[Sequence[Ending], Counter[str]], *, q: float,
+                    max_hr: float) -> StepComparison:
+    """:func:`compare_steps` from the runs' :func:`endings` for ``event`` (a checked
+    outcome), for a caller that has them already."""
     from ..stats.steps import detectable_hazard_ratio, logrank, logrank_by_cause
 
-    chosen, _ = event_of(event, before, after)
-    a, left_a = endings(before, chosen)
-    b, left_b = endings(after, chosen)
-    common = {e.stratum for e in a} & {e.stratum for e in b}
+    chosen = event
+    (a_all, left_a), (b_all, left_b) = ended_before, ended_after
+    common = {e.stratum for e in a_all} & {e.stratum for e in b_all}
     if not common:
         raise RefusalError(
             f"runs {label_of(before)!r} and {label_of(after)!r} share no condition;"
             " compare runs of the same rollout")
-    a = [e for e in a if e.stratum in common]
-    b = [e for e in b if e.stratum in common]
+    a = [e for e in a_all if e.stratum in common]
+    b = [e for e in b_all if e.stratum in common]
     test = logrank([e.step for e in a], [e.is_event for e in a],
                    [e.step for e in b], [e.is_event for e in b],
                    [e.stratum for e in a], [e.stratum for e in b])

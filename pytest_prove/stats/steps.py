@@ -149,19 +149,25 @@ def aalen_johansen(
     group_map = {k: tuple(v) for k, v in (groups or {}).items()}
     grid = np.unique(times)
     t_index = np.searchsorted(grid, times)
-    cluster_ids = list(clusters) if clusters is not None else [str(i) for i in range(n)]
-    labels = sorted(set(cluster_ids))
-    c_index = np.array([labels.index(c) for c in cluster_ids]) if clusters is not None \
-        else np.arange(n)
     k_index = {name: i for i, name in enumerate(names)}
-    events = np.zeros((len(labels), grid.size, max(len(names), 1)))
-    censored = np.zeros((len(labels), grid.size))
-    for i in range(n):
-        cause = causes[i]
-        if cause is None:
-            censored[c_index[i], t_index[i]] += 1
-        else:
-            events[c_index[i], t_index[i], k_index[cause]] += 1
+    if clusters is not None:
+        # A dict, not labels.index: the position of every label in one pass.
+        labels = sorted(set(clusters))
+        position = {label: i for i, label in enumerate(labels)}
+        c_index = np.fromiter((position[c] for c in clusters), dtype=np.int64, count=n)
+        width = len(labels)
+    else:
+        c_index, width = np.arange(n), n
+    k_codes = np.fromiter((-1 if c is None else k_index[c] for c in causes), dtype=np.int64,
+                          count=n)
+    ended, kinds = k_codes >= 0, max(len(names), 1)
+    # Counts per (cluster, step, cause) and (cluster, step), by one bincount on flat indices.
+    cell = c_index * grid.size + t_index
+    events = np.bincount(cell[ended] * kinds + k_codes[ended],
+                         minlength=width * grid.size * kinds).astype(np.float64)
+    events = events.reshape(width, grid.size, kinds)
+    censored = np.bincount(cell[~ended], minlength=width * grid.size).astype(np.float64)
+    censored = censored.reshape(width, grid.size)
     if not names:
         events = events[..., :0]
 
@@ -169,10 +175,12 @@ def aalen_johansen(
     boot: Float | None = None
     if bootstrap:
         rng = np.random.default_rng(seed)
-        weights = rng.multinomial(len(labels), np.full(len(labels), 1.0 / len(labels)),
+        weights = rng.multinomial(width, np.full(width, 1.0 / width),
                                   size=bootstrap).astype(np.float64)
-        boot = _aj(np.einsum("bc,ctk->btk", weights, events),
-                   np.einsum("bc,ct->bt", weights, censored))
+        # Whole counts times whole weights: the products and sums are exact in any order,
+        # so a matrix product gives what a loop over clusters would.
+        boot = _aj((weights @ events.reshape(width, -1)).reshape(bootstrap, *events.shape[1:]),
+                   weights @ censored)
     tail = (1.0 - level) / 2.0
 
     def curve(name: str, members: Sequence[str]) -> Curve:
@@ -197,7 +205,7 @@ def aalen_johansen(
     return Incidence(
         steps=tuple(int(t) for t in grid), at_risk=tuple(int(x) for x in at_risk),
         censored=tuple(int(x) for x in censored.sum(axis=0)), curves=tuple(curves), n=n,
-        clusters=len(labels), bootstrap=bootstrap, seed=seed, level=level,
+        clusters=width, bootstrap=bootstrap, seed=seed, level=level,
     )
 
 
@@ -238,25 +246,132 @@ class LogRank:
                 "strata": self.strata}
 
 
-def _stratum(times_a: NDArray[np.int64], events_a: NDArray[np.bool_],
-             times_b: NDArray[np.int64], events_b: NDArray[np.bool_]) -> tuple[float, float, float]:
-    """O_b, E_b and V of one stratum (the hypergeometric variance with ties)."""
-    death_times = np.unique(np.concatenate([times_a[events_a], times_b[events_b]]))
-    if death_times.size == 0:
-        return 0.0, 0.0, 0.0
-    sorted_a, sorted_b = np.sort(times_a), np.sort(times_b)
-    # At risk at t: episodes whose stop is at t or later.
-    n_a = sorted_a.size - np.searchsorted(sorted_a, death_times, side="left")
-    n_b = sorted_b.size - np.searchsorted(sorted_b, death_times, side="left")
-    d_a = np.array([np.count_nonzero(events_a & (times_a == t)) for t in death_times])
-    d_b = np.array([np.count_nonzero(events_b & (times_b == t)) for t in death_times])
+@dataclass(frozen=True, slots=True)
+class _Arms:
+    """Two arms' steps with their strata as numbers, kept to the strata both arms ran (only
+    those are compared), ready for one test per kind of event."""
+
+    n_a: int  # episodes of arm A in the common strata
+    n_b: int
+    strata: int  # number of common strata
+    grid: NDArray[np.int64]  # the distinct steps
+    cell_a: NDArray[np.int64]  # stratum * len(grid) + step index, of each kept episode
+    cell_b: NDArray[np.int64]
+    keep_a: NDArray[np.bool_]  # which episodes of arm A are in a common stratum
+    keep_b: NDArray[np.bool_]
+
+
+def _arms(times_a: NDArray[np.int64], times_b: NDArray[np.int64],
+          strata_a: Sequence[str] | None, strata_b: Sequence[str] | None) -> _Arms:
+    if strata_a is None or strata_b is None:
+        # One stratum, common when both arms have episodes.
+        common = int(bool(times_a.size) and bool(times_b.size))
+        keep_a = np.full(times_a.size, bool(common))
+        keep_b = np.full(times_b.size, bool(common))
+        code_a = np.zeros(np.count_nonzero(keep_a), dtype=np.int64)
+        code_b = np.zeros(np.count_nonzero(keep_b), dtype=np.int64)
+    else:
+        # Strata numbered by a dict in one pass (comparing object arrays stratum by stratum
+        # took seconds for a thousand strata); the common ones renumbered 0..common-1.
+        number: dict[str, int] = {}
+        code_a = np.fromiter((number.setdefault(x, len(number)) for x in strata_a),
+                             dtype=np.int64, count=times_a.size)
+        code_b = np.fromiter((number.setdefault(x, len(number)) for x in strata_b),
+                             dtype=np.int64, count=times_b.size)
+        shared = np.zeros(len(number), dtype=bool)
+        shared[np.unique(code_a)] = True
+        in_b = np.zeros(len(number), dtype=bool)
+        in_b[np.unique(code_b)] = True
+        shared &= in_b
+        renumber = np.cumsum(shared) - 1
+        common = int(np.count_nonzero(shared))
+        keep_a, keep_b = shared[code_a], shared[code_b]
+        code_a, code_b = renumber[code_a[keep_a]], renumber[code_b[keep_b]]
+    kept_a, kept_b = times_a[keep_a], times_b[keep_b]
+    grid = np.unique(np.concatenate([kept_a, kept_b]))
+    return _Arms(
+        n_a=int(np.count_nonzero(keep_a)), n_b=int(np.count_nonzero(keep_b)), strata=common,
+        grid=grid, cell_a=code_a * grid.size + np.searchsorted(grid, kept_a),
+        cell_b=code_b * grid.size + np.searchsorted(grid, kept_b), keep_a=keep_a, keep_b=keep_b)
+
+
+def _sums(arms: _Arms, events_a: NDArray[np.bool_],
+          events_b: NDArray[np.bool_]) -> tuple[float, float, float, float, int]:
+    """O_b, E_b, V summed over the common strata (the hypergeometric variance with ties), the
+    events of both arms there, and the strata with information (V > 0).
+
+    All strata at once: the counts of each arm at each (stratum, step) cell that either arm
+    reached, the number at risk at a cell being the episodes of its stratum that stopped
+    there or later.
+    """
+    ea, eb = events_a[arms.keep_a], events_b[arms.keep_b]
+    cells, inverse = np.unique(np.concatenate([arms.cell_a, arms.cell_b]), return_inverse=True)
+    if cells.size == 0:
+        return 0.0, 0.0, 0.0, 0.0, 0
+    inv_a, inv_b = inverse[: arms.cell_a.size], inverse[arms.cell_a.size:]
+    stratum = cells // arms.grid.size
+    # The cells are sorted by stratum, then step: the episodes at a cell or after it in its
+    # stratum are those at it or after it overall, less those of the later strata.
+    end = np.searchsorted(stratum, stratum, side="right")
+
+    def at_risk(inv: NDArray[np.int64]) -> NDArray[np.int64]:
+        exits = np.bincount(inv, minlength=cells.size)
+        later = np.concatenate([np.cumsum(exits[::-1])[::-1], [0]])
+        out: NDArray[np.int64] = later[:-1] - later[end]
+        return out
+
+    n_a, n_b = at_risk(inv_a), at_risk(inv_b)
+    d_a = np.bincount(inv_a[ea], minlength=cells.size)
+    d_b = np.bincount(inv_b[eb], minlength=cells.size)
+    died = (d_a + d_b) > 0
+    n_a, n_b, d_b, stratum = n_a[died], n_b[died], d_b[died], stratum[died]
     n = (n_a + n_b).astype(np.float64)
-    d = (d_a + d_b).astype(np.float64)
-    expected_b = float(np.sum(d * n_b / n))
+    d = (d_a[died] + d_b).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ties = np.where(n > 1, (n - d) / np.where(n > 1, n - 1, 1.0), 0.0)
-    variance = float(np.sum(d * (n_a * n_b) / (n * n) * ties))
-    return float(d_b.sum()), expected_b, variance
+    v_terms = d * (n_a * n_b) / (n * n) * ties
+    per_stratum = np.bincount(stratum, weights=v_terms, minlength=arms.strata)
+    return (float(d_b.sum()), float(np.sum(d * n_b / n)), float(np.sum(v_terms)),
+            float(np.count_nonzero(ea) + np.count_nonzero(eb)),
+            int(np.count_nonzero(per_stratum > 0)))
+
+
+def _test(arms: _Arms, events_a: NDArray[np.bool_], events_b: NDArray[np.bool_],
+          level: float) -> LogRank:
+    observed_b, expected_b, variance, total, informative = _sums(arms, events_a, events_b)
+    observed_a = total - observed_b
+    expected_a = total - expected_b
+    z = float(_sps.norm.ppf(0.5 + level / 2.0))
+    if variance > 0:
+        score = observed_b - expected_b
+        statistic = score * score / variance
+        p = float(_sps.chi2.sf(statistic, 1))
+        log_hr = score / variance
+        half = z / np.sqrt(variance)
+        hr: float | None = float(np.exp(log_hr))
+        low: float | None = float(np.exp(log_hr - half))
+        high: float | None = float(np.exp(log_hr + half))
+    else:
+        statistic, p, hr, low, high = 0.0, 1.0, None, None, None
+    return LogRank(
+        n_a=arms.n_a, n_b=arms.n_b,
+        observed_a=round(observed_a), observed_b=round(observed_b),
+        expected_a=expected_a, expected_b=expected_b, variance=variance,
+        statistic=float(statistic), p=p, hazard_ratio=hr, hr_low=low, hr_high=high,
+        level=level, strata=informative,
+    )
+
+
+def _check_arms(times_a: Sequence[int], events_a: Sequence[object], times_b: Sequence[int],
+                events_b: Sequence[object], strata_a: Sequence[str] | None,
+                strata_b: Sequence[str] | None) -> _Arms:
+    _check_lengths(times_a=times_a, events_a=events_a,
+                   **({"strata_a": strata_a} if strata_a is not None else {}))
+    _check_lengths(times_b=times_b, events_b=events_b,
+                   **({"strata_b": strata_b} if strata_b is not None else {}))
+    if (strata_a is None) != (strata_b is None):
+        raise ValueError("give strata for both arms or for neither")
+    return _arms(_check_steps(times_a), _check_steps(times_b), strata_a, strata_b)
 
 
 def logrank(
@@ -274,53 +389,12 @@ def logrank(
     O, E and V are summed over strata (Mantel's stratified log-rank); the statistic is
     ``(O_b - E_b)^2 / V`` on one degree of freedom. Peto's hazard ratio is
     ``exp((O_b - E_b) / V)`` with interval ``exp((O_b - E_b) / V +- z / sqrt(V))``
-    (Yusuf, Peto et al. 1985), good when the ratio is near 1 and events are few.
+    (Yusuf, Peto et al. 1985), good when the ratio is near 1 and events are few. Only
+    strata both arms ran are compared; the counts are over those too.
     """
-    _check_lengths(times_a=times_a, events_a=events_a,
-                   **({"strata_a": strata_a} if strata_a is not None else {}))
-    _check_lengths(times_b=times_b, events_b=events_b,
-                   **({"strata_b": strata_b} if strata_b is not None else {}))
-    if (strata_a is None) != (strata_b is None):
-        raise ValueError("give strata for both arms or for neither")
-    ta, tb = _check_steps(times_a), _check_steps(times_b)
-    ea, eb = np.asarray(events_a, dtype=bool), np.asarray(events_b, dtype=bool)
-    sa = np.asarray(strata_a if strata_a is not None else [""] * ta.size, dtype=object)
-    sb = np.asarray(strata_b if strata_b is not None else [""] * tb.size, dtype=object)
-    observed_b = expected_b = variance = 0.0
-    informative = 0
-    for stratum in sorted(set(sa.tolist()) & set(sb.tolist())):
-        ma, mb = sa == stratum, sb == stratum
-        o, e, v = _stratum(ta[ma], ea[ma], tb[mb], eb[mb])
-        observed_b += o
-        expected_b += e
-        variance += v
-        informative += int(v > 0)
-    # Only strata both arms ran are compared; the observed counts are over those too.
-    common = set(sa.tolist()) & set(sb.tolist())
-    in_a = np.isin(sa, list(common))
-    in_b = np.isin(sb, list(common))
-    total = float(np.count_nonzero(ea & in_a) + np.count_nonzero(eb & in_b))
-    observed_a = total - observed_b
-    expected_a = total - expected_b
-    z = float(_sps.norm.ppf(0.5 + level / 2.0))
-    if variance > 0:
-        score = observed_b - expected_b
-        statistic = score * score / variance
-        p = float(_sps.chi2.sf(statistic, 1))
-        log_hr = score / variance
-        half = z / np.sqrt(variance)
-        hr: float | None = float(np.exp(log_hr))
-        low: float | None = float(np.exp(log_hr - half))
-        high: float | None = float(np.exp(log_hr + half))
-    else:
-        statistic, p, hr, low, high = 0.0, 1.0, None, None, None
-    return LogRank(
-        n_a=int(np.count_nonzero(in_a)), n_b=int(np.count_nonzero(in_b)),
-        observed_a=round(observed_a), observed_b=round(observed_b),
-        expected_a=expected_a, expected_b=expected_b, variance=variance,
-        statistic=float(statistic), p=p, hazard_ratio=hr, hr_low=low, hr_high=high,
-        level=level, strata=informative,
-    )
+    arms = _check_arms(times_a, events_a, times_b, events_b, strata_a, strata_b)
+    return _test(arms, np.asarray(events_a, dtype=bool).reshape(-1),
+                 np.asarray(events_b, dtype=bool).reshape(-1), level)
 
 
 def detectable_hazard_ratio(variance: float, *, alpha: float = 0.05,
@@ -365,11 +439,14 @@ def logrank_by_cause(
 ) -> tuple[CauseTest, ...]:
     """One log-rank per cause, the other causes censored at their step; BH over causes."""
     names = sorted({c for c in (*causes_a, *causes_b) if c is not None})
-    tests = [
-        logrank(times_a, [c == name for c in causes_a], times_b, [c == name for c in causes_b],
-                strata_a, strata_b)
-        for name in names
-    ]
+    arms = _check_arms(times_a, causes_a, times_b, causes_b, strata_a, strata_b)
+    # The causes as numbers, once: each cause's events are then one comparison.
+    number = {name: i for i, name in enumerate(names)}
+    code_a = np.fromiter((-1 if c is None else number[c] for c in causes_a), dtype=np.int64,
+                         count=len(causes_a))
+    code_b = np.fromiter((-1 if c is None else number[c] for c in causes_b), dtype=np.int64,
+                         count=len(causes_b))
+    tests = [_test(arms, code_a == i, code_b == i, 0.95) for i in range(len(names))]
     if not tests:
         return ()
     adjusted = _sps.false_discovery_control([t.p for t in tests], method="bh")
