@@ -9,7 +9,18 @@ import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 from pytest_prove.cli import main
-from pytest_prove.review.cost import PriceError, Prices, cost_of, estimate_plan, parse_price_lines
+from pytest_prove.report.figures import COST_DRAWN, cost_figure
+from pytest_prove.review.cost import (
+    ConditionCost,
+    ModelUsage,
+    PriceError,
+    Prices,
+    RunCost,
+    compare_costs,
+    cost_of,
+    estimate_plan,
+    parse_price_lines,
+)
 
 from .conftest import INI, load
 
@@ -86,7 +97,7 @@ def test_cost_of_two_runs_gives_the_ratio_per_episode(agent: pytest.Pytester,
                                       "--prove-baseline", "before").ret == 0
     out = _cli(agent, capsys, "cost", "baseline:before", "after")
     # refund episodes 660 -> 110 tokens (1/6), password ones unchanged: median of the 20.
-    assert out.splitlines()[0] == ("'after' uses 0.58x the tokens of 'before' per episode "
+    assert out.splitlines()[0] == ("'after' uses 0.58x the tokens of 'baseline:before' per episode "
                                    "(median over 20 shared episodes; 0.17x to 1.00x)")
     assert "price per episode $0.0040 -> $0.0001 (-97%)" in out
 
@@ -136,3 +147,47 @@ def test_unpriced_models_are_named(agent: pytest.Pytester) -> None:
     assert cost.price is None and cost.unpriced == ("big-model", "small-model")
     plan = estimate_plan(run, {"unknown-rollout": (["{}"], 5)}, Prices())
     assert plan.unknown == ("unknown-rollout",) and plan.input == 0
+
+
+def _run_cost(name: str, per_condition: dict[str, int]) -> RunCost:
+    conditions = tuple(
+        ConditionCost(rollout="agent", condition_key=key, label=f"case={key}", episodes=10,
+                      models=(ModelUsage("m", input=10 * tokens, output=0, calls=10,
+                                         price=None),))
+        for key, tokens in per_condition.items())
+    return RunCost(run=name, status="complete", episodes=10 * len(conditions),
+                   with_tokens=10 * len(conditions),
+                   models=(ModelUsage("m", input=sum(c.input for c in conditions), output=0,
+                                      calls=10 * len(conditions), price=None),),
+                   conditions=conditions,
+                   per_episode={("agent", key, r): (tokens, 0)
+                                for key, tokens in per_condition.items() for r in range(10)},
+                   prices=Prices(), unpriced=("m",))
+
+
+def test_a_cost_figure_of_many_conditions_draws_the_costliest_and_names_the_rest() -> None:
+    import random
+    import re
+
+    rng = random.Random(7)
+    keys = [f"c{i:03d}" for i in range(300)]
+    before = {k: rng.randrange(100, 10_000) for k in keys}
+    after = {k: rng.randrange(100, 10_000) for k in keys}
+    page = cost_figure(compare_costs(_run_cost("baseline:nightly", before),
+                                     _run_cost("pr-7", after)))
+    drawn = re.findall(r'<g class="cg" data-condition="case=(c\d+)">', page)
+    # Every bar is drawn in both figures' place: tokens only here (no prices declared).
+    assert len(drawn) == COST_DRAWN
+    most = {k: max(before[k], after[k]) for k in keys}
+    assert [most[k] for k in drawn] == sorted((most[k] for k in drawn), reverse=True)
+    assert min(most[k] for k in drawn) >= max(most[k] for k in keys if k not in drawn)
+    assert (f"drawn: the {COST_DRAWN} conditions of 300 that take the most tokens per episode"
+            in page)
+    assert "<code>pytest-prove cost baseline:nightly pr-7</code> lists every one" in page
+    # The table a screen reader reads holds what is drawn, no more.
+    assert page.count("<tr><td>case=") == 2 * COST_DRAWN
+
+    few = {k: before[k] for k in keys[:5]}
+    small = cost_figure(compare_costs(_run_cost("a", few), _run_cost("b", few)))
+    assert re.findall(r'data-condition="case=(c\d+)"', small) == keys[:5]
+    assert "drawn: the" not in small

@@ -439,7 +439,7 @@ def test_cost_bars_match_cost(project: Project, browser: Any) -> None:
                     assert value(end) == pytest.approx(total, rel=1e-3,
                                                        abs=0.01 * len(models) * value.pixel)
                     per_run[bar["run"]] = total
-                assert group["ratio"] == f"×{per_run['worse'] / per_run['base']:.2f}"
+                assert group["ratio"] == f"×{per_run['worse'] / per_run['baseline:base']:.2f}"
         assert trouble == []
     finally:
         page.close()

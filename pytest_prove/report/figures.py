@@ -456,6 +456,7 @@ def _bars(cost: RunCost, name: str, label: str, multi: bool) -> dict[tuple[str, 
     return out
 
 
+COST_DRAWN = 40  # conditions drawn in the cost figure at most
 _COST_WIDTH = 720.0
 _COST_LABEL = 170.0
 _COST_BARS = (178.0, 560.0)
@@ -526,13 +527,23 @@ def cost_figure(cost: CostComparison) -> str:
     keys = list(dict.fromkeys([*a_bars, *b_bars]))
     groups = [((a_bars.get(k) or b_bars[k]).condition, a_bars.get(k), b_bars.get(k))
               for k in keys]
+    every = len(groups)
+    if every > COST_DRAWN:
+        # Bars for a thousand conditions are a picture nobody reads (and tens of thousands
+        # of pixels the browser must lay out): the costliest per episode, before or after,
+        # are drawn, costliest first, and the command that lists them all is named.
+        groups = sorted(groups, key=lambda g: -max(
+            bar.tokens for bar in g[1:] if bar is not None))[:COST_DRAWN]
     models = sorted({m.model for run in (before, after) for m in run.models})
     head = [line for line in format_comparison(cost)[:2] if line]
     swatches = "".join(f'<span class="key"><span class="sw seg m{n % 6}"></span>{_e(m)}</span> '
                        for n, m in enumerate(models))
-    desc_tokens = (f"Input plus output tokens per episode of each condition, {before.run} "
+    which = ("each condition" if every == len(groups) else
+             f"the {len(groups)} conditions of {every:,} that take the most tokens per episode "
+             "in either run, costliest first")
+    desc_tokens = (f"Input plus output tokens per episode of {which}, {before.run} "
                    f"above {after.run}, split by model; the ratio after/before at the right. "
-                   "The table after the figure gives every number.")
+                   "The table after the figure gives every number drawn.")
     figures = [_cost_svg(groups, models, "tokens", "c0",
                          "Tokens per episode by condition and model", desc_tokens)]
     if any(bar.price is not None for _, b, a in groups for bar in (b, a) if bar is not None):
@@ -555,6 +566,11 @@ def cost_figure(cost: CostComparison) -> str:
     return ('<section class="cost" aria-labelledby="cost-h"><h2 id="cost-h">Cost</h2>'
             + "".join(f"<p>{_e(line)}</p>" for line in head)
             + f'<p class="legend muted">{swatches}</p>'
+            + ("" if every == len(groups) else
+               f'<p class="muted">drawn: the {len(groups)} conditions of {every:,} that take '
+               "the most tokens per episode in either run, costliest first; "
+               f"<code>pytest-prove cost {_e(before.run)} {_e(after.run)}</code> lists every "
+               "one</p>")
             + "".join(f"<figure>{f}<figcaption>{caption}</figcaption></figure>"
                       for f, caption in zip(figures, (
                           "input and output tokens per episode, by model",

@@ -19,6 +19,7 @@ from typing import Any, final
 from ..declare.prices import Price, PriceError, Prices, find_prices, parse_price_lines, price_of
 from ..declare.spec import condition_label
 from ..store import Run
+from .labels import label_of
 
 __all__ = [
     "ConditionCost",
@@ -170,7 +171,7 @@ def cost_of(run: Run, prices: Prices) -> RunCost:
                       models=_models(per_condition.get(k, {}), prices))
         for k in sorted(counts))
     models = _models(totals, prices)
-    return RunCost(run=run.name, status=run.status, episodes=len(run.episodes),
+    return RunCost(run=label_of(run), status=run.status, episodes=len(run.episodes),
                    with_tokens=with_tokens, models=models, conditions=conditions,
                    per_episode=per_episode, prices=prices,
                    unpriced=tuple(m.model for m in models if m.price is None))
