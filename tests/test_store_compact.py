@@ -271,3 +271,25 @@ def test_a_damaged_compact_baseline_is_one_line_from_the_command_line(
     err = capsys.readouterr().err
     assert err.startswith("pytest-prove show: ") and "b.baseline:5: " in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("written", "spelled"), [("0007", "r0007"), ("\u0667", "r00\u0667")])
+def test_a_replicate_written_otherwise_names_its_item_as_written(
+        example: Store, written: str, spelled: str) -> None:
+    """A hand-edited replicate with a leading zero (or another script's digit) still reads
+    as its number, and an item named after it keeps the replicate as the line spells it."""
+    base = example.load_baseline("current")
+    episodes = tuple({**dict(e), "item": f"test_a.py::t[r{e['replicate']:03d}]"}
+                     for e in base.episodes)
+    run = type(base)(base.run_id, base.name, base.manifest, episodes, base.path)
+    path = example.write_baseline("b", run)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    number = next(i for i, line in enumerate(lines) if line.startswith("7 "))
+    assert lines[number].endswith("*")
+    lines[number] = " ".join([written, *lines[number].split(" ")[1:]])
+    path.write_text("\n".join(lines), encoding="utf-8")
+    key = str(json.loads(next(line for line in lines if line.startswith("@"))[1:])[1])
+    got = [e for e in example.load_baseline("b").episodes
+           if e["replicate"] == 7 and e["condition_key"] == key]
+    assert len(got) == 1
+    assert got[0]["item"] == f"test_a.py::t[{spelled}]"

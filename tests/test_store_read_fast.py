@@ -208,6 +208,11 @@ LINES = {
     "by_model null": _line(tokens={"input": 1, "output": 0, "by_model": None}),
     "condition value a list": _line(condition={"ticket": ["refund"]}),
     "steps not a list": _line(steps={"name": "x"}),
+    "a step not an object": _line(steps=[{"name": "x"}, 1]),
+    "a step with a big integer": _line(steps=[{"name": "x", "n": 2**70}]),
+    "a step with 1E400": _line(steps=[{"name": "x", "d": 0.5}]).replace(
+        '"d": 0.5', '"d": 1E400'),
+    "a step not UTF-8 escaped": _line(steps=[{"name": "caf\u00e9"}]),
     "unknown field": _line(worker="gw1"),
     "unknown field in tokens": _line(tokens={"input": 1, "output": 0, "cached": 4}),
     "error and outcome": _line(error={"kind": "exception"}),
@@ -277,3 +282,46 @@ def test_a_record_reads_as_the_dict_it_was_read_from(tmp_path: Path) -> None:
     assert "item" in record and record["error"] is None
     assert dump_line(record) == dump_line(want)
     assert repr(record) == repr(want)
+
+
+def test_a_wrong_line_among_many_is_named(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines are decoded together, then one at a time when one of them fails: the error
+    names the wrong line, in whichever chunk it falls, and lines read the slow way (an
+    episode with an error) keep their place among the others."""
+    import pytest_prove.store as store_module
+
+    monkeypatch.setattr(store_module, "_CHUNK", 1000)
+    key = '{"ticket": "refund"}'
+    lines = [_line(replicate=r, seed=derive_seed(SALT, "t", key, r)) for r in range(60)]
+    lines[7] = _line(replicate=7, seed=derive_seed(SALT, "t", key, 7), outcome=None,
+                     error={"kind": "exception", "type": "E", "message": "m"})
+    run = write_run(tmp_path, "".join(line + "\n" for line in lines))
+    got, error = read(tmp_path)
+    assert error is None and got is not None
+    assert [e["replicate"] for e in got] == list(range(60))
+    assert got[7]["error"] == {"kind": "exception", "type": "E", "message": "m"}
+    for number in (1, 2, 37, 60):
+        bad = list(lines)
+        bad[number - 1] = bad[number - 1].replace('"seed": ', '"seed": 1')
+        write_run(tmp_path, "".join(line + "\n" for line in bad))
+        got, error = read(tmp_path)
+        assert got is None and error is not None
+        assert error.startswith(f"{run / 'episodes.jsonl'}:{number}: "), error
+
+
+def test_steps_are_read_when_asked_as_json_loads_reads_them(tmp_path: Path) -> None:
+    """Steps stay raw JSON until read; read, they are what json.loads gives, kept."""
+    steps = [{"name": "lookup", "duration": 1e-06, "depth": 1},
+             {"name": "reply", "duration": 0.0, "error": "ValueError", "n": 2**70}]
+    line = _line(steps=steps)
+    write_run(tmp_path, line + "\n")
+    got, _ = read(tmp_path)
+    assert got is not None
+    (record,) = got
+    want = json.loads(line)
+    assert "steps" in record and list(record) == list(want)
+    assert same(record["steps"], want["steps"])
+    assert record["steps"] is record["steps"]  # decoded once
+    assert same(plain(record), want)
+    assert dump_line(record) == dump_line(want)

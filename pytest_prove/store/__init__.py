@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import warnings
-from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,46 +102,63 @@ _CHUNK: Final = 1 << 22
 
 
 def _chunks(path: Path, data: bytes | None, notes: list[str]
-            ) -> Iterator[tuple[int, list[bytes]]]:
-    """The whole lines of a JSON-lines file (bytes, without their newline), a chunk at a
-    time, each chunk with the number of the line before its first.
+            ) -> Iterator[tuple[int, list[bytes], bool]]:
+    """The whole lines of a JSON-lines file (bytes, without their newline) a chunk at a
+    time: the number of the line before the chunk's first, its lines, and whether they
+    are all UTF-8.
 
     A last line with no newline was being written when a session died: it is skipped
     with a note in ``notes``.
     """
     number = 0
     tail = b""
-    if data is not None:
-        for start in range(0, len(data), _CHUNK):
-            lines = (tail + data[start:start + _CHUNK]).split(_NEWLINE)
-            tail = lines.pop()
-            yield number, lines
-            number += len(lines)
-    else:
-        try:
-            fh = path.open("rb")
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-        with fh:
-            while True:
-                try:
-                    chunk = fh.read(_CHUNK)
-                except OSError as exc:
-                    raise StoreError(
-                        f"{path}: cannot read the file ({exc.strerror or exc})") from None
-                if not chunk:
-                    break
-                lines = (tail + chunk).split(_NEWLINE)
-                tail = lines.pop()
-                yield number, lines
-                number += len(lines)
+    for piece in _pieces(path, data):
+        joined = tail + piece if tail else piece
+        lines = joined.split(_NEWLINE)
+        tail = lines.pop()
+        # Whether the whole lines are UTF-8 (most often ASCII, a quick check): msgspec
+        # checks only the text it decodes, not what it leaves raw.
+        text = joined.isascii() or _utf8(joined[:len(joined) - len(tail)])
+        yield number, lines, text
+        number += len(lines)
     if tail.strip():
         notes.append(
             f"{path}: line {number + 1} is truncated (a session stopped while writing it); "
             "it was skipped and every whole line was read"
         )
+
+
+def _pieces(path: Path, data: bytes | None) -> Iterator[bytes]:
+    """The bytes of ``data`` or, when it is None, of the file at ``path`` (none when it
+    does not exist), :data:`_CHUNK` at a time."""
+    if data is not None:
+        for start in range(0, len(data), _CHUNK):
+            yield data[start:start + _CHUNK]
+        return
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    with fh:
+        while True:
+            try:
+                chunk = fh.read(_CHUNK)
+            except OSError as exc:
+                raise StoreError(
+                    f"{path}: cannot read the file ({exc.strerror or exc})") from None
+            if not chunk:
+                break
+            yield chunk
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _slow_line(line: bytes, where: str, salt: str, fix: str) -> dict[str, Any] | None:
@@ -208,46 +224,31 @@ def _collector_paused() -> Iterator[None]:
 
 def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
              data: bytes | None = None) -> tuple[list[Mapping[str, Any]], list[str]]:
-    """The episodes of a JSON-lines file: each line read by msgspec into an
-    :class:`~.episodes.Episode` (checked as it is decoded), or, when that fails, by
-    json.loads into a dict checked by :func:`check_record`, which names what is wrong."""
+    """The episodes of a JSON-lines file, read by :class:`~.episodes.LineDecoder`: by
+    msgspec into :class:`~.episodes.Episode` objects (checked as they are decoded), or,
+    a line it does not take, by json.loads into a dict checked by :func:`check_record`,
+    which names what is wrong."""
     notes: list[str] = []
-    decode = LineDecoder(salt)
-    episodes: list[Mapping[str, Any] | None] = []
-    line_of = array("q")  # the line of each episode (a baseline's repeats name it)
-    replaced = False
     prefix = f"{path}:"
-    for before, lines in _chunks(path, data, notes):
+
+    def slow(line: bytes, number: int) -> Mapping[str, Any] | None:
+        return _slow_line(line, f"{prefix}{number}", salt, fix)
+
+    def repeated(record: Mapping[str, Any], number: int, earlier: int) -> None:
+        raise StoreError(
+            f"{prefix}{number}: {episode_name(*identity(record))} is also on line "
+            f"{earlier}; a baseline holds each episode once, so the file was edited or "
+            f"damaged: {fix}"
+        )
+
+    decoder = LineDecoder(salt, slow, unique=unique, repeated=repeated)
+    for before, lines, text in _chunks(path, data, notes):
         if skip_first and before == 0:
             lines = lines[1:]
             before = 1
-        for number, line in enumerate(lines, start=before + 1):
-            record: Mapping[str, Any] | None = decode(line)
-            if record is not None:
-                # Where each episode of its condition is in ``episodes``, by replicate.
-                positions = decode.positions
-                replicate = record.replicate  # type: ignore[attr-defined]
-            else:
-                record = _slow_line(line, f"{prefix}{number}", salt, fix)
-                if record is None:
-                    continue
-                positions = decode.positions_of(record["rollout"], record["condition_key"])
-                replicate = record["replicate"]
-            earlier = positions.get(replicate)
-            if earlier is not None:
-                if unique:
-                    raise StoreError(
-                        f"{prefix}{number}: {episode_name(*identity(record))} is also on line "
-                        f"{line_of[earlier]}; a baseline holds each episode once, so the file "
-                        f"was edited or damaged: {fix}"
-                    )
-                episodes[earlier] = None  # the last line of an episode wins
-                replaced = True
-            positions[replicate] = len(episodes)
-            episodes.append(record)
-            if unique:
-                line_of.append(number)
-    found = [r for r in episodes if r is not None] if replaced else episodes
+        decoder.read(lines, before, text=text)
+    episodes = decoder.episodes
+    found = [r for r in episodes if r is not None] if decoder.replaced else episodes
     return cast(list[Mapping[str, Any]], found), notes
 
 

@@ -44,7 +44,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
+
+from msgspec import UNSET
 
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
@@ -293,7 +295,7 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
                 continue
             _diagnose(line, block, f"{prefix}{number}", fix)
             raise  # _diagnose raises; this is never reached
-        replicate = record["replicate"]
+        replicate = record.replicate if type(record) is Episode else record["replicate"]
         seen = block.seen
         if replicate in seen:
             name = episode_name(block.rollout, block.key, replicate)
@@ -328,9 +330,7 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
         raise ValueError
     cases = block.cases
     meta = cases[case] if case in cases else _case(case, block)
-    record = Episode(block.rollout, block.condition, block.key, replicate,
-                     int.from_bytes(h.digest(), "big"), ended[0], tv, hv, meta, None,
-                     tokens=None)
+    used: Tokens | None = None
     if tokens != "-":
         parts = tokens.split(",")
         if len(parts) == 3 and "-" not in tokens:
@@ -339,9 +339,13 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
             name = block.table[int(model)]
             if not colon or ":" in calls or type(name) is not str:
                 raise ValueError
-            record.tokens = Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, int(calls))))
+            used = Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, int(calls))))
         else:
-            record.tokens = _tokens_of(parts, block.table)
+            used = _tokens_of(parts, block.table)
+    # Every argument by position (no duration: a compact baseline keeps none).
+    record = Episode(block.rollout, block.condition, block.key, replicate,
+                     int.from_bytes(h.digest(), "big"), ended[0], tv, hv, meta, None, UNSET,
+                     used)
     if steps != "-":
         counted = block.steps.get(steps)
         if counted is None:
@@ -353,8 +357,8 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
             named = block.items[item] = _item_of(item, block.table)
         if isinstance(named, str):
             record.item = named
-        elif rep == str(replicate):
-            record.item = cast(str, named)  # an ItemPattern: written out when read
+        elif rep.isascii() and (rep[0] != "0" or len(rep) == 1):  # as str(replicate)
+            record.item = named  # type: ignore[assignment]  # an ItemPattern, written out when read
         else:
             record.item = named.before + rep.zfill(named.width) + named.after
     if ended[1] is None and earlier is None:

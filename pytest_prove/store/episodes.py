@@ -13,23 +13,28 @@ condition, its rollout, condition key and outcome are shared strings, and the us
 single model is kept in a :class:`OneModel` rather than a dict.  It cannot be changed in
 place: copy it with ``dict(record)``.
 
-:func:`decode_line` is the fast path of a run's reader: a line the typed decoder and the
+:class:`LineDecoder` is the fast path of a run's reader: a line the typed decoder and the
 cheap checks after it accept becomes an :class:`Episode`; any other line (one the schema
 allows but these types do not, such as an episode with an error or a field unknown here,
-and every line that is wrong) returns None, and the reader reads it the slow way
-(``json.loads`` and :func:`~pytest_prove.record.check_record`), which either accepts it as
-a dict or raises the error that names the file, the line and the field.  The fast path is
-never looser than the slow one.
+and every line that is wrong) is read the slow way (``json.loads`` and
+:func:`~pytest_prove.record.check_record`), which either accepts it as a dict or raises the
+error that names the file, the line and the field.  The fast path is never looser than the
+slow one.  What it leaves out of the dicts it would have built: a line's condition and meta
+are compared with its condition's as raw JSON (the same bytes need no new dict), and its
+steps stay raw JSON, checked to be an array of objects, until something reads them (a
+comparison reads none; ``where`` and ``compare`` read them once, and they are kept).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+import json
+from array import array
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
-from msgspec import UNSET, Meta, Struct, UnsetType
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 __all__ = ["Episode", "ItemPattern", "LineDecoder", "ModelUse", "OneModel", "Tokens", "plain"]
 
@@ -196,22 +201,29 @@ def _accessors(kind: type[_Fields]) -> None:
 
     def getitem(self: _Fields, key: str, _fields: frozenset[str] = fields,
                 _unset: Any = UNSET, _get: Any = getattr,
-                _pattern: type = ItemPattern) -> Any:
+                _pattern: type = ItemPattern, _raw: type = Raw) -> Any:
         if key in _fields:
             value = _get(self, key)
             if value is not _unset:
-                if type(value) is _pattern:
+                kind = type(value)
+                if kind is _pattern:
                     return value.of(self.replicate)  # type: ignore[attr-defined]
+                if kind is _raw:
+                    return _steps(self, value)
                 return value
         raise KeyError(key)
 
     def get(self: _Fields, key: str, default: Any = None, _fields: frozenset[str] = fields,
-            _unset: Any = UNSET, _get: Any = getattr, _pattern: type = ItemPattern) -> Any:
+            _unset: Any = UNSET, _get: Any = getattr, _pattern: type = ItemPattern,
+            _raw: type = Raw) -> Any:
         if key in _fields:
             value = _get(self, key)
             if value is not _unset:
-                if type(value) is _pattern:
+                kind = type(value)
+                if kind is _pattern:
                     return value.of(self.replicate)  # type: ignore[attr-defined]
+                if kind is _raw:
+                    return _steps(self, value)
                 return value
         return default
 
@@ -240,40 +252,129 @@ def plain(value: Any) -> Any:
     return value
 
 
+class _Line(Episode, gc=False, eq=False, forbid_unknown_fields=True):
+    """An :class:`Episode` as a run's line is decoded: its condition and meta left as raw
+    JSON until :class:`LineDecoder` has compared them with those of its condition (the
+    same bytes need no second dict), its steps left as raw JSON, checked to be objects,
+    until something reads them (a comparison reads none), and an error decoded (then the
+    line is read the slow way)."""
+
+    condition: Raw  # type: ignore[assignment]
+    meta: Raw = UNSET  # type: ignore[assignment]
+    error: dict[str, Any] | UnsetType | None = UNSET  # type: ignore[assignment]
+    steps: Raw = UNSET  # type: ignore[assignment]
+
+
+class _Object(Struct, gc=False):
+    """Any JSON object, its fields skipped: the check that an episode's steps are objects."""
+
+
+_NULL: Final = Raw(b"null")
+_decode_condition = msgspec.json.Decoder(dict[str, str | int | float | bool | None]).decode
+_decode_meta = msgspec.json.Decoder(dict[str, Any]).decode
+_check_steps = msgspec.json.Decoder(list[_Object]).decode
+_decode_steps = msgspec.json.Decoder(list[dict[str, Any]]).decode
+def _steps(record: _Fields, raw: Raw) -> list[dict[str, Any]]:
+    """The steps of ``record`` kept as raw JSON, decoded on first reading and kept."""
+    try:
+        steps: list[dict[str, Any]] = _decode_steps(raw)
+    except (msgspec.DecodeError, ValueError):
+        # A number past msgspec's range (an integer past 64 bits, 1E400): the reader
+        # checked the steps are objects, and json.loads reads them as the slow way.
+        steps = json.loads(bytes(raw))
+    record.steps = steps  # type: ignore[attr-defined]
+    return steps
+
+
+def _meta(raw: Raw) -> dict[str, Any] | None:
+    """The meta in ``raw``, None unless it is an object whose case id, if any, is a string
+    or an integer."""
+    try:
+        meta = _decode_meta(raw)
+    except (msgspec.DecodeError, ValueError):
+        return None
+    case = meta.get("case_id")
+    if case is not None and type(case) is not str and type(case) is not int:
+        return None
+    return meta
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class _Condition:
     """What the episodes of one condition share, the hash their seeds start from, and where
     each of its episodes read so far is among the reader's, by replicate."""
 
-    __slots__ = ("condition", "key", "meta", "positions", "prefix", "rollout")
+    __slots__ = ("condition", "key", "meta", "meta_raw", "positions", "prefix", "raw",
+                 "rollout")
 
     def __init__(self, salt: str, rollout: str, key: str, condition: dict[str, Any],
-                 positions: dict[int, int]) -> None:
-        self.rollout, self.key, self.condition = rollout, key, condition
+                 positions: dict[int, int], raw: Raw) -> None:
+        self.rollout, self.key, self.condition, self.raw = rollout, key, condition, raw
         self.meta: dict[str, Any] | None = None
+        self.meta_raw: Raw | None = None
         self.prefix = hashlib.blake2b(_SEP.join((salt, rollout, key, "")).encode("utf-8"),
                                       digest_size=8)
         self.positions = positions
 
 
 class LineDecoder:
-    """Decodes a run's lines (bytes, without their newline) into :class:`Episode` objects,
-    checked as :func:`~pytest_prove.record.check_record` and
-    :func:`~pytest_prove.record.check_seed` would check them; None for a line to read the
-    slow way.
+    """Reads a JSON-lines file's episodes, a buffer of whole lines at a time, into
+    :attr:`episodes`: each line decoded by msgspec into an :class:`Episode` and checked as
+    :func:`~pytest_prove.record.check_record` and :func:`~pytest_prove.record.check_seed`
+    would check it, or, when that fails, handed to ``slow(line, number)``, which reads it
+    the slow way (a dict, None for a blank line) or raises the error that names it.
 
-    It also keeps, for the reader, where each episode it was handed is by condition and
-    replicate: :attr:`positions` is that of the episode just decoded, :meth:`positions_of`
-    any condition's.
+    The last line of an episode wins (a resumed run appends a new ending); with
+    ``unique``, ``repeated(record, number, earlier)`` is called instead, with the two line
+    numbers (a baseline holds each episode once).
     """
 
-    def __init__(self, salt: str) -> None:
+    def __init__(self, salt: str, slow: Callable[[bytes, int], Mapping[str, Any] | None], *,
+                 unique: bool = False,
+                 repeated: Callable[[Mapping[str, Any], int, int], None] | None = None
+                 ) -> None:
         self.salt = salt
-        self._decode = msgspec.json.Decoder(Episode).decode
+        self.episodes: list[Mapping[str, Any] | None] = []
+        #: Whether an episode was replaced by a later line (its place is None).
+        self.replaced = False
+        self._slow = slow
+        self._unique = unique
+        self._repeated = repeated
+        self._line_of = array("q")  # with unique, the line of each episode
+        decoder = msgspec.json.Decoder(_Line)
+        self._decode = decoder.decode
         self._conditions: dict[tuple[str, str], _Condition] = {}
         self._positions: dict[tuple[str, str], dict[int, int]] = {}
         self._strings: dict[str, str] = {}
-        self.positions: dict[int, int] = {}
-        self._last = _Condition(salt, "", "", {}, {})  # matches no episode's
+        self._last = _Condition(salt, "", "", {}, {}, Raw(b""))  # matches no episode's
+
+    def read(self, lines: list[bytes], before: int, *, text: bool) -> None:
+        """Read ``lines`` (bytes, without their newline), the first of them line
+        ``before + 1`` of the file; ``text`` when they are all UTF-8.
+
+        Each line is decoded and checked before the next is decoded, while its objects
+        are still in the processor's cache: decoding a chunk first (msgspec's
+        ``decode_lines``) made fewer calls but took longer, and it takes any whitespace
+        between values, newlines too, so a blank line, two objects on a line or one over
+        two would shift every line after it.
+        """
+        self._take(lines, before, self._decode if text else self._one)
+
+    def _one(self, line: bytes) -> _Line | None:
+        if not (line.isascii() or _utf8(line)):
+            return None
+        try:
+            record: _Line = self._decode(line)
+        except (msgspec.DecodeError, ValueError):
+            return None
+        return record
 
     def positions_of(self, rollout: str, key: str) -> dict[int, int]:
         """The positions of the condition ``key`` of ``rollout``, by replicate."""
@@ -282,60 +383,140 @@ class LineDecoder:
             found = self._positions[(rollout, key)] = {}
         return found
 
-    def __call__(self, line: bytes) -> Episode | None:
+    def _shared(self, record: _Line) -> _Condition | None:
+        """What ``record``'s condition shares with the others read (None: the slow way)."""
+        rollout, key = record.rollout, record.condition_key
+        shared = self._conditions.get((rollout, key))
+        if shared is not None:
+            if record.condition == shared.raw:
+                return shared
+            try:
+                condition = _decode_condition(record.condition)
+            except (msgspec.DecodeError, ValueError):
+                return None
+            # The same condition written otherwise is the same; another one under the
+            # same key is not (the slow way says so).
+            return shared if condition == shared.condition else None
+        if _SEP in rollout or _SEP in key or _SEP in self.salt:
+            return None
         try:
-            record = self._decode(line)
+            condition = _decode_condition(record.condition)
         except (msgspec.DecodeError, ValueError):
             return None
         strings = self._strings
+        rollout = strings.setdefault(rollout, rollout)
+        key = strings.setdefault(key, key)
+        shared = self._conditions[(rollout, key)] = _Condition(
+            self.salt, rollout, key, condition, self.positions_of(rollout, key),
+            record.condition.copy())
+        return shared
+
+    def _take(self, lines: list[bytes], before: int,
+              decode: Callable[[bytes], _Line | None]) -> None:
+        """Decode each line and check and share what the decoder left to Python (the
+        condition, the seed, the outcome, t against horizon, meta, error, tokens and
+        steps), and add its episode where it belongs; a line that fails is read by
+        ``slow``."""
+        episodes = self.episodes
+        append = episodes.append
+        unique = self._unique
+        line_of = self._line_of.append
+        intern = self._strings.setdefault
         last = self._last  # a condition's lines mostly follow each other
-        shared: _Condition | None = last
-        if last.key != record.condition_key or last.rollout != record.rollout:
-            shared = self._conditions.get((record.rollout, record.condition_key))
-        if shared is None:
-            rollout, key = record.rollout, record.condition_key
-            if _SEP in rollout or _SEP in key or _SEP in self.salt:
-                return None
-            rollout = strings.setdefault(rollout, rollout)
-            key = strings.setdefault(key, key)
-            shared = self._conditions[(rollout, key)] = _Condition(
-                self.salt, rollout, key, record.condition, self.positions_of(rollout, key))
-        elif record.condition != shared.condition:
-            return None  # a condition key with two conditions: the slow way says so
-        record.rollout, record.condition_key = shared.rollout, shared.key
-        record.condition = shared.condition
-        seed = record.seed
-        h = shared.prefix.copy()
-        h.update(b"%d" % record.replicate)
-        if seed >= _SEED_END or int.from_bytes(h.digest(), "big") != seed:
-            return None
-        outcome = record.outcome
-        if outcome is None or outcome is UNSET:
-            return None  # no outcome and no error: the slow way names the field
-        record.outcome = strings.setdefault(outcome, outcome)
-        t, horizon = record.t, record.horizon
-        if (t is not None and t is not UNSET and horizon is not None and horizon is not UNSET
-                and t > horizon):
-            return None
-        meta = record.meta
-        if meta:
-            case = meta.get("case_id")
-            if case is not None and type(case) is not str and type(case) is not int:
-                return None
-            if meta == shared.meta:
-                record.meta = shared.meta
-            else:
-                shared.meta = meta
-        tokens = record.tokens
-        if tokens is not None and tokens is not UNSET:
-            by_model = tokens.by_model
-            if by_model is not UNSET and len(by_model) == 1:
-                (name, use), = by_model.items()
-                if use.input == tokens.input:
-                    use.input = tokens.input
-                if use.output == tokens.output:
-                    use.output = tokens.output
-                tokens.by_model = OneModel(strings.setdefault(name, name), use)
-        self.positions = shared.positions
-        self._last = shared
-        return record
+        unset, null, seed_end, big = UNSET, _NULL, _SEED_END, int.from_bytes
+        check_steps, one_model = _check_steps, OneModel
+        for index, line in enumerate(lines):
+            try:
+                record = decode(line)
+            except (msgspec.DecodeError, ValueError):
+                record = None
+            if record is None:
+                self._take_slow(lines, index, before)
+                continue
+            if (record.condition_key != last.key or record.rollout != last.rollout
+                    or record.condition != last.raw):
+                shared = self._shared(record)
+                if shared is None:
+                    self._take_slow(lines, index, before)
+                    continue
+                last = shared
+            seed = record.seed
+            replicate = record.replicate
+            h = last.prefix.copy()
+            h.update(b"%d" % replicate)
+            outcome = record.outcome
+            t, horizon = record.t, record.horizon
+            if (seed >= seed_end or big(h.digest(), "big") != seed
+                    or outcome is None or outcome is unset  # the slow way names the field
+                    or (t is not None and t is not unset and horizon is not None
+                        and horizon is not unset and t > horizon)):
+                self._take_slow(lines, index, before)
+                continue
+            meta = record.meta
+            if meta is not unset:  # type: ignore[comparison-overlap]
+                if meta == last.meta_raw:
+                    record.meta = last.meta  # type: ignore[assignment]
+                elif meta == null:
+                    record.meta = None  # type: ignore[assignment]
+                else:
+                    value = _meta(meta)
+                    if value is None:
+                        self._take_slow(lines, index, before)
+                        continue
+                    record.meta = value  # type: ignore[assignment]
+                    if value:
+                        last.meta, last.meta_raw = value, meta.copy()
+            if record.error is not None and record.error is not unset:
+                self._take_slow(lines, index, before)  # read as a dict
+                continue
+            tokens = record.tokens
+            if tokens is not None and tokens is not unset:
+                by_model = tokens.by_model
+                if by_model is not unset and len(by_model) == 1:
+                    (name, use), = by_model.items()
+                    if use.input == tokens.input:
+                        use.input = tokens.input
+                    if use.output == tokens.output:
+                        use.output = tokens.output
+                    tokens.by_model = one_model(intern(name, name), use)
+            steps = record.steps
+            if steps is not unset:  # type: ignore[comparison-overlap]
+                try:
+                    check_steps(steps)
+                except (msgspec.DecodeError, ValueError):
+                    self._take_slow(lines, index, before)
+                    continue
+                record.steps = steps.copy()
+            record.rollout, record.condition_key = last.rollout, last.key
+            record.condition = last.condition  # type: ignore[assignment]
+            record.outcome = intern(outcome, outcome)
+            positions = last.positions
+            if replicate in positions:
+                self._again(record, positions[replicate], before + index + 1)
+            positions[replicate] = len(episodes)
+            append(record)
+            if unique:
+                line_of(before + index + 1)
+        self._last = last
+
+    def _take_slow(self, lines: list[bytes], index: int, before: int) -> None:
+        """Read line ``index`` of ``lines`` by ``slow`` and add what it gives."""
+        number = before + index + 1
+        record = self._slow(lines[index], number)
+        if record is None:
+            return
+        positions = self.positions_of(record["rollout"], record["condition_key"])
+        replicate = record["replicate"]
+        if replicate in positions:
+            self._again(record, positions[replicate], number)
+        positions[replicate] = len(self.episodes)
+        self.episodes.append(record)
+        if self._unique:
+            self._line_of.append(number)
+
+    def _again(self, record: Mapping[str, Any], earlier: int, number: int) -> None:
+        """``record``, on line ``number``, repeats the episode at ``earlier``."""
+        if self._unique and self._repeated is not None:
+            self._repeated(record, number, self._line_of[earlier])
+        self.episodes[earlier] = None
+        self.replaced = True
