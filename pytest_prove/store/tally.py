@@ -10,7 +10,9 @@ so that no stray number makes a huge array.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import accumulate, repeat
 from typing import Final, final
 
 __all__ = ["ENDINGS", "Endings", "ReplicateSet"]
@@ -141,10 +143,24 @@ class ReplicateSet:
             self._codes.put(index, 1)
 
     def update(self, items: Iterable[int]) -> None:
-        codes, add = self._codes, self.add
+        values = list(map(int, items))
+        codes = self._codes
         array = codes.array
-        for index in items:
-            index = int(index)
+        if values and all(_dense(index, before + 1) for index, before in zip(
+                values, accumulate(values, max, initial=len(array) - 1), strict=False)):
+            # Each number would go in the array, taken one by one (the array as long as
+            # the largest number before it): so mark them all at once, in C.  A plan of
+            # 100,000 replicates went through add() one by one, a few tenths of a second
+            # at the end of every session.
+            top = max(values)
+            if top >= len(array):
+                array.extend(bytes(top + 1 - len(array)))
+            zeros = array.count(0)
+            deque(map(array.__setitem__, values, repeat(1)), maxlen=0)
+            self._size += zeros - array.count(0)
+            return
+        add = self.add
+        for index in values:
             if 0 <= index < len(array):
                 if not array[index]:
                     array[index] = 1
