@@ -440,6 +440,10 @@ class Collection:
         # What the selection kept, replicate by replicate (-k can pick replicates).
         kept: dict[str, dict[str, list[int]]] = {}
         last: tuple[str, str, list[int]] | None = None
+        # The rollouts and conditions the design check counts: those of the items run,
+        # noted in the same pass when no resumed run drops any (every shard's otherwise).
+        selected: dict[str, tuple[ItemPlan, set[str]]] = {}
+        at_once = settings.shard is None and not settings.done
         for item in items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is None:
@@ -447,6 +451,11 @@ class Collection:
             if last is None or last[0] != plan.rollout_id or last[1] != plan.condition_key:
                 last = (plan.rollout_id, plan.condition_key, kept.setdefault(
                     plan.rollout_id, {}).setdefault(plan.condition_key, []))
+                if at_once:
+                    found = selected.get(plan.rollout_id)
+                    if found is None:
+                        found = selected[plan.rollout_id] = (plan, set())
+                    found[1].add(plan.condition_key)
             last[2].extend(plan.replicates)
         config.stash[SELECTED_KEY] = kept
         if settings.worker_refusal is not None and kept:  # sessions without a rollout run
@@ -465,8 +474,7 @@ class Collection:
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
-        selected: dict[str, tuple[ItemPlan, set[str]]] = {}
-        for item in sweep if settings.shard is not None else items:
+        for item in () if at_once else sweep if settings.shard is not None else items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
                 found = selected.get(plan.rollout_id)

@@ -28,6 +28,21 @@ def _dense(index: int, length: int) -> bool:
     return 0 <= index < 2 * length + 4096
 
 
+def _all_dense(values: list[int], length: int) -> bool:
+    """Whether every number of ``values``, put one by one in an array ``length`` long,
+    would go in the array (see :func:`_dense`)."""
+    low, high = min(values), max(values)
+    if low < 0:
+        return False
+    if high < 2 * length + 4096 or (values[0] <= length and values == list(
+            range(values[0], values[0] + len(values)))):
+        # All within reach of the array as it is, or a run 0, 1, 2, ... from its end
+        # (each number then one past the array's end at most): decided in C.
+        return True
+    return all(_dense(index, before + 1) for index, before in zip(
+        values, accumulate(values, max, initial=length - 1), strict=False))
+
+
 @final
 class _Codes:
     """One condition's replicates: a code byte each (0: not there)."""
@@ -146,8 +161,7 @@ class ReplicateSet:
         values = list(map(int, items))
         codes = self._codes
         array = codes.array
-        if values and all(_dense(index, before + 1) for index, before in zip(
-                values, accumulate(values, max, initial=len(array) - 1), strict=False)):
+        if values and _all_dense(values, len(array)):
             # Each number would go in the array, taken one by one (the array as long as
             # the largest number before it): so mark them all at once, in C.  A plan of
             # 100,000 replicates went through add() one by one, a few tenths of a second
