@@ -2,6 +2,7 @@
 
     python bench/sweep.py                    # 100,000 items, 2 repeats of each session
     python bench/sweep.py --items 10000      # quicker
+    python bench/sweep.py --only collect     # figure 1 alone (no -n sessions)
 
 In a temporary folder it writes a trivial rollout of ``--items`` replicates and a plain
 parametrized test of as many items doing the same work, and prints four figures, each
@@ -126,9 +127,13 @@ def main() -> None:
     parser.add_argument("--workers", default="2", help="xdist workers (-n) for the sweep")
     parser.add_argument("--skip-collection", action="store_true",
                         help="leave out figure 1")
+    parser.add_argument("--only", choices=["collect"], default=None,
+                        help="print figure 1 alone and skip the -n sessions (figures 2-4)")
     parser.add_argument("--keep", metavar="DIR", default=None,
                         help="run in DIR (made if missing) and keep it, for profiling")
     options = parser.parse_args()
+    if options.only == "collect" and options.skip_collection:
+        parser.error("--only collect and --skip-collection leave nothing to run")
     n = options.items
     with tempfile.TemporaryDirectory(prefix="prove-sweep-") as tmp:
         root = Path(options.keep) if options.keep else Path(tmp)
@@ -156,6 +161,9 @@ def main() -> None:
                   f"sweep {shown(sweep_c, 'tree_cpu')}", flush=True)
             print(f"   ratio sweep / plain (lowest each)  {ratio:.3f}   target <= 1.15  "
                   f"{'MET' if ratio <= 1.15 else 'NOT MET'}", flush=True)
+        if options.only == "collect":
+            print(f"load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            return
 
         dist = ["-n", options.workers]
         plain, sweep = [], []

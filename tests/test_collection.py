@@ -273,3 +273,126 @@ def test_a_warm_session_that_compares_nothing_never_imports_the_engine(
     cold, warm = (pytester.path / "engine.txt").read_text().splitlines()
     assert cold == "True True"  # the first session computed the design check
     assert warm == "False False", "a warm session imported the engine"
+
+
+SAMPLE = """
+import pytest
+import pytest_prove as prove
+
+@prove.rollout(replicates=3, failures=["bad"], successes=["good"])
+@pytest.mark.parametrize("x", [1, 1.0, True, None, "a"])
+@pytest.mark.parametrize("y", [0.5, -0.0, 0.0])
+def test_a(x, y, prove_seed, prove_replicate, prove_block):
+    return prove.Episode("good", meta={"seed": prove_seed, "replicate": prove_replicate,
+                                       "block": list(prove_block)})
+
+@prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+def test_b(prove_seed):
+    return prove.Episode("good", meta={"seed": prove_seed})
+
+class TestOne:
+    @prove.rollout(replicates=2, failures=["bad"], successes=["good"], id="one")
+    @pytest.mark.parametrize("t", ["p", (1, 2)])
+    def test_m(self, t, prove_seed, prove_cfg):
+        assert prove_cfg == {"t": t if isinstance(t, str) else repr(t)}
+        return prove.Episode("good", meta={"seed": prove_seed})
+
+class TestTwo:
+    @prove.rollout(replicates=2, failures=["bad"], successes=["good"], id="two")
+    def test_m(self, prove_seed):
+        return prove.Episode("good", meta={"seed": prove_seed})
+"""
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_every_item_plan_and_seed_is_the_one_its_parameters_define(
+        pytester: pytest.Pytester, concurrency: int) -> None:
+    # Collection works out what items share once (a function's declaration, a condition's
+    # key) and hands the plugin's own arguments over at setup; every item's plan must
+    # still be what its own parameters say, and every seed derive_seed's.
+    from pytest_prove.declare.seeds import derive_seed
+    from pytest_prove.declare.spec import condition_key
+    from pytest_prove.plugin.state import PLAN_KEY
+    from pytest_prove.store import Store
+
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_sample=SAMPLE)
+    option = f"--prove-concurrency={concurrency}"
+    items, _ = pytester.inline_genitems("-p", "no:randomly", option)
+    ids = {"test_sample.py::test_a": "test_sample.py::test_a",
+           "test_sample.py::TestOne::test_m": "one", "test_sample.py::TestTwo::test_m": "two",
+           "test_sample.py::test_b": "test_sample.py::test_b"}
+    totals = {"test_a": 3, "test_b": 2, "test_m": 2}
+    expected = {}
+    for item in items:
+        params = dict(item.callspec.params)  # type: ignore[attr-defined]
+        block = params.pop("prove_block")
+        condition = {k: v if v is None or isinstance(v, str | int | float) else repr(v)
+                     for k, v in params.items()}
+        plan = item.stash[PLAN_KEY]
+        node = item.nodeid.split("[", 1)[0]
+        assert plan.rollout_id == ids[node]
+        assert plan.label == item.originalname  # type: ignore[attr-defined]
+        assert plan.total == totals[plan.label]
+        assert plan.replicates == block
+        assert [(k, type(v), repr(v)) for k, v in plan.condition.items()] == \
+            [(k, type(v), repr(v)) for k, v in condition.items()]
+        assert plan.condition_key == condition_key(condition)
+        assert plan.declaration.replicates == totals[plan.label]
+        expected.update({(plan.rollout_id, plan.condition_key, r): item.nodeid for r in block})
+    assert len(expected) == 15 * 3 + 2 + 2 * 2 + 2
+    assert len({item.nodeid for item in items}) == len(items)
+
+    pytester.runpytest("-p", "no:randomly", option).assert_outcomes(
+        passed=len(items))
+    run = Store(pytester.path / ".prove").load("latest")
+    found = {(r["rollout"], r["condition_key"], r["replicate"]): r for r in run.episodes}
+    assert set(found) == set(expected)
+    for (rollout, key, replicate), record in found.items():
+        seed = derive_seed(run.salt, rollout, key, replicate)
+        assert record["seed"] == seed
+        assert record["meta"]["seed"] == seed
+        assert record["item"] == expected[(rollout, key, replicate)]
+        if rollout.endswith("test_a"):
+            assert record["meta"]["replicate"] == replicate
+            assert replicate in record["meta"]["block"]
+
+
+def test_a_rollout_tests_own_arguments_skip_the_fixture_machinery(
+        pytester: pytest.Pytester) -> None:
+    # The plugin hands a rollout test prove_seed, prove_block, prove_replicate and
+    # prove_cfg itself: pytest sets none of them up as fixtures (each costs more than a
+    # trivial episode), unless a fixture of the test's asks for one.
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_own=textwrap.dedent(
+        """
+        import pytest
+        import pytest_prove as prove
+
+        @pytest.fixture
+        def agent(prove_cfg):
+            return dict(prove_cfg)
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("ticket", ["refund"])
+        def test_own(ticket, prove_seed, prove_block, prove_replicate, prove_cfg, agent):
+            assert agent == prove_cfg == {"ticket": ticket}
+            return prove.Episode("good")
+        """))
+    result = pytester.runpytest("--setup-show", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    setups = [line for line in result.outlines if "SETUP" in line]
+    assert any("agent" in line for line in setups)
+    assert any("prove_cfg" in line for line in setups)  # asked for by agent
+    assert not [line for line in setups
+                if any(name in line for name in ("prove_seed", "prove_block", "prove_replicate"))]
+
+
+def test_the_ids_of_a_sweeps_blocks_are_each_blocks_own() -> None:
+    from pytest_prove.plugin.items import block_id, block_ids, blocks
+
+    for replicates in (0, 1, 7, 999, 1000, 1001, 12_345):
+        for concurrency in (1, 2, 4, 1000):
+            chunks = blocks(replicates, concurrency)
+            assert block_ids(chunks, replicates) == [block_id(b, replicates) for b in chunks]
+    assert block_ids([(0,), (1, 2)], 3) == ["r000", "r001-002"]

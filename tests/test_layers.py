@@ -58,7 +58,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
                               "episode record", "storage",
                               "statistics", "review", "renderers", "traces", "pytest glue",
                               "the wire",
-                              "ext:pytest", "ext:xdist", "ext:pluggy"}),
+                              "ext:pytest", "ext:xdist", "ext:pluggy", "ext:msgspec"}),
     "public face": frozenset({"public face", "declaration", "running", "pytest glue",
                               "command line", "ext:pytest"}),
 }

@@ -61,6 +61,32 @@ def test_a_replicate_set_is_a_set() -> None:
     assert ReplicateSet().missing_below(3) == [0, 1, 2]
 
 
+def test_a_replicate_set_updated_at_once_is_one_added_to_a_number_at_a_time() -> None:
+    # update() marks a run of numbers in one go when each would have gone in the array
+    # taken one by one; the set, its size, its order and where each number lives must be
+    # those of add() called for each number in turn.
+    rng = random.Random(11)
+    batches = [list(range(100_000)), list(range(5000, 0, -1)), [0, 9000, 4095, 4096, 8191],
+               [4096 * 3, 1], [2, -1, 3], [10**9, 5], list(range(300)) * 2, [], ["7", 8.0]]
+    for _ in range(200):
+        size = rng.randrange(1, 40)
+        batches.append([rng.choice([rng.randrange(300), rng.randrange(20_000),
+                                    rng.randrange(10**7), -rng.randrange(3)])
+                        for _ in range(size)])
+    for seed in range(60):
+        pick = random.Random(seed)
+        updated, added = ReplicateSet(), ReplicateSet()
+        for batch in pick.sample(batches, 4):
+            updated.update(batch)
+            for number in batch:
+                added.add(int(number))
+            assert len(updated) == len(added)
+            assert list(updated) == list(added)
+            codes, reference = updated._codes, added._codes  # type: ignore[attr-defined]
+            assert bytes(codes.array) == bytes(reference.array)
+            assert codes.sparse == reference.sparse
+
+
 #: Records, at the end of the controller's session, what its kept reports carry.
 INSPECT = """
 import json

@@ -666,6 +666,34 @@ class RolloutCalls:
     """
 
     @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Give a rollout test the values of the plugin's own arguments before its fixtures.
+
+        pytest resolves through its fixture machinery only the arguments an item's
+        ``funcargs`` does not hold yet, and that machinery costs more per item than a
+        trivial rollout's whole episode.  These values are the plugin's: the fixtures
+        above still exist (for ``--fixtures``, and for fixtures that depend on them) and
+        give the same ones.  Filled here, not at collection: the seeds are worked out
+        once, for the run (collecting a 100,000-item sweep worked out each item's first
+        seed a second time, and kept a filled ``funcargs`` per item in memory).
+        """
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is None or not isinstance(item, pytest.Function):
+            return
+        names = item.fixturenames
+        funcargs = item.funcargs
+        if "prove_block" in names:
+            funcargs["prove_block"] = plan.replicates
+        if "prove_seed" in names or "prove_replicate" in names:
+            first = identities_of(item)[0]
+            if "prove_seed" in names:
+                funcargs["prove_seed"] = first.seed
+            if "prove_replicate" in names:
+                funcargs["prove_replicate"] = first.replicate
+        if "prove_cfg" in names:
+            funcargs["prove_cfg"] = dict(plan.condition)
+
+    @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
         plan = pyfuncitem.stash.get(PLAN_KEY, None)
         if plan is None:

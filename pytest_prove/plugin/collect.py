@@ -22,8 +22,7 @@ from ..arguments import relative_to_root
 from ..declare.chaos import chaos_differences, chaos_refusal
 from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
-from .execute import first_seed
-from .items import SpecFile, block_id, blocks, function_items
+from .items import SpecFile, block_ids, blocks, function_items
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_FAILS_KEY,
@@ -78,8 +77,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     rollout_id = declaration.rollout_id or metafunc.definition.nodeid.split("[", 1)[0]
     replicates = settings.replicates_for(rollout_id, declaration.replicates)
     chunks = blocks(replicates, settings.concurrency_for(declaration.concurrency))
-    metafunc.parametrize("prove_block", chunks,
-                         ids=[block_id(b, replicates) for b in chunks])
+    metafunc.parametrize("prove_block", chunks, ids=block_ids(chunks, replicates))
 
 
 def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
@@ -128,73 +126,121 @@ def _node_of(item: pytest.Item, nodes: dict[tuple[int, str], str]) -> str:
     return found
 
 
-def _plan_for_function(item: pytest.Function, declaration: Declaration,
-                       seen: dict[Any, Condition], settings: Settings, node: str) -> ItemPlan:
-    callspec = getattr(item, "callspec", None)
-    params = dict(callspec.params) if callspec is not None else {}
-    block = params.pop("prove_block", (0,))
+@dataclass(slots=True)
+class _Function:
+    """What the items of one rollout test function share, worked out once for them all
+    (a sweep of 100,000 replicates is 100,000 items of one function)."""
+
+    function: object  # the test's function (a method's, for a test in a class)
+    declaration: Declaration | None  # None: not a function rollout
+    node: str  # its node id up to the parameters: ``t.py::test``
+    rollout_id: str = ""
+    declared: Declaration | None = None  # as this session runs it (settings.declared)
+    total: int = 0
+
+
+def _function_of(item: pytest.Function, function: object, settings: Settings) -> _Function:
+    declaration = declaration_of(function)
+    node = item.nodeid.split("[", 1)[0]
+    if declaration is None or declaration.axes is not None:
+        return _Function(function, None, node)
+    rollout_id = declaration.rollout_id or node
+    return _Function(function, declaration, node, rollout_id, settings.declared(declaration),
+                     settings.replicates_for(rollout_id, declaration.replicates))
+
+
+def _condition_of(item: pytest.Function, params: Mapping[str, Any],
+                  seen: dict[Any, Condition]) -> Condition:
+    """The condition of a rollout test's item and its key, from its parameters."""
     # The replicates of a condition share their parameter values: key them once, when
     # the values are plain scalars that are equal exactly when their conditions are
     # (1, 1.0 and True compare equal, as do 0.0 and -0.0, so types and float reprs are
     # kept; tuples, Decimals and other objects are keyed afresh every time).
-    cache_key: tuple[Any, ...] | None = tuple(
-        (k, type(v), repr(v) if type(v) is float else v) for k, v in params.items())
-    if any(type(v) not in _PLAIN for v in params.values()):
-        cache_key = None
+    cache_key: tuple[Any, ...] | None = ()
+    if len(params) > 1 or "prove_block" not in params:
+        cache_key = tuple((k, type(v), repr(v) if type(v) is float else v)
+                          for k, v in params.items() if k != "prove_block")
+        if any(type(v) not in _PLAIN for k, v in params.items() if k != "prove_block"):
+            cache_key = None
     found = None if cache_key is None else seen.get(cache_key)
     if found is None:
-        condition = {k: _json_scalar(k, v, item) for k, v in params.items()}
+        condition = {k: _json_scalar(k, v, item) for k, v in params.items()
+                     if k != "prove_block"}
         found = (condition, condition_key(condition))
         if cache_key is not None:
             seen[cache_key] = found
-    rollout_id = declaration.rollout_id or node
-    return ItemPlan(rollout_id=rollout_id, label=item.originalname,
-                    declaration=settings.declared(declaration),
-                    condition=found[0], condition_key=found[1], replicates=tuple(block),
-                    total=settings.replicates_for(rollout_id, declaration.replicates))
+    return found
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give every rollout item its plan, and note the whole sweep before any deselection."""
+    """Give every rollout item its plan, and note the whole sweep before any deselection.
+
+    Each step is taken once for what items share: a test function's declaration and node
+    id once per function, a condition once per parameter values, its record in the plan
+    once per run of items of one condition (collection is the price of a sweep's every
+    session, and a per-item step costs a 100,000-item sweep a second or more).
+    """
     planned = config.stash[PLANNED_KEY]
     seen: dict[Any, Condition] = {}
     declared: dict[str, dict[str, list[Any]]] = {}  # a test's parametrize lists
     clashes: dict[str, set[str]] = {}
     blocked: dict[str, str] = {}  # fixture -> an item whose block it would get wrong
     settings = config.stash[SETTINGS_KEY]
+    functions: dict[tuple[int, str], _Function] = {}
     nodes: dict[tuple[int, str], str] = {}
+    per_replicate: dict[int, tuple[object, list[str]]] = {}  # by the items' fixture info
+    last: tuple[Any, ...] = ()  # the previous item's (rollout id, node, condition, total)
     for item in items:
         plan = item.stash.get(PLAN_KEY, None)
         if plan is None:
             if not isinstance(item, pytest.Function):
                 continue
-            declaration = declaration_of(item.obj)
-            if declaration is None or declaration.axes is not None:
+            obj = item.obj
+            function = getattr(obj, "__func__", obj)
+            name = item.originalname
+            key = (id(item.parent), name if isinstance(name, str) else item.nodeid)
+            found = functions.get(key)
+            if found is None or found.function is not function:
+                found = functions[key] = _function_of(item, function, settings)
+            if found.declaration is None or found.declared is None:
                 continue
-            node = _node_of(item, nodes)
-            plan = item.stash[PLAN_KEY] = _plan_for_function(item, declaration, seen,
-                                                             settings, node)
-            _fill_own_arguments(item, plan, settings)
+            node = found.node
+            callspec = getattr(item, "callspec", None)
+            params: Mapping[str, Any] = callspec.params if callspec is not None else {}
+            condition, ckey = _condition_of(item, params, seen)
+            plan = item.stash[PLAN_KEY] = ItemPlan(
+                found.rollout_id, name, found.declared, condition, ckey,
+                tuple(params.get("prove_block", (0,))), found.total)
         else:
             node = _node_of(item, nodes)
-        info = planned.get(plan.rollout_id)
-        if info is None:
-            info = planned[plan.rollout_id] = {
-                "label": plan.label, "declaration": plan.declaration.to_json(),
-                "conditions": {}, "replicates": plan.total,
-                # Where the rollout lives, so that a gate can tell a test that moved from
-                # one left out of this session's paths (see coverage.py).
-                "node": node, "path": _relative(config, item.path)}
-        elif info["node"] != node:
-            clashes.setdefault(plan.rollout_id, {info["node"]}).add(node)
-        info["declaration"]["replicates"] = plan.total
-        info["conditions"][plan.condition_key] = plan.condition
-        if plan.condition:
-            _note_positions(info, item, plan.condition, declared, node)
+        if last and last[2] is plan.condition and last[0] == plan.rollout_id \
+                and last[1] == node and last[3] == plan.total:
+            pass  # the same rollout and condition as the item before: noted with it
+        else:
+            info = planned.get(plan.rollout_id)
+            if info is None:
+                info = planned[plan.rollout_id] = {
+                    "label": plan.label, "declaration": plan.declaration.to_json(),
+                    "conditions": {}, "replicates": plan.total,
+                    # Where the rollout lives, so that a gate can tell a test that moved
+                    # from one left out of this session's paths (see coverage.py).
+                    "node": node, "path": _relative(config, item.path)}
+            elif info["node"] != node:
+                clashes.setdefault(plan.rollout_id, {info["node"]}).add(node)
+            info["declaration"]["replicates"] = plan.total
+            info["conditions"][plan.condition_key] = plan.condition
+            if plan.condition:
+                _note_positions(info, item, plan.condition, declared, node)
+            last = (plan.rollout_id, node, plan.condition, plan.total)
         if len(plan.replicates) > 1:
-            for name in _per_replicate_fixtures(item):
-                blocked.setdefault(name, item.nodeid)
+            fixtureinfo = getattr(item, "_fixtureinfo", None)
+            cached = per_replicate.get(id(fixtureinfo))
+            if cached is None or cached[0] is not fixtureinfo:
+                cached = per_replicate[id(fixtureinfo)] = (fixtureinfo,
+                                                           _per_replicate_fixtures(item))
+            for fixture in cached[1]:
+                blocked.setdefault(fixture, item.nodeid)
     shard = config.stash[SETTINGS_KEY].shard
     if shard is not None:
         _slice(config, items, shard)
@@ -394,6 +440,10 @@ class Collection:
         # What the selection kept, replicate by replicate (-k can pick replicates).
         kept: dict[str, dict[str, list[int]]] = {}
         last: tuple[str, str, list[int]] | None = None
+        # The rollouts and conditions the design check counts: those of the items run,
+        # noted in the same pass when no resumed run drops any (every shard's otherwise).
+        selected: dict[str, tuple[ItemPlan, set[str]]] = {}
+        at_once = settings.shard is None and not settings.done
         for item in items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is None:
@@ -401,6 +451,11 @@ class Collection:
             if last is None or last[0] != plan.rollout_id or last[1] != plan.condition_key:
                 last = (plan.rollout_id, plan.condition_key, kept.setdefault(
                     plan.rollout_id, {}).setdefault(plan.condition_key, []))
+                if at_once:
+                    found = selected.get(plan.rollout_id)
+                    if found is None:
+                        found = selected[plan.rollout_id] = (plan, set())
+                    found[1].add(plan.condition_key)
             last[2].extend(plan.replicates)
         config.stash[SELECTED_KEY] = kept
         if settings.worker_refusal is not None and kept:  # sessions without a rollout run
@@ -419,8 +474,7 @@ class Collection:
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
-        selected: dict[str, tuple[ItemPlan, set[str]]] = {}
-        for item in sweep if settings.shard is not None else items:
+        for item in () if at_once else sweep if settings.shard is not None else items:
             plan = item.stash.get(PLAN_KEY, None)
             if plan is not None:
                 found = selected.get(plan.rollout_id)
@@ -686,26 +740,3 @@ def _design_check(config: pytest.Config, replicates: int, m: int, settings: Sett
 def _relative(config: pytest.Config, path: Path) -> str:
     """``path`` relative to the rootdir, with forward slashes (as node ids are)."""
     return relative_to_root(path, config.rootpath)
-
-
-def _fill_own_arguments(item: pytest.Function, plan: ItemPlan, settings: Settings) -> None:
-    """Give a rollout item the values of the plugin's own arguments up front.
-
-    pytest resolves through its fixture machinery only the arguments an item's
-    ``funcargs`` does not hold yet, and that machinery costs more per item than a
-    trivial rollout's whole episode.  These values are the plugin's, known once
-    the run's salt is: the fixtures below still exist (for ``--fixtures``, and for
-    fixtures that depend on them) and give the same values.
-    """
-    names = item.fixturenames
-    funcargs = item.funcargs
-    if "prove_block" in names:
-        funcargs["prove_block"] = plan.replicates
-    if "prove_seed" in names or "prove_replicate" in names:
-        replicate, seed = first_seed(item, plan, settings)
-        if "prove_seed" in names:
-            funcargs["prove_seed"] = seed
-        if "prove_replicate" in names:
-            funcargs["prove_replicate"] = replicate
-    if "prove_cfg" in names:
-        funcargs["prove_cfg"] = dict(plan.condition)

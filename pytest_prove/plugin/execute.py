@@ -22,11 +22,11 @@ import pytest
 from ..declare.chaos import ChaosConfig
 from ..declare.seeds import derive_seed
 from ..running.runner import Identity, Stopped, run_block
-from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, Settings
+from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
-__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "first_seed", "identities_of"]
+__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "identities_of"]
 
 
 class BlockInterrupted(Exception):  # noqa: N818 - it says what happened to the item
@@ -50,17 +50,6 @@ def _to_run(plan: ItemPlan, done: frozenset[tuple[str, str, int]]) -> tuple[int,
         replicates = tuple(r for r in replicates
                            if (plan.rollout_id, plan.condition_key, r) not in done) or replicates
     return replicates
-
-
-def first_seed(item: pytest.Item, plan: ItemPlan, settings: Settings) -> tuple[int, int]:
-    """The replicate and seed of the first episode of ``item`` (whose plan is ``plan``), as
-    :func:`identities_of` gives them, without building every identity (collection needs
-    only these)."""
-    found = item.stash.get(IDENTITIES_KEY, None)
-    if found is not None:
-        return found[0].replicate, found[0].seed
-    first = _to_run(plan, settings.done)[0]
-    return first, derive_seed(settings.salt, plan.rollout_id, plan.condition_key, first)
 
 
 def _identities(item: pytest.Item) -> list[Identity]:

@@ -27,6 +27,7 @@ __all__ = [
     "RolloutItem",
     "SpecFile",
     "block_id",
+    "block_ids",
     "blocks",
     "condition_id",
     "function_items",
@@ -50,6 +51,15 @@ def block_id(block: tuple[int, ...], replicates: int) -> str:
     if len(block) == 1:
         return f"r{block[0]:0{width}d}"
     return f"r{block[0]:0{width}d}-{block[-1]:0{width}d}"
+
+
+def block_ids(chunks: list[tuple[int, ...]], replicates: int) -> list[str]:
+    """:func:`block_id` of each block, worked out with one format for the sweep (a
+    100,000-replicate rollout has as many ids, made at every collection)."""
+    width = max(3, len(str(max(replicates - 1, 0))))
+    if all(len(block) == 1 for block in chunks):
+        return list(map(f"r{{:0{width}d}}".format, (block[0] for block in chunks)))
+    return [block_id(block, replicates) for block in chunks]
 
 
 def condition_id(condition: Mapping[str, Scalar]) -> str:
