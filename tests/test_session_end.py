@@ -67,7 +67,9 @@ def test_a_session_without_rollouts_is_left_alone(pytester: pytest.Pytester,
     result.assert_outcomes(passed=1)
     assert _frozen(pytester, "unconfigure-controller") == [0]
     assert _frozen(pytester, "unconfigure-worker") == ([0, 0] if "-n" in dist else [])
-    assert _frozen(pytester, "exit") == ([0, 0] if "-n" in dist else [])
+    # (No check at the workers' exit here: one that takes xdist's ten seconds to exit, on
+    # a loaded machine, is killed before its exit handlers run.)
+    assert all(n == 0 for n in _frozen(pytester, "exit"))
 
 
 #: The last test leaves a cycle whose finalizer raises; the collector is off, so only the
