@@ -19,8 +19,10 @@ RECORD_FROZEN = textwrap.dedent(
     """
     import atexit, gc, os
 
+    HERE = os.path.dirname(os.path.abspath(__file__))  # a worker's exit may be elsewhere
+
     def _write(when):
-        with open(f"frozen-{when}-{os.getpid()}.txt", "w") as fh:
+        with open(os.path.join(HERE, f"frozen-{when}-{os.getpid()}.txt"), "w") as fh:
             fh.write(str(gc.get_freeze_count()))
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
