@@ -74,11 +74,12 @@ class Probe:
 
 def figures():
     me = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)  # reaped by xdist's teardown
     last = Probe.last or (None, None)
     with open(os.environ["BENCH_OUT"], "w") as fh:
         json.dump({"maxrss_kb": me.ru_maxrss, "cpu": me.ru_utime + me.ru_stime,
                    "last_wall": last[0], "last_cpu": last[1],
-                   "end_cpu": time.process_time()}, fh)
+                   "workers_cpu": workers.ru_utime + workers.ru_stime}, fh)
 
 
 atexit.register(figures)
@@ -94,21 +95,29 @@ def session(args: list[str], cwd: Path) -> dict[str, Any]:
     env["BENCH_OUT"] = str(out)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, str(cwd / "wrapper.py"), "-q", "-p", "no:randomly",
-                           *args], cwd=cwd, capture_output=True,
-                          text=True, check=False, env=env)
-    end_wall = time.time()
-    elapsed = time.perf_counter() - start
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen([sys.executable, str(cwd / "wrapper.py"), "-q", "-p",
+                                  "no:randomly", *args], cwd=cwd, stdout=stdout,
+                                 stderr=stderr, env=env)
+        # wait4, not wait: the controller's CPU up to its very end (the interpreter's exit
+        # comes after the wrapper's atexit figures), with its reaped workers'.
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        end_wall = time.time()
+        elapsed = time.perf_counter() - start
+        if child.returncode != 0:
+            stdout.seek(0)
+            stderr.seek(0)
+            sys.exit(f"pytest {' '.join(args)} failed ({child.returncode}):\n"
+                     f"{stdout.read()[-3000:].decode()}{stderr.read()[-3000:].decode()}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        sys.exit(f"pytest {' '.join(args)} failed ({done.returncode}):\n"
-                 f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     found: dict[str, Any] = json.loads(out.read_text())
     found["wall"] = elapsed
     found["tree_cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if found["last_wall"] is not None:
         found["tail_wall"] = end_wall - found["last_wall"]
-        found["tail_cpu"] = found["end_cpu"] - found["last_cpu"]
+        controller = usage.ru_utime + usage.ru_stime - found["workers_cpu"]
+        found["tail_cpu"] = controller - found["last_cpu"]
     return found
 
 

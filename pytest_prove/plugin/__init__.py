@@ -34,7 +34,7 @@ from ..options import margin as margin_option
 from ..running.runner import Identity
 from ..store import Run, Store, StoreError
 from ..traces import capture
-from . import budget
+from . import budget, heap
 
 # The collection hooks live in collect.py; named here, they are this plugin's hooks.
 from .collect import Collection
@@ -50,6 +50,7 @@ from .state import (
     PLAN_KEY,
     PLANNED_KEY,
     RESULTS_KEY,
+    SELECTED_KEY,
     SESSION_KEY,
     SETTINGS_KEY,
     ItemPlan,
@@ -280,6 +281,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
+    heap.install(config)
     own(config, RolloutCalls(), "prove_calls")
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
@@ -802,6 +804,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return
+    _settle_heap(session)
     if settings.is_worker:
         wire.to_worker_output(config.workeroutput,  # type: ignore[attr-defined]
                               plan=plan_data(config),
@@ -819,6 +822,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if settings.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = (pytest.ExitCode.USAGE_ERROR if config.stash.get(PLAN_FAILS_KEY, False)
                               else pytest.ExitCode.OK)
+
+
+def _settle_heap(session: pytest.Session) -> None:
+    """No test runs any more: pytest's last collections and the interpreter's need not walk
+    what the session still holds (see heap.py); sessions without a rollout are left alone."""
+    config = session.config
+    prove = config.stash.get(SESSION_KEY, None)
+    if config.stash.get(SELECTED_KEY, None) or (prove is not None and prove.ran_any):
+        heap.settle(config)
 
 
 def _gate_reports(session: pytest.Session, prove: Any) -> None:
