@@ -44,7 +44,7 @@ from ..record import (
     utc_now,
 )
 from .compact import COMPACT_FORMAT, dump_compact, read_compact
-from .episodes import LineDecoder
+from .episodes import LineDecoder, is_utf8
 from .pruning import Pruning, prune_runs
 from .writer import RunWriter, atomic_write, dump_line
 
@@ -118,7 +118,7 @@ def _chunks(path: Path, data: bytes | None, notes: list[str]
         tail = lines.pop()
         # Whether the whole lines are UTF-8 (most often ASCII, a quick check): msgspec
         # checks only the text it decodes, not what it leaves raw.
-        text = joined.isascii() or _utf8(joined[:len(joined) - len(tail)])
+        text = joined.isascii() or is_utf8(joined[:len(joined) - len(tail)])
         yield number, lines, text
         number += len(lines)
     if tail.strip():
@@ -151,14 +151,6 @@ def _pieces(path: Path, data: bytes | None) -> Iterator[bytes]:
             if not chunk:
                 break
             yield chunk
-
-
-def _utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _slow_line(line: bytes, where: str, salt: str, fix: str) -> dict[str, Any] | None:

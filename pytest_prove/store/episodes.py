@@ -299,7 +299,7 @@ def _meta(raw: Raw) -> dict[str, Any] | None:
     return meta
 
 
-def _utf8(data: bytes) -> bool:
+def is_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -368,7 +368,7 @@ class LineDecoder:
         self._take(lines, before, self._decode if text else self._one)
 
     def _one(self, line: bytes) -> _Line | None:
-        if not (line.isascii() or _utf8(line)):
+        if not (line.isascii() or is_utf8(line)):
             return None
         try:
             record: _Line = self._decode(line)
