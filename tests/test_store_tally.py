@@ -140,3 +140,58 @@ def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pyteste
         assert [[name, str(value)] for name, value in k["properties"]] == written[k["nodeid"]]
         assert [name for name, _ in k["properties"]] == [
             "prove_replicate", "prove_seed", "prove_outcome"]
+
+
+def test_replicates_that_come_from_far_ahead_are_held_once_the_array_reaches_them() -> None:
+    # Under -n 2 one worker starts at replicate 0 and the other far ahead, so the controller
+    # first sees numbers past the array's reach (kept aside), then the array grows over them.
+    # They used to be lost then: a 100,000-episode sweep that stored every episode was
+    # closed 'incomplete' with 7,618 missing.
+    endings = Endings()
+    replicates = ReplicateSet()
+    order = [n for pair in zip(range(20_000), range(20_000, 40_000), strict=True) for n in pair]
+    for n in order:
+        endings.put("a", "k", n, "with_outcome")
+        replicates.add(n)
+    assert endings.held("a", "k", 40_000) == 40_000 == len(endings)
+    assert endings.held("a", "k", range(29_990, 30_010)) == 20
+    assert endings.get("a", "k", 30_000) == "with_outcome"
+    assert len(replicates) == 40_000 and 30_000 in replicates
+    assert replicates.missing_below(40_001) == [40_000]
+    assert list(replicates) == list(range(40_000))
+    # Stored again, an episode replaces the one before it rather than adding to the count.
+    endings.put("a", "k", 30_001, "errored")
+    assert len(endings) == 40_000 and endings.count("errored") == 1
+    # At once, over numbers kept aside before.
+    at_once = ReplicateSet([9_000])
+    at_once.update(range(9_000))
+    assert len(at_once) == 9_001 and at_once.missing_below(9_001) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_endings_from_workers_at_any_pace_count_as_a_dict_does(seed: int) -> None:
+    # Several workers, each walking its own stretch of replicates at its own pace, some
+    # numbers stored twice: every count and lookup as a dict of identities gives them.
+    rng = random.Random(seed)
+    starts = sorted(rng.sample(range(0, 30_000, 500), 4))
+    streams = [iter(range(a, a + rng.randrange(200, 9_000))) for a in starts]
+    endings, replicates = Endings(), ReplicateSet()
+    reference: dict[int, str] = {}
+    while streams:
+        stream = rng.choice(streams)
+        for _ in range(rng.randrange(1, 400)):
+            n = next(stream, None)
+            if n is None:
+                streams.remove(stream)
+                break
+            end = rng.choice(ENDINGS)
+            endings.put("a", "k", n, end)
+            replicates.add(n)
+            reference[n] = end
+    top = max(reference) + 1
+    assert endings.held("a", "k", top) == len(reference) == len(endings) == len(replicates)
+    ends = list(reference.values())
+    assert {e: endings.count(e) for e in ENDINGS} == {e: ends.count(e) for e in ENDINGS}
+    assert all(endings.get("a", "k", n) == end for n, end in reference.items())
+    assert list(replicates) == sorted(reference)
+    assert replicates.missing_below(top) == sorted(set(range(top)) - set(reference))

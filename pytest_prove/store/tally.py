@@ -47,11 +47,12 @@ def _all_dense(values: list[int], length: int) -> bool:
 class _Codes:
     """One condition's replicates: a code byte each (0: not there)."""
 
-    __slots__ = ("array", "sparse")
+    __slots__ = ("array", "low", "sparse")
 
     def __init__(self) -> None:
         self.array = bytearray()
         self.sparse: dict[int, int] | None = None
+        self.low: int | None = None  # the least number >= 0 kept aside
 
     def get(self, index: int) -> int:
         if 0 <= index < len(self.array):
@@ -63,12 +64,38 @@ class _Codes:
         if index < len(array) and index >= 0:
             array[index] = code
         elif _dense(index, len(array)):
-            array.extend(bytes(index + 1 - len(array)))
+            self.grow(index + 1)
             array[index] = code
         else:
             if self.sparse is None:
                 self.sparse = {}
             self.sparse[index] = code
+            if index >= 0 and (self.low is None or index < self.low):
+                self.low = index
+
+    def grow(self, length: int) -> None:
+        """Make the array ``length`` long; the numbers kept aside that it now reaches move
+        into it (else :meth:`get` would read them as absent: under xdist a number far ahead
+        comes first when another worker starts there)."""
+        array = self.array
+        array.extend(bytes(length - len(array)))
+        if self.low is not None and _dense(self.low, len(array)):
+            self._absorb()
+
+    def _absorb(self) -> None:
+        """Move into the array every number kept aside that it reaches, nearest first,
+        growing it as putting them one by one would."""
+        sparse, array = self.sparse, self.array
+        assert sparse is not None
+        for index in sorted(i for i in sparse if i >= 0):
+            if not _dense(index, len(array)):
+                break
+            if index >= len(array):
+                array.extend(bytes(index + 1 - len(array)))
+            array[index] = sparse.pop(index)
+        self.low = min((i for i in sparse if i >= 0), default=None)
+        if not sparse:
+            self.sparse = None
 
     def indices(self) -> Iterator[int]:
         yield from (i for i, code in enumerate(self.array) if code)
@@ -168,7 +195,7 @@ class ReplicateSet:
             # at the end of every session.
             top = max(values)
             if top >= len(array):
-                array.extend(bytes(top + 1 - len(array)))
+                codes.grow(top + 1)
             zeros = array.count(0)
             deque(map(array.__setitem__, values, repeat(1)), maxlen=0)
             self._size += zeros - array.count(0)
