@@ -179,8 +179,10 @@ def main() -> None:
         for _ in range(options.repeat):
             plain.append(session(["test_plain.py", "-p", "no:prove", *dist], root))
             sweep.append(session(["test_sweep.py", *dist], root))
-        runs = list((root / ".prove" / "runs").glob("*/episodes.jsonl"))
-        stored = [p.read_bytes().count(b"\n") for p in runs]
+        runs = sorted((root / ".prove" / "runs").glob("*/"))
+        stored = [(p / "episodes.jsonl").read_bytes().count(b"\n") for p in runs]
+        manifests = [json.loads((p / "manifest.json").read_text()) for p in runs]
+        status = [f"{m['status']}, {m.get('missing', 0):,} missing" for m in manifests]
     ratio = lowest(sweep, "tree_cpu") / lowest(plain, "tree_cpu")
     wall = lowest(sweep, "wall") / lowest(plain, "wall")
     print(f"2. -n {options.workers}, CPU s of the process tree: plain "
@@ -204,7 +206,10 @@ def main() -> None:
     print(f"   sweep over plain, per episode  {per:.3f} KB   target <= 0.5 KB  "
           f"{'MET' if per <= 0.5 else 'NOT MET'}")
     print(f"   episodes stored: {', '.join(f'{s:,}' for s in stored)} "
-          f"({len(stored)} runs; {n:,} expected in each)")
+          f"({len(stored)} runs; {n:,} expected in each); runs closed: {'; '.join(status)}")
+    if any(s != n for s in stored) or any(m["status"] != "complete" for m in manifests):
+        sys.exit("a sweep's run does not hold every episode, or was not closed complete: "
+                 "the figures above are not those of a whole sweep")
     print(f"load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
