@@ -39,9 +39,11 @@ __all__ = [
     "cap_message",
     "decided_command",
     "decided_message",
+    "spans",
     "take",
     "to_worker_input",
     "to_worker_output",
+    "unspan",
     "worker_input",
     "worker_output",
 ]
@@ -70,7 +72,9 @@ class PlanData(TypedDict):
     kept, and the paths it collected from (rootdir-relative)."""
 
     plan: dict[str, dict[str, Any]]
-    selected: dict[str, dict[str, list[int]]]  # rollout -> condition key -> replicates
+    #: rollout -> condition key -> the replicates kept, as :func:`spans` (a sweep of
+    #: 100,000 replicates is one pair, not 100,000 numbers every worker sends twice)
+    selected: dict[str, dict[str, list[list[int]]]]
     paths: list[str]
     ignored: list[str]  # --ignore and --ignore-glob, rootdir-relative
     skipped_files: list[str]  # modules skipped at collection (importorskip, a module skip)
@@ -149,6 +153,25 @@ def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
                            str(k): int(v) for k, v in sent["replay"].items()},
                        chaos=list(sent.get("chaos") or ()),
                        sequential_flag=sent.get("sequential_flag"))
+
+
+def spans(numbers: Iterable[int]) -> list[list[int]]:
+    """``numbers`` as ``[start, stop]`` pairs of runs ``start, start + 1, ..., stop - 1``,
+    in the order given: ``[0, 1, 2, 7, 8]`` is ``[[0, 3], [7, 9]]``."""
+    found: list[list[int]] = []
+    last: list[int] | None = None
+    for n in numbers:
+        if last is not None and n == last[1]:
+            last[1] = n + 1
+        else:
+            last = [n, n + 1]
+            found.append(last)
+    return found
+
+
+def unspan(pairs: Iterable[Sequence[int]]) -> Iterable[range]:
+    """The runs of :func:`spans`' pairs, as ranges."""
+    return (range(int(start), int(stop)) for start, stop in pairs)
 
 
 def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,

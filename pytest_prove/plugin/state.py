@@ -12,7 +12,7 @@ from msgspec import Struct
 from ..arguments import session_paths as _paths
 from ..declare.capture import CaptureConfig
 from ..declare.spec import Declaration, Scalar
-from ..wire import PlanData
+from ..wire import PlanData, spans
 
 if TYPE_CHECKING:
     from .session import ProveSession
@@ -183,7 +183,8 @@ def plan_data(config: pytest.Config) -> PlanData:
     skipped: set[str] = config.stash.get(SKIPPED_FILES_KEY, set())
     return PlanData(
         plan=json.loads(json.dumps(config.stash.get(PLANNED_KEY, {}))),
-        selected=config.stash.get(SELECTED_KEY, {}),
+        selected={rid: {key: spans(replicates) for key, replicates in keys.items()}
+                  for rid, keys in config.stash.get(SELECTED_KEY, {}).items()},
         paths=paths,
         ignored=_paths([str(p) for p in ignored], config.invocation_params.dir,
                        config.rootpath),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, final
 
 from ..record import add_tokens, ending, identity, utc_now
-from ..wire import PlanData
+from ..wire import PlanData, unspan
 from . import Run, RunWriter, Store, StoreError
 from .tally import Endings, ReplicateSet
 
@@ -181,8 +181,10 @@ class RunRecorder:
                     known[field] = info[field]
         for rollout_id, keys in (selected or {}).items():
             mine = self.selected.setdefault(rollout_id, {})
-            for key, replicates in keys.items():
-                mine.setdefault(key, ReplicateSet()).update(replicates)
+            for key, pairs in keys.items():
+                kept = mine.setdefault(key, ReplicateSet())
+                for replicates in unspan(pairs):
+                    kept.update(replicates)
         for path in paths:
             if path not in self.paths:
                 self.paths.append(path)
