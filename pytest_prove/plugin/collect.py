@@ -9,6 +9,7 @@ pytest's own selection, a resumed run drops what it already holds, the design ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -340,37 +341,53 @@ def _per_replicate_fixtures(item: pytest.Item) -> list[str]:
     return found
 
 
+def shard_of(rollout_id: str, condition_key: str, block: int, count: int) -> int:
+    """The shard (1 .. ``count``) of a condition's ``block``-th block of replicates (block
+    ``b`` holds replicates ``b * size`` onwards): the condition's blocks are dealt out in
+    turn, from a shard its rollout id and key pick (so that conditions whose blocks do not
+    divide evenly do not all leave their extra block to shard 1)."""
+    digest = hashlib.blake2b(f"{rollout_id}\x1f{condition_key}".encode(), digest_size=8)
+    return (int.from_bytes(digest.digest(), "big") + block) % count + 1
+
+
 def _slice(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:
     """Mark the items of slice K of N, before any selection (so that -k cannot move an item
     to another shard), and keep the slice's replicates for the run's manifest.
 
-    Every rollout item of the collected sweep is keyed by (rollout id, condition key, first
-    replicate); the keys are sorted, and the i-th goes to shard ``i % N + 1``.  So the slice
-    is the same on every machine and in every process (collection order and pytest-randomly
-    do not change it), shards differ in size by one item at most, and each condition's
-    replicates are dealt out across the shards as evenly."""
+    An item's shard is :func:`shard_of` its rollout, condition and block, and nothing else:
+    so the slice is the same on every machine and in every process, whatever else was
+    collected (collection order, pytest-randomly, the paths given, ``--lf``, which narrows
+    collection itself, and node ids do not change it), and each condition's replicates are
+    dealt out across the shards, a block at most apart."""
     index, total = shard
-    keys: dict[tuple[str, str, int], list[pytest.Item]] = {}
+    settings = config.stash[SETTINGS_KEY]
+    sizes: dict[tuple[str, int | None], int] = {}  # a rollout's block size
+    chosen: dict[str, dict[str, set[int]]] = {}
+    items_seen = 0
     for item in items:
         plan = item.stash.get(PLAN_KEY, None)
-        if plan is not None:
-            keys.setdefault((plan.rollout_id, plan.condition_key, plan.replicates[0]),
-                            []).append(item)
-    chosen: dict[str, dict[str, list[int]]] = {}
-    for position, key in enumerate(sorted(keys)):
-        mine = position % total + 1 == index
-        for item in keys[key]:
-            item.stash[SHARD_KEY] = mine
-            if mine:
-                plan = item.stash[PLAN_KEY]
-                found = chosen.setdefault(plan.rollout_id, {}).setdefault(
-                    plan.condition_key, [])
-                found.extend(r for r in plan.replicates if r not in found)
-    if keys and not chosen:
-        _refuse(config, items, f"--prove-shard={index}/{total}: the sweep has {len(keys)} "
-                               f"rollout item(s), so slice {index} of {total} holds none and "
-                               f"its run would never exist for pytest-prove merge; cut the "
-                               f"sweep into at most {len(keys)} shards")
+        if plan is None:
+            continue
+        items_seen += 1
+        concurrency = plan.declaration.concurrency
+        size = sizes.get((plan.rollout_id, concurrency))
+        if size is None:
+            size = sizes[(plan.rollout_id, concurrency)] = max(
+                1, settings.concurrency_for(concurrency))
+        mine = shard_of(plan.rollout_id, plan.condition_key, plan.replicates[0] // size,
+                        total) == index
+        item.stash[SHARD_KEY] = mine
+        if mine:
+            chosen.setdefault(plan.rollout_id, {}).setdefault(
+                plan.condition_key, set()).update(plan.replicates)
+    if items_seen and not chosen:
+        _refuse(config, items, f"--prove-shard={index}/{total}: none of the sweep's "
+                               f"{items_seen} rollout item(s) falls in slice {index} of "
+                               f"{total} (each condition's blocks of replicates are dealt "
+                               "out across the shards, so a condition with fewer blocks "
+                               "than shards leaves some shards without it), so its run "
+                               "would never exist for pytest-prove merge; cut the sweep "
+                               "into fewer shards, or run more replicates")
         return
     config.stash[SHARD_SLICE_KEY] = {
         "index": index, "count": total,

@@ -15,6 +15,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any, final
 
@@ -182,9 +183,8 @@ class RunRecorder:
         for rollout_id, keys in (selected or {}).items():
             mine = self.selected.setdefault(rollout_id, {})
             for key, pairs in keys.items():
-                kept = mine.setdefault(key, ReplicateSet())
-                for replicates in unspan(pairs):
-                    kept.update(replicates)
+                # One update for them all: each one counts the whole array.
+                mine.setdefault(key, ReplicateSet()).update(chain.from_iterable(unspan(pairs)))
         for path in paths:
             if path not in self.paths:
                 self.paths.append(path)
