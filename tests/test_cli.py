@@ -319,6 +319,11 @@ def test_where_counts_failing_episodes_by_last_step(
     assert out.startswith(f"{len(failing)} of ")
     assert out.rstrip().splitlines()[-1] == (
         "next: pytest-prove compare baseline:base worse --event unresolved")
+    # A baseline's own: the next step sets a run beside it (it used to name the baseline
+    # twice over, 'compare BASELINE baseline:base').
+    code, out, _ = run(project, capsys, "where", "baseline:base", "--event", "unresolved")
+    assert code == 0 and out.rstrip().splitlines()[-1] == (
+        "next: pytest-prove compare baseline:base RUN --event unresolved")
     code, _, err = run(project, capsys, "where", "worse", "--event", "lost")
     assert code == 1 and "outcomes: resolved, unresolved" in err
 

@@ -336,8 +336,11 @@ def where_lines(w: Where) -> list[str]:
         lines.append(f"censored (no outcome): {sum(incidence.censored)}")
     if w.left_out:
         lines.append(_left_out(w.left_out))
-    lines.append(f"next: pytest-prove compare {terminal_text(w.baseline)} {label} --event "
-                 f"{event}")
+    if w.run.startswith("baseline:"):  # a baseline itself: set a run beside it
+        lines.append(f"next: pytest-prove compare {label} RUN --event {event}")
+    else:
+        lines.append(f"next: pytest-prove compare {terminal_text(w.baseline)} {label} "
+                     f"--event {event}")
     return lines
 
 
