@@ -300,3 +300,50 @@ def test_last_failed_on_a_shard_reruns_every_failure_of_that_shard(
     rerun = Store(pytester.path / "st").load("again").manifest["shard"]["slice"]
     assert set(rerun) == {"test_b.py::test_b"}
     assert set(rerun["test_b.py::test_b"]["{}"]) <= set(sliced["test_b.py::test_b"]["{}"])
+
+
+def test_two_merges_into_one_name_at_once_write_one_run(
+        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from pytest_prove.store.merging import merge_runs
+
+    for k in (1, 2):
+        assert shard(sweep, k, 2, "st", "--prove-salt=s", "--prove-replicates=4").ret == 0
+    store = Store(sweep.path / "st")
+    shards = [store.load("part-1"), store.load("part-2")]
+    # The first merge stops just after finding the name free, until the second has ended or
+    # two seconds have passed: without a lock both found it free and both wrote a run.
+    second_done, first_waits = threading.Event(), threading.Event()
+    new_run = Store.new_run
+    first = threading.current_thread
+
+    def slow_new_run(self: Store, **kwargs: object) -> object:
+        if first().name == "merge-1":
+            first_waits.set()
+            second_done.wait(2)
+        return new_run(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "new_run", slow_new_run)
+    outcomes: dict[str, str] = {}
+
+    def merge(label: str) -> None:
+        try:
+            merge_runs(Store(sweep.path / "st"), shards, "all")
+            outcomes[label] = "merged"
+        except Exception as exc:  # noqa: BLE001 - the refusal is what is checked
+            outcomes[label] = str(exc)
+        finally:
+            if label == "merge-2":
+                second_done.set()
+
+    one = threading.Thread(target=merge, args=("merge-1",), name="merge-1")
+    one.start()
+    assert first_waits.wait(10)
+    two = threading.Thread(target=merge, args=("merge-2",), name="merge-2")
+    two.start()
+    one.join(10)
+    two.join(10)
+    assert outcomes["merge-1"] == "merged"
+    assert "a run named 'all' is already in" in outcomes["merge-2"]
+    assert [m["name"] for _, m in store.runs()].count("all") == 1

@@ -13,7 +13,9 @@ is there; :func:`missing_slices` words what an incomplete merge lacks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
+
+from filelock import FileLock, Timeout
 
 from ..record import StoreError, ending, episode_name, identity, utc_now
 from . import RUN_FORMAT, Run, Store, check_name
@@ -117,11 +119,38 @@ def missing_slices(manifest: Mapping[str, Any], name: str) -> str | None:
             "merge every shard's run again")
 
 
+#: How long a merge waits for another merge into the same store to finish.
+_MERGE_WAIT: Final = 600.0
+
+
 def merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
-    """Write the shards ``runs`` as one new run ``name`` and return it as read back."""
+    """Write the shards ``runs`` as one new run ``name`` and return it as read back.
+
+    One merge at a time writes into a store (a lock file in its ``runs`` folder), so that
+    two merges into one name cannot both find it free and write two runs of that name."""
     check_name(name)
     if not runs:
         raise StoreError("name at least one shard's run to merge")
+    path = store.runs_dir / ".merge.lock"
+    try:
+        store.runs_dir.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():  # an older filelock would truncate what it points at
+            raise StoreError(f"{path} is a symbolic link; delete it, then merge again")
+        lock = FileLock(str(path))
+        lock.acquire(timeout=_MERGE_WAIT)
+    except Timeout:
+        raise StoreError(f"another pytest-prove merge into {store.root} has held {path} for "
+                         f"{_MERGE_WAIT:.0f} s; wait for it to end, then merge again") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot take the store's merge lock "
+                         f"({exc.strerror or exc})") from None
+    try:
+        return _merge_runs(store, runs, name)
+    finally:
+        lock.release()
+
+
+def _merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
     taken = {str(m.get(f)) for _, m in store.runs() for f in ("name", "run_id")}
     if name in taken:
         raise StoreError(f"a run named {name!r} is already in {store.root}; merge into a new "
