@@ -198,10 +198,12 @@ def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
          "--prove-concurrency", "5"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     finished = pytester.path / "finished"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded machine starts pytest slowly
     while time.monotonic() < deadline and (
             not finished.exists() or len(finished.read_text().split()) < 4):
         time.sleep(0.01)
+    # Else Ctrl-C would come before any sibling finished, and the test would check nothing.
+    assert finished.exists() and len(finished.read_text().split()) >= 4, "siblings not done"
     proc.send_signal(signal.SIGINT)
     time.sleep(0.2)
     (pytester.path / "stop").touch()
