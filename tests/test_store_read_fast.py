@@ -226,19 +226,8 @@ LINES = {
 }
 
 
-@pytest.fixture(params=["split", "numpy"])
-def finder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each way the reader finds a buffer's lines: by a split (a small buffer), or by numpy
-    (from a size the test lowers to nothing)."""
-    from pytest_prove.store import episodes as episodes_module
-
-    if request.param == "numpy":
-        monkeypatch.setattr(episodes_module, "_VECTOR", 0)
-    return str(request.param)
-
-
 @pytest.mark.parametrize("line", LINES.values(), ids=LINES.keys())
-def test_a_line_is_read_as_json_loads_reads_it(tmp_path: Path, line: str, finder: str) -> None:
+def test_a_line_is_read_as_json_loads_reads_it(tmp_path: Path, line: str) -> None:
     write_run(tmp_path, _line(replicate=1, seed=derive_seed(
         SALT, "t", '{"ticket": "refund"}', 1)) + "\n" + line + "\n")
     got, error = read(tmp_path)
@@ -295,8 +284,8 @@ def test_a_record_reads_as_the_dict_it_was_read_from(tmp_path: Path) -> None:
     assert repr(record) == repr(want)
 
 
-def test_a_wrong_line_among_many_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          finder: str) -> None:
+def test_a_wrong_line_among_many_is_named(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Lines are decoded together, then one at a time when one of them fails: the error
     names the wrong line, in whichever chunk it falls, and lines read the slow way (an
     episode with an error) keep their place among the others."""
@@ -359,8 +348,7 @@ SHIFTED = {
 
 
 @pytest.mark.parametrize("shift", SHIFTED.values(), ids=SHIFTED.keys())
-def test_values_are_never_matched_to_the_wrong_lines(tmp_path: Path, finder: str,
-                                                     shift: Any) -> None:
+def test_values_are_never_matched_to_the_wrong_lines(tmp_path: Path, shift: Any) -> None:
     lines: list[str] = shift(*_records(0, 1, 2, 3))
     write_run(tmp_path, "".join(line + "\n" for line in lines))
     got, error = read(tmp_path)
@@ -369,7 +357,7 @@ def test_values_are_never_matched_to_the_wrong_lines(tmp_path: Path, finder: str
 
 
 def test_many_lines_decoded_together_are_the_lines_read_alone(
-        tmp_path: Path, finder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Across the reader's chunks and the groups it decodes in one call, with lines read
     the slow way among them (an episode with an error, a field unknown here, a resumed
     episode), every record is the one json.loads reads from its line."""

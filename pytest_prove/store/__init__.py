@@ -102,12 +102,13 @@ _CHUNK: Final = 1 << 22
 
 
 def _bodies(path: Path, data: bytes | None, rest: list[bytes], *, skip_first: bool = False
-            ) -> Iterator[tuple[int, memoryview, bool]]:
+            ) -> Iterator[tuple[int, bytes | bytearray, int, int, bool]]:
     """The whole lines of ``data`` or, when it is None, of the file at ``path`` (none when it
     does not exist), about :data:`_CHUNK` bytes at a time: the number of lines skipped
-    (with ``skip_first``, the first line), the lines (each with its newline) and whether
-    they are all UTF-8 (most often ASCII, a quick check: msgspec checks only the text it
-    decodes, not what it leaves raw).  What follows the last newline goes in ``rest``.
+    (with ``skip_first``, the first line), a buffer, where its lines start and end (each
+    with its newline) and whether they are all UTF-8 (most often ASCII, a quick check:
+    msgspec checks only the text it decodes, not what it leaves raw).  What follows the
+    last newline goes in ``rest``.
 
     A file is read into one buffer, used again for each chunk: fresh memory for each chunk
     cost a page fault every 4 KB, a tenth of the read.  So the lines given are good until
@@ -128,8 +129,7 @@ def _bodies(path: Path, data: bytes | None, rest: list[bytes], *, skip_first: bo
                    or data.find(_NEWLINE, start + _CHUNK) + 1)
             if not end:
                 break
-            body = view[start:end]
-            yield skipped, body, ascii_only or is_utf8(body)
+            yield skipped, data, start, end, ascii_only or is_utf8(view[start:end])
             skipped, start = 0, end
         rest.append(data[start:])
         return
@@ -156,10 +156,8 @@ def _bodies(path: Path, data: bytes | None, rest: list[bytes], *, skip_first: bo
             end = held + got
             cut = buffer.rfind(_NEWLINE, 0, end) + 1
             if cut:
-                body = view[:cut]
                 # Past end, the buffer holds an earlier chunk's bytes: is_utf8 decides.
-                yield 0, body, buffer.isascii() or is_utf8(body)
-                body.release()
+                yield 0, buffer, 0, cut, buffer.isascii() or is_utf8(view[:cut])
                 buffer[:end - cut] = buffer[cut:end]
             view.release()
             held = end - cut
@@ -249,9 +247,9 @@ def _checked(path: Path, salt: str, fix: str, *, skip_first: bool, unique: bool,
     decoder = LineDecoder(salt, slow, unique=unique, repeated=repeated)
     number = 0
     rest: list[bytes] = []
-    for skipped, body, text in _bodies(path, data, rest, skip_first=skip_first):
+    for skipped, buffer, start, end, text in _bodies(path, data, rest, skip_first=skip_first):
         number += skipped
-        number += decoder.read(body, number, text=text)
+        number += decoder.read(buffer, start, end, number, text=text)
     tail = rest[0] if rest else b""
     if tail.strip():
         notes.append(

@@ -19,10 +19,11 @@ allows but these types do not, such as an episode with an error or a field unkno
 and every line that is wrong) is read the slow way (``json.loads`` and
 :func:`~pytest_prove.record.check_record`), which either accepts it as a dict or raises the
 error that names the file, the line and the field.  The fast path is never looser than the
-slow one.  What it leaves out of the dicts it would have built: a line's condition and meta
-are compared with its condition's as raw JSON (the same bytes need no new dict), and its
-steps stay raw JSON, checked to be an array of objects, until something reads them (a
-comparison reads none; ``where`` and ``compare`` read them once, and they are kept).
+slow one.  What it leaves out of the dicts it would have built: a line's rollout, condition
+key, condition and meta are compared with its condition's as raw JSON (the same bytes need
+no new string or dict), and its steps stay raw JSON, checked to be an array of objects,
+until something reads them (a comparison reads none; ``where`` and ``compare`` read them
+once, and they are kept).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from collections.abc import (
     Sequence,
     ValuesView,
 )
-from itertools import accumulate
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
@@ -48,7 +48,6 @@ from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 __all__ = ["Episode", "ItemPattern", "LineDecoder", "ModelUse", "OneModel", "Tokens", "plain"]
 
 _SEP: Final = "\x1f"
-_NEWLINE: Final = ord("\n")
 # The checks of check_record that the decoder makes itself, in C.
 _Count = Annotated[int, Meta(ge=0)]
 _Text = Annotated[str, Meta(min_length=1)]
@@ -319,32 +318,24 @@ def is_utf8(data: bytes | memoryview) -> bool:
     return True
 
 
-#: From how many bytes a buffer's lines are found by numpy (loaded then), not by a split.
-_VECTOR: Final = 1 << 20
 _OPEN, _CLOSE = ord("{"), ord("}")
 #: How many lines are decoded in one call: few enough that their records are still in the
 #: processor's cache when they are checked.
-_GROUP: Final = 256
+_GROUP: Final = 64
 
 
-def _ends(body: bytes | memoryview) -> list[int] | None:
-    """Where each line of ``body`` (whole lines) ends, when each is ``{`` to ``}``, with
-    nothing around; else None."""
-    if len(body) < _VECTOR:
-        lines = bytes(body).split(b"\n")
-        lines.pop()
-        if not all(line[:1] == b"{" and line[-1:] == b"}" for line in lines):
+def _ends(data: bytes | bytearray, start: int, end: int) -> list[int] | None:
+    """Where each line of ``data[start:end]`` (whole lines) ends, when each is ``{`` to
+    ``}``, with nothing around; else None."""
+    ends: list[int] = []
+    append, find = ends.append, data.find
+    while start < end:
+        newline = find(b"\n", start, end)
+        if data[start] != _OPEN or data[newline - 1] != _CLOSE:
             return None
-        return list(accumulate(map(len, lines), lambda end, n: end + n + 1, initial=-1))[1:]
-    import numpy as np
-
-    data = np.frombuffer(body, np.uint8)
-    ends = np.flatnonzero(data == _NEWLINE)
-    if (data[0] != _OPEN or not (data[ends - 1] == _CLOSE).all()
-            or not (data[ends[:-1] + 1] == _OPEN).all()):
-        return None
-    found: list[int] = ends.tolist()
-    return found
+        append(newline)
+        start = newline + 1
+    return ends
 
 
 def _line_at(body: bytes | memoryview, start: int, ends: Sequence[int]
@@ -406,32 +397,32 @@ class LineDecoder:
         self._strings: dict[str, str] = {}
         self._last = _Condition(salt, "", "", {}, {}, Raw(b""), Raw(b""), Raw(b""))
 
-    def read(self, body: bytes | memoryview, before: int, *, text: bool) -> int:
-        """Read the lines of ``body`` (whole lines, each with its newline), the first of
-        them line ``before + 1`` of the file; ``text`` when they are all UTF-8.  Returns
-        how many lines there were.
+    def read(self, data: bytes | bytearray, start: int, end: int, before: int, *,
+             text: bool) -> int:
+        """Read the lines of ``data[start:end]`` (whole lines, each with its newline), the
+        first of them line ``before + 1`` of the file; ``text`` when they are all UTF-8.
+        Returns how many lines there were.
 
-        When every line is one object, ``{`` to ``}``, they are decoded in one call
+        When every line is one object, ``{`` to ``}``, they are decoded a group at a time
         (msgspec's ``decode_lines``): a newline cannot be in a JSON string, and after an
         object's ``}`` another ``{`` can only start the next value at the top, so each
         line starts a value, and as many values as lines means one a line.  Otherwise,
         or when that call fails, each line is decoded alone.
         """
-        if text:
-            ends = _ends(body)
-            if ends is not None:
-                for first in range(0, len(ends), _GROUP):
-                    self._group(body, ends[first:first + _GROUP], before + first,
-                                0 if first == 0 else ends[first - 1] + 1)
-                return len(ends)
-        lines = bytes(body).split(b"\n")
+        ends = _ends(data, start, end) if text else None
+        if ends is not None:
+            view = memoryview(data)
+            for first in range(0, len(ends), _GROUP):
+                self._group(view, ends[first:first + _GROUP], before + first,
+                            ends[first - 1] + 1 if first else start)
+            return len(ends)
+        lines: list[bytes] = bytes(data[start:end]).split(b"\n")
         lines.pop()
-        self._take(list(map(self._one if text is False else self._try, lines)), before,
+        self._take(list(map(self._try if text else self._one, lines)), before,
                    lines.__getitem__)
         return len(lines)
 
-    def _group(self, body: bytes | memoryview, ends: Sequence[int], before: int,
-               start: int) -> None:
+    def _group(self, body: memoryview, ends: Sequence[int], before: int, start: int) -> None:
         """Read the lines of ``body`` from ``start`` to each of ``ends``, the first of them
         line ``before + 1``: decoded in one call, or else each alone."""
         try:
