@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_prove.cli import main
 from pytest_prove.record import steps_of
@@ -293,3 +297,115 @@ def test_a_replicate_written_otherwise_names_its_item_as_written(
            if e["replicate"] == 7 and e["condition_key"] == key]
     assert len(got) == 1
     assert got[0]["item"] == f"test_a.py::t[{spelled}]"
+
+
+# ---- the reader's common lines against _fast, line by line
+
+def _by_fast(path: Path, data: bytes, salt: str) -> list[Any] | str:
+    """What the reader gave when every episode's line went through compact._fast: the
+    records (made plain, with their types), or the error."""
+    from pytest_prove.store import compact
+
+    lines = data.decode("utf-8").split("\n")
+    lines.pop()
+    found: list[Any] = []
+    block = None
+    seen: dict[tuple[str, str], dict[int, int]] = {}
+    try:
+        for number in range(2, len(lines) + 1):
+            line, where = lines[number - 1], f"{path}:{number}"
+            if line[:1] == "@":
+                block = compact._block(line, where, salt, number, FIX)
+                continue
+            assert block is not None
+            try:
+                record = compact._fast(line, block)
+            except (ValueError, IndexError, TypeError, KeyError):
+                if not line.strip():
+                    continue
+                compact._diagnose(line, block, where, FIX)
+            mine = seen.setdefault((block.rollout, block.key), {})
+            if record["replicate"] in mine:
+                return f"{where}: repeats line {mine[record['replicate']]}"
+            mine[record["replicate"]] = number
+            found.append(record)
+    except StoreError as exc:
+        return str(exc)
+    return [_typed(r) for r in found]
+
+
+def _typed(value: Any) -> Any:
+    """``value`` made plain, each leaf beside its type (1 == 1.0 == True for ==)."""
+    if isinstance(value, Mapping):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+_GOOD = 8  # each field's first values are good; the rest, rarer, are not
+_FIELD_VALUES = {
+    "end": ["0", "1", "2", "!4", "!4,0", "!4,1,0", "1", "0", "3", "!9", "9", "-", ""],
+    "t": ["-", "0", "3", "12", "2.5", "3", "3", "12", "1e400", "nan", "+4", "1_2", "-1",
+          "13.5"],
+    "horizon": ["-", "13", "12", "13", "13.0", "13", "3", "13", "2.5", "inf", "x"],
+    "case": ["-", "0", "5", "6", "0", "0", "5", "5", "9", "x", "3"],
+    "tokens": ["-", "10,5", "10,5,5:1", "10,5,5:12", "+10,5,5:1", "1_0,5,5:1", "20,5,5:1",
+               "10,5,5:4:5:1,6:6:0:1", "10,5,0:1", "10,5,5:1:2", "10,5,5", "10,5,7:1",
+               "10,-5,5:1", "10,5,99:1", "10,5,5:-1", ""],
+    "steps": ["-", "3", "3:9", "1:9", "-", "3", "2", "3:9", "0", "3:5", "x", "1:3"],
+    "item": ["-", "8*", "5", "6", "8*", "8*", "-", "8*", "9*", "99", "0*", "3", "3*"],
+}
+_EARLIER = ["", "", "", "", "", " ^0", " ^!4", "", " x", " ^", " ^9"]
+_REPLICATE = ["{}", "{}", "{}", "000{}", "00{}", "0{}", "{}", "{}", "+{}", "{}_0", "x", ""]
+
+
+def _fields(good: bool) -> st.SearchStrategy[tuple[str, ...]]:
+    return st.tuples(
+        *(st.sampled_from(v[:_GOOD] if good else v) for v in _FIELD_VALUES.values()),
+        st.sampled_from(_EARLIER[:_GOOD] if good else _EARLIER),
+        st.sampled_from(_REPLICATE[:_GOOD] if good else _REPLICATE))
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.one_of(*[_fields(True)] * 15, _fields(False)),
+                     min_size=1, max_size=40))
+@hypothesis.example(rows=[("0", "3", "13", "5", "10,5,5:1", "3:9", "8*", "", "{}"),
+               ("1", "12", "3", "-", "-", "-", "-", "", "{}")])
+@hypothesis.example(rows=[("0", "-", "-", "-", "-", "-", "-", "", "+{}")])
+@hypothesis.example(rows=[("0", "-", "-", "-", "-", "-", "-", "", "{}_0")])
+@hypothesis.example(rows=[("0", "-", "-", "-", "-", "-", "8*", "", "000{}"),
+               ("1", "-", "-", "-", "10,5,5:4:5:1,6:6:0:1", "-", "8*", "", "00{}")])
+def test_common_lines_are_read_as_fast_reads_them(tmp_path_factory: pytest.TempPathFactory,
+                                                  rows: list[tuple[str, ...]]) -> None:
+    """The lines the reader reads inline give the records, the types and the errors of
+    the general path (compact._fast, then _diagnose), each line alone."""
+    from pytest_prove.declare.seeds import derive_seed
+    from pytest_prove.store.compact import read_compact
+
+    salt, rollout, key = "5a1t", "t.py::t", '{"c": 1}'
+    table = ["resolved", "unresolved", "timeout", "", "exception", "model-a", "model-b", 3,
+             "t.py::t[\x1f3\x1f]", "lookup"]
+    head = "@" + json.dumps([rollout, key, {"c": 1}, derive_seed(salt, rollout, key, 0),
+                             table], ensure_ascii=False, separators=(",", ":"))
+    # First each good value alone, so that the lines after find them in the block's tables.
+    default = ["0", "-", "-", "-", "-", "-", "-"]
+    lines = [" ".join((str(1000 + 10 * field + n), *default[:field], value,
+                       *default[field + 1:]))
+             for field, values in enumerate(_FIELD_VALUES.values())
+             for n, value in enumerate(values[:_GOOD])]
+    lines += [" ".join((row[8].format(index), *row[:7])) + row[7]
+              for index, row in enumerate(rows)]
+    text = "\n".join(['{"pytest_prove_baseline":2}', head, *lines]) + "\n"
+    path = tmp_path_factory.mktemp("compact") / "b.baseline"
+    data = text.encode("utf-8")
+    want = _by_fast(path, data, salt)
+    try:
+        got: list[Any] | str = [_typed(r) for r in read_compact(path, data, salt, FIX)[0]]
+    except StoreError as exc:
+        got = str(exc)
+    if isinstance(want, str) and "repeats line" in want:
+        assert isinstance(got, str) and "is also on line" in got
+    else:
+        assert got == want

@@ -325,3 +325,55 @@ def test_steps_are_read_when_asked_as_json_loads_reads_them(tmp_path: Path) -> N
     assert record["steps"] is record["steps"]  # decoded once
     assert same(plain(record), want)
     assert dump_line(record) == dump_line(want)
+
+
+def _records(*replicates: int) -> list[str]:
+    key = '{"ticket": "refund"}'
+    return [_line(replicate=r, seed=derive_seed(SALT, "t", key, r)) for r in replicates]
+
+
+#: Files whose values, decoded together, would be as many as their lines, though a line
+#: holds two values and two lines hold one between them: read line by line, each is
+#: refused on the line that is wrong.
+SHIFTED = {
+    "two on a line": lambda a, b, c, d: [a + " " + b, c, d],
+    "two on a line, one over two lines": (
+        lambda a, b, c, d: [a + " " + b, c[:40], c[40:], d]),
+    "one over two lines, two on a line": (
+        lambda a, b, c, d: [a[:40], a[40:], b, c + "\t" + d]),
+    "split after a brace": (
+        lambda a, b, c, d: [a.replace('"meta": {', '"meta": {\n'), b + " " + c, d]),
+    "blank line, two on a line": (lambda a, b, c, d: [a, "", b, c + d]),
+}
+
+
+@pytest.mark.parametrize("shift", SHIFTED.values(), ids=SHIFTED.keys())
+def test_values_are_never_matched_to_the_wrong_lines(tmp_path: Path, shift: Any) -> None:
+    lines: list[str] = shift(*_records(0, 1, 2, 3))
+    write_run(tmp_path, "".join(line + "\n" for line in lines))
+    got, error = read(tmp_path)
+    _, want_error = expected(tmp_path)
+    assert error == want_error and got is None and error is not None
+
+
+def test_many_lines_decoded_together_are_the_lines_read_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Across the reader's chunks and the groups it decodes in one call, with lines read
+    the slow way among them (an episode with an error, a field unknown here, a resumed
+    episode), every record is the one json.loads reads from its line."""
+    import pytest_prove.store as store_module
+
+    monkeypatch.setattr(store_module, "_CHUNK", 4000)
+    key = '{"ticket": "refund"}'
+    lines = _records(*range(300))
+    lines[5] = _line(replicate=5, seed=derive_seed(SALT, "t", key, 5), outcome=None,
+                     error={"kind": "exception", "type": "E", "message": "m"})
+    lines[70] = _line(replicate=70, seed=derive_seed(SALT, "t", key, 70), worker="gw1")
+    lines[130] = lines[128]  # resumed: the last line of an episode wins
+    lines[200] = lines[200].replace('"ticket": "refund"', '"ticket":  "refund"', 1)
+    write_run(tmp_path, "".join(line + "\n" for line in lines))
+    got, error = read(tmp_path)
+    want, want_error = expected(tmp_path)
+    assert error is None and want_error is None and got is not None and want is not None
+    assert len(got) == len(want) == 299
+    assert all(same(a, b) for a, b in zip(got, want, strict=True))

@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
@@ -272,6 +272,21 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     blocks: dict[tuple[str, str], int] = {}
     block: _Block | None = None
     prefix = f"{path}:"
+    unset, episode, tokens_of, one_model, model_use = UNSET, Episode, Tokens, OneModel, ModelUse
+    big = int.from_bytes
+    # What the lines of the block read name, parsed once: the same as in the block (which
+    # _fast fills in), bound here.
+    ends: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
+    numbers: dict[str, float | int | None] = {}
+    cases: dict[str, dict[str, Any] | None] = {}
+    steps_by: dict[str, tuple[int, str | None] | None] = {}
+    items: dict[str, str | ItemPattern] = {}
+    models: dict[str, tuple[str, int]] = {}
+    seen: dict[int, int] = {}
+    rollout = key = ""
+    condition: dict[str, Any] = {}
+    table: list[Any] = []
+    block_prefix: Any = None
     for number in range(2, len(lines) + 1):
         line = lines[number - 1]
         if line[:1] == "@":
@@ -282,6 +297,10 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
                                 f"{_shown(block.rollout)} also starts on line {blocks[ident]}; "
                                 "a baseline holds each condition once", fix)
             blocks[ident] = number
+            ends, numbers, cases = block.ends, block.numbers, block.cases
+            steps_by, items, seen, models = block.steps, block.items, block.seen, {}
+            block_prefix, table = block.prefix, block.table
+            rollout, key, condition = block.rollout, block.key, block.condition
             continue
         if block is None:
             if not line.strip():
@@ -289,19 +308,69 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
             raise _bad_line(f"{prefix}{number}", "an episode's line comes before any "
                             "condition's line (one starting with '@')", fix)
         try:
-            record = _fast(line, block)
+            # The most common lines (8 fields, no error, tokens of one model or none),
+            # as _fast reads them, with what the block's lines share looked up once.
+            fields = line.split(" ")
+            if len(fields) != 8:
+                record = _fast(line, block)
+            else:
+                rep, end, t, horizon, case, tokens, steps, item = fields
+                ended = ends.get(end)
+                if ended is None or ended[1] is not None or (
+                        t not in numbers or horizon not in numbers or case not in cases
+                        or steps not in steps_by or (item != "-" and item not in items)):
+                    record = _fast(line, block)  # an error, or a value first seen
+                else:
+                    if not rep.isdigit():  # also refuses a sign, spaces and '_'
+                        raise ValueError
+                    replicate = int(rep)
+                    tv, hv = numbers[t], numbers[horizon]
+                    if tv is not None and hv is not None and tv > hv:
+                        raise ValueError
+                    used: Tokens | None = None
+                    if tokens != "-":
+                        parts = tokens.split(",")
+                        if len(parts) == 3 and "-" not in tokens:
+                            found = models.get(parts[2])
+                            if found is None:
+                                model, colon, calls = parts[2].partition(":")
+                                name = table[int(model)]
+                                if not colon or ":" in calls or type(name) is not str:
+                                    raise ValueError
+                                found = models[parts[2]] = (name, int(calls))
+                            tin, tout = int(parts[0]), int(parts[1])
+                            used = tokens_of(tin, tout, one_model(
+                                found[0], model_use(tin, tout, found[1])))
+                        else:
+                            used = _tokens_of(parts, table)
+                    counted = steps_by[steps]
+                    step_count, last_step = counted if counted is not None else (unset, unset)
+                    if item == "-":
+                        named: str | ItemPattern | UnsetType = unset
+                    else:
+                        named = items[item]
+                        if type(named) is ItemPattern and not (
+                                rep.isascii() and (rep[0] != "0" or len(rep) == 1)):
+                            # Not as str(replicate) writes it: as written.
+                            named = named.before + rep.zfill(named.width) + named.after
+                    h = block_prefix.copy()
+                    h.update(b"%d" % replicate)
+                    # Every field by position (no duration: a compact baseline keeps none).
+                    record = episode(
+                        rollout, condition, key, replicate, big(h.digest(), "big"),
+                        ended[0], tv, hv, cases[case], None, unset, used, unset, unset,
+                        unset, unset, named,  # type: ignore[arg-type]  # an ItemPattern, written out when read
+                        step_count, last_step)
         except (ValueError, IndexError, TypeError, KeyError):
             if not line.strip():
                 continue
             _diagnose(line, block, f"{prefix}{number}", fix)
             raise  # _diagnose raises; this is never reached
         replicate = record.replicate if type(record) is Episode else record["replicate"]
-        seen = block.seen
-        if replicate in seen:
+        if seen.setdefault(replicate, number) != number:
             name = episode_name(block.rollout, block.key, replicate)
             raise _bad_line(f"{prefix}{number}", f"{name} is also on line {seen[replicate]}; "
                             "a baseline holds each episode once", fix)
-        seen[replicate] = number
         append(record)
     return episodes, notes
 

@@ -19,10 +19,11 @@ allows but these types do not, such as an episode with an error or a field unkno
 and every line that is wrong) is read the slow way (``json.loads`` and
 :func:`~pytest_prove.record.check_record`), which either accepts it as a dict or raises the
 error that names the file, the line and the field.  The fast path is never looser than the
-slow one.  What it leaves out of the dicts it would have built: a line's condition and meta
-are compared with its condition's as raw JSON (the same bytes need no new dict), and its
-steps stay raw JSON, checked to be an array of objects, until something reads them (a
-comparison reads none; ``where`` and ``compare`` read them once, and they are kept).
+slow one.  What it leaves out of the dicts it would have built: a line's rollout, condition
+key, condition and meta are compared with its condition's as raw JSON (the same bytes need
+no new string or dict), and its steps stay raw JSON, checked to be an array of objects,
+until something reads them (a comparison reads none; ``where`` and ``compare`` read them
+once, and they are kept).
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
@@ -39,7 +48,6 @@ from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 __all__ = ["Episode", "ItemPattern", "LineDecoder", "ModelUse", "OneModel", "Tokens", "plain"]
 
 _SEP: Final = "\x1f"
-_SEED_END: Final = 2**64
 # The checks of check_record that the decoder makes itself, in C.
 _Count = Annotated[int, Meta(ge=0)]
 _Text = Annotated[str, Meta(min_length=1)]
@@ -253,13 +261,15 @@ def plain(value: Any) -> Any:
 
 
 class _Line(Episode, gc=False, eq=False, forbid_unknown_fields=True):
-    """An :class:`Episode` as a run's line is decoded: its condition and meta left as raw
-    JSON until :class:`LineDecoder` has compared them with those of its condition (the
-    same bytes need no second dict), its steps left as raw JSON, checked to be objects,
-    until something reads them (a comparison reads none), and an error decoded (then the
-    line is read the slow way)."""
+    """An :class:`Episode` as a run's line is decoded: its rollout, condition key,
+    condition and meta left as raw JSON until :class:`LineDecoder` has compared them with
+    those of its condition (the same bytes need no second string or dict), its steps left
+    as raw JSON, checked to be objects, until something reads them (a comparison reads
+    none), and an error decoded (then the line is read the slow way)."""
 
+    rollout: Raw  # type: ignore[assignment]
     condition: Raw  # type: ignore[assignment]
+    condition_key: Raw  # type: ignore[assignment]
     meta: Raw = UNSET  # type: ignore[assignment]
     error: dict[str, Any] | UnsetType | None = UNSET  # type: ignore[assignment]
     steps: Raw = UNSET  # type: ignore[assignment]
@@ -270,6 +280,7 @@ class _Object(Struct, gc=False):
 
 
 _NULL: Final = Raw(b"null")
+_decode_text = msgspec.json.Decoder(_Text).decode
 _decode_condition = msgspec.json.Decoder(dict[str, str | int | float | bool | None]).decode
 _decode_meta = msgspec.json.Decoder(dict[str, Any]).decode
 _check_steps = msgspec.json.Decoder(list[_Object]).decode
@@ -299,24 +310,54 @@ def _meta(raw: Raw) -> dict[str, Any] | None:
     return meta
 
 
-def is_utf8(data: bytes) -> bool:
+def is_utf8(data: bytes | memoryview) -> bool:
     try:
-        data.decode("utf-8")
+        str(data, "utf-8")
     except UnicodeDecodeError:
         return False
     return True
+
+
+_OPEN, _CLOSE = ord("{"), ord("}")
+#: How many lines are decoded in one call: few enough that their records are still in the
+#: processor's cache when they are checked.
+_GROUP: Final = 64
+
+
+def _ends(data: bytes | bytearray, start: int, end: int) -> list[int] | None:
+    """Where each line of ``data[start:end]`` (whole lines) ends, when each is ``{`` to
+    ``}``, with nothing around; else None."""
+    ends: list[int] = []
+    append, find = ends.append, data.find
+    while start < end:
+        newline = find(b"\n", start, end)
+        if data[start] != _OPEN or data[newline - 1] != _CLOSE:
+            return None
+        append(newline)
+        start = newline + 1
+    return ends
+
+
+def _line_at(body: bytes | memoryview, start: int, ends: Sequence[int]
+             ) -> Callable[[int], bytes]:
+    """Line ``index`` of the lines of ``body`` from ``start`` that end at ``ends``."""
+    def line(index: int) -> bytes:
+        return bytes(body[ends[index - 1] + 1 if index else start:ends[index]])
+    return line
 
 
 class _Condition:
     """What the episodes of one condition share, the hash their seeds start from, and where
     each of its episodes read so far is among the reader's, by replicate."""
 
-    __slots__ = ("condition", "key", "meta", "meta_raw", "positions", "prefix", "raw",
-                 "rollout")
+    __slots__ = ("condition", "key", "key_raw", "meta", "meta_raw", "positions", "prefix",
+                 "raw", "rollout", "rollout_raw")
 
     def __init__(self, salt: str, rollout: str, key: str, condition: dict[str, Any],
-                 positions: dict[int, int], raw: Raw) -> None:
+                 positions: dict[int, int], raw: Raw, rollout_raw: Raw, key_raw: Raw
+                 ) -> None:
         self.rollout, self.key, self.condition, self.raw = rollout, key, condition, raw
+        self.rollout_raw, self.key_raw = rollout_raw, key_raw
         self.meta: dict[str, Any] | None = None
         self.meta_raw: Raw | None = None
         self.prefix = hashlib.blake2b(_SEP.join((salt, rollout, key, "")).encode("utf-8"),
@@ -350,31 +391,60 @@ class LineDecoder:
         self._line_of = array("q")  # with unique, the line of each episode
         decoder = msgspec.json.Decoder(_Line)
         self._decode = decoder.decode
+        self._decode_lines = decoder.decode_lines
         self._conditions: dict[tuple[str, str], _Condition] = {}
         self._positions: dict[tuple[str, str], dict[int, int]] = {}
         self._strings: dict[str, str] = {}
-        self._last = _Condition(salt, "", "", {}, {}, Raw(b""))  # matches no episode's
+        self._last = _Condition(salt, "", "", {}, {}, Raw(b""), Raw(b""), Raw(b""))
 
-    def read(self, lines: list[bytes], before: int, *, text: bool) -> None:
-        """Read ``lines`` (bytes, without their newline), the first of them line
-        ``before + 1`` of the file; ``text`` when they are all UTF-8.
+    def read(self, data: bytes | bytearray, start: int, end: int, before: int, *,
+             text: bool) -> int:
+        """Read the lines of ``data[start:end]`` (whole lines, each with its newline), the
+        first of them line ``before + 1`` of the file; ``text`` when they are all UTF-8.
+        Returns how many lines there were.
 
-        Each line is decoded and checked before the next is decoded, while its objects
-        are still in the processor's cache: decoding a chunk first (msgspec's
-        ``decode_lines``) made fewer calls but took longer, and it takes any whitespace
-        between values, newlines too, so a blank line, two objects on a line or one over
-        two would shift every line after it.
+        When every line is one object, ``{`` to ``}``, they are decoded a group at a time
+        (msgspec's ``decode_lines``): a newline cannot be in a JSON string, and after an
+        object's ``}`` another ``{`` can only start the next value at the top, so each
+        line starts a value, and as many values as lines means one a line.  Otherwise,
+        or when that call fails, each line is decoded alone.
         """
-        self._take(lines, before, self._decode if text else self._one)
+        ends = _ends(data, start, end) if text else None
+        if ends is not None:
+            view = memoryview(data)
+            for first in range(0, len(ends), _GROUP):
+                self._group(view, ends[first:first + _GROUP], before + first,
+                            ends[first - 1] + 1 if first else start)
+            return len(ends)
+        lines: list[bytes] = bytes(data[start:end]).split(b"\n")
+        lines.pop()
+        self._take(list(map(self._try if text else self._one, lines)), before,
+                   lines.__getitem__)
+        return len(lines)
 
-    def _one(self, line: bytes) -> _Line | None:
-        if not (line.isascii() or is_utf8(line)):
-            return None
+    def _group(self, body: memoryview, ends: Sequence[int], before: int, start: int) -> None:
+        """Read the lines of ``body`` from ``start`` to each of ``ends``, the first of them
+        line ``before + 1``: decoded in one call, or else each alone."""
+        try:
+            records: Sequence[_Line | None] = self._decode_lines(body[start:ends[-1] + 1])
+        except (msgspec.DecodeError, ValueError):
+            records = ()
+        lines = _line_at(body, start, ends)
+        if len(records) != len(ends):
+            records = [self._try(lines(index)) for index in range(len(ends))]
+        self._take(records, before, lines)
+
+    def _try(self, line: bytes) -> _Line | None:
         try:
             record: _Line = self._decode(line)
         except (msgspec.DecodeError, ValueError):
             return None
         return record
+
+    def _one(self, line: bytes) -> _Line | None:
+        if not (line.isascii() or is_utf8(line)):
+            return None
+        return self._try(line)
 
     def positions_of(self, rollout: str, key: str) -> dict[int, int]:
         """The positions of the condition ``key`` of ``rollout``, by replicate."""
@@ -385,18 +455,23 @@ class LineDecoder:
 
     def _shared(self, record: _Line) -> _Condition | None:
         """What ``record``'s condition shares with the others read (None: the slow way)."""
-        rollout, key = record.rollout, record.condition_key
+        try:
+            rollout = _decode_text(record.rollout)
+            key = _decode_text(record.condition_key)
+        except (msgspec.DecodeError, ValueError):
+            return None
         shared = self._conditions.get((rollout, key))
         if shared is not None:
-            if record.condition == shared.raw:
-                return shared
-            try:
-                condition = _decode_condition(record.condition)
-            except (msgspec.DecodeError, ValueError):
-                return None
-            # The same condition written otherwise is the same; another one under the
-            # same key is not (the slow way says so).
-            return shared if condition == shared.condition else None
+            if record.condition != shared.raw:
+                try:
+                    condition = _decode_condition(record.condition)
+                except (msgspec.DecodeError, ValueError):
+                    return None
+                # The same condition written otherwise is the same; another one under the
+                # same key is not (the slow way says so).
+                if condition != shared.condition:
+                    return None
+            return shared
         if _SEP in rollout or _SEP in key or _SEP in self.salt:
             return None
         try:
@@ -408,50 +483,53 @@ class LineDecoder:
         key = strings.setdefault(key, key)
         shared = self._conditions[(rollout, key)] = _Condition(
             self.salt, rollout, key, condition, self.positions_of(rollout, key),
-            record.condition.copy())
+            record.condition.copy(), record.rollout.copy(), record.condition_key.copy())
         return shared
 
-    def _take(self, lines: list[bytes], before: int,
-              decode: Callable[[bytes], _Line | None]) -> None:
-        """Decode each line and check and share what the decoder left to Python (the
-        condition, the seed, the outcome, t against horizon, meta, error, tokens and
-        steps), and add its episode where it belongs; a line that fails is read by
-        ``slow``."""
+    def _take(self, records: Sequence[_Line | None], before: int,
+              line_at: Callable[[int], bytes]) -> None:
+        """Check and share what the decoder left to Python of each record (the condition,
+        the seed, the outcome, t against horizon, meta, error, tokens and steps), and add
+        its episode where it belongs; a line the decoder did not take (None), or whose
+        record fails a check, is read by ``slow``."""
         episodes = self.episodes
         append = episodes.append
         unique = self._unique
         line_of = self._line_of.append
         intern = self._strings.setdefault
         last = self._last  # a condition's lines mostly follow each other
-        unset, null, seed_end, big = UNSET, _NULL, _SEED_END, int.from_bytes
+        unset, null, big = UNSET, _NULL, int.from_bytes
         check_steps, one_model = _check_steps, OneModel
-        for index, line in enumerate(lines):
-            try:
-                record = decode(line)
-            except (msgspec.DecodeError, ValueError):
-                record = None
+        count = len(episodes)
+        for index, record in enumerate(records):
             if record is None:
-                self._take_slow(lines, index, before)
+                self._take_slow(line_at(index), before + index + 1)
+                count = len(episodes)
                 continue
-            if (record.condition_key != last.key or record.rollout != last.rollout
-                    or record.condition != last.raw):
+            if (record.condition_key != last.key_raw or record.condition != last.raw
+                    or record.rollout != last.rollout_raw):
                 shared = self._shared(record)
                 if shared is None:
-                    self._take_slow(lines, index, before)
+                    self._take_slow(line_at(index), before + index + 1)
+                    count = len(episodes)
                     continue
                 last = shared
-            seed = record.seed
             replicate = record.replicate
             h = last.prefix.copy()
             h.update(b"%d" % replicate)
             outcome = record.outcome
-            t, horizon = record.t, record.horizon
-            if (seed >= seed_end or big(h.digest(), "big") != seed
-                    or outcome is None or outcome is unset  # the slow way names the field
-                    or (t is not None and t is not unset and horizon is not None
-                        and horizon is not unset and t > horizon)):
-                self._take_slow(lines, index, before)
+            if (big(h.digest(), "big") != record.seed
+                    or outcome is None or outcome is unset):  # the slow way names the field
+                self._take_slow(line_at(index), before + index + 1)
+                count = len(episodes)
                 continue
+            try:
+                if record.t > record.horizon:  # type: ignore[operator]
+                    self._take_slow(line_at(index), before + index + 1)
+                    count = len(episodes)
+                    continue
+            except TypeError:
+                pass  # t or horizon is None or absent
             meta = record.meta
             if meta is not unset:  # type: ignore[comparison-overlap]
                 if meta == last.meta_raw:
@@ -461,19 +539,22 @@ class LineDecoder:
                 else:
                     value = _meta(meta)
                     if value is None:
-                        self._take_slow(lines, index, before)
+                        self._take_slow(line_at(index), before + index + 1)
+                        count = len(episodes)
                         continue
                     record.meta = value  # type: ignore[assignment]
                     if value:
                         last.meta, last.meta_raw = value, meta.copy()
-            if record.error is not None and record.error is not unset:
-                self._take_slow(lines, index, before)  # read as a dict
+            error = record.error
+            if error is not None and error is not unset:
+                self._take_slow(line_at(index), before + index + 1)  # read as a dict
+                count = len(episodes)
                 continue
             tokens = record.tokens
             if tokens is not None and tokens is not unset:
                 by_model = tokens.by_model
                 if by_model is not unset and len(by_model) == 1:
-                    (name, use), = by_model.items()
+                    name, use = by_model.popitem()  # type: ignore[attr-defined]
                     if use.input == tokens.input:
                         use.input = tokens.input
                     if use.output == tokens.output:
@@ -484,25 +565,27 @@ class LineDecoder:
                 try:
                     check_steps(steps)
                 except (msgspec.DecodeError, ValueError):
-                    self._take_slow(lines, index, before)
+                    self._take_slow(line_at(index), before + index + 1)
+                    count = len(episodes)
                     continue
                 record.steps = steps.copy()
-            record.rollout, record.condition_key = last.rollout, last.key
+            record.rollout = last.rollout  # type: ignore[assignment]
+            record.condition_key = last.key  # type: ignore[assignment]
             record.condition = last.condition  # type: ignore[assignment]
             record.outcome = intern(outcome, outcome)
             positions = last.positions
-            if replicate in positions:
+            if positions.setdefault(replicate, count) != count:
                 self._again(record, positions[replicate], before + index + 1)
-            positions[replicate] = len(episodes)
+                positions[replicate] = count
             append(record)
+            count += 1
             if unique:
                 line_of(before + index + 1)
         self._last = last
 
-    def _take_slow(self, lines: list[bytes], index: int, before: int) -> None:
-        """Read line ``index`` of ``lines`` by ``slow`` and add what it gives."""
-        number = before + index + 1
-        record = self._slow(lines[index], number)
+    def _take_slow(self, line: bytes, number: int) -> None:
+        """Read ``line``, line ``number`` of the file, by ``slow`` and add what it gives."""
+        record = self._slow(line, number)
         if record is None:
             return
         positions = self.positions_of(record["rollout"], record["condition_key"])
