@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, final
-
-from msgspec import UNSET
+from typing import Any, Final, final
 
 from ..record import left_out_reason_of
 from ..store import Run
@@ -25,6 +23,11 @@ from ..store.episodes import Episode
 __all__ = ["Condition", "RunIndex", "read_run"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
+
+#: The value of a field an :class:`Episode`'s line left out (msgspec's ``UNSET``, which the
+#: review layer does not import): the default of its outcome.
+_UNSET: Final = dict(zip(reversed(Episode.__struct_fields__),
+                         reversed(Episode.__struct_defaults__), strict=False))["outcome"]
 
 
 @final
@@ -66,7 +69,7 @@ def read_run(run: Run) -> RunIndex:
     conditions: dict[Key, Condition] = {}
     left_out: dict[str, int] = {}
     chaos_found: list[Mapping[str, Any]] = []
-    unset, episode_type, mapping = UNSET, Episode, Mapping
+    unset, episode_type, mapping = _UNSET, Episode, Mapping
     last_rollout: Any = None
     last_key: Any = None
     entry: Condition | None = None
