@@ -43,6 +43,7 @@ __all__ = [
     "has_outcome",
     "identity",
     "left_out_reason",
+    "left_out_reason_of",
     "steps_of",
     "utc_now",
 ]
@@ -82,7 +83,12 @@ def ending(record: Mapping[str, Any]) -> str:
 
 def left_out_reason(record: Mapping[str, Any]) -> str:
     """Why an episode without an outcome is left out of a comparison, as a person reads it."""
-    kind = str((record.get("error") or {}).get("kind", "errored"))
+    return left_out_reason_of(record.get("error"))
+
+
+def left_out_reason_of(error: Any) -> str:
+    """:func:`left_out_reason` of an episode whose ``error`` is this."""
+    kind = str((error or {}).get("kind", "errored"))
     return {"no_outcome": "no outcome", "exception": "errored",
             "episode_timeout": "timed out"}.get(kind, kind)
 

@@ -27,6 +27,7 @@ from .pairing import (
     RefusalError,
     prepare,
 )
+from .reading import read_run
 
 if TYPE_CHECKING:
     from .sequential import Looks
@@ -109,8 +110,10 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     theirs (each condition at the look it stopped at, on sequential p-values), and the review
     says how each condition stopped.
     """
+    # Each run's episodes read once, for the rows, the labels and the coverage alike.
+    indexes = (read_run(before), read_run(after))
     prepared = prepare(before, after, events or None, missing=missing,
-                       chaos_differs=chaos_differs)
+                       chaos_differs=chaos_differs, indexes=indexes)
     lines: tuple[tuple[str, str], ...] = ()
     if sequential is None and "sequential" in after.manifest:
         # A stored sequential run read again (the command line): its looks, as its session
@@ -132,8 +135,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
         comparison = (compare(prepared.rows, q=q, max_mde=max_mde,
                               mirrored=prepared.mirrored, margin=margin)
                       if prepared.rows else None)
-    labels = labels_of(before, after)
-    covered = coverage(before, after, missing_tested=missing == "test")
+    labels = labels_of(before, after, indexes)
+    covered = coverage(before, after, missing_tested=missing == "test", indexes=indexes)
     word = None if comparison is None else comparison.verdict.word
     verdict_failed = ((word == "worse" and "worse" in fail_on)
                       or (word == "too small to tell" and "too-small" in fail_on)

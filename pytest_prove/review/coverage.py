@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from ..declare.spec import condition_label, quoted_label
-from ..record import has_outcome
 from ..store import Run
 from ..store.merging import missing_slices
+from .reading import RunIndex, read_run
 
 __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]
 
@@ -142,21 +142,22 @@ def _keys(table: object) -> dict[str, set[str]]:
     return found
 
 
-def _look_alikes(baseline: Run, run: Run, baseline_rollouts: set[str]) -> dict[str, str]:
+def _look_alikes(baseline: Run, run: Run, baseline_rollouts: set[str],
+                 indexes: tuple[RunIndex, RunIndex]) -> dict[str, str]:
     """Rollouts of the baseline that the run has not, each mapped to a rollout that only the
     run has and that shares its short name or its set of conditions: a move or a rename,
     which a test path that leaves the old file out would otherwise hide."""
-    def conditions(source: Run) -> dict[str, frozenset[str]]:
+    def conditions(index: RunIndex) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = defaultdict(set)
-        for record in source.episodes:
-            found[str(record["rollout"])].add(str(record["condition_key"]))
+        for rollout_id, key in index.conditions:
+            found[rollout_id].add(key)
         return {rid: frozenset(keys) for rid, keys in found.items()}
 
     def short(source: Run, rollout_id: str) -> str:
         info = (source.manifest.get("rollouts") or {}).get(rollout_id)
         return str(info.get("label") or rollout_id) if isinstance(info, Mapping) else rollout_id
 
-    old, new = conditions(baseline), conditions(run)
+    old, new = conditions(indexes[0]), conditions(indexes[1])
     gone = baseline_rollouts - set(new)
     arrived = set(new) - set(old)
     found = {}
@@ -168,26 +169,25 @@ def _look_alikes(baseline: Run, run: Run, baseline_rollouts: set[str]) -> dict[s
     return found
 
 
-def coverage(baseline: Run, run: Run, *, missing_tested: bool = True) -> Coverage:
+def coverage(baseline: Run, run: Run, *, missing_tested: bool = True,
+             indexes: tuple[RunIndex, RunIndex] | None = None) -> Coverage:
     """Classify every baseline condition that ``run`` has no outcome for.
 
     With ``missing_tested``, a condition whose episodes all ended without an outcome is
-    compared (its share of missing outcomes is tested), not left out."""
+    compared (its share of missing outcomes is tested), not left out.  ``indexes``: both
+    runs as :func:`.reading.read_run` reads them (read here if not given)."""
+    if indexes is None:
+        indexes = (read_run(baseline), read_run(run))
     labels: dict[tuple[str, str], str] = {}
-    for record in baseline.episodes:
+    for found, entry in indexes[0].conditions.items():
         # With missing outcomes tested, a condition none of whose episodes has an outcome
         # is still compared (on its share of them).
-        if missing_tested or has_outcome(record):
-            found = (str(record["rollout"]), str(record["condition_key"]))
-            if found not in labels:  # a label is made once per condition, not per episode
-                labels[found] = condition_label(record.get("condition") or {})
-    with_outcome: set[tuple[str, str]] = set()
-    ran: set[tuple[str, str]] = set()
-    for record in run.episodes:
-        identity = (str(record["rollout"]), str(record["condition_key"]))
-        ran.add(identity)
-        if has_outcome(record):
-            with_outcome.add(identity)
+        condition = entry.condition if missing_tested else entry.outcome_condition
+        if condition is not None:
+            labels[found] = condition_label(condition)
+    ran = set(indexes[1].conditions)
+    with_outcome = {identity for identity, entry in indexes[1].conditions.items()
+                    if entry.outcome_condition is not None}
     manifest: Mapping[str, Any] = run.manifest
     plan = _keys(manifest.get("plan"))
     selection = manifest.get("selection")
@@ -201,7 +201,7 @@ def coverage(baseline: Run, run: Run, *, missing_tested: bool = True) -> Coverag
     ignored = [str(p) for p in selection.get("ignored") or [] if isinstance(p, str)]
     skipped_files = {str(p) for p in selection.get("skipped_files") or [] if isinstance(p, str)}
     narrowed = bool(selection.get("narrowed"))
-    moved_to = _look_alikes(baseline, run, {rollout for rollout, _ in labels})
+    moved_to = _look_alikes(baseline, run, {rollout for rollout, _ in labels}, indexes)
     many = len({rollout for rollout, _ in labels}) > 1
     on_purpose: dict[str, list[str]] = defaultdict(list)
     by_mistake: dict[str, list[str]] = defaultdict(list)

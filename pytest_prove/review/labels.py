@@ -12,6 +12,7 @@ from typing import Any, final
 from ..declare.spec import condition_label
 from ..store import Run
 from .pairing import rollout_label
+from .reading import RunIndex, read_run
 
 __all__ = ["Labels", "declared_order", "keys_and_labels", "label_of", "labels_of"]
 
@@ -96,18 +97,26 @@ def label_of(run: Run) -> str:
     return f"baseline:{run.name}" if run.is_baseline else run.name
 
 
-def keys_and_labels(before: Run, after: Run) -> dict[Key, tuple[str, dict[str, Any]]]:
+def keys_and_labels(before: Run, after: Run,
+                    indexes: tuple[RunIndex, RunIndex] | None = None,
+                    ) -> dict[Key, tuple[str, dict[str, Any]]]:
     """Each condition's row label (as :func:`~.pairing.prepare` writes it) and its axis
-    values, with the rollout's name among them when the runs hold more than one rollout."""
-    records = [r for run in (before, after) for r in run.episodes]
-    rollouts = sorted({str(r["rollout"]) for r in records})
+    values, with the rollout's name among them when the runs hold more than one rollout.
+
+    ``indexes``: both runs as :func:`.reading.read_run` reads them (read here if not given).
+    """
+    if indexes is None:
+        indexes = (read_run(before), read_run(after))
+    first: dict[Key, Mapping[str, Any]] = {}
+    for index in indexes:
+        for key, entry in index.conditions.items():
+            if key not in first:
+                first[key] = entry.condition
+    rollouts = sorted({rollout for rollout, _ in first})
     many = len(rollouts) > 1
     found: dict[Key, tuple[str, dict[str, Any]]] = {}
-    for record in records:
-        key = (str(record["rollout"]), str(record["condition_key"]))
-        if key in found:
-            continue
-        condition = dict(record.get("condition") or {})
+    for key, axes in first.items():
+        condition = dict(axes)
         label = condition_label(condition)
         if many:
             name = rollout_label(after, key[0], rollouts)
@@ -117,16 +126,22 @@ def keys_and_labels(before: Run, after: Run) -> dict[Key, tuple[str, dict[str, A
     return found
 
 
-def labels_of(before: Run, after: Run) -> Labels:
-    """The names every report of ``after`` against ``before`` uses."""
-    labels = keys_and_labels(before, after)
+def labels_of(before: Run, after: Run,
+              indexes: tuple[RunIndex, RunIndex] | None = None) -> Labels:
+    """The names every report of ``after`` against ``before`` uses.
+
+    ``indexes``: both runs as :func:`.reading.read_run` reads them (read here if not given).
+    """
+    if indexes is None:
+        indexes = (read_run(before), read_run(after))
+    labels = keys_and_labels(before, after, indexes)
     cases: dict[str, str] = {}
-    for run in (before, after):
-        for record in run.episodes:
-            case = (record.get("meta") or {}).get("case_id")
-            if case is not None:
-                label = labels[(str(record["rollout"]), str(record["condition_key"]))][0]
-                cases.setdefault(label, str(case))
+    for index in indexes:
+        # Each condition's first case, in the order the conditions first met one: the
+        # first episode with a case of each label wins, as reading them all would.
+        for _, key, case in sorted((entry.case_at, key, next(iter(entry.cases)))
+                                   for key, entry in index.conditions.items() if entry.cases):
+            cases.setdefault(labels[key][0], case)
     return Labels(
         before=label_of(before), after=label_of(after),
         axes={label: axes for label, axes in labels.values()}, cases=cases,

@@ -19,6 +19,7 @@ from ..errors import ProveError
 from ..record import MISSING_MODES, Missing, has_outcome, left_out_reason
 from ..stats import Pairs, RowInput
 from ..store import Run
+from .reading import RunIndex, read_run
 
 __all__ = ["MISSING_MODES", "NO_OUTCOME", "CaseMixError", "Missing", "Prepared", "RefusalError",
            "declarations_of", "event_flags", "group_episodes", "prepare", "rollout_label"]
@@ -102,20 +103,19 @@ def check_chaos(before: Run, after: Run, *, chaos_differs: bool = False,
     return found
 
 
-def check_cases(*runs: Run) -> None:
-    """Refuse, by name, every condition whose episodes ran more than one case."""
+def check_cases(*runs: Run, indexes: Sequence[RunIndex] | None = None) -> None:
+    """Refuse, by name, every condition whose episodes ran more than one case.
+
+    ``indexes``: the runs already read by :func:`.reading.read_run`, in the same order."""
     problems: list[str] = []
-    for run in runs:
-        cases: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for number, run in enumerate(runs):
+        index = indexes[number] if indexes is not None else read_run(run)
+        cases: dict[tuple[str, str], set[str]] = {}
         labels: dict[tuple[str, str], str] = {}
-        for record in run.episodes:
-            case = (record.get("meta") or {}).get("case_id")
-            if case is None:
-                continue
-            key = (str(record["rollout"]), str(record["condition_key"]))
-            cases[key].add(str(case))
-            if key not in labels:  # a label is made once per condition, not per episode
-                labels[key] = condition_label(record.get("condition") or {})
+        for key, entry in index.conditions.items():
+            if entry.cases:
+                cases[key] = set(entry.cases)
+                labels[key] = condition_label(entry.case_condition or {})
         for key, found in sorted(cases.items()):
             if len(found) > 1:
                 shown = ", ".join(sorted(found)[:8]) + (", ..." if len(found) > 8 else "")
@@ -138,6 +138,13 @@ def _counts(before: Mapping[int, bool], after: Mapping[int, bool],
     before_only = sum(1 for r in twins if before[r] and not after[r])
     after_only = sum(1 for r in twins if not before[r] and after[r])
     return both, before_only, after_only
+
+
+def _flags(event: str, outcomes: Mapping[int, Any]) -> dict[int, bool]:
+    """:func:`event_flags` of replicates given by their outcome (None: without one)."""
+    if event == NO_OUTCOME:
+        return {r: outcome is None for r, outcome in outcomes.items()}
+    return {r: outcome == event for r, outcome in outcomes.items() if outcome is not None}
 
 
 def event_flags(event: str, records: Mapping[int, Mapping[str, Any]]) -> dict[int, bool]:
@@ -168,6 +175,31 @@ def group_episodes(before: Run, after: Run) -> tuple[dict[Key, Arms], dict[Key, 
     return every, conditions, left_out
 
 
+_NONE: Final[dict[int, Any]] = {}
+
+
+def _grouped(before: RunIndex, after: RunIndex
+             ) -> tuple[dict[Key, tuple[Mapping[int, Any], Mapping[int, Any]]],
+                        dict[Key, Mapping[str, Any]], dict[str, int]]:
+    """:func:`group_episodes` of runs read by :func:`.reading.read_run`: each replicate's
+    outcome (None: without one) by condition and arm, rather than its episode."""
+    every: dict[Key, tuple[Mapping[int, Any], Mapping[int, Any]]] = {}
+    conditions: dict[Key, Mapping[str, Any]] = {}
+    for key, entry in before.conditions.items():
+        found = after.conditions.get(key)
+        every[key] = (entry.outcomes, _NONE if found is None else found.outcomes)
+        conditions[key] = entry.condition
+    for key, entry in after.conditions.items():
+        if key not in every:
+            every[key] = (_NONE, entry.outcomes)
+            conditions[key] = entry.condition
+    left_out: dict[str, int] = defaultdict(int)
+    for arm, index in (("before", before), ("after", after)):
+        for reason, count in index.left_out.items():
+            left_out[f"{reason} ({arm})"] += count
+    return every, conditions, left_out
+
+
 def _row(label: str, event: str, worse_when: Literal["rise", "fall"],
          before: Mapping[int, bool], after: Mapping[int, bool], paired: bool) -> RowInput:
     """One row: whether each replicate had the event, before and after; twins matched by
@@ -188,7 +220,8 @@ def _row(label: str, event: str, worse_when: Literal["rise", "fall"],
 
 def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
             *, paired: bool | None = None, missing: Missing = "test",
-            chaos_differs: bool = False) -> Prepared:
+            chaos_differs: bool = False,
+            indexes: tuple[RunIndex, RunIndex] | None = None) -> Prepared:
     """The (condition, event) rows of ``after`` against ``before``.
 
     Runs that share a salt are paired (twins matched by replicate, both with an
@@ -201,8 +234,12 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
 
     Runs whose rollouts injected different faults (chaos) are refused unless
     ``chaos_differs``; see :func:`check_chaos`.
+
+    ``indexes``: both runs as :func:`.reading.read_run` reads them (read here if not given).
     """
-    check_cases(before, after)
+    if indexes is None:
+        indexes = (read_run(before), read_run(after))
+    check_cases(before, after, indexes=indexes)
     chaos = check_chaos(before, after, chaos_differs=chaos_differs)
     declarations = declarations_of(before, after)
     if paired is None:
@@ -214,7 +251,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         )
     if missing not in MISSING_MODES:
         raise ValueError(f"missing must be one of {', '.join(MISSING_MODES)}, got {missing!r}")
-    every, conditions, left_out = group_episodes(before, after)
+    every, conditions, left_out = _grouped(*indexes)
 
     chosen = tuple(events) if events else ()
     if chosen:
@@ -243,7 +280,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         declaration = declarations.get(rollout_id)
         if declaration is None:
             continue
-        b_all, a_all = every[key]["before"], every[key]["after"]
+        b_all, a_all = every[key]
         if not a_all:
             not_run.append(label)
             continue
@@ -255,8 +292,8 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                 alone = len(set(mine) - set(theirs))
                 if alone:
                     unpaired[arm] += alone
-        b = {r: rec for r, rec in b_all.items() if has_outcome(rec)}
-        a = {r: rec for r, rec in a_all.items() if has_outcome(rec)}
+        b = {r: outcome for r, outcome in b_all.items() if outcome is not None}
+        a = {r: outcome for r, outcome in a_all.items() if outcome is not None}
         twins = set(b) & set(a) if paired else set()
         compared = bool(twins) if paired else bool(b and a)
         lacking = len(b) < len(b_all) or len(a) < len(a_all)
@@ -277,13 +314,13 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                 if event not in used_events:
                     used_events.append(event)
                 rows.append(_row(label, event, declaration.worse_when(event),
-                                 event_flags(event, b), event_flags(event, a), paired))
+                                 _flags(event, b), _flags(event, a), paired))
                 keys.append(key)
         if tests_missing:
             if NO_OUTCOME not in used_events:
                 used_events.append(NO_OUTCOME)
-            rows.append(_row(label, NO_OUTCOME, "rise", event_flags(NO_OUTCOME, b_all),
-                             event_flags(NO_OUTCOME, a_all), paired))
+            rows.append(_row(label, NO_OUTCOME, "rise", _flags(NO_OUTCOME, b_all),
+                             _flags(NO_OUTCOME, a_all), paired))
             keys.append(key)
 
     def label_of(record: Mapping[str, Any]) -> str:
@@ -291,8 +328,8 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         return f"{rollout_label(after, str(record['rollout']), rollouts)} · {label}" \
             if many else label
 
-    faults = {arm: found for arm, run in (("before", before), ("after", after))
-              if (found := count_faults(run.episodes, label_of))}
+    faults = {arm: found for arm, index in (("before", indexes[0]), ("after", indexes[1]))
+              if (found := count_faults(index.chaos, label_of))}
     return Prepared(rows=tuple(rows), paired=paired, events=tuple(used_events),
                     not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out),
                     mirrored=mirrored, missing=missing, no_outcome=no_outcome,
