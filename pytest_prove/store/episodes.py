@@ -344,7 +344,7 @@ def is_utf8(data: bytes | memoryview) -> bool:
     return True
 
 
-_OPEN, _CLOSE = ord("{"), ord("}")
+_OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
 #: How many lines are decoded in one call: few enough that their records are still in the
 #: processor's cache when they are checked.
 _GROUP: Final = 64
@@ -354,16 +354,20 @@ _REPLICATES: Final = tuple(b"%d" % r for r in range(4096))
 
 def _ends(data: bytes | bytearray, start: int, end: int) -> list[int] | None:
     """Where each line of ``data[start:end]`` (whole lines) ends, when each is ``{`` to
-    ``}``, with nothing around; else None."""
-    ends: list[int] = []
-    append, find = ends.append, data.find
-    while start < end:
-        newline = find(b"\n", start, end)
-        if data[start] != _OPEN or data[newline - 1] != _CLOSE:
-            return None
-        append(newline)
-        start = newline + 1
-    return ends
+    ``}``, with nothing around; else None.  Found by numpy over the whole buffer (a loop
+    of ``find`` took a tenth of a run's read)."""
+    import numpy as np  # here: the plugin reads no runs before its session ends
+
+    if start == end:
+        return []
+    body = np.frombuffer(data, np.uint8, end - start, start)
+    ends = np.flatnonzero(body == _NEWLINE)
+    if (body[0] != _OPEN or not (body[ends - 1] == _CLOSE).all()
+            or not (body[ends[:-1] + 1] == _OPEN).all()):
+        return None
+    ends += start
+    found: list[int] = ends.tolist()
+    return found
 
 
 def _line_at(body: bytes | memoryview, start: int, ends: Sequence[int]
