@@ -46,7 +46,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "running": frozenset({"declaration", "episode record", "running"}),
     "episode record": frozenset({"declaration"}),
     "storage": frozenset({"declaration", "episode record", "storage", "the wire",
-                          "ext:msgspec"}),
+                          "ext:msgspec", "ext:numpy"}),
     "the wire": frozenset(),
     "review": frozenset({"declaration", "episode record", "storage", "statistics", "review"}),
     "renderers": frozenset({"review", "statistics", "renderers", "declaration"}),

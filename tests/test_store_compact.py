@@ -49,6 +49,31 @@ def test_the_committed_example_baseline_holds_what_format_1_did(example: Store) 
     assert compact.path.stat().st_size / len(compact.episodes) <= 40
 
 
+def test_seeds_are_derived_when_read_and_are_the_salts(example: Store) -> None:
+    """A compact baseline keeps no seeds: loading it derives none (each episode holds its
+    condition's shared deriver), and each seed read is the one its salt derives, the same
+    as the JSON-lines file holds, also through ``get``, ``dict`` and equality."""
+    from pytest_prove.declare.seeds import derive_seed
+    from pytest_prove.store.episodes import Episode, SeedOf
+
+    saved = example.write_baseline("compact", example.load_baseline("current"))
+    assert saved.suffix == ".baseline"
+    compact = Store(example.root).load_baseline("compact")
+    legacy = example.load_baseline("current")
+    fast = [r for r in compact.episodes if type(r) is Episode]
+    assert len(fast) > len(compact.episodes) // 2
+    assert all(isinstance(r.seed, SeedOf) for r in fast)  # nothing derived while loading
+    salt = compact.salt
+    for record, old in zip(compact.episodes, legacy.episodes, strict=True):
+        want = derive_seed(salt, record["rollout"], record["condition_key"],
+                           record["replicate"])
+        assert record["seed"] == want == old["seed"] and record.get("seed") == want
+        assert dict(record)["seed"] == want
+    assert all(type(r.seed) is int for r in fast)  # derived once, then kept
+    first = fast[0]
+    assert first == {**dict(first)} and dict(first)["seed"] == first["seed"]
+
+
 def _case(record: dict[str, object]) -> object:
     return (record.get("meta") or {}).get("case_id")  # type: ignore[attr-defined]
 

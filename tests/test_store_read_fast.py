@@ -377,3 +377,32 @@ def test_many_lines_decoded_together_are_the_lines_read_alone(
     assert error is None and want_error is None and got is not None and want is not None
     assert len(got) == len(want) == 299
     assert all(same(a, b) for a, b in zip(got, want, strict=True))
+
+
+def _ends_line_by_line(data: bytes, start: int, end: int) -> list[int] | None:
+    """Where each line of ``data[start:end]`` ends when each is ``{`` to ``}``, found one
+    line at a time (the rule the reader's numpy search keeps)."""
+    ends = []
+    while start < end:
+        newline = data.index(b"\n", start, end)
+        if data[start:start + 1] != b"{" or data[newline - 1:newline] != b"}":
+            return None
+        ends.append(newline)
+        start = newline + 1
+    return ends
+
+
+@given(lines=st.lists(st.text("{}x \r", max_size=6), max_size=8),
+       before=st.text("{}x\n", max_size=4), after=st.text("{}x\n", max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_line_ends_are_found_as_one_line_at_a_time_finds_them(
+        lines: list[str], before: str, after: str) -> None:
+    """The reader finds the lines of a buffer, and whether each is one object, as a loop
+    over its lines would: inside a larger buffer, whatever comes before and after."""
+    from pytest_prove.store.episodes import _ends
+
+    body = "".join(line + "\n" for line in lines).encode()
+    data = bytearray(before.encode() + body + after.encode())
+    start = len(before.encode())
+    assert _ends(data, start, start + len(body)) == _ends_line_by_line(
+        bytes(data), start, start + len(body))

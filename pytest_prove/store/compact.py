@@ -50,7 +50,7 @@ from msgspec import UNSET, UnsetType
 
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
-from .episodes import Episode, ItemPattern, ModelUse, OneModel, Tokens
+from .episodes import Episode, ItemPattern, ModelUse, OneModel, SeedOf, Tokens
 from .writer import dump_line
 
 __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
@@ -185,7 +185,7 @@ class _Block:
     """A condition's line, and what its episodes' lines have named so far, parsed once."""
 
     __slots__ = ("cases", "condition", "ends", "first", "items", "key", "numbers", "prefix",
-                 "rollout", "seed", "seen", "steps", "table")
+                 "rollout", "seed", "seeds", "seen", "steps", "table")
 
     def __init__(self, rollout: str, key: str, condition: dict[str, Any], seed: int,
                  table: list[Any], salt: str, first: int) -> None:
@@ -193,6 +193,8 @@ class _Block:
         self.table = table
         self.prefix = hashlib.blake2b(
             _SEP.join((salt, rollout, key, "")).encode("utf-8"), digest_size=8)
+        #: Each episode's seed, derived when it is read.
+        self.seeds = SeedOf(self.prefix)
         self.seen: dict[int, int] = {}
         self.first = first
         # Each field's text, parsed: the records of a block share these values.
@@ -241,9 +243,7 @@ def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
 
 
 def _seed(block: _Block, replicate: int) -> int:
-    h = block.prefix.copy()
-    h.update(b"%d" % replicate)
-    return int.from_bytes(h.digest(), "big")
+    return block.seeds.of(replicate)
 
 
 def read_compact(path: Path, data: bytes, salt: str, fix: str
@@ -273,7 +273,6 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     block: _Block | None = None
     prefix = f"{path}:"
     unset, episode, tokens_of, one_model, model_use = UNSET, Episode, Tokens, OneModel, ModelUse
-    big = int.from_bytes
     # What the lines of the block read name, parsed once: the same as in the block (which
     # _fast fills in), bound here.
     ends: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
@@ -286,7 +285,7 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
     rollout = key = ""
     condition: dict[str, Any] = {}
     table: list[Any] = []
-    block_prefix: Any = None
+    seeds: Any = None
     for number in range(2, len(lines) + 1):
         line = lines[number - 1]
         if line[:1] == "@":
@@ -299,7 +298,7 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
             blocks[ident] = number
             ends, numbers, cases = block.ends, block.numbers, block.cases
             steps_by, items, seen, models = block.steps, block.items, block.seen, {}
-            block_prefix, table = block.prefix, block.table
+            seeds, table = block.seeds, block.table
             rollout, key, condition = block.rollout, block.key, block.condition
             continue
         if block is None:
@@ -353,11 +352,10 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
                                 rep.isascii() and (rep[0] != "0" or len(rep) == 1)):
                             # Not as str(replicate) writes it: as written.
                             named = named.before + rep.zfill(named.width) + named.after
-                    h = block_prefix.copy()
-                    h.update(b"%d" % replicate)
-                    # Every field by position (no duration: a compact baseline keeps none).
+                    # Every field by position (no duration: a compact baseline keeps none;
+                    # the seed is derived when it is read).
                     record = episode(
-                        rollout, condition, key, replicate, big(h.digest(), "big"),
+                        rollout, condition, key, replicate, seeds,
                         ended[0], tv, hv, cases[case], None, unset, used, unset, unset,
                         unset, unset, named,  # type: ignore[arg-type]  # an ItemPattern, written out when read
                         step_count, last_step)
@@ -387,8 +385,6 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
     if not rep.isdigit():  # also refuses a sign, spaces and '_'
         raise ValueError
     replicate = int(rep)
-    h = block.prefix.copy()
-    h.update(b"%d" % replicate)
     ended = block.ends.get(end)
     if ended is None:
         ended = block.ends[end] = _ending(end, block.table)
@@ -413,7 +409,7 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
             used = _tokens_of(parts, block.table)
     # Every argument by position (no duration: a compact baseline keeps none).
     record = Episode(block.rollout, block.condition, block.key, replicate,
-                     int.from_bytes(h.digest(), "big"), ended[0], tv, hv, meta, None, UNSET,
+                     block.seeds, ended[0], tv, hv, meta, None, UNSET,  # type: ignore[arg-type]
                      used)
     if steps != "-":
         counted = block.steps.get(steps)
