@@ -92,7 +92,7 @@ def plan_of(text: str, keep: Callable[[str], bool] = lambda key: True
         key = record.get("condition_key") if type(record) is dict else None
         if type(rollout) is not str or not rollout or type(key) is not str or not key:
             continue
-        conditions = plan.setdefault(rollout, {"replicates": 4, "conditions": []})
+        conditions = plan.setdefault(rollout, {"replicates": 400, "conditions": []})
         if keep(key) and key not in conditions["conditions"]:
             conditions["conditions"].append(key)
         outcome = record.get("outcome")
@@ -480,3 +480,27 @@ def test_a_run_past_its_plan_is_read_as_a_run_without_one(
     assert len(got) == len(want) == 300
     assert all(same(a, b) for a, b in zip(got, want, strict=True))
     assert all(type(r) is not dict for r in got)  # none read the slow way
+
+
+def test_a_planned_run_is_decoded_with_its_plan_and_a_thin_plan_is_not(
+        tmp_path: Path) -> None:
+    """The reader decodes a run's names as its plan's strings when the plan holds enough
+    episodes a condition to pay for it (its records then share those very strings), and
+    reads a plan it cannot use (too thin, or not as this version writes it) as no plan."""
+    from pytest_prove.store import _known
+
+    text = "".join(line + "\n" for line in _records(*range(40)))
+    write_run(tmp_path, text, keep=lambda key: True)
+    manifest = json.loads((tmp_path / "runs" / "r1" / "manifest.json").read_text())
+    run = Store(tmp_path).read(tmp_path / "runs" / "r1")
+    assert {type(r).__name__ for r in run.episodes} == {"_KnownLine"}
+    assert len({id(r["condition_key"]) for r in run.episodes}) == 1
+    assert _known(manifest) == (["t"], ['{"ticket": "refund"}'], ["resolved"])
+    thin = {**manifest, "plan": {"t": {"replicates": 31, "conditions": ['{"a": 1}']}}}
+    assert _known(thin) is None
+    for broken in ({"t": {"replicates": "400", "conditions": ["k"]}},
+                   {"t": {"replicates": 400, "conditions": [""]}},
+                   {"t": {"replicates": 400, "conditions": "k"}},
+                   {"u": {"replicates": 400, "conditions": ["k"]}}, [], None):
+        assert _known({**manifest, "plan": broken}) is None, broken
+    assert _known({k: v for k, v in manifest.items() if k != "rollouts"}) is None
