@@ -97,8 +97,9 @@ def sweep(conditions: int, replicates: int, steps: int
     return manifest_of(conditions, replicates), episodes
 
 
-def cpu_rate(n: int, work: Callable[[], object], repeat: int = 3) -> float:
-    """Episodes a second of CPU (the best of ``repeat``)."""
+def cpu_rate(n: int, work: Callable[[], object], repeat: int = 5) -> float:
+    """Episodes a second of CPU (the best of ``repeat``: on a shared machine the speed
+    varies by a fifth from one second to the next)."""
     best = float("inf")
     for _ in range(repeat):
         start = time.process_time()

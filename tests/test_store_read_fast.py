@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,57 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def write_run(root: Path, text: str, salt: str = SALT) -> Path:
+@pytest.fixture(scope="module", autouse=True, params=["no plan", "planned"])
+def planned(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Every test twice: runs whose manifest names no plan, and runs whose plan and
+    declarations name the rollouts, condition keys and outcomes of their lines (then the
+    reader decodes those as the strings they are)."""
+    global PLANNED  # read by write_run, for every test of the module
+    PLANNED = request.param == "planned"
+    yield PLANNED
+    PLANNED = False
+
+
+PLANNED = False
+
+
+def plan_of(text: str, keep: Callable[[str], bool] = lambda key: True
+            ) -> dict[str, Any]:
+    """The plan and declarations a manifest gives for the lines of ``text``: their
+    rollouts, the condition keys ``keep`` keeps and the outcomes (lines json.loads cannot
+    read, and empty strings, left out)."""
+    plan: dict[str, Any] = {}
+    outcomes: dict[str, set[str]] = {}
+    for line in text.split("\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        rollout = record.get("rollout") if type(record) is dict else None
+        key = record.get("condition_key") if type(record) is dict else None
+        if type(rollout) is not str or not rollout or type(key) is not str or not key:
+            continue
+        conditions = plan.setdefault(rollout, {"replicates": 400, "conditions": []})
+        if keep(key) and key not in conditions["conditions"]:
+            conditions["conditions"].append(key)
+        outcome = record.get("outcome")
+        found = outcomes.setdefault(rollout, set())
+        if type(outcome) is str and outcome:
+            found.add(outcome)
+    return {"plan": plan, "rollouts": {
+        name: {"label": name, "declaration": {"outcomes": sorted(outcomes[name]) or ["ok"]}}
+        for name in plan}}
+
+
+def write_run(root: Path, text: str, salt: str = SALT,
+              keep: Callable[[str], bool] | None = None) -> Path:
     run = root / "runs" / "r1"
     run.mkdir(parents=True, exist_ok=True)
-    (run / "manifest.json").write_text(json.dumps(
-        {"format": 1, "run_id": "r1", "name": "r1", "salt": salt, "status": "complete"}))
+    manifest = {"format": 1, "run_id": "r1", "name": "r1", "salt": salt, "status": "complete"}
+    if PLANNED or keep is not None:
+        manifest.update(plan_of(text.encode("utf-8", "surrogatepass").decode(
+            "utf-8", "replace"), keep or (lambda key: True)))
+    (run / "manifest.json").write_text(json.dumps(manifest))
     (run / "episodes.jsonl").write_bytes(text.encode("utf-8", "surrogatepass"))
     return run
 
@@ -406,3 +452,55 @@ def test_line_ends_are_found_as_one_line_at_a_time_finds_them(
     start = len(before.encode())
     assert _ends(data, start, start + len(body)) == _ends_line_by_line(
         bytes(data), start, start + len(body))
+
+
+@pytest.mark.parametrize("first", [0, 1, 150, 299])
+def test_a_run_past_its_plan_is_read_as_a_run_without_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: int) -> None:
+    """A run whose lines go past what its manifest names (another condition from line
+    ``first + 1``, an outcome not declared) is read from there as a run without a plan,
+    every record the one json.loads reads, across chunks and groups."""
+    import pytest_prove.store as store_module
+
+    monkeypatch.setattr(store_module, "_CHUNK", 4000)
+    other = {"ticket": "shipping"}
+    other_key = json.dumps(other)
+    lines = _records(*range(300))
+    for r in range(first, 300, 3):
+        lines[r] = _line(replicate=r, condition=other, condition_key=other_key,
+                         seed=derive_seed(SALT, "t", other_key, r),
+                         outcome="escalated" if r % 2 else "resolved")
+    text = "".join(line + "\n" for line in lines)
+    write_run(tmp_path, text, keep=lambda key: key != other_key)
+    manifest = json.loads((tmp_path / "runs" / "r1" / "manifest.json").read_text())
+    assert manifest["plan"]["t"]["conditions"] == ['{"ticket": "refund"}']
+    got, error = read(tmp_path)
+    want, want_error = expected(tmp_path)
+    assert error is None and want_error is None and got is not None and want is not None
+    assert len(got) == len(want) == 300
+    assert all(same(a, b) for a, b in zip(got, want, strict=True))
+    assert all(type(r) is not dict for r in got)  # none read the slow way
+
+
+def test_a_planned_run_is_decoded_with_its_plan_and_a_thin_plan_is_not(
+        tmp_path: Path) -> None:
+    """The reader decodes a run's names as its plan's strings when the plan holds enough
+    episodes a condition to pay for it (its records then share those very strings), and
+    reads a plan it cannot use (too thin, or not as this version writes it) as no plan."""
+    from pytest_prove.store import _known
+
+    text = "".join(line + "\n" for line in _records(*range(40)))
+    write_run(tmp_path, text, keep=lambda key: True)
+    manifest = json.loads((tmp_path / "runs" / "r1" / "manifest.json").read_text())
+    run = Store(tmp_path).read(tmp_path / "runs" / "r1")
+    assert {type(r).__name__ for r in run.episodes} == {"_KnownLine"}
+    assert len({id(r["condition_key"]) for r in run.episodes}) == 1
+    assert _known(manifest) == (["t"], ['{"ticket": "refund"}'], ["resolved"])
+    thin = {**manifest, "plan": {"t": {"replicates": 31, "conditions": ['{"a": 1}']}}}
+    assert _known(thin) is None
+    for broken in ({"t": {"replicates": "400", "conditions": ["k"]}},
+                   {"t": {"replicates": 400, "conditions": [""]}},
+                   {"t": {"replicates": 400, "conditions": "k"}},
+                   {"u": {"replicates": 400, "conditions": ["k"]}}, [], None):
+        assert _known({**manifest, "plan": broken}) is None, broken
+    assert _known({k: v for k, v in manifest.items() if k != "rollouts"}) is None

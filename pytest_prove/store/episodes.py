@@ -40,7 +40,7 @@ from collections.abc import (
     Sequence,
     ValuesView,
 )
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, cast
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
@@ -301,6 +301,23 @@ class _Line(Episode, gc=False, eq=False, forbid_unknown_fields=True):
     steps: Raw = UNSET  # type: ignore[assignment]
 
 
+def _known_line(known: tuple[Sequence[str], Sequence[str], Sequence[str]],
+                strings: dict[str, str]) -> type[_Line]:
+    """The type of a line whose rollout, condition key and outcome are among the ``known``
+    ones (a run's plan and declarations), decoded as those very strings (put in
+    ``strings``, to be shared): no raw JSON to compare and no string to share for each
+    line.  A line with another is decoded alone, then read the slow way."""
+    rollouts, keys, outcomes = ({strings.setdefault(s, s): None for s in values}
+                                for values in known)
+    fields: list[tuple[str, Any, Any]] = [
+        ("rollout", Literal[tuple(rollouts)], msgspec.NODEFAULT),
+        ("condition_key", Literal[tuple(keys)], msgspec.NODEFAULT),
+        ("outcome", Literal[tuple(outcomes)] | UnsetType | None, UNSET)]
+    kind: Any = msgspec.defstruct(
+        "_KnownLine", fields, bases=(_Line,), gc=False, eq=False, forbid_unknown_fields=True)
+    return cast(type[_Line], kind)
+
+
 class _Object(Struct, gc=False):
     """Any JSON object, its fields skipped: the check that an episode's steps are objects."""
 
@@ -411,7 +428,8 @@ class LineDecoder:
 
     def __init__(self, salt: str, slow: Callable[[bytes, int], Mapping[str, Any] | None], *,
                  unique: bool = False,
-                 repeated: Callable[[Mapping[str, Any], int, int], None] | None = None
+                 repeated: Callable[[Mapping[str, Any], int, int], None] | None = None,
+                 known: tuple[Sequence[str], Sequence[str], Sequence[str]] | None = None
                  ) -> None:
         self.salt = salt
         self.episodes: list[Mapping[str, Any] | None] = []
@@ -421,12 +439,19 @@ class LineDecoder:
         self._unique = unique
         self._repeated = repeated
         self._line_of = array("q")  # with unique, the line of each episode
-        decoder = msgspec.json.Decoder(_Line)
+        self._strings: dict[str, str] = {}
+        #: Whether a line's rollout, condition key and outcome are decoded as the strings
+        #: they are among those ``known`` (else as raw JSON, and shared here).
+        self._known = _known_line(known, self._strings) if known else None
+        try:
+            decoder = msgspec.json.Decoder(self._known or _Line)
+        except (UnicodeError, TypeError, ValueError):  # a name msgspec cannot take
+            self._known = None
+            decoder = msgspec.json.Decoder(_Line)
         self._decode = decoder.decode
         self._decode_lines = decoder.decode_lines
         self._conditions: dict[tuple[str, str], _Condition] = {}
         self._positions: dict[tuple[str, str], dict[int, int]] = {}
-        self._strings: dict[str, str] = {}
         self._last = _Condition(salt, "", "", {}, {}, Raw(b""), Raw(b""), Raw(b""))
 
     def read(self, data: bytes | bytearray, start: int, end: int, before: int, *,
@@ -448,6 +473,7 @@ class LineDecoder:
                 self._group(view, ends[first:first + _GROUP], before + first,
                             ends[first - 1] + 1 if first else start)
             return len(ends)
+        self._raw()
         lines: list[bytes] = bytes(data[start:end]).split(b"\n")
         lines.pop()
         self._take(list(map(self._try if text else self._one, lines)), before,
@@ -461,10 +487,28 @@ class LineDecoder:
             records: Sequence[_Line | None] = self._decode_lines(body[start:ends[-1] + 1])
         except (msgspec.DecodeError, ValueError):
             records = ()
+        if len(records) != len(ends) and self._known is not None:
+            self._raw()  # a rollout, key or outcome not known: read as raw JSON from here
+            self._group(body, ends, before, start)
+            return
         lines = _line_at(body, start, ends)
         if len(records) != len(ends):
             records = [self._try(lines(index)) for index in range(len(ends))]
         self._take(records, before, lines)
+
+    def _raw(self) -> None:
+        """Decode each line's rollout and condition key as raw JSON from now on (the
+        conditions read so far compared with the JSON msgspec writes of them), and its
+        outcome as any string."""
+        if self._known is None:
+            return
+        self._known = None
+        decoder = msgspec.json.Decoder(_Line)
+        self._decode, self._decode_lines = decoder.decode, decoder.decode_lines
+        encode = msgspec.json.encode
+        for shared in (*self._conditions.values(), self._last):
+            shared.rollout_raw = Raw(encode(shared.rollout))
+            shared.key_raw = Raw(encode(shared.key))
 
     def _try(self, line: bytes) -> _Line | None:
         try:
@@ -487,11 +531,16 @@ class LineDecoder:
 
     def _shared(self, record: _Line) -> _Condition | None:
         """What ``record``'s condition shares with the others read (None: the slow way)."""
-        try:
-            rollout = _decode_text(record.rollout)
-            key = _decode_text(record.condition_key)
-        except (msgspec.DecodeError, ValueError):
-            return None
+        if self._known is None:
+            try:
+                rollout = _decode_text(record.rollout)
+                key = _decode_text(record.condition_key)
+            except (msgspec.DecodeError, ValueError):
+                return None
+        else:
+            rollout, key = record.rollout, record.condition_key  # type: ignore[assignment]
+            if not rollout or not key:
+                return None
         shared = self._conditions.get((rollout, key))
         if shared is not None:
             if record.condition != shared.raw:
@@ -515,7 +564,9 @@ class LineDecoder:
         key = strings.setdefault(key, key)
         shared = self._conditions[(rollout, key)] = _Condition(
             self.salt, rollout, key, condition, self.positions_of(rollout, key),
-            record.condition.copy(), record.rollout.copy(), record.condition_key.copy())
+            record.condition.copy(),
+            *((record.rollout.copy(), record.condition_key.copy()) if self._known is None
+              else (rollout, key)))
         return shared
 
     def _take(self, records: Sequence[_Line | None], before: int,
@@ -532,6 +583,7 @@ class LineDecoder:
         last = self._last  # a condition's lines mostly follow each other
         unset, null, big = UNSET, _NULL, int.from_bytes
         check_steps, one_model, replicates = _check_steps, OneModel, _REPLICATES
+        raw = self._known is None
         count = len(episodes)
         for index, record in enumerate(records):
             if record is None:
@@ -604,10 +656,11 @@ class LineDecoder:
                     count = len(episodes)
                     continue
                 record.steps = steps.copy()
-            record.rollout = last.rollout  # type: ignore[assignment]
-            record.condition_key = last.key  # type: ignore[assignment]
             record.condition = last.condition  # type: ignore[assignment]
-            record.outcome = intern(outcome, outcome)
+            if raw:
+                record.rollout = last.rollout  # type: ignore[assignment]
+                record.condition_key = last.key  # type: ignore[assignment]
+                record.outcome = intern(outcome, outcome)
             positions = last.positions
             if positions.setdefault(replicate, count) != count:
                 self._again(record, positions[replicate], before + index + 1)
