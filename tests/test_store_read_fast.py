@@ -504,3 +504,18 @@ def test_a_planned_run_is_decoded_with_its_plan_and_a_thin_plan_is_not(
                    {"u": {"replicates": 400, "conditions": ["k"]}}, [], None):
         assert _known({**manifest, "plan": broken}) is None, broken
     assert _known({k: v for k, v in manifest.items() if k != "rollouts"}) is None
+
+
+@pytest.mark.parametrize("known", [(["t"], ['{"ticket": "refund"}'], []),
+                                   (["t"], [], ["resolved"]), ([], [], []),
+                                   (["t"], ['{"ticket": "refund"}'], ["\ud800"])],
+                         ids=["no outcomes", "no conditions", "nothing", "a lone surrogate"])
+def test_names_the_decoder_cannot_take_are_read_as_none(known: Any) -> None:
+    """Names a plan gives that no decoder can be made of are read as no plan: every line
+    still read."""
+    from pytest_prove.store.episodes import LineDecoder
+
+    decoder = LineDecoder(SALT, lambda line, number: None, known=known)
+    data = "".join(line + "\n" for line in _records(0, 1, 2)).encode()
+    assert decoder.read(data, 0, len(data), 0, text=True) == 3
+    assert [r["replicate"] for r in decoder.episodes if r is not None] == [0, 1, 2]

@@ -442,11 +442,11 @@ class LineDecoder:
         self._strings: dict[str, str] = {}
         #: Whether a line's rollout, condition key and outcome are decoded as the strings
         #: they are among those ``known`` (else as raw JSON, and shared here).
-        self._known = _known_line(known, self._strings) if known else None
         try:
+            self._known = _known_line(known, self._strings) if known else None
             decoder = msgspec.json.Decoder(self._known or _Line)
-        except (UnicodeError, TypeError, ValueError):  # a name msgspec cannot take
-            self._known = None
+        except (UnicodeError, TypeError, ValueError):  # none known, or a name msgspec
+            self._known = None                         # cannot take (a lone surrogate)
             decoder = msgspec.json.Decoder(_Line)
         self._decode = decoder.decode
         self._decode_lines = decoder.decode_lines
