@@ -117,6 +117,15 @@ def child(root: Path, source: Path, repeat: int) -> dict[str, object]:
     return found
 
 
+def extract(revision: str, into: Path) -> Path:
+    """The package as it is at ``revision`` (``git archive``), in ``into``."""
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(HERE), "archive", revision, "pytest_prove"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conditions", type=int, default=500)
@@ -127,11 +136,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="prove-review-") as tmp:
         root = Path(tmp) / "store"
         build(root, args.conditions, args.replicates)
-        old = Path(tmp) / "old"
-        old.mkdir()
-        archive = subprocess.run(["git", "-C", str(HERE), "archive", args.old, "pytest_prove"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        old = extract(args.old, Path(tmp) / "old")
         results = {"old": child(root, old, args.repeat), "new": child(root, HERE, args.repeat)}
     n = results["new"]["n"]
     print(f"review() of {args.conditions:,} conditions x {args.replicates} replicates "
