@@ -18,6 +18,7 @@ from pytest_prove.cli import main
 from pytest_prove.record import steps_of
 from pytest_prove.review.steps import endings
 from pytest_prove.store import Store, StoreError, StoreWarning
+from pytest_prove.store.episodes import plain
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot" / ".prove"
 #: The example's baseline as committed before format 2 (JSON lines, every field kept).
@@ -72,6 +73,22 @@ def test_seeds_are_derived_when_read_and_are_the_salts(example: Store) -> None:
     assert all(type(r.seed) is int for r in fast)  # derived once, then kept
     first = fast[0]
     assert first == {**dict(first)} and dict(first)["seed"] == first["seed"]
+
+
+def test_episodes_whose_seeds_are_not_yet_derived_pickle_and_copy(example: Store) -> None:
+    """An episode of a compact baseline, its seed not yet derived, pickles and deep-copies
+    as it did when its seed was derived while loading: to a record equal to it."""
+    import copy
+    import pickle
+
+    example.write_baseline("compact", example.load_baseline("current"))
+    want = [plain(r) for r in Store(example.root).load_baseline("compact").episodes]
+    legacy = example.load_baseline("current")
+    for again in (lambda r: pickle.loads(pickle.dumps(r)), copy.deepcopy):
+        compact = Store(example.root).load_baseline("compact")
+        copied = [again(r) for r in compact.episodes]
+        assert [plain(r) for r in copied] == want
+        assert [r["seed"] for r in copied] == [r["seed"] for r in legacy.episodes]
 
 
 def _case(record: dict[str, object]) -> object:

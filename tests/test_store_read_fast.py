@@ -519,3 +519,20 @@ def test_names_the_decoder_cannot_take_are_read_as_none(known: Any) -> None:
     data = "".join(line + "\n" for line in _records(0, 1, 2)).encode()
     assert decoder.read(data, 0, len(data), 0, text=True) == 3
     assert [r["replicate"] for r in decoder.episodes if r is not None] == [0, 1, 2]
+
+
+def test_records_decoded_with_a_plan_pickle_and_copy(tmp_path: Path) -> None:
+    """A record read with its run's plan pickles and deep-copies as one read without: to a
+    record equal to the line json.loads reads."""
+    import copy
+    import pickle
+
+    text = "".join(line + "\n" for line in _records(*range(40)))
+    write_run(tmp_path, text, keep=lambda key: True)
+    run = Store(tmp_path).read(tmp_path / "runs" / "r1")
+    want, error = expected(tmp_path)
+    assert error is None and want is not None
+    for again in (lambda r: pickle.loads(pickle.dumps(r)), copy.deepcopy):
+        copied = [again(r) for r in run.episodes]
+        assert all(same(a, b) for a, b in zip(copied, want, strict=True))
+        assert [dump_line(r) for r in copied] == [dump_line(r) for r in want]

@@ -38,7 +38,6 @@ them).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -191,10 +190,9 @@ class _Block:
                  table: list[Any], salt: str, first: int) -> None:
         self.rollout, self.key, self.condition, self.seed = rollout, key, condition, seed
         self.table = table
-        self.prefix = hashlib.blake2b(
-            _SEP.join((salt, rollout, key, "")).encode("utf-8"), digest_size=8)
         #: Each episode's seed, derived when it is read.
-        self.seeds = SeedOf(self.prefix)
+        self.seeds = SeedOf(_SEP.join((salt, rollout, key, "")).encode("utf-8"))
+        self.prefix = self.seeds.prefix
         self.seen: dict[int, int] = {}
         self.first = first
         # Each field's text, parsed: the records of a block share these values.

@@ -211,10 +211,14 @@ class SeedOf:
     episodes of its condition, and derived when it is read, then kept.  A comparison reads
     no seeds, so a baseline's reader need not hash a million of them."""
 
-    __slots__ = ("prefix",)
+    __slots__ = ("prefix", "text")
 
-    def __init__(self, prefix: Any) -> None:
-        self.prefix = prefix  # the salt, rollout and key hashed (a blake2b object)
+    def __init__(self, text: bytes) -> None:
+        self.text = text  # the salt, rollout and key, as the seed's hash takes them
+        self.prefix = hashlib.blake2b(text, digest_size=8)  # and hashed
+
+    def __reduce__(self) -> tuple[type[SeedOf], tuple[bytes]]:
+        return SeedOf, (self.text,)  # pickled and copied as its text (a hash object is not)
 
     def of(self, replicate: int) -> int:
         h = self.prefix.copy()
@@ -314,8 +318,14 @@ def _known_line(known: tuple[Sequence[str], Sequence[str], Sequence[str]],
         ("condition_key", Literal[tuple(keys)], msgspec.NODEFAULT),
         ("outcome", Literal[tuple(outcomes)] | UnsetType | None, UNSET)]
     kind: Any = msgspec.defstruct(
-        "_KnownLine", fields, bases=(_Line,), gc=False, eq=False, forbid_unknown_fields=True)
+        "_KnownLine", fields, bases=(_Line,), gc=False, eq=False, forbid_unknown_fields=True,
+        namespace={"__reduce__": _as_line})  # no module holds this class by its name
     return cast(type[_Line], kind)
+
+
+def _as_line(record: _Line) -> tuple[type[_Line], tuple[Any, ...]]:
+    """A record decoded with a run's plan, pickled as the :class:`_Line` it holds."""
+    return _Line, tuple(getattr(record, name) for name in _Line.__struct_fields__)
 
 
 class _Object(Struct, gc=False):
