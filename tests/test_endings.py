@@ -168,6 +168,14 @@ def test_ctrl_c_in_one_replicate_stores_nothing_for_it(pytester: pytest.Pytester
     assert [r["replicate"] for r in run.episodes] == [0]
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it: a child inherits an ignored or blocked SIGINT from
+    the process that starts it, and a test worker may have been left so by an earlier test
+    (the session then ran on untouched, and ended "complete")."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
 def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
                                                    is_async: bool) -> None:
@@ -196,7 +204,8 @@ def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--prove-name", "cut",
          "--prove-concurrency", "5"],
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=_as_in_a_terminal)
     finished = pytester.path / "finished"
     deadline = time.monotonic() + 180  # a loaded machine starts pytest slowly
     while time.monotonic() < deadline and (
