@@ -183,7 +183,7 @@ def _shown(text: str) -> str:
 class _Block:
     """A condition's line, and what its episodes' lines have named so far, parsed once."""
 
-    __slots__ = ("cases", "condition", "ends", "first", "items", "key", "numbers", "prefix",
+    __slots__ = ("cases", "condition", "ends", "first", "items", "key", "numbers",
                  "rollout", "seed", "seeds", "seen", "steps", "table")
 
     def __init__(self, rollout: str, key: str, condition: dict[str, Any], seed: int,
@@ -192,7 +192,6 @@ class _Block:
         self.table = table
         #: Each episode's seed, derived when it is read.
         self.seeds = SeedOf(_SEP.join((salt, rollout, key, "")).encode("utf-8"))
-        self.prefix = self.seeds.prefix
         self.seen: dict[int, int] = {}
         self.first = first
         # Each field's text, parsed: the records of a block share these values.

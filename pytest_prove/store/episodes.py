@@ -310,7 +310,8 @@ def _known_line(known: tuple[Sequence[str], Sequence[str], Sequence[str]],
     """The type of a line whose rollout, condition key and outcome are among the ``known``
     ones (a run's plan and declarations), decoded as those very strings (put in
     ``strings``, to be shared): no raw JSON to compare and no string to share for each
-    line.  A line with another is decoded alone, then read the slow way."""
+    line.  A group of lines that names another cannot be decoded with it: the reader then
+    reads the rest of the file as raw JSON (:meth:`LineDecoder._raw`)."""
     rollouts, keys, outcomes = ({strings.setdefault(s, s): None for s in values}
                                 for values in known)
     fields: list[tuple[str, Any, Any]] = [
