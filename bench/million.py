@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
 
-from bench.store_read import condition_of, episode, manifest_of  # noqa: E402
+from bench.store_read import condition_of, episode, manifest_of, run_line  # noqa: E402
 from pytest_prove.store.compact import dump_compact  # noqa: E402
 from pytest_prove.store.writer import dump_line  # noqa: E402
 
@@ -69,7 +69,7 @@ def build(root: Path, conditions: int, replicates: int) -> None:
             # condition's own file.
             base.write(dump_compact(header, records).split("\n", 1)[1])
             worse = c % CHANGED_EVERY == 0
-            run.write("".join(dump_line(episode(condition, key, r, 0, worse=worse)) + "\n"
+            run.write("".join(run_line(episode(condition, key, r, 0, worse=worse)) + "\n"
                               for r in range(replicates)))
 
 

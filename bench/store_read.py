@@ -4,13 +4,14 @@
     python bench/store_read.py --conditions 100 # quicker
 
 Prints, for a synthetic sweep without steps (and one with ten steps an episode), the
-episodes a second of CPU that ``Store.read`` of a run, ``Store.load_baseline`` of a compact
-baseline and of a JSON-lines one (format 1) read, beside a plain ``json.loads`` loop over
-the same lines (and msgspec's decoder alone, into dicts); and the bytes an episode takes in
-a saved baseline, for the bundled example and for the sweep, in each format, against the
-targets (>= 300,000 episodes/s of CPU, or 2.3 times json.loads on a busier machine; <= 40
-bytes an episode).  The targets are for the sweep without steps; with steps, the figures
-are printed for what they are.
+episodes a second of CPU that ``Store.read`` of a run (as this version writes it, format 2,
+and as earlier ones did, format 1), ``Store.load_baseline`` of a compact baseline and of a
+JSON-lines one (format 1) read, beside a plain ``json.loads`` loop over the same lines (and
+msgspec's decoder alone, into dicts); and the bytes an episode takes in a saved baseline,
+for the bundled example and for the sweep, in each format, against the targets (>= 300,000
+episodes/s of CPU, or 2.3 times json.loads on a busier machine; <= 40 bytes an episode).
+The targets are for the sweep without steps, in the formats this version writes; the other
+figures are printed for what they are.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ sys.path.insert(0, str(HERE))
 
 from pytest_prove.declare.seeds import derive_seed  # noqa: E402
 from pytest_prove.declare.spec import condition_key  # noqa: E402
-from pytest_prove.store import Store  # noqa: E402
-from pytest_prove.store.writer import dump_line  # noqa: E402
+from pytest_prove.store import RUN_FORMAT, Store  # noqa: E402
+from pytest_prove.store.writer import dump_line, lean_record  # noqa: E402
 
 SALT = "02c25847222c56d6"
 OUTCOMES = ("resolved", "unresolved", "timeout")
@@ -78,7 +79,7 @@ def manifest_of(conditions: int, replicates: int, *, run_id: str = "20261129T101
     declaration = {"outcomes": list(OUTCOMES), "failures": ["unresolved", "timeout"],
                    "successes": ["resolved"], "replicates": replicates, "t_unit": "steps",
                    "axes": None}
-    return {"format": 1, "run_id": run_id, "name": name, "salt": SALT,
+    return {"format": RUN_FORMAT, "run_id": run_id, "name": name, "salt": SALT,
             "started": "2026-11-29T10:17:03.050857Z", "ended": "2026-11-29T10:17:11.053523Z",
             "status": "complete", "paired_with": None,
             "rollouts": {"support": {"label": "test_support", "declaration": declaration}},
@@ -95,6 +96,22 @@ def sweep(conditions: int, replicates: int, steps: int
         condition, key = condition_of(c)
         episodes.extend(episode(condition, key, r, steps) for r in range(replicates))
     return manifest_of(conditions, replicates), episodes
+
+
+def run_line(record: dict[str, Any]) -> str:
+    """An episode's line in a run, as this version's writer writes it (format 2)."""
+    return dump_line(lean_record(record))
+
+
+def write_run(run_dir: Path, manifest: dict[str, Any], episodes: list[dict[str, Any]], *,
+              old: bool = False) -> None:
+    """A run's folder, as this version writes it or, with ``old``, in format 1."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "format": 1} if old else
+                                                      manifest), encoding="utf-8")
+    line = dump_line if old else run_line
+    (run_dir / "episodes.jsonl").write_text("".join(line(r) + "\n" for r in episodes),
+                                            encoding="utf-8")
 
 
 def cpu_rate(n: int, work: Callable[[], object], repeat: int = 5) -> float:
@@ -123,10 +140,12 @@ def decoder_alone(n: int, lines: list[bytes]) -> str:
     return f"; msgspec into dicts alone: {cpu_rate(n, lambda: [decode(x) for x in lines]):,.0f}/s"
 
 
-def verdict(rate: float, plain: float) -> str:
+def verdict(rate: float, plain: float, target: bool = True) -> str:
     """Against the target, 300,000 a second; and as a ratio to json.loads, since the target
     was set where json.loads read 130,000 of these lines a second (2.3 times that), and on a
-    busy machine both fall."""
+    busy machine both fall.  Without ``target``, the ratio alone."""
+    if not target:
+        return f"{rate / plain:.1f} x json.loads"
     return (f"target >= 300,000/s: {'met' if rate >= 300_000 else 'NOT MET'}; "
             f"{rate / plain:.1f} x json.loads (>= 2.3 x: "
             f"{'met' if rate / plain >= 2.3 else 'NOT MET'})")
@@ -140,31 +159,36 @@ def measure(root: Path, conditions: int, replicates: int, steps: int) -> None:
     manifest, episodes = sweep(conditions, replicates, steps)
     n = len(episodes)
     run_dir = root / "runs" / manifest["run_id"]
-    run_dir.mkdir(parents=True)
-    (run_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    (run_dir / "episodes.jsonl").write_text("".join(dump_line(r) + "\n" for r in episodes),
-                                            encoding="utf-8")
+    write_run(run_dir, manifest, episodes)
+    old_dir = root / "runs" / "20261129T101703Z-old1"
+    write_run(old_dir, {**manifest, "run_id": old_dir.name}, episodes, old=True)
     store = Store(root)
     run = store.read(run_dir)
     legacy = store.write_baseline("old", run, compact=False)
     compact = store.write_baseline("new", run)
     what = f"{conditions:,} conditions x {replicates} replicates, {steps or 'no'} steps"
-    print(f"\n{what} ({n:,} episodes)")
+    target = not steps
+    print(f"\n{what} ({n:,} episodes)" + ("" if target else
+                                          ": no target (they are for episodes without steps)"))
     run_lines = body_lines(run_dir / "episodes.jsonl", 0)
     plain = cpu_rate(n, json_loop(run_lines))
     rate = cpu_rate(n, lambda: store.read(run_dir))
     print(f"  json.loads alone over the run's lines: {plain:>10,.0f} episodes/s of CPU"
           f"{decoder_alone(n, run_lines)}")
-    print(f"  run, Store.read:                 {rate:>10,.0f} episodes/s of CPU   "
-          f"{verdict(rate, plain)}")
+    print(f"  run, Store.read (format 2):      {rate:>10,.0f} episodes/s of CPU   "
+          f"{verdict(rate, plain, target)}")
+    old_plain = cpu_rate(n, json_loop(body_lines(old_dir / "episodes.jsonl", 0)))
+    rate = cpu_rate(n, lambda: store.read(old_dir))
+    print(f"  run of format 1 (as written before this version): {rate:>10,.0f} episodes/s "
+          f"of CPU   {verdict(rate, old_plain, False)} over its own lines")
     old_lines = body_lines(legacy, 1)
     plain = cpu_rate(n, json_loop(old_lines))
     rate = cpu_rate(n, lambda: store.load_baseline("old"))
-    print(f"  baseline, JSON lines (format 1): {rate:>10,.0f} episodes/s of CPU   "
-          f"{verdict(rate, plain)}")
+    print(f"  baseline, JSON lines (format 1, read for old baselines; saved ones are "
+          f"compact): {rate:>10,.0f} episodes/s of CPU   {verdict(rate, plain, False)}")
     rate = cpu_rate(n, lambda: store.load_baseline("new"))
     print(f"  baseline, compact (format 2):    {rate:>10,.0f} episodes/s of CPU   "
-          f"{verdict(rate, plain)} (beside json.loads over format 1's lines)")
+          f"{verdict(rate, plain, target)} (beside json.loads over format 1's lines)")
     for label, path in (("JSON lines (format 1)", legacy), ("compact (format 2)", compact)):
         size = path.stat().st_size
         said = ("" if path is legacy else

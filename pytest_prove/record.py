@@ -44,6 +44,7 @@ __all__ = [
     "identity",
     "left_out_reason",
     "left_out_reason_of",
+    "nested_tokens",
     "steps_of",
     "utc_now",
 ]
@@ -421,6 +422,25 @@ def _counts(use: dict[str, Any]) -> bool:
         if type(value) is not int or value < 0:
             return False
     return True
+
+
+def nested_tokens(tokens: dict[str, Any], where: str, fix: str) -> dict[str, Any]:
+    """``tokens`` as every reader takes them: the usage of one model that a run of format 2
+    writes flat (``{"input": 9, "output": 4, "model": "m", "calls": 2}``, that model's
+    name and calls beside the totals, which are its own) as ``by_model`` of that model.
+    Usage without a ``model`` is returned as it is."""
+    if "model" not in tokens:
+        return tokens
+    model = tokens["model"]
+    if type(model) is not str or not model:
+        raise _bad(where, "tokens.model", model, "the name of the one model used", fix)
+    if "by_model" in tokens:
+        raise _bad(where, "tokens.by_model", tokens["by_model"],
+                   "no by_model beside tokens.model (one model's usage is written flat)", fix)
+    use = {name: tokens[name] for name in ("input", "output", "calls") if name in tokens}
+    nested = {k: v for k, v in tokens.items() if k != "model" and k != "calls"}
+    nested["by_model"] = {model: use}
+    return nested
 
 
 def _check_tokens(tokens: object, where: str, fix: str) -> None:

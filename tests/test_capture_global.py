@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+from pytest_prove.store import Store
 
 from .conftest import INI, load
 
@@ -228,7 +229,7 @@ def test_two_sessions_in_one_process_share_one_inert_processor(
     runs = sorted(p for p in (pytester.path / ".prove" / "runs").iterdir() if p.is_dir())
     assert len(runs) == 2
     for run in runs:
-        records = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+        records = Store(pytester.path / ".prove").read(run).episodes
         captured = [r for r in records if r["rollout"] != "uncaptured"]
         assert len(captured) == 24
         assert all(r["tokens"] == _expected(r["seed"]) for r in captured)

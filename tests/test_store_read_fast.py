@@ -17,17 +17,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_prove.declare.seeds import derive_seed
-from pytest_prove.record import RUN_FIX, StoreError, check_record, check_seed
+from pytest_prove.record import RUN_FIX, StoreError, check_record, check_seed, nested_tokens
 from pytest_prove.store import Store, StoreWarning
 from pytest_prove.store.episodes import Episode, plain
-from pytest_prove.store.writer import dump_line
+from pytest_prove.store.writer import dump_line, lean_record
 
 SALT = "5a1t"
 
 
 def reference(path: Path, salt: str) -> list[dict[str, Any]]:
     """What the store read before msgspec: each whole line by json.loads, blank lines
-    skipped, checked, the last line of an episode winning."""
+    skipped, one model's usage written flat (format 2) read as ``by_model``, checked, the
+    last line of an episode winning."""
     text = path.read_bytes().decode("utf-8")
     lines = text[:text.rfind("\n") + 1].split("\n")[:-1]
     by_key: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -40,6 +41,8 @@ def reference(path: Path, salt: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise StoreError(f"{where}: corrupt line ({exc}); the file was edited or "
                              f"damaged: {RUN_FIX}") from None
+        if type(value) is dict and type(value.get("tokens")) is dict:
+            value["tokens"] = nested_tokens(value["tokens"], where, RUN_FIX)  # format 2
         record = check_record(value, where)
         check_seed(record, salt, where)
         key = (record["rollout"], record["condition_key"], record["replicate"])
@@ -179,6 +182,8 @@ def episodes(draw: st.DrawFn) -> dict[str, Any]:
         models = draw(st.dictionaries(_text, st.builds(
             lambda i, o, c: {"input": i, "output": o, "calls": c}, _ints, _ints,
             st.integers(0, 5)), max_size=2))
+        if draw(st.booleans()):  # one model, whose totals are its own (as the runner has it)
+            models = {draw(_text): {"input": tin, "output": tout, "calls": draw(_ints)}}
         if models:
             tokens["by_model"] = models
         record["tokens"] = tokens
@@ -196,13 +201,15 @@ def episodes(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(records=st.lists(episodes(), min_size=1, max_size=8), ascii_only=st.booleans())
+@given(records=st.lists(episodes(), min_size=1, max_size=8), ascii_only=st.booleans(),
+       lean=st.booleans())
 def test_the_same_records_as_json_loads(tmp_path_factory: pytest.TempPathFactory,
                                         records: list[dict[str, Any]],
-                                        ascii_only: bool) -> None:
+                                        ascii_only: bool, lean: bool) -> None:
     root = tmp_path_factory.mktemp("fast")
+    written = [lean_record(r) for r in records] if lean else records  # format 2, or 1
     lines = [json.dumps(r, ensure_ascii=ascii_only, separators=(",", ":"))
-             if ascii_only else dump_line(r) for r in records]
+             if ascii_only else dump_line(r) for r in written]
     write_run(root, "".join(line + "\n" for line in lines))
     got, error = read(root)
     want, want_error = expected(root)
@@ -261,6 +268,20 @@ LINES = {
     "a step not UTF-8 escaped": _line(steps=[{"name": "caf\u00e9"}]),
     "unknown field": _line(worker="gw1"),
     "unknown field in tokens": _line(tokens={"input": 1, "output": 0, "cached": 4}),
+    "one model flat": _line(tokens={"input": 7, "output": 3, "model": "m", "calls": 1}),
+    "one model flat, no calls": _line(tokens={"input": 7, "output": 3, "model": "m"}),
+    "one model flat, big totals": _line(tokens={"input": 2**70, "output": 3, "model": "m"}),
+    "flat model empty": _line(tokens={"input": 7, "output": 3, "model": ""}),
+    "flat model a number": _line(tokens={"input": 7, "output": 3, "model": 5}),
+    "flat model and by_model": _line(tokens={"input": 7, "output": 3, "model": "m",
+                                             "by_model": {"m": {"calls": 1}}}),
+    "flat calls negative": _line(tokens={"input": 7, "output": 3, "model": "m",
+                                         "calls": -1}),
+    "flat calls a float": _line(tokens={"input": 7, "output": 3, "model": "m",
+                                        "calls": 1.0}),
+    "calls without a model": _line(tokens={"input": 7, "output": 3, "calls": 1}),
+    "flat tokens with another field": _line(tokens={"input": 7, "output": 3, "model": "m",
+                                                    "cached": 1}),
     "error and outcome": _line(error={"kind": "exception"}),
     "boolean replicate": _line(replicate=True),
     "not an object": "[1, 2]",

@@ -41,6 +41,7 @@ from ..record import (
     check_seed,
     episode_name,
     identity,
+    nested_tokens,
     utc_now,
 )
 from .compact import COMPACT_FORMAT, dump_compact, read_compact
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 #: The format versions this code writes and reads; a newer file is refused with the fix.
-RUN_FORMAT: Final = 1
+RUN_FORMAT: Final = 2
 BASELINE_FORMAT: Final = COMPACT_FORMAT
 #: A baseline's file: compact (format 2), or JSON lines (format 1, read only).
 BASELINE_SUFFIX: Final = ".baseline"
@@ -179,6 +180,8 @@ def _slow_line(line: bytes, where: str, salt: str, fix: str) -> dict[str, Any] |
     except json.JSONDecodeError as exc:
         raise StoreError(
             f"{where}: corrupt line ({exc}); the file was edited or damaged: {fix}") from None
+    if type(value) is dict and type(tokens := value.get("tokens")) is dict:
+        value["tokens"] = nested_tokens(tokens, where, fix)
     record = check_record(value, where, fix)
     check_seed(record, salt, where, fix)
     return cast(dict[str, Any], record)

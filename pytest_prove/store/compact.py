@@ -326,17 +326,20 @@ def read_compact(path: Path, data: bytes, salt: str, fix: str
                     used: Tokens | None = None
                     if tokens != "-":
                         parts = tokens.split(",")
-                        if len(parts) == 3 and "-" not in tokens:
-                            found = models.get(parts[2])
+                        # IN,OUT,MODEL:CALLS (not one model's own IN:OUT:CALLS)
+                        if len(parts) == 3 and "-" not in tokens and (
+                                (found := models.get(parts[2])) is not None
+                                or parts[2].count(":") == 1):
                             if found is None:
-                                model, colon, calls = parts[2].partition(":")
+                                model, _, calls = parts[2].partition(":")
                                 name = table[int(model)]
-                                if not colon or ":" in calls or type(name) is not str:
+                                if type(name) is not str:
                                     raise ValueError
                                 found = models[parts[2]] = (name, int(calls))
                             tin, tout = int(parts[0]), int(parts[1])
-                            used = tokens_of(tin, tout, one_model(
-                                found[0], model_use(tin, tout, found[1])))
+                            used = (tokens_of(tin, tout, unset, found[0], found[1])
+                                    if found[0] else tokens_of(tin, tout, one_model(
+                                        found[0], model_use(tin, tout, found[1]))))
                         else:
                             used = _tokens_of(parts, table)
                     counted = steps_by[steps]
@@ -395,13 +398,14 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
     used: Tokens | None = None
     if tokens != "-":
         parts = tokens.split(",")
-        if len(parts) == 3 and "-" not in tokens:
-            model, colon, calls = parts[2].partition(":")
+        if len(parts) == 3 and "-" not in tokens and parts[2].count(":") == 1:
+            model, _, calls = parts[2].partition(":")
             tin, tout = int(parts[0]), int(parts[1])
             name = block.table[int(model)]
-            if not colon or ":" in calls or type(name) is not str:
+            if type(name) is not str:
                 raise ValueError
-            used = Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, int(calls))))
+            used = (Tokens(tin, tout, UNSET, name, int(calls)) if name else
+                    Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, int(calls)))))
         else:
             used = _tokens_of(parts, block.table)
     # Every argument by position (no duration: a compact baseline keeps none).
@@ -517,7 +521,8 @@ def _tokens_of(parts: list[str], table: list[Any]) -> Tokens:
             used = int(calls)
             if type(name) is not str or used < 0:
                 raise ValueError
-            return Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, used)))
+            return (Tokens(tin, tout, UNSET, name, used) if name else
+                    Tokens(tin, tout, OneModel(name, ModelUse(tin, tout, used))))
     by_model: dict[str, ModelUse] = {}
     for part in parts[2:]:
         use = part.split(":")

@@ -117,11 +117,65 @@ class ModelUse(_Fields):
 
 
 class Tokens(_Fields):
-    """An episode's token usage: ``{"input": ..., "output": ..., "by_model": {...}}``."""
+    """An episode's token usage: ``{"input": ..., "output": ..., "by_model": {...}}``.
+
+    The usage of an episode that used one model, whose totals are that model's, is kept
+    flat, as a run of format 2 writes it: its ``model`` and ``calls`` beside the totals
+    (``{"input": 9, "output": 4, "model": "m", "calls": 2}``), with no dict and no second
+    object.  It still reads as ``{"input": 9, "output": 4, "by_model": {"m": {"input": 9,
+    "output": 4, "calls": 2}}}``: ``model`` and ``calls`` are not among its keys.
+    """
 
     input: _Count
     output: _Count
     by_model: Mapping[str, ModelUse] | UnsetType = UNSET
+    model: _Text | UnsetType = UNSET
+    calls: _Count | UnsetType = UNSET
+
+    def __iter__(self) -> Iterator[str]:
+        yield "input"
+        yield "output"
+        if self.by_model is not UNSET or self.model is not UNSET:
+            yield "by_model"
+
+    def __len__(self) -> int:
+        return 2 + (self.by_model is not UNSET or self.model is not UNSET)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "by_model":
+            found = self.by_model
+            if found is UNSET:
+                if self.model is UNSET:
+                    raise KeyError(key)
+                return self.one_model()
+            return found
+        if key == "input" or key == "output":
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return key == "input" or key == "output" or (
+            key == "by_model" and (self.by_model is not UNSET or self.model is not UNSET))
+
+    def one_model(self) -> OneModel:
+        """``by_model`` of flat usage: the one model's, made when it is read."""
+        return OneModel(cast(str, self.model), ModelUse(self.input, self.output, self.calls))
+
+    @property
+    def flat(self) -> dict[str, Any] | None:
+        """The usage as a run of format 2 writes it, when it is kept flat (else None)."""
+        if self.model is UNSET:
+            return None
+        found = {"input": self.input, "output": self.output, "model": self.model}
+        if self.calls is not UNSET:
+            found["calls"] = self.calls
+        return found
 
 
 class OneModel(_MappingStruct, gc=False, eq=False):
@@ -274,7 +328,7 @@ def _accessors(kind: type[_Fields]) -> None:
     kind.__contains__ = contains  # type: ignore[method-assign]
 
 
-for _struct in (ModelUse, Tokens, Episode):
+for _struct in (ModelUse, Episode):
     _accessors(_struct)
 for _kind in (_Fields, OneModel):
     Mapping.register(_kind)
@@ -650,14 +704,30 @@ class LineDecoder:
                 continue
             tokens = record.tokens
             if tokens is not None and tokens is not unset:
+                model = tokens.model
                 by_model = tokens.by_model
-                if by_model is not unset and len(by_model) == 1:
+                if model is not unset:  # flat, as format 2 writes one model's usage
+                    if by_model is not unset:
+                        self._take_slow(line_at(index), before + index + 1)  # says why
+                        count = len(episodes)
+                        continue
+                    tokens.model = intern(model, model)
+                elif tokens.calls is not unset:
+                    self._take_slow(line_at(index), before + index + 1)  # says why
+                    count = len(episodes)
+                    continue
+                elif by_model is not unset and len(by_model) == 1:
                     name, use = by_model.popitem()  # type: ignore[attr-defined]
-                    if use.input == tokens.input:
-                        use.input = tokens.input
-                    if use.output == tokens.output:
-                        use.output = tokens.output
-                    tokens.by_model = one_model(intern(name, name), use)
+                    if use.input == tokens.input and use.output == tokens.output and name:
+                        tokens.by_model = unset
+                        tokens.model = intern(name, name)
+                        tokens.calls = use.calls
+                    else:
+                        if use.input == tokens.input:
+                            use.input = tokens.input
+                        if use.output == tokens.output:
+                            use.output = tokens.output
+                        tokens.by_model = one_model(intern(name, name), use)
             steps = record.steps
             if steps is not unset:  # type: ignore[comparison-overlap]
                 try:

