@@ -5,14 +5,17 @@ a figure that, unlike seconds of CPU, does not move with the machine's load.
     python bench/store_instructions.py --conditions 20  # quicker
     python bench/store_instructions.py --old 618c736    # and the package at a revision
 
-For each of a run (``Store.read``), a compact baseline and a baseline in JSON lines
-(format 1) of the same synthetic sweep as ``bench/store_read.py``, a child process reads
+For each of a run (``Store.read``) as this version writes it (format 2) and as earlier ones
+did (format 1), a compact baseline and a baseline in JSON lines (format 1) of the same
+synthetic sweep as ``bench/store_read.py``, a child process reads
 the file once and three times under ``valgrind --tool=cachegrind --cache-sim=no``; the
 difference, over two reads and the episodes, is what one episode's read costs (building
 the files and starting Python cancel out).  Beside it, the same for a ``json.loads`` loop
 over the run's lines, keeping its dicts with the collector paused as the store pauses it.
 With ``--old REV``, the package as it is at revision REV (``git archive``) is counted too,
-on the same files.  Needs valgrind on the PATH; each count takes about a minute.
+on the same files (but for the run of format 2, which a package before it refuses: there
+the old package's read of format 1 is the reference).  Needs valgrind on the PATH; each
+count takes about a minute.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "bench"))
 
-WHAT = {"run": "a run, Store.read", "compact": "a compact baseline (format 2)",
+WHAT = {"run": "a run, Store.read (format 2)", "run1": "a run of format 1",
+        "compact": "a compact baseline (format 2)",
         "legacy": "a baseline in JSON lines (format 1)",
         "json": "json.loads over the run's lines (no checks)"}
 
@@ -45,14 +49,15 @@ def child(root: Path, what: str, reads: int, code: Path) -> None:
     assert Path(sys.modules["pytest_prove"].__file__ or "").is_relative_to(code)
 
     store = Store(root)
-    run_dir = next((root / "runs").iterdir())
+    run_dir = root / "runs" / ("20261129T101703Z-old1" if what == "run1" else
+                               "20261129T101703Z-1cdd")
     lines = (run_dir / "episodes.jsonl").read_bytes().splitlines() if what == "json" else []
     for _ in range(reads):
         if what == "json":
             gc.disable()
             got: object = [json.loads(line) for line in lines]
             gc.enable()
-        elif what == "run":
+        elif what in ("run", "run1"):
             got = store.read(run_dir)
         else:
             got = store.load_baseline("new" if what == "compact" else "old")
@@ -61,17 +66,15 @@ def child(root: Path, what: str, reads: int, code: Path) -> None:
 
 
 def build(root: Path, conditions: int, replicates: int) -> int:
-    from store_read import sweep
+    from store_read import sweep, write_run
 
     from pytest_prove.store import Store
-    from pytest_prove.store.writer import dump_line
 
     manifest, episodes = sweep(conditions, replicates, 0)
     run_dir = root / "runs" / manifest["run_id"]
-    run_dir.mkdir(parents=True)
-    (run_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    (run_dir / "episodes.jsonl").write_text(
-        "".join(dump_line(r) + "\n" for r in episodes), encoding="utf-8")
+    write_run(run_dir, manifest, episodes)
+    old = root / "runs" / "20261129T101703Z-old1"
+    write_run(old, {**manifest, "run_id": old.name}, episodes, old=True)
     store = Store(root)
     run = store.read(run_dir)
     store.write_baseline("old", run, compact=False)
@@ -116,7 +119,7 @@ def main() -> None:
         counted: dict[tuple[str, str], float] = {}
         for what, label in WHAT.items():
             for name, code in codes.items():
-                if what == "json" and name != "this tree":
+                if (what == "json" or what == "run") and name != "this tree":
                     continue
                 once = instructions(root, what, 1, code)
                 thrice = instructions(root, what, 3, code)
@@ -126,9 +129,11 @@ def main() -> None:
         plain = counted["json", "this tree"]
         for (what, name), count in counted.items():
             if what != "json":
+                old = counted.get((what if what != "run" else "run1", args.old or ""))
                 print(f"  {WHAT[what]}, {name}: {plain / count:.2f} x fewer than json.loads"
-                      + (f"; {count / counted[what, args.old]:.3f} x {args.old}'s"
-                         if args.old and name != args.old else ""))
+                      + (f"; {count / old:.3f} x {args.old}'s"
+                         + (" of format 1" if what == "run" else "")
+                         if old is not None and name != args.old else ""))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Prints, for a synthetic sweep without steps (and one with ten steps an episode),
 episodes a second of CPU that ``Store.read`` of a run (as this version writes it, format 2,
 and as earlier ones did, format 1), ``Store.load_baseline`` of a compact baseline and of a
 JSON-lines one (format 1) read, beside a plain ``json.loads`` loop over the same lines (and
-msgspec's decoder alone, into dicts); and the bytes an episode takes in a saved baseline,
+msgspec's decoder alone, into dicts); the bytes an episode read takes in memory
+(tracemalloc); and the bytes an episode takes in a saved baseline,
 for the bundled example and for the sweep, in each format, against the targets (>= 300,000
 episodes/s of CPU, or 2.3 times json.loads on a busier machine; <= 40 bytes an episode).
 The targets are for the sweep without steps, in the formats this version writes; the other
@@ -17,11 +18,13 @@ figures are printed for what they are.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import shutil
 import sys
 import tempfile
 import time
+import tracemalloc
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -126,6 +129,19 @@ def cpu_rate(n: int, work: Callable[[], object], repeat: int = 5) -> float:
     return n / best
 
 
+def held(n: int, work: Callable[[], object]) -> float:
+    """Bytes an episode that what ``work`` returns holds in memory (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = work()
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del result
+    return size / n
+
+
 def json_loop(lines: list[bytes]) -> Callable[[], object]:
     loads = json.loads
     return lambda: [loads(line) for line in lines]
@@ -189,6 +205,11 @@ def measure(root: Path, conditions: int, replicates: int, steps: int) -> None:
     rate = cpu_rate(n, lambda: store.load_baseline("new"))
     print(f"  baseline, compact (format 2):    {rate:>10,.0f} episodes/s of CPU   "
           f"{verdict(rate, plain, target)} (beside json.loads over format 1's lines)")
+    if not steps:
+        print(f"  held in memory: a run {held(n, lambda: store.read(run_dir)):,.0f} bytes an "
+              f"episode (format 1: {held(n, lambda: store.read(old_dir)):,.0f}), a compact "
+              f"baseline {held(n, lambda: store.load_baseline('new')):,.0f}; json.loads's "
+              f"dicts {held(n, json_loop(run_lines)):,.0f}")
     for label, path in (("JSON lines (format 1)", legacy), ("compact (format 2)", compact)):
         size = path.stat().st_size
         said = ("" if path is legacy else
