@@ -5,10 +5,10 @@ A run's ``episodes.jsonl`` and a format-1 baseline's lines after its header hold
 one).  A run of format 2 writes the usage of an episode that used one model, whose totals
 are that model's, flat: ``{"input": 9, "output": 4, "model": "m", "calls": 2}`` is
 ``{"input": 9, "output": 4, "by_model": {"m": {"input": 9, "output": 4, "calls": 2}}}``
-(:func:`nested_tokens`).  The store checks every line it reads, so that a hand-edited or damaged file is
-refused when it is loaded, before any rollout runs, with one error naming the file, the
-line, the field, the value and the fix, rather than compared silently or breaking with a
-traceback once a sweep is over.
+(:func:`nested_tokens`).  The store checks every line it reads, so that a hand-edited or
+damaged file is refused when it is loaded, before any rollout runs, with one error naming
+the file, the line, the field, the value and the fix, rather than compared silently or
+breaking with a traceback once a sweep is over.
 
 Only the standard library and the seeds: the store imports this module, never the
 other way round.
