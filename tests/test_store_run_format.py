@@ -224,3 +224,35 @@ def test_a_compact_baseline_keeps_one_models_usage_that_is_not_the_totals(
     store, run = _write(tmp_path, records)
     base = store.load_baseline(store.write_baseline("b", store.read(run)).stem)
     assert [plain(r)["tokens"] for r in base.episodes] == [odd, ONE, odd]
+
+
+def test_episodes_read_back_are_written_again_beside_a_lone_surrogate(tmp_path: Path) -> None:
+    """Bug: a merge writes the episodes it read, some read as dicts (a model name with a
+    lone surrogate, which only JSON's escapes hold) and some as the store's read-only
+    mappings; the batch written with those escapes (no UTF-8) raised TypeError for the
+    mappings, a traceback out of ``pytest-prove merge``."""
+    odd = {"input": 9, "output": 4, "by_model": {"m\ud800": {"input": 9, "output": 4,
+                                                            "calls": 1}}}
+    records = [_record(0, KEPT["two models"]), _record(1, odd), _record(2, ONE)]
+    store, run = _write(tmp_path / "a", records)
+    read = store.read(run).episodes
+    assert type(read[0]) is not dict and type(read[1]) is dict  # both ways of reading
+    again, run2 = _write(tmp_path / "b", list(read))
+    assert [plain(r) for r in again.read(run2).episodes] == records
+    assert (run2 / "episodes.jsonl").read_bytes().isascii()
+
+
+def test_a_baseline_is_saved_from_a_run_whose_model_name_holds_a_lone_surrogate(
+        tmp_path: Path) -> None:
+    """Bug: prove.usage takes any string for a model's name, and a run stores one with a
+    lone surrogate (in JSON's escapes); saving a baseline from that run raised
+    UnicodeEncodeError (a traceback at the end of the session), since the baseline's
+    block line was written without the escapes, and nothing was saved."""
+    odd = {"input": 9, "output": 4, "by_model": {"m\ud800": {"input": 9, "output": 4,
+                                                            "calls": 1}}}
+    records = [_record(0, odd), _record(1, ONE)]
+    store, run = _write(tmp_path, records)
+    path = store.write_baseline("b", store.read(run))
+    assert path.read_bytes().isascii()
+    base = store.load_baseline("b").episodes
+    assert [plain(r)["tokens"] for r in base] == [odd, ONE]
