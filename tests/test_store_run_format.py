@@ -126,9 +126,13 @@ def test_a_resumed_run_of_format_1_goes_on_in_format_1(tmp_path: Path) -> None:
     ({"input": 7, "output": 3, "model": ["m"]}, 'tokens.model is ["m"] (an array)'),
     ({"input": 7, "output": 3, "model": "m", "by_model": {"m": {}}},
      "tokens.by_model is {\"m\": {}} (an object), expected no by_model beside tokens.model"),
+    # Named as the line has it (it holds no by_model).
     ({"input": 7, "output": 3, "model": "m", "calls": -1},
-     'tokens.by_model["m"] is {"input": 7, "output": 3, "calls": -1} (an object), expected '
-     "an object of input, output and calls, integers >= 0"),
+     "tokens.calls is -1 (an integer), expected an integer >= 0 (the model's calls)"),
+    ({"input": 7, "output": 3, "model": "m", "calls": True},
+     "tokens.calls is true, expected an integer >= 0"),
+    ({"input": 7, "output": 3, "model": "m", "calls": None},
+     "tokens.calls is null, expected an integer >= 0"),
     ({"input": -7, "output": 3, "model": "m"},
      "tokens.input is -7 (an integer), expected an integer >= 0"),
 ])
