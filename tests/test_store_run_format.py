@@ -260,3 +260,52 @@ def test_a_baseline_is_saved_from_a_run_whose_model_name_holds_a_lone_surrogate(
     assert path.read_bytes().isascii()
     base = store.load_baseline("b").episodes
     assert [plain(r)["tokens"] for r in base] == [odd, ONE]
+
+
+RESUMED = """
+import os
+import pytest_prove as prove
+
+@prove.rollout(replicates=4, failures=["bad"], successes=["good"])
+def test_agent(prove_replicate):
+    prove.usage("sim-1", input=90, output=12)
+    if prove_replicate == 3:
+        prove.usage("sim-2", input=1, output=1)
+    if prove_replicate % 2 and os.environ.get("FLAKY") == "1":
+        raise RuntimeError("upstream down")
+    return prove.Episode("good")
+"""
+
+
+@pytest.mark.parametrize("old", [True, False], ids=["format 1", "format 2"])
+def test_a_run_resumed_under_xdist_goes_on_in_its_own_format(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, old: bool) -> None:
+    """A run of format 1 (as an earlier pytest-prove left it) resumed with -n 2 goes on in
+    format 1, one of format 2 in format 2; either reads back as the runner made it."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_agent=RESUMED)
+    monkeypatch.setenv("FLAKY", "1")
+    pytester.runpytest("-p", "no:randomly", "--prove-name", "r").assert_outcomes(
+        passed=2, failed=2)
+    run = next((pytester.path / ".prove" / "runs").glob("*/manifest.json")).parent
+    if old:  # as an earlier pytest-prove wrote it
+        manifest = json.loads((run / "manifest.json").read_text())
+        (run / "manifest.json").write_text(json.dumps({**manifest, "format": 1}))
+        lines = [plain(r) for r in Store(pytester.path / ".prove").read(run).episodes]
+        (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    monkeypatch.setenv("FLAKY", "0")
+    pytester.runpytest("-p", "no:randomly", "-n", "2", "--prove-resume", "r").assert_outcomes(
+        passed=2)
+    assert json.loads((run / "manifest.json").read_text())["format"] == (1 if old else 2)
+    written = [line["tokens"] for line in _lines(run)]
+    assert len(written) == 6 and all(t is not None for t in written)
+    assert all(("model" in t) is (not old and "sim-2" not in str(t)) for t in written)
+    one = {"input": 90, "output": 12, "by_model": {"sim-1": {"input": 90, "output": 12,
+                                                              "calls": 1}}}
+    two = {"input": 91, "output": 13, "by_model": {
+        "sim-1": {"input": 90, "output": 12, "calls": 1},
+        "sim-2": {"input": 1, "output": 1, "calls": 1}}}
+    read = sorted(Store(pytester.path / ".prove").read(run).episodes,
+                  key=lambda r: r["replicate"])
+    assert [(r["outcome"], plain(r["tokens"])) for r in read] == [
+        ("good", one), ("good", one), ("good", one), ("good", two)]
