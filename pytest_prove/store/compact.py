@@ -57,8 +57,17 @@ __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
 COMPACT_FORMAT: Final = 2
 
 _SEP: Final = "\x1f"
-_LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_ASCII: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+def _mapping(value: object) -> dict[str, Any]:
+    """A read-only mapping of the store's (:mod:`.episodes`) as JSON encodes it: a dict."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                                default=_mapping)
+_ASCII: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False,
+                                 default=_mapping)
 
 
 def _json(value: Any) -> str:
