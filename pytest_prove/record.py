@@ -440,6 +440,9 @@ def nested_tokens(tokens: dict[str, Any], where: str, fix: str) -> dict[str, Any
     if "by_model" in tokens:
         raise _bad(where, "tokens.by_model", tokens["by_model"],
                    "no by_model beside tokens.model (one model's usage is written flat)", fix)
+    calls = tokens.get("calls", 0)
+    if type(calls) is not int or calls < 0:  # named as written, not as by_model's
+        raise _bad(where, "tokens.calls", calls, "an integer >= 0 (the model's calls)", fix)
     use = {name: tokens[name] for name in ("input", "output", "calls") if name in tokens}
     nested = {k: v for k, v in tokens.items() if k != "model" and k != "calls"}
     nested["by_model"] = {model: use}

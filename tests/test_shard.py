@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
+from operator import itemgetter
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from pytest_prove.cli import main
 from pytest_prove.declare.spec import condition_key
 from pytest_prove.plugin.collect import shard_of
 from pytest_prove.store import Run, Store
+from pytest_prove.store.episodes import plain
 
 #: Four conditions whose failure rate SWEEP_BUMP raises for "cancel".
 SWEEP = textwrap.dedent(
@@ -347,3 +350,47 @@ def test_two_merges_into_one_name_at_once_write_one_run(
     assert outcomes["merge-1"] == "merged"
     assert "a run named 'all' is already in" in outcomes["merge-2"]
     assert [m["name"] for _, m in store.runs()].count("all") == 1
+
+
+USAGE = textwrap.dedent(
+    """
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund", "billing"])
+    def test_agent(ticket, prove_replicate):
+        prove.usage("sim-1", input=90, output=12)
+        if ticket == "billing" and prove_replicate % 2:
+            prove.usage("sim-2", input=1, output=1)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def test_shards_of_format_1_and_2_merge_into_one_run_of_format_2(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A shard left by an earlier pytest-prove (format 1: usage nested) merges with one of
+    format 2 (one model's usage flat): the merged run is of format 2, and every episode
+    reads back with the usage its shard holds."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_agent=USAGE)
+    for k in (1, 2):
+        shard(pytester, k, 2, f"s{k}", "--prove-salt=fixed").assert_outcomes(passed=4,
+                                                                             deselected=4)
+    old = next((pytester.path / "s1" / "runs").glob("*/manifest.json")).parent
+    held = [plain(r) for r in Store(pytester.path / "s1").read(old).episodes]
+    manifest = json.loads((old / "manifest.json").read_text())
+    (old / "manifest.json").write_text(json.dumps({**manifest, "format": 1}))
+    (old / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held))
+    store = gather(pytester, ["s1", "s2"])
+    code, _, err = cli(store, capsys, "merge", "part-1", "part-2", "--name", "all")
+    assert code == 0, err
+    merged = Store(store).load("all")
+    assert merged.manifest["format"] == 2
+    shards = [*held, *(plain(r) for r in Store(pytester.path / "s2").load("part-2").episodes)]
+    key = itemgetter("condition_key", "replicate")
+    assert sorted((plain(r) for r in merged.episodes), key=key) == sorted(shards, key=key)
+    lines = (merged.path / "episodes.jsonl").read_text().splitlines()
+    assert sum('"model":"sim-1"' in line for line in lines) == 6  # 2 of 8 used two models

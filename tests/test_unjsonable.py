@@ -134,3 +134,30 @@ def test_an_exception_message_with_a_lone_surrogate_is_stored(
     errors = [r["error"] for r in run.episodes if r["error"] is not None]
     assert [e["message"] for e in errors] == ["upstream said caf\\ud800"]
     assert "caf\\ud800" in errors[0]["traceback"]
+
+
+@WORKERS
+def test_a_step_or_model_name_with_a_lone_surrogate_is_stored_escaped(
+        pytester: pytest.Pytester, workers: list[str]) -> None:
+    """Bug: prove.step and prove.usage took a name with a lone surrogate as it was; under
+    xdist the worker could not send the episode (its channel takes only UTF-8) and the
+    session ended in an INTERNALERROR. The name is kept as its escape, as a span's model
+    name is, the same in one process and under xdist."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_names=textwrap.dedent(
+        """
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"])
+        def test_names():
+            with prove.step("look caf\\ud800"):
+                prove.usage("m\\udc80", input=9, output=4)
+            return prove.Episode("good")
+        """))
+    result = pytester.runpytest("-p", "no:randomly", *workers)
+    result.assert_outcomes(passed=2)
+    run = load(pytester)
+    assert [[s["name"] for s in r["steps"]] for r in run.episodes] == [
+        ["look caf\\ud800"]] * 2
+    assert [dict(r["tokens"]["by_model"]) for r in run.episodes] == [
+        {"m\\udc80": {"input": 9, "output": 4, "calls": 1}}] * 2

@@ -75,6 +75,13 @@ def recording(log: EpisodeLog) -> Iterator[EpisodeLog]:
         _current.reset(token)
 
 
+def _storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate becomes its escape, ``\\ud800``, as
+    in a span's model name, so that the episode crosses from an xdist worker (whose channel
+    takes only UTF-8) and is stored the same as in one process."""
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _log_or_error(what: str) -> EpisodeLog:
     log = _current.get()
     if log is None:
@@ -95,7 +102,7 @@ def step(name: str) -> Iterator[None]:
     if not isinstance(name, str) or not name:
         raise TypeError(f"prove.step needs a non-empty string name, got {name!r}")
     log = _log_or_error("step")
-    entry: dict[str, Any] = {"name": name}
+    entry: dict[str, Any] = {"name": _storable(name)}
     if log._depth:
         entry["depth"] = log._depth
     log.steps.append(entry)
@@ -118,5 +125,5 @@ def usage(model: str, input: int, output: int = 0) -> None:  # noqa: A002 - the 
     for label, value in (("input", input), ("output", output)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise TypeError(f"prove.usage {label} tokens must be an int >= 0, got {value!r}")
-    _log_or_error("usage").usage.append({"model": model, "input": input, "output": output,
-                                         "source": "reported"})
+    _log_or_error("usage").usage.append({"model": _storable(model), "input": input,
+                                         "output": output, "source": "reported"})

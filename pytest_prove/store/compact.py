@@ -50,7 +50,6 @@ from msgspec import UNSET, UnsetType
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
 from .episodes import Episode, ItemPattern, ModelUse, OneModel, SeedOf, Tokens
-from .writer import dump_line
 
 __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
 
@@ -58,7 +57,29 @@ __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
 COMPACT_FORMAT: Final = 2
 
 _SEP: Final = "\x1f"
-_LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _mapping(value: object) -> dict[str, Any]:
+    """A read-only mapping of the store's (:mod:`.episodes`) as JSON encodes it: a dict."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                                default=_mapping)
+_ASCII: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False,
+                                 default=_mapping)
+
+
+def _json(value: Any) -> str:
+    """``value`` as one line of JSON that UTF-8 can hold: a lone surrogate (a model's name
+    given to prove.usage, an argument in the manifest's command) is kept as JSON's
+    ``\\ud800`` escape, which json.loads gives back as it was."""
+    text = _LIST.encode(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII.encode(value)
+    return text
 
 
 class _Table:
@@ -157,13 +178,13 @@ def dump_compact(header: Mapping[str, Any], episodes: Iterable[Mapping[str, Any]
     for record in sorted(episodes, key=identity):
         blocks.setdefault((str(record["rollout"]), str(record["condition_key"])),
                           []).append(record)
-    out = [dump_line(header)]
+    out = [_json(header)]
     for (rollout, key), records in blocks.items():
         table = _Table()
         lines = [_line(r, table) for r in records]
         condition = records[0].get("condition") or {}
         sample = derive_seed(salt, rollout, key, 0)
-        out.append("@" + _LIST.encode([rollout, key, condition, sample, table.values]))
+        out.append("@" + _json([rollout, key, condition, sample, table.values]))
         out.extend(lines)
     return "\n".join(out) + "\n"
 

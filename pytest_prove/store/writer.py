@@ -60,7 +60,7 @@ _LINE_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"
 
 
 _ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"),
-                                         allow_nan=False)
+                                         allow_nan=False, default=_mapping)
 
 
 def dump_line(record: Mapping[str, Any]) -> str:
