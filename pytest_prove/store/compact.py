@@ -50,6 +50,7 @@ from msgspec import UNSET, UnsetType
 from ..declare.seeds import derive_seed
 from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
 from .episodes import Episode, ItemPattern, ModelUse, OneModel, SeedOf, Tokens
+from .writer import json_default
 
 __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
 
@@ -57,17 +58,10 @@ __all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
 COMPACT_FORMAT: Final = 2
 
 _SEP: Final = "\x1f"
-def _mapping(value: object) -> dict[str, Any]:
-    """A read-only mapping of the store's (:mod:`.episodes`) as JSON encodes it: a dict."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
 _LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                                default=_mapping)
+                                default=json_default)
 _ASCII: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False,
-                                 default=_mapping)
+                                 default=json_default)
 
 
 def _json(value: Any) -> str:

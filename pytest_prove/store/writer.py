@@ -46,7 +46,7 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _mapping(value: object) -> dict[str, Any]:
+def json_default(value: object) -> dict[str, Any]:
     """An episode read from the store (a read-only mapping, :mod:`.episodes`) as JSON
     encodes it: the dict it was read from."""
     if isinstance(value, Mapping):
@@ -56,11 +56,11 @@ def _mapping(value: object) -> dict[str, Any]:
 
 #: One encoder for every line (json.dumps with options would build one per call).
 _LINE_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
-                                        allow_nan=False, default=_mapping)
+                                        allow_nan=False, default=json_default)
 
 
 _ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"),
-                                         allow_nan=False, default=_mapping)
+                                         allow_nan=False, default=json_default)
 
 
 def dump_line(record: Mapping[str, Any]) -> str:
