@@ -191,3 +191,14 @@ def test_a_cost_figure_of_many_conditions_draws_the_costliest_and_names_the_rest
     small = cost_figure(compare_costs(_run_cost("a", few), _run_cost("b", few)))
     assert re.findall(r'data-condition="case=(c\d+)"', small) == keys[:5]
     assert "drawn: the" not in small
+
+
+def test_token_totals_past_2_to_the_53_are_printed_exactly() -> None:
+    """Bug: totals were printed through a float, so a count past 2**53 lost its last digits
+    (the JSON document had them right)."""
+    from pytest_prove.report.cost import format_cost
+
+    total = 10 * (2**60 + 1)
+    text = "\n".join(format_cost(_run_cost("big", {"c": 2**60 + 1})))
+    assert f"run 'big' (complete): {total:,} input and 0 output tokens in 10 calls" in text
+    assert f"  m  {total:,} in" in text

@@ -23,7 +23,8 @@ def _money(value: float | None) -> str:
 
 
 def _n(value: float) -> str:
-    return f"{value:,.0f}"
+    """A count as it is (an int, however large), or a mean rounded to a whole token."""
+    return f"{value:,}" if type(value) is int else f"{value:,.0f}"
 
 
 def _price_note(prices: Prices, unpriced: Sequence[str]) -> list[str]:
