@@ -102,6 +102,8 @@ class WorkerInput(TypedDict):
     chaos: list[Any]
     #: --prove-sequential: the controller's file of decided conditions (local workers).
     sequential_flag: str | None
+    #: The controller's pytest-prove version (None from one that sent none).
+    version: str | None
 
 
 class WorkerOutput(TypedDict):
@@ -137,11 +139,13 @@ def take(report: object, *names: str) -> ReportData:
 
 def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
                     cap_flag: str | None, replay: Mapping[str, int] | None = None,
-                    chaos: Sequence[Any] = (), sequential_flag: str | None = None) -> None:
+                    chaos: Sequence[Any] = (), sequential_flag: str | None = None,
+                    version: str | None = None) -> None:
     workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
                             "cap_flag": cap_flag,
                             "replay": None if replay is None else dict(replay),
-                            "chaos": list(chaos), "sequential_flag": sequential_flag}
+                            "chaos": list(chaos), "sequential_flag": sequential_flag,
+                            "version": version}
 
 
 def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
@@ -152,7 +156,8 @@ def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
                        replay=None if sent.get("replay") is None else {
                            str(k): int(v) for k, v in sent["replay"].items()},
                        chaos=list(sent.get("chaos") or ()),
-                       sequential_flag=sent.get("sequential_flag"))
+                       sequential_flag=sent.get("sequential_flag"),
+                       version=None if sent.get("version") is None else str(sent["version"]))
 
 
 def spans(numbers: Iterable[int]) -> list[list[int]]:

@@ -112,3 +112,37 @@ def test_a_crashed_worker_stores_its_episode_as_errored(pytester: pytest.Pyteste
     crashed = [r for r in run.episodes if r["error"]]
     assert [(r["replicate"], r["error"]["kind"]) for r in crashed] == [(2, "worker_crash")]
     assert run.status == "complete"
+
+
+#: On the workers only, another pytest-prove version (as a remote host might have).
+OTHER_VERSION_ON_WORKERS = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(config):
+        if hasattr(config, "workerinput"):  # not the environment: this session may run
+            import pytest_prove             # on a worker of another one
+
+            pytest_prove.__version__ = "0.0.9"
+    """
+)
+
+
+def test_a_worker_on_another_pytest_prove_is_refused_before_anything_runs(
+        bot: pytest.Pytester) -> None:
+    import pytest_prove
+
+    bot.makeconftest(OTHER_VERSION_ON_WORKERS)
+    result = bot.runpytest_subprocess("-n", "2", "--prove-replicates", "4")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([
+        f"*this xdist worker runs pytest-prove 0.0.9 and the controller pytest-prove "
+        f"{pytest_prove.__version__}: *Install the same pytest-prove on every host the "
+        f"workers run on (pip install pytest-prove=={pytest_prove.__version__})*"])
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text
+    outcomes = result.parseoutcomes()
+    assert "passed" not in outcomes and "failed" not in outcomes
+    assert not (bot.path / ".prove" / "runs").is_dir() or not any(
+        (bot.path / ".prove" / "runs").glob("*/episodes.jsonl"))

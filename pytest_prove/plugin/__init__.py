@@ -297,7 +297,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.done = sent["done"]
         settings.replay = sent["replay"]
         settings.chaos_references = sent["chaos"]
-        settings.worker_refusal = _reused_worker()
+        settings.worker_refusal = _reused_worker() or _other_version(sent["version"])
         own(config, Collection(config), "prove_collection")
         own(config, _WorkerReports(), "prove_worker_reports")
         budget.register_worker(config)
@@ -462,6 +462,23 @@ def _reused_worker() -> str | None:
             "next, so the rollouts could run as they were imported then rather than as "
             "their files read now. Start a fresh socket server for each run (see "
             "docs/scale.md, Remote workers)")
+
+
+def _other_version(controller: str | None) -> str | None:
+    """Why a worker whose pytest-prove is not the controller's refuses to run, else None:
+    a remote host can have another one installed, and the episodes it sent would then be
+    made by one version's rules and checked, stored and compared by another's."""
+    import pytest_prove
+
+    mine = pytest_prove.__version__
+    if controller == mine:
+        return None
+    theirs = ("a pytest-prove that sends no version (older than this one)"
+              if controller is None else f"pytest-prove {controller}")
+    wanted = "" if controller is None else f" (pip install pytest-prove=={controller})"
+    return (f"this xdist worker runs pytest-prove {mine} and the controller {theirs}: the "
+            "episodes it sent would be made by one version's rules and stored by another's. "
+            f"Install the same pytest-prove on every host the workers run on{wanted}")
 
 
 #: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and

@@ -37,7 +37,7 @@ class XdistHooks:
                              cap_flag=None if flag is None or not local else str(flag),
                              replay=settings.replay, chaos=settings.chaos_references,
                              sequential_flag=None if sequential is None or not local
-                             else str(sequential.flag))
+                             else str(sequential.flag), version=_version())
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = wire.worker_output(getattr(node, "workeroutput", None))
@@ -86,3 +86,10 @@ class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
         for index in indices:
             if index in self.node2pending.get(node, []):
                 self.node2pending[node].remove(index)
+
+
+def _version() -> str:
+    """This pytest-prove's version (read when asked: the package imports this module)."""
+    import pytest_prove
+
+    return pytest_prove.__version__
