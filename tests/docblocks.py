@@ -11,6 +11,9 @@ A block is left out only by a visible rule, and the test says why (``pytest -rs`
 - output: a block without a language whose lines carry no shell prompt (``$ ``);
 - shell steps that run no pytest-prove command (``pip install``, ``git add``, ``cd``);
 - a language this harness has no reader for.
+
+A command that a page shows being refused on purpose says so at the end of its line,
+``$ pytest --prove-shard=4/3   # docs-test: refused``: the test then fails if it is accepted.
 """
 
 from __future__ import annotations
@@ -79,10 +82,13 @@ class Block:
         return "other"
 
 
+#: Every kind a block can be: those checked, then those left out.
+KINDS = ("commands", "yaml", "json", "spec", "spec-fragment", "pyproject", "ini", "rollout",
+         "module", "python", "output", "shell", "other")
 #: Kinds that are listed as left out, and why.
 LEFT_OUT = {
-    "output": "output: a block without a language and without a shell prompt ($ ) shows "
-              "what a command printed",
+    "output": "output or a diagram: a block without a language and without a shell prompt "
+              "($ )",
     "shell": "shell steps only: no pytest or pytest-prove command to parse",
     "other": "no reader for this language",
 }
@@ -162,6 +168,7 @@ class Command:
     index: int  # the line in the block, from 0
     argv: list[str] = field(default_factory=list)
     text: str = ""
+    refused: bool = False  # shown being refused on purpose (``# docs-test: refused``)
 
 
 def _logical_lines(block: Block) -> Iterator[tuple[int, str]]:
@@ -212,9 +219,12 @@ def split_commands(text: str) -> list[list[str]]:
     return cleaned
 
 
+REFUSED = re.compile(r"#\s*docs-test:\s*refused\s*$")
+
+
 def commands_in(block: Block) -> list[Command]:
     """The simple commands a shell or console block runs."""
-    return [Command(index, words, text)
+    return [Command(index, words, text, refused=bool(REFUSED.search(text)))
             for index, text in _logical_lines(block) for words in split_commands(text)]
 
 

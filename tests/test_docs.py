@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
@@ -51,6 +52,7 @@ from pytest_prove.inifile import IniError, fill_defaults, project_settings
 from pytest_prove.plugin.state import disown_all
 
 from .docblocks import (
+    KINDS,
     LEFT_OUT,
     Block,
     Command,
@@ -87,6 +89,8 @@ def pytest_problem(pytester: pytest.Pytester, args: list[str]) -> str | None:
     except pytest.UsageError as exc:
         return " ".join(line.strip() for line in str(exc).splitlines()
                         if "error:" in line) or str(exc)
+    except Exception as exc:  # noqa: BLE001 - e.g. -p naming a plugin that is not installed
+        return f"{type(exc).__name__}: {exc}"
     with pytest.MonkeyPatch.context() as patch:
         # The store is the project's: the documented baseline or run is not here, so the
         # configure hook is stopped where it would open it.
@@ -130,12 +134,15 @@ def check_commands(block: Block, request: pytest.FixtureRequest,
             problem = pytest_problem(request.getfixturevalue("pytester"), args)
         else:
             problem = cli_problem(args)
+        if command.refused:
+            problem = None if problem else "shown as refused (# docs-test: refused), but " \
+                                           "pytest-prove accepts it"
         if problem:
             problems.append(f"{block.where(command.index)}: {shlex.join(command.argv)}\n"
                             f"    {problem}")
     if problems:
-        pytest.fail("documented commands that pytest-prove refuses:\n" + "\n".join(problems),
-                    pytrace=False)
+        pytest.fail("documented commands pytest-prove does not take as shown:\n"
+                    + "\n".join(problems), pytrace=False)
     return checked
 
 
@@ -169,6 +176,16 @@ def check_yaml(block: Block, request: pytest.FixtureRequest) -> None:
         index = next((i for i, line in enumerate(lines) if first and first in line), -1)
         commands += commands_of_text(run, index)
     check_commands(block, request, commands)
+
+
+def check_json(block: Block, request: pytest.FixtureRequest) -> None:
+    try:
+        json.loads(block.text)
+    except json.JSONDecodeError as exc:
+        if "..." in block.text:
+            pytest.skip(f"{block.id} left out: JSON shown with parts elided (...)")
+        pytest.fail(f"{block.where(exc.lineno - 1)}: the JSON does not parse: {exc.msg}",
+                    pytrace=False)
 
 
 # --------------------------------------------------------------------------- sweep specs
@@ -347,6 +364,7 @@ def check_rollout(block: Block, request: pytest.FixtureRequest) -> None:
 CHECKS = {
     "commands": check_shell,
     "yaml": check_yaml,
+    "json": check_json,
     "spec": check_spec,
     "spec-fragment": check_spec,
     "pyproject": check_config,
@@ -419,7 +437,9 @@ def failure_of(block: Block, request: pytest.FixtureRequest) -> str:
 def test_every_page_has_its_blocks_found_and_every_kind_has_a_check() -> None:
     pages = {block.path for block in BLOCKS}
     assert {"README.md", "docs/spec.md", "docs/quickstart.md"} <= pages
-    assert {block.kind for block in BLOCKS} <= set(CHECKS) | set(LEFT_OUT)
+    assert set(CHECKS) | set(LEFT_OUT) == set(KINDS)
+    assert not set(CHECKS) & set(LEFT_OUT)
+    assert {block.kind for block in BLOCKS} <= set(KINDS)
     # The README's tour: its rollout, its commands and its output are told apart.
     kinds = [block.kind for block in BLOCKS if block.path == "README.md"]
     assert kinds[:3] == ["commands", "output", "rollout"]
@@ -467,15 +487,19 @@ def test_blocks_are_found_indented_with_their_skip_comment_and_their_prompts(
     ("pytest --prove-update-baseline", "add --prove-baseline NAME"),
     ("pytest-prove baseline-diff a b", "invalid choice: 'baseline-diff'"),
     ("python -m pytest_prove check a b --margin 2", "expected a margin D"),
+    ("pytest -q --prove-name=x   # docs-test: refused", "shown as refused"),
 ])
 def test_a_documented_command_pytest_prove_refuses_fails_naming_its_line(
         tmp_path: Path, request: pytest.FixtureRequest, command: str, said: str) -> None:
-    block, = page(tmp_path, f"text\n\n```console\n$ pytest -q --prove-name=ok\n$ {command}\n"
-                            "output\n```\n")
+    block, = page(tmp_path, "text\n\n```console\n$ pytest -q --prove-name=ok\n"
+                            "$ pytest --prove-q=2   # docs-test: refused\n"
+                            f"$ {command}\noutput\n```\n")
     message = failure_of(block, request)
-    assert f"page.md:5: {command}" in message
+    assert f"page.md:6: {command.split('#')[0].strip()}" in message
     assert said in message
-    assert "page.md:4" not in message  # the command it accepts is not named
+    # The command pytest-prove accepts, and the one shown refused that it refuses, pass.
+    assert "page.md:4" not in message
+    assert "page.md:5" not in message
 
 
 def test_a_command_in_a_workflow_is_checked(tmp_path: Path,
