@@ -64,6 +64,7 @@ from .docblocks import (
     blocks_of,
     commands_in,
     commands_of_text,
+    doc_files,
     module_name,
     product_command,
 )
@@ -388,6 +389,50 @@ def test_documented_block(block: Block, request: pytest.FixtureRequest) -> None:
     if kind in LEFT_OUT:
         pytest.skip(f"{block.id} left out, {LEFT_OUT[kind]}")
     CHECKS[kind](block, request)
+
+
+# --------------------------------------------------------------------------- names
+
+_OPTION = re.compile(r"--prove-[a-z](?:[a-z0-9-]*[a-z0-9])?")
+_INI = re.compile(r"^\s+(prove_\w+) \(", re.M)
+
+
+def _docs_text() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in doc_files(ROOT))
+
+
+@pytest.fixture(scope="module")
+def pytest_help(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``pytest --help`` with the plugin, in an empty folder: the options that exist."""
+    folder = tmp_path_factory.mktemp("help")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--help", *QUIET], cwd=folder,
+                          env={k: v for k, v in os.environ.items()
+                               if not k.startswith("PYTEST_")},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_every_option_the_docs_name_exists_and_every_option_is_named(
+        pytest_help: str) -> None:
+    """A ``--prove-*`` option the docs name that pytest does not know is a renamed or
+    removed option; one pytest knows that no page names is undocumented. (A subprocess:
+    pytester's in-process --help would print into this test's capture as well.)"""
+    named = set(_OPTION.findall(_docs_text()))
+    known = set(_OPTION.findall(pytest_help))
+    assert known, pytest_help
+    assert named - known == set(), "options the docs name that pytest-prove does not have"
+    assert known - named == set(), "options no page of README.md or docs/ names"
+
+
+def test_every_ini_option_and_every_command_is_named_in_the_docs(pytest_help: str) -> None:
+    text = _docs_text()
+    ini = set(_INI.findall(pytest_help))
+    assert "prove_store" in ini
+    assert {name for name in ini if not re.search(rf"\b{name}\b", text)} == set(), \
+        "ini options no page of README.md or docs/ names"
+    assert {name for name in cli.COMMANDS if f"pytest-prove {name}" not in text} == set(), \
+        "pytest-prove commands no page of README.md or docs/ shows"
 
 
 # --------------------------------------------------------------------------- the workflow
