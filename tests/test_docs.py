@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -433,6 +434,36 @@ def test_every_ini_option_and_every_command_is_named_in_the_docs(pytest_help: st
         "ini options no page of README.md or docs/ names"
     assert {name for name in cli.COMMANDS if f"pytest-prove {name}" not in text} == set(), \
         "pytest-prove commands no page of README.md or docs/ shows"
+
+
+def _known_to_the_loader(tmp_path: Path, table: str) -> set[str]:
+    """The keys (or faults) the spec loader knows, as its refusal of an unknown one lists."""
+    path = tmp_path / "prove_keys.toml"
+    path.write_text(f'target = "a:b"\n{table}\n[declare]\nfailures = ["x"]\n',
+                    encoding="utf-8")
+    with pytest.raises(SpecError) as refused:
+        load_spec(path)
+    listed = re.search(r"known (?:keys|faults): (.+)$", str(refused.value))
+    assert listed, refused.value
+    return set(listed[1].split(", "))
+
+
+def test_every_spec_key_and_rollout_argument_is_named_in_the_docs(tmp_path: Path) -> None:
+    text = _docs_text()
+    keys = set()
+    for table in ("zzz = 1", "[capture]\nzzz = 1", "[chaos]\nzzz = 1",
+                  "[chaos]\nfaults = {zzz = 0.1}"):
+        keys |= _known_to_the_loader(tmp_path, table)
+    assert {"target", "instrument", "latency_s", "http_429"} <= keys
+    assert {key for key in keys if f"`{key}" not in text and f"[{key}]" not in text} \
+        == set(), "spec keys no page of README.md or docs/ names"
+    import pytest_prove as prove
+
+    arguments = {name for name, parameter in inspect.signature(prove.rollout).parameters.items()
+                 if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert "replicates" in arguments
+    assert {name for name in arguments if f"{name}=" not in text} == set(), \
+        "@prove.rollout arguments no page of README.md or docs/ names"
 
 
 # --------------------------------------------------------------------------- the workflow
