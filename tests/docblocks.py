@@ -1,5 +1,5 @@
-"""The fenced code blocks of README.md and docs/**/*.md, found and classified for
-tests/test_docs.py, which checks each one the way pytest-prove reads it.
+"""The fenced code blocks of README.md, docs/**/*.md and examples/**/*.md, found and
+classified for tests/test_docs.py, which checks each one the way pytest-prove reads it.
 
 Nothing here names a block: every block of every page is found and sorted by what it shows,
 so a page or a block added later is checked without touching the tests.
@@ -89,7 +89,8 @@ KINDS = ("commands", "yaml", "json", "spec", "spec-fragment", "pyproject", "ini"
 LEFT_OUT = {
     "output": "output or a diagram: a block without a language and without a shell prompt "
               "($ )",
-    "shell": "shell steps only: no pytest or pytest-prove command to parse",
+    "shell": "shell steps only (install, build, start a server): no pytest or pytest-prove "
+             "command to parse",
     "other": "no reader for this language",
 }
 
@@ -117,8 +118,10 @@ def module_name(block: Block) -> str | None:
 
 
 def doc_files(root: Path) -> list[Path]:
-    """README.md, then every page under docs/ (sub-folders too), in a stable order."""
-    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    """README.md, then every page under docs/ and examples/ (sub-folders too), in a stable
+    order."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md")),
+            *sorted((root / "examples").rglob("*.md"))]
 
 
 def blocks_of(path: Path, root: Path) -> list[Block]:
