@@ -167,8 +167,14 @@ def runs_lines(root: Path, runs: Sequence[RunLine], baselines: Sequence[RunLine]
     header = ("name", "id", "status", "rollouts", "episodes", "started", "paired with")
     body = [(r["name"], r["run_id"], r["status"], str(r["rollouts"]), str(r["episodes"]),
              r["started"][:19], r["paired_with"] or "-") for r in [*runs, *baselines]]
+    damaged = [r for r in [*runs, *baselines] if r.get("damaged")]
+    said = [f"damaged: {terminal_text(r['name'])}: {terminal_text(r['damaged'], 300)}"
+            for r in damaged]
+    if damaged:
+        said.append("next: pytest-prove prune deletes damaged run folders; restore a damaged "
+                    "baseline with git, or save it again (pytest --prove-save-baseline NAME)")
     return [f"{len(runs)} run(s) and {len(baselines)} baseline(s) in {root}",
-            *table(header, body, frozenset({3, 4})),
+            *table(header, body, frozenset({3, 4})), *said,
             "next: pytest-prove show RUN, or pytest-prove diff A B"]
 
 

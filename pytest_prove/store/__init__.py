@@ -51,7 +51,7 @@ from ..record import (
 from .compact import COMPACT_FORMAT, compact_body, header_line, read_compact
 from .episodes import LineDecoder, is_utf8
 from .integrity import DIGEST_KEY, body_digest, check_digest, check_structure
-from .pruning import Pruning, prune_runs
+from .pruning import NO_MANIFEST, Pruning, being_written, prune_runs, run_manifest
 from .writer import RunWriter, atomic_write, dump_line
 
 __all__ = [
@@ -389,23 +389,32 @@ class Store:
         manifest["resumed"] = [*(manifest.get("resumed") or []), utc_now()]
         return RunWriter(run.path, manifest, existing=True)
 
-    def _manifests(self) -> Iterator[tuple[Path, dict[str, Any]]]:
+    def _scan(self) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, str]]]:
+        """Every folder under ``runs/``: the runs (folder and manifest), and the folders
+        whose manifest cannot be read, each with why (one damaged folder never hides the
+        others, nor stops a command that lists them)."""
+        runs: list[tuple[Path, dict[str, Any]]] = []
+        damaged: list[tuple[Path, str]] = []
         if not self.runs_dir.is_dir():
-            return
+            return runs, damaged
         for directory in self.runs_dir.iterdir():
-            if directory.name.startswith("."):
+            if directory.name.startswith(".") or not directory.is_dir():
                 continue  # .gitignore, or a run being deleted (see pruning.remove_run)
-            path = directory / "manifest.json"
-            try:
-                manifest = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(manifest, dict) and "run_id" in manifest:
-                yield directory, manifest
+            found = run_manifest(directory)
+            if isinstance(found, dict):
+                runs.append((directory, found))
+            elif not (found == NO_MANIFEST and being_written(directory)):
+                damaged.append((directory, found))  # not a session making its folder now
+        return runs, damaged
 
     def runs(self) -> list[tuple[Path, dict[str, Any]]]:
         """Every run's folder and manifest, oldest first."""
-        return sorted(self._manifests(), key=lambda item: str(item[1].get("started", "")))
+        return sorted(self._scan()[0], key=lambda item: str(item[1].get("started", "")))
+
+    def damaged(self) -> list[tuple[Path, str]]:
+        """The folders under ``runs/`` that hold no readable run's manifest, and why, by
+        name (a run id starts with its time)."""
+        return sorted(self._scan()[1])
 
     def resolve(self, name: str) -> Path:
         """The folder of the run called ``name`` (a name, a run id, or ``latest``)."""
@@ -421,6 +430,11 @@ class Store:
         for directory, manifest in reversed(runs):
             if manifest.get("name") == name or manifest.get("run_id") == name:
                 return Path(directory)
+        for directory, why in self.damaged():
+            if directory.name == name:
+                raise StoreError(
+                    f"{directory}: the run's folder is damaged ({why}); "
+                    f"{RUN_MANIFEST_FIX} (pytest-prove prune deletes damaged folders)")
         known = sorted({str(m.get("name")) for _, m in runs})
         listed = ", ".join(known[-12:]) if known else "none yet"
         raise StoreError(
@@ -473,10 +487,11 @@ class Store:
 
     def prune(self, *, keep: int, named: bool = False, dry_run: bool = False) -> Pruning:
         """Delete every run but the newest ``keep``, named runs (unless ``named``) and runs
-        being written; with ``dry_run``, only say which would go. Baselines are never
-        touched."""
-        return prune_runs(self.root, self.runs_dir, self.runs(), keep=keep, named=named,
-                          dry_run=dry_run, baselines=self.baselines())
+        being written, and every damaged folder (:meth:`damaged`: nothing can read it);
+        with ``dry_run``, only say which would go. Baselines are never touched."""
+        runs, damaged = self._scan()
+        return prune_runs(self.root, self.runs_dir, runs, keep=keep, named=named,
+                          dry_run=dry_run, baselines=self.baselines(), damaged=damaged)
 
     # ---- baselines
 
