@@ -203,14 +203,14 @@ def measure(root: Path, conditions: int, replicates: int, steps: int) -> None:
     print(f"  baseline, JSON lines (format 1, read for old baselines; saved ones are "
           f"compact): {rate:>10,.0f} episodes/s of CPU   {verdict(rate, plain, False)}")
     rate = cpu_rate(n, lambda: store.load_baseline("new"))
-    print(f"  baseline, compact (format 2):    {rate:>10,.0f} episodes/s of CPU   "
+    print(f"  baseline, compact (format 3):    {rate:>10,.0f} episodes/s of CPU   "
           f"{verdict(rate, plain, target)} (beside json.loads over format 1's lines)")
     if not steps:
         print(f"  held in memory: a run {held(n, lambda: store.read(run_dir)):,.0f} bytes an "
               f"episode (format 1: {held(n, lambda: store.read(old_dir)):,.0f}), a compact "
               f"baseline {held(n, lambda: store.load_baseline('new')):,.0f}; json.loads's "
               f"dicts {held(n, json_loop(run_lines)):,.0f}")
-    for label, path in (("JSON lines (format 1)", legacy), ("compact (format 2)", compact)):
+    for label, path in (("JSON lines (format 1)", legacy), ("compact (format 3)", compact)):
         size = path.stat().st_size
         said = ("" if path is legacy else
                 f"   target <= 40: {'met' if size / n <= 40 else 'NOT MET'}")
@@ -232,7 +232,7 @@ def example(root: Path) -> None:
     print(f"bundled example (examples/support_bot, baseline 'current', {n} episodes with steps)")
     print(f"  saved baseline, JSON lines (format 1): {old_size / n:>7.1f} bytes an episode "
           f"({old_size:,} bytes)")
-    print(f"  saved baseline, compact (format 2):    {size / n:>7.1f} bytes an episode "
+    print(f"  saved baseline, compact (format 3):    {size / n:>7.1f} bytes an episode "
           f"({size:,} bytes; committed: {committed.stat().st_size:,})   target <= 40: "
           f"{'met' if size / n <= 40 else 'NOT MET'}")
 

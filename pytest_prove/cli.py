@@ -36,12 +36,13 @@ from .report.files import write_report
 from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
 from .review import RefusalError, Review, cost, review
+from .review.baseline_diff import diff_baselines
 from .review.describe import describe
 from .review.fixcheck import fix_check_runs
 from .review.flips import flips
 from .review.steps import compare_steps, where
 from .review.tallies import stored_runs, tally
-from .store import Run, Store
+from .store import Run, Store, StoreError, read_baseline
 
 __all__ = ["COMMANDS", "Command", "Output", "command", "load_run", "main"]
 
@@ -419,6 +420,55 @@ def _prune(args: argparse.Namespace, out: Output) -> int:
     out.document("prune", document)
     out.lines(say.prune_lines(document))
     return EXIT_REFUSED if done.failed else EXIT_OK
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def _baseline_of(store: Store, text: str) -> Run:
+    """The baseline ``text`` names: a file (``git show main:PATH > old.baseline``), else a
+    baseline of the store (``NAME`` or ``baseline:NAME``); checked as every gate checks it."""
+    path = Path(text)
+    if path.suffix in (".baseline", ".jsonl") and path.is_file():
+        return read_baseline(path)
+    return store.load_baseline(text.removeprefix("baseline:"))
+
+
+def _baseline_diff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("old", metavar="OLD", help="the baseline before: a name, or a file "
+                        "(e.g. git show main:.prove/baselines/NAME.baseline > old.baseline)")
+    parser.add_argument("new", metavar="NEW", help="the baseline after: a name or a file")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="list every replicate whose ending changed")
+
+
+@command("baseline-diff", "what a change to a baseline does: each condition's rates before "
+         "and after, and the replicates whose ending changed", _baseline_diff_arguments)
+def _baseline_diff(args: argparse.Namespace, out: Output) -> int:
+    store = _store(args)
+    done = diff_baselines(_baseline_of(store, args.old), _baseline_of(store, args.new))
+    out.document("baseline-diff", say.baseline_diff_document(done))
+    out.lines(say.baseline_diff_lines(done, args.verbose))
+    return EXIT_OK
+
+
+def _baseline_text_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a baseline file")
+
+
+@command("baseline-text", "a baseline file as plain text, one line per replicate (git's "
+         "textconv for baselines: see docs/commands/baseline-diff.md)", _baseline_text_arguments)
+def _baseline_text(args: argparse.Namespace, out: Output) -> int:
+    path = Path(args.file)
+    try:
+        run = read_baseline(path)
+    except StoreError as exc:
+        # git's textconv shows what it prints: the reason, then the file as it is.
+        raw = path.read_bytes().decode("utf-8", "replace") if path.is_file() else ""
+        out.lines(say.baseline_text_lines(None, str(exc), raw))
+        return EXIT_OK if path.is_file() else EXIT_REFUSED
+    out.lines(say.baseline_text_lines(run))
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- merge

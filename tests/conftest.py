@@ -6,7 +6,7 @@ import json
 import shutil
 import textwrap
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -93,6 +93,26 @@ def reviewed(comparison: Comparison, labels: Labels, *, paired: bool = False,
                   prepared=prepared, comparison=comparison, labels=labels,
                   coverage=Coverage({}, {}, 1, 1), notes=(),
                   gate=Gate(False, (), frozenset()))
+
+
+def fitted(manifest: Mapping[str, object], episodes: Iterable[Mapping[str, object]]
+           ) -> dict[str, object]:
+    """``manifest`` with the status, plan and counts of a complete run of ``episodes`` (each
+    condition's replicates 0 to N - 1): what a baseline's header must say of its body, for
+    tests that save a baseline from episodes they made themselves."""
+    from pytest_prove.record import ending
+
+    held: dict[str, dict[str, int]] = {}
+    counts = {"episodes": 0, "with_outcome": 0, "no_outcome": 0, "errored": 0}
+    for record in episodes:
+        rollout = held.setdefault(str(record["rollout"]), {})
+        key = str(record["condition_key"])
+        rollout[key] = max(rollout.get(key, 0), int(record["replicate"]) + 1)  # type: ignore[call-overload]
+        counts["episodes"] += 1
+        counts[ending(record)] += 1
+    plan = {rid: {"replicates": max(keys.values()), "conditions": sorted(keys)}
+            for rid, keys in held.items()}
+    return {**manifest, "status": "complete", "missing": 0, "plan": plan, "counts": counts}
 
 
 @contextmanager

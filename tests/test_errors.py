@@ -172,7 +172,7 @@ def test_baseline_from_a_newer_version_is_refused(bot: pytest.Pytester) -> None:
     bot.runpytest("--prove-save-baseline", "new").assert_outcomes(passed=80)
     path = bot.path / ".prove" / "baselines" / "new.baseline"
     lines = path.read_text().splitlines(keepends=True)
-    lines[0] = lines[0].replace('"pytest_prove_baseline":2', '"pytest_prove_baseline":99')
+    lines[0] = lines[0].replace('"pytest_prove_baseline":3', '"pytest_prove_baseline":99')
     path.write_text("".join(lines))
     result = bot.runpytest("--prove-baseline", "new")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from pytest_prove.cli import main
 from pytest_prove.record import steps_of
 from pytest_prove.review.steps import endings
-from pytest_prove.store import Store, StoreError, StoreWarning
+from pytest_prove.store import Store, StoreError
 from pytest_prove.store.episodes import plain
+
+from .conftest import fitted
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot" / ".prove"
 #: The example's baseline as committed before format 2 (JSON lines, every field kept).
@@ -112,7 +114,7 @@ def test_the_committed_example_baseline_is_read_and_saved_compact(example: Store
     assert endings(old, "unresolved") == endings(new, "unresolved")
     # a text file, one line a condition or an episode, sorted
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert json.loads(lines[0])["pytest_prove_baseline"] == 2
+    assert json.loads(lines[0])["pytest_prove_baseline"] == 3
     assert len(lines) == 1 + 3 + 600
     assert [line for line in lines if line.startswith("@")] == sorted(
         line for line in lines if line.startswith("@"))
@@ -170,7 +172,8 @@ def test_every_ending_and_token_shape_survives(example: Store) -> None:
     ]
     for record in varied:
         record["seed"] = derive_seed(salt, record["rollout"], key, record["replicate"])
-    run = type(base)(base.run_id, base.name, base.manifest, (first, *varied), base.path)
+    run = type(base)(base.run_id, base.name, fitted(base.manifest, (first, *varied)),
+                     (first, *varied), base.path)
     back = example.load_baseline(example.write_baseline("b", run).stem).episodes
     assert [r["replicate"] for r in back] == [0, 1, 2, 3, 4]
     one, two, three, four = back[1:]
@@ -225,8 +228,19 @@ def _salt(lines: list[str]) -> None:
 
 def _newer(lines: list[str]) -> None:
     header = json.loads(lines[0])
-    header["pytest_prove_baseline"] = 3
+    header["pytest_prove_baseline"] = 4
     lines[0] = json.dumps(header)
+
+
+def _sign(path: Path) -> None:
+    """Give an edited baseline the digest of what it now holds, as saving it would: the
+    tests of what its reader makes of a line that is unusual but valid."""
+    from pytest_prove.store.integrity import body_digest
+
+    head, _, body = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    header["digest"] = body_digest(header["manifest"], body)
+    path.write_bytes(json.dumps(header).encode() + b"\n" + body)
 
 
 #: Line 2 opens the first condition; lines 3 to 202 are its replicates 0 to 199.
@@ -276,7 +290,7 @@ def test_a_newer_format_asks_for_an_upgrade(example: Store) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     _newer(lines)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(StoreError, match=r"format 3 by a newer pytest-prove; .* Upgrade"):
+    with pytest.raises(StoreError, match=r"format 4 by a newer pytest-prove; .* Upgrade"):
         example.load_baseline("b")
 
 
@@ -294,17 +308,22 @@ def test_crlf_line_ends_are_read(example: Store) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     _field(3, 6, "-")(lines)  # an episode with no steps: its line ends with "-"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _sign(path)
     lf = example.load_baseline("b").episodes
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     assert example.load_baseline("b").episodes == lf
 
 
-def test_a_truncated_last_line_is_skipped_with_a_note(example: Store) -> None:
+def test_a_truncated_baseline_is_refused_with_the_note(example: Store) -> None:
+    """A baseline is written whole in one step: a cut tail lost an episode, and the gate
+    would compare one replicate fewer without a word (issue 29)."""
     path = _compact(example)
     path.write_bytes(path.read_bytes()[:-5])
-    with pytest.warns(StoreWarning, match=r"b\.baseline: line 604 is truncated"):
-        run = example.load_baseline("b")
-    assert len(run.episodes) == 599
+    with pytest.raises(StoreError, match=r"b\.baseline: the baseline does not hold what its "
+                       r"header says: .*holds 199 episode\(s\).* \(.*b\.baseline: line 604 "
+                       r"is truncated") as raised:
+        example.load_baseline("b")
+    assert "pytest --prove-save-baseline b" in str(raised.value)
 
 
 def test_a_damaged_compact_baseline_is_one_line_from_the_command_line(
@@ -334,6 +353,7 @@ def test_a_replicate_written_otherwise_names_its_item_as_written(
     assert lines[number].endswith("*")
     lines[number] = " ".join([written, *lines[number].split(" ")[1:]])
     path.write_text("\n".join(lines), encoding="utf-8")
+    _sign(path)
     key = str(json.loads(next(line for line in lines if line.startswith("@"))[1:])[1])
     got = [e for e in example.load_baseline("b").episodes
            if e["replicate"] == 7 and e["condition_key"] == key]

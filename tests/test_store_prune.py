@@ -140,7 +140,7 @@ def test_a_run_a_live_session_writes_is_never_deleted(pytester: pytest.Pytester,
         assert [(r["name"], r["kept"]) for r in doc["kept"]] == [("live", "being written")]
         assert [r["path"] for r in doc["deleted"]] == [str(old)]
         # Had the session taken its lock after prune looked, the deletion itself is refused.
-        monkeypatch.setattr(pruning, "_being_written", lambda directory: False)
+        monkeypatch.setattr(pruning, "being_written", lambda directory: False)
         status, doc = _prune(root, capsys, "--keep", "0", "--named")
         assert status == 0 and doc["deleted"] == []
         assert [(r["name"], r["kept"]) for r in doc["kept"]] == [("live", "being written")]

@@ -20,6 +20,8 @@ from pytest_prove.store import RUN_FORMAT, Store
 from pytest_prove.store.episodes import Tokens, plain
 from pytest_prove.store.writer import lean_record
 
+from .conftest import fitted
+
 SALT = "s4lt"
 
 
@@ -55,7 +57,7 @@ def _write(tmp_path: Path, records: list[dict[str, Any]]) -> tuple[Store, Path]:
     writer = store.new_run(name="r", salt=SALT, manifest={"rollouts": {"t": {
         "label": "t", "declaration": {"outcomes": ["resolved"]}}}})
     writer.append(records)
-    writer.write_manifest(status="complete")
+    writer.write_manifest(**fitted({}, records))
     writer.close()
     return store, writer.directory
 

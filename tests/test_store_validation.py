@@ -191,12 +191,14 @@ def test_damaged_baseline_is_refused_by_the_command_line(
         assert "b.jsonl:" in err
 
 
-def test_truncated_last_line_of_a_baseline_is_tolerated(saved: Path) -> None:
+def test_a_baseline_cut_short_is_refused_with_the_note(saved: Path) -> None:
+    """A baseline is written whole, in one step: a cut tail lost an episode (issue 29)."""
     data = saved.read_bytes()
     saved.write_bytes(data[:-30])
-    with pytest.warns(StoreWarning, match=r"b\.jsonl: line 7 is truncated"):
-        run = Store(saved.parent.parent).load_baseline("b")
-    assert len(run.episodes) == 5
+    with pytest.raises(StoreError, match=r"b\.jsonl: the baseline does not hold what its "
+                       r"header says: .*holds 2 episode\(s\).*where the plan says 3 .*"
+                       r"b\.jsonl: line 7 is truncated"):
+        Store(saved.parent.parent).load_baseline("b")
 
 
 # ---- runs

@@ -11,12 +11,12 @@ from typing import Any, final
 
 from ..declare.chaos import FaultCount, count_faults
 from ..declare.spec import condition_label
-from ..store import Run, Store, StoreWarning
+from ..store import Run, Store, StoreError, StoreWarning
 from .flips import replay_target
 from .labels import label_of
 from .pairing import rollout_label as label_of_rollout
 
-__all__ = ["RunLine", "Tally", "run_line", "stored_runs", "tally"]
+__all__ = ["RunLine", "Tally", "damaged_line", "run_line", "stored_runs", "tally"]
 
 RunLine = dict[str, Any]  # one row of ``runs``, as its JSON document has it
 
@@ -37,25 +37,44 @@ def run_line(manifest: dict[str, Any], name: str, run_id: str,
     }
 
 
+def damaged_line(name: str, why: str) -> RunLine:
+    """A run folder or baseline that cannot be read, and why (``runs`` lists it so)."""
+    return {"name": name, "run_id": name, "status": "damaged", "rollouts": 0, "episodes": 0,
+            "started": "", "paired_with": None, "damaged": why}
+
+
 def stored_runs(store: Store, load: Callable[[Store, str], Run],
                 ) -> tuple[list[RunLine], list[RunLine]]:
     """Every run and every baseline of ``store`` as summary lines; ``load(store, text)``
-    opens a baseline by the name a user would give."""
+    opens a baseline by the name a user would give.  One that cannot be read is listed as
+    damaged, with why: it never hides the others."""
     runs = []
     for directory, m in store.runs():
         episodes = None
+        name, run_id = str(m.get("name", m["run_id"])), str(m["run_id"])
         if m.get("ended") is None or not isinstance(m.get("counts"), dict):
             # Being written, or its session was killed: the manifest's counts are those of
             # its first episode (or, from an older pytest-prove, absent), so count what its
             # lines hold.
             m = {**m, "counts": None}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", StoreWarning)  # `show RUN` says it
-                episodes = len(store.read(directory).episodes)
-        runs.append(run_line(m, str(m.get("name", m["run_id"])), str(m["run_id"]), episodes))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", StoreWarning)  # `show RUN` says it
+                    episodes = len(store.read(directory).episodes)
+            except StoreError as exc:
+                runs.append({**damaged_line(name, str(exc)), "run_id": run_id,
+                             "started": str(m.get("started", ""))})
+                continue
+        runs.append(run_line(m, name, run_id, episodes))
+    runs += [damaged_line(directory.name, f"{directory}: {why}")
+             for directory, why in store.damaged()]
     baselines = []
     for name in store.baselines():
-        run = load(store, f"baseline:{name}")
+        try:
+            run = load(store, f"baseline:{name}")
+        except StoreError as exc:
+            baselines.append(damaged_line(f"baseline:{name}", str(exc)))
+            continue
         baselines.append(run_line(run.manifest, f"baseline:{name}", run.run_id,
                                   len(run.episodes)))
     return runs, baselines

@@ -5,9 +5,13 @@ Layout under the store root (``.prove/`` by default)::
     runs/.gitignore                 written with the folder: runs are not for committing
     runs/<run-id>/manifest.json     what the run was (written to a temp file, then renamed)
     runs/<run-id>/episodes.jsonl    one episode a line, appended whole under a file lock
-    baselines/<NAME>.baseline       a self-contained baseline: its manifest, then its episodes
-                                    in short lines (:mod:`.compact`, format 2)
+    baselines/<NAME>.baseline       a self-contained baseline: its manifest and digest, then its
+                                    episodes in short lines (:mod:`.compact`, format 3; format 2,
+                                    without the digest, is still read)
     baselines/<NAME>.jsonl          the same in JSON lines (format 1, still read)
+
+A baseline is checked against its own header and digest when it is read
+(:mod:`.integrity`).
 
 Only the controller process writes, holding the run's file lock while it does.
 Nothing is created until an episode arrives.
@@ -44,9 +48,10 @@ from ..record import (
     nested_tokens,
     utc_now,
 )
-from .compact import COMPACT_FORMAT, dump_compact, read_compact
+from .compact import COMPACT_FORMAT, compact_body, header_line, read_compact
 from .episodes import LineDecoder, is_utf8
-from .pruning import Pruning, prune_runs
+from .integrity import DIGEST_KEY, body_digest, check_digest, check_structure
+from .pruning import NO_MANIFEST, Pruning, being_written, prune_runs, run_manifest
 from .writer import RunWriter, atomic_write, dump_line
 
 __all__ = [
@@ -59,17 +64,22 @@ __all__ = [
     "StoreWarning",
     "check_name",
     "episode_key",
+    "read_baseline",
     "utc_now",
 ]
 
 #: The format versions this code writes and reads; a newer file is refused with the fix.
 RUN_FORMAT: Final = 2
 BASELINE_FORMAT: Final = COMPACT_FORMAT
-#: A baseline's file: compact (format 2), or JSON lines (format 1, read only).
+#: The first baseline format whose header holds a digest of the file (:mod:`.integrity`).
+_DIGESTED: Final = 3
+#: A baseline's file: compact (formats 2 and 3), or JSON lines (format 1, read only).
 BASELINE_SUFFIX: Final = ".baseline"
 LEGACY_SUFFIX: Final = ".jsonl"
 
 _NEWLINE: Final = b"\n"
+#: Why a line of JSON nested thousands of levels deep is refused (Python's parsers recurse).
+_TOO_DEEP: Final = "nested too deeply: arrays or objects thousands of levels deep"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
 
@@ -177,12 +187,16 @@ def _slow_line(line: bytes, where: str, salt: str, fix: str) -> dict[str, Any] |
         return None
     try:
         value = json.loads(text)
+        if type(value) is dict and type(tokens := value.get("tokens")) is dict:
+            value["tokens"] = nested_tokens(tokens, where, fix)
+        record = check_record(value, where, fix)
     except json.JSONDecodeError as exc:
         raise StoreError(
             f"{where}: corrupt line ({exc}); the file was edited or damaged: {fix}") from None
-    if type(value) is dict and type(tokens := value.get("tokens")) is dict:
-        value["tokens"] = nested_tokens(tokens, where, fix)
-    record = check_record(value, where, fix)
+    except RecursionError:
+        raise StoreError(
+            f"{where}: corrupt line ({_TOO_DEEP}); the file was edited or damaged: {fix}"
+        ) from None
     check_seed(record, salt, where, fix)
     return cast(dict[str, Any], record)
 
@@ -375,23 +389,32 @@ class Store:
         manifest["resumed"] = [*(manifest.get("resumed") or []), utc_now()]
         return RunWriter(run.path, manifest, existing=True)
 
-    def _manifests(self) -> Iterator[tuple[Path, dict[str, Any]]]:
+    def _scan(self) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, str]]]:
+        """Every folder under ``runs/``: the runs (folder and manifest), and the folders
+        whose manifest cannot be read, each with why (one damaged folder never hides the
+        others, nor stops a command that lists them)."""
+        runs: list[tuple[Path, dict[str, Any]]] = []
+        damaged: list[tuple[Path, str]] = []
         if not self.runs_dir.is_dir():
-            return
+            return runs, damaged
         for directory in self.runs_dir.iterdir():
-            if directory.name.startswith("."):
+            if directory.name.startswith(".") or not directory.is_dir():
                 continue  # .gitignore, or a run being deleted (see pruning.remove_run)
-            path = directory / "manifest.json"
-            try:
-                manifest = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(manifest, dict) and "run_id" in manifest:
-                yield directory, manifest
+            found = run_manifest(directory)
+            if isinstance(found, dict):
+                runs.append((directory, found))
+            elif not (found == NO_MANIFEST and being_written(directory)):
+                damaged.append((directory, found))  # not a session making its folder now
+        return runs, damaged
 
     def runs(self) -> list[tuple[Path, dict[str, Any]]]:
         """Every run's folder and manifest, oldest first."""
-        return sorted(self._manifests(), key=lambda item: str(item[1].get("started", "")))
+        return sorted(self._scan()[0], key=lambda item: str(item[1].get("started", "")))
+
+    def damaged(self) -> list[tuple[Path, str]]:
+        """The folders under ``runs/`` that hold no readable run's manifest, and why, by
+        name (a run id starts with its time)."""
+        return sorted(self._scan()[1])
 
     def resolve(self, name: str) -> Path:
         """The folder of the run called ``name`` (a name, a run id, or ``latest``)."""
@@ -407,6 +430,11 @@ class Store:
         for directory, manifest in reversed(runs):
             if manifest.get("name") == name or manifest.get("run_id") == name:
                 return Path(directory)
+        for directory, why in self.damaged():
+            if directory.name == name:
+                raise StoreError(
+                    f"{directory}: the run's folder is damaged ({why}); "
+                    f"{RUN_MANIFEST_FIX} (pytest-prove prune deletes damaged folders)")
         known = sorted({str(m.get("name")) for _, m in runs})
         listed = ", ".join(known[-12:]) if known else "none yet"
         raise StoreError(
@@ -459,10 +487,11 @@ class Store:
 
     def prune(self, *, keep: int, named: bool = False, dry_run: bool = False) -> Pruning:
         """Delete every run but the newest ``keep``, named runs (unless ``named``) and runs
-        being written; with ``dry_run``, only say which would go. Baselines are never
-        touched."""
-        return prune_runs(self.root, self.runs_dir, self.runs(), keep=keep, named=named,
-                          dry_run=dry_run, baselines=self.baselines())
+        being written, and every damaged folder (:meth:`damaged`: nothing can read it);
+        with ``dry_run``, only say which would go. Baselines are never touched."""
+        runs, damaged = self._scan()
+        return prune_runs(self.root, self.runs_dir, runs, keep=keep, named=named,
+                          dry_run=dry_run, baselines=self.baselines(), damaged=damaged)
 
     # ---- baselines
 
@@ -491,7 +520,8 @@ class Store:
                        for p in self.baselines_dir.glob(f"*{suffix}")})
 
     def load_baseline(self, name: str) -> Run:
-        """Read a committed baseline file whole."""
+        """Read a committed baseline file whole, checked against its own header (and its
+        digest, from format 3 on): :func:`read_baseline`."""
         path = self.baseline_file(name)
         if path is None:
             known = ", ".join(self.baselines()) or "none yet"
@@ -499,24 +529,7 @@ class Store:
                 f"no baseline named {name!r} in {self.baselines_dir}; baselines: {known}. "
                 f"Make one with --prove-save-baseline {name}"
             )
-        fix = baseline_fix(name)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-        found, manifest = _baseline_manifest(path, data, fix)
-        episodes, notes = _episodes(path, manifest["salt"], fix, skip_first=found == 1,
-                                    unique=True, data=data, manifest=manifest)
-        for note in notes:
-            warnings.warn(StoreWarning(note), stacklevel=2)
-        return Run(
-            run_id=str(manifest.get("run_id", name)),
-            name=name,
-            manifest=manifest,
-            episodes=tuple(episodes),
-            path=path,
-            notes=tuple(notes),
-        )
+        return read_baseline(path, name)
 
     def write_baseline(self, name: str, run: Run, *, compact: bool = True) -> Path:
         """Write ``run`` as the baseline ``name``, replacing any old one in one step: in
@@ -528,8 +541,13 @@ class Store:
         manifest["baseline_name"] = name
         manifest["saved"] = utc_now()
         if compact:
-            header = {"pytest_prove_baseline": BASELINE_FORMAT, "manifest": manifest}
-            atomic_write(path, dump_compact(header, run.episodes))
+            body = compact_body(str(manifest["salt"]), run.episodes)
+            # The digest of the manifest as it will be read back (JSON's types, escapes).
+            written = json.loads(header_line(manifest))
+            header = {"pytest_prove_baseline": BASELINE_FORMAT,
+                      DIGEST_KEY: body_digest(written, body.encode("utf-8")),
+                      "manifest": manifest}
+            atomic_write(path, header_line(header) + "\n" + body)
             legacy.unlink(missing_ok=True)
             return path
         header = {"pytest_prove_baseline": 1, "manifest": manifest}
@@ -538,6 +556,49 @@ class Store:
         atomic_write(legacy, text)
         path.unlink(missing_ok=True)
         return legacy
+
+
+def read_baseline(path: Path, name: str | None = None) -> Run:
+    """The baseline in the file at ``path`` (``name``: what it is called, by default its
+    file's stem), read whole and checked: every line (by file and line), then its body
+    against its header (:func:`.integrity.check_structure`: complete, every planned
+    condition and replicate, the counts), then its digest (format 3 on).  Anything else is
+    a :class:`StoreError` naming the file and the fix; never a thinner baseline."""
+    name = path.stem if name is None else name
+    fix = baseline_fix(name)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    header, found, manifest = _baseline_manifest(path, data, fix)
+    try:
+        episodes, notes = _episodes(path, manifest["salt"], fix, skip_first=found == 1,
+                                    unique=True, data=data, manifest=manifest)
+    except RecursionError:
+        # Every line's own reader names a line nested too deeply; this is the last guard.
+        raise StoreError(f"{path}: nested too deeply to read (JSON arrays or objects "
+                         f"thousands of levels deep); the file was edited or damaged: "
+                         f"{fix}") from None
+    try:
+        check_structure(path, name, manifest, episodes)
+    except StoreError as exc:
+        # A baseline is written whole, in one step: a cut tail lost episodes.
+        if notes:
+            raise type(exc)(f"{exc} ({'; '.join(notes)})") from None
+        raise
+    if found >= _DIGESTED:
+        end = data.find(_NEWLINE)
+        check_digest(path, name, header, manifest, data[end + 1:] if end >= 0 else b"")
+    for note in notes:
+        warnings.warn(StoreWarning(note), stacklevel=2)
+    return Run(
+        run_id=str(manifest.get("run_id", name)),
+        name=name,
+        manifest=manifest,
+        episodes=tuple(episodes),
+        path=path,
+        notes=tuple(notes),
+    )
 
 
 def _json_of(path: Path, read: Callable[[], bytes], corrupt: Callable[[Exception], str]) -> Any:
@@ -550,11 +611,14 @@ def _json_of(path: Path, read: Callable[[], bytes], corrupt: Callable[[Exception
         return json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreError(corrupt(exc)) from None
+    except RecursionError:
+        raise StoreError(corrupt(ValueError(_TOO_DEEP))) from None
 
 
-def _baseline_manifest(path: Path, data: bytes, fix: str) -> tuple[int, dict[str, Any]]:
-    """The format and the manifest in a baseline's first line, checked, or an error naming
-    line 1."""
+def _baseline_manifest(path: Path, data: bytes, fix: str
+                       ) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """The header, the format and the manifest in a baseline's first line, checked, or an
+    error naming line 1."""
     where = f"{path}:1"
     end = data.find(b"\n")  # not data.split(b"\n", 1), which copies the rest of the file
     header = _json_of(path, lambda: data if end < 0 else data[:end], lambda exc: (
@@ -563,7 +627,7 @@ def _baseline_manifest(path: Path, data: bytes, fix: str) -> tuple[int, dict[str
     check_header(header, where, fix)
     found = header["pytest_prove_baseline"]
     _check_format(found, BASELINE_FORMAT, path, fix)
-    return found, check_manifest(header["manifest"], where, fix, prefix="manifest.")
+    return header, found, check_manifest(header["manifest"], where, fix, prefix="manifest.")
 
 
 def _check_format(found: object, supported: int, path: Path, fix: str = RUN_MANIFEST_FIX

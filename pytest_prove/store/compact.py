@@ -1,21 +1,22 @@
 """The compact baseline: what a comparison and every review read of an episode, in short
 text lines that git diffs line by line.
 
-A baseline of format 2 (``.prove/baselines/NAME.baseline``) is::
+A baseline of format 3 (``.prove/baselines/NAME.baseline``) is::
 
-    {"pytest_prove_baseline":2,"manifest":{...}}
+    {"pytest_prove_baseline":3,"digest":"sha256:...","manifest":{...}}
     @["support","{\\"ticket\\":\\"refund\\"}",{"ticket":"refund"},7499270858453848828,[...]]
     0 0 11 13 3 9000,800,4:1 11:5 6*
     1 1 12 13 3 - 12:5 6*
 
-Line 1 is the header, as in format 1.  Each condition is a block: a line starting with
-``@`` holds, as one JSON array, its rollout, its condition key, its condition, the seed of
-its replicate 0 (a sample: every seed is derived from the salt, and this one shows that
-the salt was not edited) and the block's table of values (outcomes, error kinds, case ids,
-models, step names) that its episode lines name by index.  A table per block keeps a
-refresh's diff to the blocks whose episodes changed.  Blocks are sorted by rollout and
-condition key, episode lines by replicate.  An episode line has eight fields, separated by
-one space, and a ninth for a replicate run more than once:
+Line 1 is the header, as in format 1, with the digest of the manifest and of every line
+after the header (:mod:`.integrity`; format 2 is the same without it).  Each condition is a
+block: a line starting with ``@`` holds, as one JSON array, its rollout, its condition key,
+its condition, the seed of its replicate 0 (a sample: every seed is derived from the salt,
+and this one shows that the salt was not edited) and the block's table of values
+(outcomes, error kinds, case ids, models, step names) that its episode lines name by
+index.  A table per block keeps a refresh's diff to the blocks whose episodes changed.
+Blocks are sorted by rollout and condition key, episode lines by replicate.  An episode line
+has eight fields, separated by one space, and a ninth for a replicate run more than once:
 
 1. the replicate;
 2. how it ended: the outcome's index, or ``!KIND`` / ``!KIND,TYPE,MESSAGE`` (indices;
@@ -52,10 +53,11 @@ from ..record import ERROR_KINDS, StoreError, episode_name, identity, steps_of
 from .episodes import Episode, ItemPattern, ModelUse, OneModel, SeedOf, Tokens
 from .writer import json_default
 
-__all__ = ["COMPACT_FORMAT", "dump_compact", "read_compact"]
+__all__ = ["COMPACT_FORMAT", "compact_body", "dump_compact", "header_line", "read_compact"]
 
-#: The baseline format number of this layout.
-COMPACT_FORMAT: Final = 2
+#: The baseline format number of this layout: 3 holds a digest in its header
+#: (:mod:`.integrity`); 2, the same lines without one, is still read.
+COMPACT_FORMAT: Final = 3
 
 _SEP: Final = "\x1f"
 _LIST: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
@@ -167,12 +169,21 @@ def _line(record: Mapping[str, Any], table: _Table) -> str:
 
 def dump_compact(header: Mapping[str, Any], episodes: Iterable[Mapping[str, Any]]) -> str:
     """The text of a compact baseline: ``header``, then ``episodes`` in blocks, sorted."""
-    salt = str(header["manifest"]["salt"])
+    return header_line(header) + "\n" + compact_body(str(header["manifest"]["salt"]), episodes)
+
+
+def header_line(header: Mapping[str, Any]) -> str:
+    """A baseline's first line (without its newline)."""
+    return _json(header)
+
+
+def compact_body(salt: str, episodes: Iterable[Mapping[str, Any]]) -> str:
+    """Every line after a compact baseline's header: ``episodes`` in blocks, sorted."""
     blocks: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for record in sorted(episodes, key=identity):
         blocks.setdefault((str(record["rollout"]), str(record["condition_key"])),
                           []).append(record)
-    out = [_json(header)]
+    out: list[str] = []
     for (rollout, key), records in blocks.items():
         table = _Table()
         lines = [_line(r, table) for r in records]
@@ -180,7 +191,7 @@ def dump_compact(header: Mapping[str, Any], episodes: Iterable[Mapping[str, Any]
         sample = derive_seed(salt, rollout, key, 0)
         out.append("@" + _json([rollout, key, condition, sample, table.values]))
         out.extend(lines)
-    return "\n".join(out) + "\n"
+    return "".join(line + "\n" for line in out)
 
 
 # ---- reading
@@ -225,6 +236,9 @@ def _block(text: str, where: str, salt: str, number: int, fix: str) -> _Block:
         found = json.loads(text[1:])
     except json.JSONDecodeError as exc:
         raise _bad_line(where, f"the condition's line is not {shape} ({exc})", fix) from None
+    except RecursionError:
+        raise _bad_line(where, f"the condition's line is not {shape} (it is nested too "
+                        "deeply: arrays or objects thousands of levels deep)", fix) from None
     if type(found) is not list or len(found) != 5:
         raise _bad_line(where, f"the condition's line is not {shape}", fix)
     rollout, key, condition, seed, table = found

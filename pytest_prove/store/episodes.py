@@ -397,7 +397,7 @@ def _steps(record: _Fields, raw: Raw) -> list[dict[str, Any]]:
     """The steps of ``record`` kept as raw JSON, decoded on first reading and kept."""
     try:
         steps: list[dict[str, Any]] = _decode_steps(raw)
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, ValueError, RecursionError):
         # A number past msgspec's range (an integer past 64 bits, 1E400): the reader
         # checked the steps are objects, and json.loads reads them as the slow way.
         steps = json.loads(bytes(raw))
@@ -410,7 +410,7 @@ def _meta(raw: Raw) -> dict[str, Any] | None:
     or an integer."""
     try:
         meta = _decode_meta(raw)
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, ValueError, RecursionError):
         return None
     case = meta.get("case_id")
     if case is not None and type(case) is not str and type(case) is not int:
@@ -550,7 +550,7 @@ class LineDecoder:
         line ``before + 1``: decoded in one call, or else each alone."""
         try:
             records: Sequence[_Line | None] = self._decode_lines(body[start:ends[-1] + 1])
-        except (msgspec.DecodeError, ValueError):
+        except (msgspec.DecodeError, ValueError, RecursionError):
             records = ()
         if len(records) != len(ends) and self._known is not None:
             self._raw()  # a rollout, key or outcome not known: read as raw JSON from here
@@ -578,7 +578,7 @@ class LineDecoder:
     def _try(self, line: bytes) -> _Line | None:
         try:
             record: _Line = self._decode(line)
-        except (msgspec.DecodeError, ValueError):
+        except (msgspec.DecodeError, ValueError, RecursionError):
             return None
         return record
 
@@ -600,7 +600,7 @@ class LineDecoder:
             try:
                 rollout = _decode_text(record.rollout)
                 key = _decode_text(record.condition_key)
-            except (msgspec.DecodeError, ValueError):
+            except (msgspec.DecodeError, ValueError, RecursionError):
                 return None
         else:
             rollout, key = record.rollout, record.condition_key  # type: ignore[assignment]
@@ -611,7 +611,7 @@ class LineDecoder:
             if record.condition != shared.raw:
                 try:
                     condition = _decode_condition(record.condition)
-                except (msgspec.DecodeError, ValueError):
+                except (msgspec.DecodeError, ValueError, RecursionError):
                     return None
                 # The same condition written otherwise is the same; another one under the
                 # same key is not (the slow way says so).
@@ -622,7 +622,7 @@ class LineDecoder:
             return None
         try:
             condition = _decode_condition(record.condition)
-        except (msgspec.DecodeError, ValueError):
+        except (msgspec.DecodeError, ValueError, RecursionError):
             return None
         strings = self._strings
         rollout = strings.setdefault(rollout, rollout)
@@ -732,7 +732,7 @@ class LineDecoder:
             if steps is not unset:  # type: ignore[comparison-overlap]
                 try:
                     check_steps(steps)
-                except (msgspec.DecodeError, ValueError):
+                except (msgspec.DecodeError, ValueError, RecursionError):
                     self._take_slow(line_at(index), before + index + 1)
                     count = len(episodes)
                     continue

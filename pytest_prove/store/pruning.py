@@ -3,8 +3,9 @@ so that no crash leaves half a run that reads as a run.
 
 The policy: the newest ``keep`` runs stay; of the older ones, a named run (``--prove-name``)
 stays unless ``named`` is asked, and a run whose session still holds its lock (it is being
-written) always stays. Baselines are files of their own under ``baselines/``, meant to be
-committed: nothing here touches them.
+written) always stays.  A damaged folder (no manifest a run can be read from: see
+:func:`run_manifest`) goes, unless a session holds its lock.  Baselines are files of their
+own under ``baselines/``, meant to be committed: nothing here touches them.
 
 A run is deleted under its own lock, so that no session can resume it meanwhile: its folder is
 first renamed to a hidden name inside ``runs/`` (one step, on the same file system), which no
@@ -26,8 +27,8 @@ from typing import Any, Final, Literal, final
 
 from filelock import FileLock, Timeout
 
-__all__ = ["TRASH_PREFIX", "Pruning", "RunBusyError", "StoredRun", "folder_size",
-           "prune_runs", "remove_run"]
+__all__ = ["NO_MANIFEST", "TRASH_PREFIX", "Pruning", "RunBusyError", "StoredRun",
+           "being_written", "folder_size", "prune_runs", "remove_run", "run_manifest"]
 
 #: The hidden name a run's folder takes while it is deleted (readers skip hidden folders).
 TRASH_PREFIX: Final = ".deleting-"
@@ -52,6 +53,7 @@ class StoredRun:
     path: Path
     size: int  # bytes of its files
     why: Why | None = None  # why it was kept; None for a run deleted
+    damaged: str | None = None  # why a damaged folder holds no run it can read
 
     @property
     def named(self) -> bool:
@@ -60,7 +62,8 @@ class StoredRun:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "run_id": self.run_id, "status": self.status,
                 "started": self.started, "path": str(self.path), "bytes": self.size,
-                "named": self.named, **({"kept": self.why} if self.why else {})}
+                "named": self.named, **({"kept": self.why} if self.why else {}),
+                **({"damaged": self.damaged} if self.damaged else {})}
 
 
 @final
@@ -127,7 +130,34 @@ def _lock(directory: Path) -> FileLock:
     return lock
 
 
-def _being_written(directory: Path) -> bool:
+#: Why a folder under ``runs/`` with no manifest is not a run.
+NO_MANIFEST: Final = "it holds no manifest.json"
+
+
+def run_manifest(directory: Path) -> dict[str, Any] | str:
+    """The manifest of the run in ``directory`` (an object with its ``run_id``), or why
+    there is none to read: missing, unreadable, not JSON, nested too deeply for Python's
+    parser (a RecursionError), or not a run's manifest."""
+    path = directory / "manifest.json"
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return NO_MANIFEST
+    except OSError as exc:
+        return f"its manifest.json cannot be read ({exc.strerror or exc})"
+    try:
+        manifest = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"its manifest.json is not JSON ({exc})"
+    except RecursionError:
+        return "its manifest.json is nested too deeply to read (thousands of levels)"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("run_id"), str):
+        return "its manifest.json is not a run's manifest (an object with a run_id)"
+    return manifest
+
+
+def being_written(directory: Path) -> bool:
+    """Whether a session holds the lock of the run in ``directory``."""
     if not (directory / "episodes.jsonl.lock").exists():
         return False  # a writer makes the lock file before the manifest: no writer here
     try:
@@ -140,9 +170,10 @@ def _being_written(directory: Path) -> bool:
     return False
 
 
-def remove_run(runs_dir: Path, directory: Path, run_id: str) -> int | None:
-    """Delete the run ``run_id`` in ``directory``: under its lock, renamed to a hidden name,
-    then removed; returns the bytes freed, or None when it was gone already (another prune).
+def remove_run(runs_dir: Path, directory: Path, run_id: str | None) -> int | None:
+    """Delete the run ``run_id`` in ``directory`` (None: a damaged folder, while it is
+    still damaged): under its lock, renamed to a hidden name, then removed; returns the
+    bytes freed, or None when it was gone already (another prune).
 
     Raises :class:`RunBusyError` when a session is writing it, ``OSError`` when the folder
     could not be renamed (then nothing changed) or removed (then what is left is hidden and
@@ -166,13 +197,46 @@ def remove_run(runs_dir: Path, directory: Path, run_id: str) -> int | None:
             lock.release()
 
 
-def _holds(directory: Path, run_id: str) -> bool:
-    """Whether ``directory`` still holds the run ``run_id`` (its manifest says so)."""
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+def _holds(directory: Path, run_id: str | None) -> bool:
+    """Whether ``directory`` still holds the run ``run_id`` (its manifest says so), or,
+    for None, is still damaged (no manifest it can read)."""
+    manifest = run_manifest(directory)
+    if run_id is None:
+        return not isinstance(manifest, dict) and any(
+            p.name != "episodes.jsonl.lock" for p in directory.iterdir())
     return isinstance(manifest, dict) and manifest.get("run_id") == run_id
+
+
+def _prune_damaged(runs_dir: Path, damaged: Iterable[tuple[Path, str]], dry_run: bool
+                   ) -> tuple[list[StoredRun], list[StoredRun], list[tuple[StoredRun, str]]]:
+    """Delete (unless ``dry_run``) each damaged folder nothing holds: what was deleted,
+    kept (a symbolic link, being written) and could not be deleted."""
+    deleted: list[StoredRun] = []
+    kept: list[StoredRun] = []
+    failed: list[tuple[StoredRun, str]] = []
+    for directory, why in damaged:
+        entry = StoredRun(run_id=directory.name, name=directory.name, status="damaged",
+                          started="", path=directory, size=folder_size(directory),
+                          damaged=why)
+        keeping: Why | None = ("symbolic link" if _linked(directory) else
+                               "being written" if being_written(directory) else None)
+        if keeping is None and not dry_run:
+            try:
+                freed = remove_run(runs_dir, directory, None)
+            except RunBusyError:
+                keeping = "being written"
+            except OSError as exc:
+                failed.append((entry, exc.strerror or str(exc)))
+                continue
+            else:
+                if freed is None:
+                    continue  # mended or deleted meanwhile
+                entry = replace(entry, size=freed)
+        if keeping is None:
+            deleted.append(entry)
+        else:
+            kept.append(replace(entry, why=keeping))
+    return deleted, kept, failed
 
 
 def _remove_leftovers(runs_dir: Path, dry_run: bool) -> tuple[int, int]:
@@ -196,16 +260,16 @@ def _remove_leftovers(runs_dir: Path, dry_run: bool) -> tuple[int, int]:
 
 def prune_runs(root: Path, runs_dir: Path, runs: Iterable[tuple[Path, Mapping[str, Any]]], *,
                keep: int, named: bool, dry_run: bool,
-               baselines: Iterable[str] = ()) -> Pruning:
+               baselines: Iterable[str] = (),
+               damaged: Iterable[tuple[Path, str]] = ()) -> Pruning:
     """Keep the newest ``keep`` of ``runs`` (folder and manifest), named runs unless
-    ``named``, and every run being written; delete the rest unless ``dry_run``."""
+    ``named``, and every run being written; delete the rest, and the ``damaged`` folders
+    (folder and why: no run can be read from them), unless ``dry_run``."""
     if keep < 0:
         raise ValueError(f"keep must be 0 or more, got {keep}")
+    deleted, kept, failed = _prune_damaged(runs_dir, damaged, dry_run)
     ordered = sorted(runs, key=lambda item: (str(item[1].get("started", "")),
                                              str(item[1].get("run_id", ""))), reverse=True)
-    deleted: list[StoredRun] = []
-    kept: list[StoredRun] = []
-    failed: list[tuple[StoredRun, str]] = []
     for position, (directory, manifest) in enumerate(ordered):
         run_id = str(manifest.get("run_id"))
         entry = StoredRun(run_id=run_id, name=str(manifest.get("name", run_id)),
@@ -219,7 +283,7 @@ def prune_runs(root: Path, runs_dir: Path, runs: Iterable[tuple[Path, Mapping[st
             why = "symbolic link"
         elif entry.named and not named:
             why = "named"
-        elif _being_written(directory):
+        elif being_written(directory):
             why = "being written"
         if why is None and not dry_run:
             try:
@@ -238,7 +302,8 @@ def prune_runs(root: Path, runs_dir: Path, runs: Iterable[tuple[Path, Mapping[st
         else:
             kept.append(replace(entry, why=why))
     leftovers, leftover_bytes = _remove_leftovers(runs_dir, dry_run)
-    return Pruning(root=root, keep=keep, named=named, dry_run=dry_run, runs=len(ordered),
+    return Pruning(root=root, keep=keep, named=named, dry_run=dry_run,
+                   runs=len(ordered) + sum(r.damaged is not None for r in (*deleted, *kept)),
                    deleted=tuple(deleted), kept=tuple(kept), failed=tuple(failed),
                    leftovers=leftovers, leftover_bytes=leftover_bytes,
                    baselines=tuple(baselines))
