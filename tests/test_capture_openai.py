@@ -172,3 +172,60 @@ def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor
     result.stdout.fnmatch_lines(["pytest-prove capture: spans of openai stored with each episode",
                                  "pytest-prove capture: spans through the global OpenTelemetry "
                                  "API are not captured: *"])
+
+
+SPEC_AGENT = textwrap.dedent(
+    """
+    import os
+
+    import openai
+    import pytest_prove as prove
+
+    BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+
+
+    def rollout(cfg, seed):
+        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        calls = seed % 3 + 1
+        for _ in range(calls):
+            reply = client.chat.completions.create(
+                model="gpt-test",
+                messages=[{"role": "user", "content": "SECRET-PROMPT-7f3a " + cfg["ticket"]}])
+        return prove.Episode(reply.choices[0].message.content,
+                             meta={"case_id": cfg["ticket"], "calls": calls})
+    """
+)
+
+
+def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
+        pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+    """A ``[capture]`` table in a sweep spec (it was refused for every spec: the parsed
+    table was checked a second time as if it were still a mapping)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(spec_agent=SPEC_AGENT)
+    (pytester.path / "prove_agent.toml").write_text(textwrap.dedent("""
+        target = "spec_agent:rollout"
+        target_id = "spec-agent"
+        replicates = 4
+
+        [axes.ticket]
+        values = ["refund", "password"]
+
+        [declare]
+        failures = ["unresolved"]
+        successes = ["resolved"]
+
+        [capture]
+        instrument = ["openai"]
+    """))
+    pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
+    # A subprocess: the instrumentor patches the openai module for the rest of the process.
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert len(run.episodes) == 8
+    for record in run.episodes:
+        calls = record["meta"]["calls"]
+        assert record["tokens"]["input"] == INPUT * calls
+        assert record["tokens"]["output"] == OUTPUT * calls
+    assert run.manifest["capture"]["instrumented"] == ["openai"]
