@@ -229,3 +229,33 @@ def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
         assert record["tokens"]["input"] == INPUT * calls
         assert record["tokens"]["output"] == OUTPUT * calls
     assert run.manifest["capture"]["instrumented"] == ["openai"]
+
+
+@pytest.mark.parametrize("content", ["true", "false"])
+def test_content_is_kept_only_when_asked(pytester: pytest.Pytester,
+                                         server: ThreadingHTTPServer, content: str) -> None:
+    """``prove_capture_content = true`` kept no prompt with the openai-v2 instrumentor: the
+    environment value set was ``true``, which opentelemetry-util-genai reads as "no
+    content" (it wants a mode such as ``SPAN_ONLY``)."""
+    _project(pytester, server, "openai")
+    pytester.makeini(INI + "prove_capture_instrument = openai\n"
+                     f"prove_capture_content = {content}\n")
+    pytester._monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                                 raising=False)
+    # A subprocess: the instrumentor patches the openai module for the rest of the process.
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert len(run.episodes) == 24
+    for record in run.episodes:
+        chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
+        assert len(chats) == record["meta"]["calls"]
+        kept = [json.dumps(s["attributes"]) for s in chats]
+        if content == "true":
+            assert all(SECRET in text for text in kept), kept[0]
+        else:
+            assert not any(SECRET in text for text in kept), kept[0]
+    if content == "false":
+        for path in Path(pytester.path / ".prove").rglob("*"):
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
