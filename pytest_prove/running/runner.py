@@ -387,20 +387,25 @@ def _run_block(identities: Sequence[Identity], declaration: Declaration,
     from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=len(identities), thread_name_prefix="prove-replicate")
+    logs = [_new_log(ident, capture, chaos) for ident in identities]
     futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
-                           capture, stops, None, None, chaos)
-               for ident in identities]
+                           capture, stops, log, None, chaos)
+               for ident, log in zip(identities, logs, strict=True)]
     try:
         wait(futures)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - a stop, or a signal handler's exception
         # Ctrl-C reaches the main thread, which waits here: keep what finished, and do
         # not wait for threads that cannot be stopped from outside.
         pool.shutdown(wait=False, cancel_futures=True)
-        if not isinstance(exc, KeyboardInterrupt):
-            raise
-        raise Stopped(exc, [f.result() for f in futures
-                            if f.done() and not f.cancelled() and f.exception() is None]
-                      ) from None
+        ended = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
+        if isinstance(exc, (KeyboardInterrupt, *stops)):
+            raise Stopped(exc, [f.result() for f, done in zip(futures, ended, strict=True)
+                                if done]) from None
+        # Another exception of a signal handler (pytest-timeout's signal method): the
+        # replicates still running end with it, as a sync one alone does; those that
+        # finished keep their endings (the whole block was lost before).
+        return [f.result() if done else _interrupted_result(ident, log, exc)
+                for f, done, ident, log in zip(futures, ended, identities, logs, strict=True)]
     pool.shutdown()
     stopped = [e for f in futures if (e := f.exception()) is not None]
     for error in stopped:
