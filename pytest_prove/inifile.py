@@ -38,7 +38,8 @@ class ProjectSettings:
     rootdir: Path
     inifile: Path | None = None
     values: Mapping[str, str] = field(default_factory=dict)
-    #: ``--prove-*=VALUE`` options found in the file's addopts: they beat its values.
+    #: ``--prove-*`` options found in the file's addopts (``=VALUE`` or `` VALUE``): they
+    #: beat its values.
     addopts: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> str | None:
@@ -128,16 +129,24 @@ _FLAGS = {"--prove-store": "prove_store", "--prove-q": "prove_q",
 
 
 def _addopts(text: str) -> dict[str, str]:
-    """The ``--prove-*=VALUE`` options of an addopts line, by the ini name they override."""
+    """The ``--prove-*`` options of an addopts line, by the ini name they override, in both
+    forms pytest takes there (``--prove-max-mde=0.25`` and ``--prove-max-mde 0.25``); the
+    last one given wins, as on pytest's command line."""
     try:
         words = shlex.split(text)
     except ValueError:
         return {}
     found = {}
-    for word in words:
+    for index, word in enumerate(words):
+        if word == "--":
+            break
         flag, equals, value = word.partition("=")
-        if equals and flag in _FLAGS:
+        if flag not in _FLAGS:
+            continue
+        if equals:
             found[_FLAGS[flag]] = value
+        elif index + 1 < len(words):
+            found[_FLAGS[flag]] = words[index + 1]
     return found
 
 

@@ -172,3 +172,90 @@ def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor
     result.stdout.fnmatch_lines(["pytest-prove capture: spans of openai stored with each episode",
                                  "pytest-prove capture: spans through the global OpenTelemetry "
                                  "API are not captured: *"])
+
+
+SPEC_AGENT = textwrap.dedent(
+    """
+    import os
+
+    import openai
+    import pytest_prove as prove
+
+    BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+
+
+    def rollout(cfg, seed):
+        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        calls = seed % 3 + 1
+        for _ in range(calls):
+            reply = client.chat.completions.create(
+                model="gpt-test",
+                messages=[{"role": "user", "content": "SECRET-PROMPT-7f3a " + cfg["ticket"]}])
+        return prove.Episode(reply.choices[0].message.content,
+                             meta={"case_id": cfg["ticket"], "calls": calls})
+    """
+)
+
+
+def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
+        pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+    """A ``[capture]`` table in a sweep spec (it was refused for every spec: the parsed
+    table was checked a second time as if it were still a mapping)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(spec_agent=SPEC_AGENT)
+    (pytester.path / "prove_agent.toml").write_text(textwrap.dedent("""
+        target = "spec_agent:rollout"
+        target_id = "spec-agent"
+        replicates = 4
+
+        [axes.ticket]
+        values = ["refund", "password"]
+
+        [declare]
+        failures = ["unresolved"]
+        successes = ["resolved"]
+
+        [capture]
+        instrument = ["openai"]
+    """))
+    pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
+    # A subprocess: the instrumentor patches the openai module for the rest of the process.
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert len(run.episodes) == 8
+    for record in run.episodes:
+        calls = record["meta"]["calls"]
+        assert record["tokens"]["input"] == INPUT * calls
+        assert record["tokens"]["output"] == OUTPUT * calls
+    assert run.manifest["capture"]["instrumented"] == ["openai"]
+
+
+@pytest.mark.parametrize("content", ["true", "false"])
+def test_content_is_kept_only_when_asked(pytester: pytest.Pytester,
+                                         server: ThreadingHTTPServer, content: str) -> None:
+    """``prove_capture_content = true`` kept no prompt with the openai-v2 instrumentor: the
+    environment value set was ``true``, which opentelemetry-util-genai reads as "no
+    content" (it wants a mode such as ``SPAN_ONLY``)."""
+    _project(pytester, server, "openai")
+    pytester.makeini(INI + "prove_capture_instrument = openai\n"
+                     f"prove_capture_content = {content}\n")
+    pytester._monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                                 raising=False)
+    # A subprocess: the instrumentor patches the openai module for the rest of the process.
+    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert len(run.episodes) == 24
+    for record in run.episodes:
+        chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
+        assert len(chats) == record["meta"]["calls"]
+        kept = [json.dumps(s["attributes"]) for s in chats]
+        if content == "true":
+            assert all(SECRET in text for text in kept), kept[0]
+        else:
+            assert not any(SECRET in text for text in kept), kept[0]
+    if content == "false":
+        for path in Path(pytester.path / ".prove").rglob("*"):
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path

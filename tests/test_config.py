@@ -56,6 +56,31 @@ def test_the_session_and_the_command_line_give_one_answer(
     assert _verdict(capsys.readouterr().out) == "too small to tell"
 
 
+@pytest.mark.parametrize("form", ["=", " "], ids=["equals", "space"])
+def test_addopts_in_either_form_give_one_answer_at_both_doors(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], form: str) -> None:
+    """``addopts = --prove-max-mde 0.40`` (the space form) was honoured by the session and
+    silently ignored by the command line, which read only ``--prove-max-mde=0.40``."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n"
+                     f"addopts = -p no:cacheprovider --prove-max-mde{form}0.40 "
+                     f"--prove-store{form}agent-runs\n")
+    pytester.makepyfile(test_bot=BOT)
+    monkeypatch.setenv("BOT_REPLICATES", "30")
+    assert pytester.runpytest("--prove-save-baseline=base").ret == 0
+    result = pytester.runpytest("--prove-baseline=base", "--prove-name=again")
+    # At 30 replicates a change of 0.20 is out of sight, one of 0.40 is not.
+    session_word = _verdict(result.stdout.str())
+    assert session_word == "no significant change", result.stdout.str()
+    assert (pytester.path / "agent-runs" / "baselines").is_dir()
+    found = project_settings(pytester.path)
+    assert found.addopts == {"prove_max_mde": "0.40", "prove_store": "agent-runs"}
+    monkeypatch.chdir(pytester.path)
+    capsys.readouterr()
+    assert main(["diff", "baseline:base", "again"]) == 0
+    assert _verdict(capsys.readouterr().out) == session_word
+
+
 def test_a_bad_value_in_the_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""

@@ -566,7 +566,7 @@ def test_blocks_are_found_indented_with_their_skip_comment_and_their_prompts(
     ("pytest --prove-store store", "write --prove-store=store with '='"),
     ("pytest --prove-salt=w --prove-baseline=b", "--prove-salt=w names the salt"),
     ("pytest --prove-update-baseline", "add --prove-baseline NAME"),
-    ("pytest-prove baseline-diff a b", "invalid choice: 'baseline-diff'"),
+    ("pytest-prove baseline-dif a b", "invalid choice: 'baseline-dif'"),
     ("python -m pytest_prove check a b --margin 2", "expected a margin D"),
     ("pytest -q --prove-name=x   # docs-test: refused", "shown as refused"),
 ])
@@ -670,3 +670,75 @@ def test_a_documented_rollout_runs_its_decorator(tmp_path: Path,
     message = failure_of(bad, request)
     assert "page.md:5: planning the rollout failed" in message
     assert "both a failure and a success" in message
+EXAMPLE = ROOT / "examples" / "support_bot"
+
+
+def _quickstart_commands() -> list[tuple[dict[str, str], list[str]]]:
+    """The quickstart's ``pytest`` commands, each with the environment it sets."""
+    text = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            words = shlex.split(line, comments=True)
+            env = {}
+            while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+                key, value = words.pop(0).split("=", 1)
+                env[key] = value
+            if words[:1] == ["pytest"]:
+                found.append((env, words[1:]))
+    return found
+
+
+def _committed_baselines() -> set[str]:
+    """The example's baselines in version control (the folder's files, outside git)."""
+    folder = EXAMPLE / ".prove" / "baselines"
+    try:
+        listed = subprocess.run(["git", "ls-files", "--", str(folder)], cwd=ROOT,
+                                capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {path.stem for path in folder.iterdir()}
+    return {Path(line).stem for line in listed.splitlines() if line}
+
+
+def test_the_quickstart_saves_no_baseline_over_the_committed_one(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quickstart had the reader run ``--prove-save-baseline=current`` in the example,
+    which overwrote its committed baseline: every later number then differed from the
+    pages. Its commands, run in a copy of the example, leave every committed file as it was,
+    and the verdict read against the committed baseline is the one the page shows."""
+    commands = _quickstart_commands()
+    in_example = [(env, args) for env, args in commands if "examples/support_bot" in args]
+    assert len(in_example) >= 3, commands
+    committed = _committed_baselines()
+    assert "current" in committed
+    for _, args in in_example:
+        saved = {a.split("=", 1)[1] for a in args if a.startswith("--prove-save-baseline=")}
+        if "--prove-update-baseline" in args:
+            saved |= {a.split("=", 1)[1] for a in args if a.startswith("--prove-baseline=")}
+        assert not saved & committed, f"pytest {shlex.join(args)} saves over {saved & committed}"
+    # Run them, in a copy of the example where the page's paths hold.
+    copy = pytester.path / "examples" / "support_bot"
+    tracked = {}
+    for source in EXAMPLE.rglob("*"):
+        relative = source.relative_to(EXAMPLE)
+        if source.is_dir() or "__pycache__" in relative.parts or "runs" in relative.parts:
+            continue
+        if relative.parts[:2] == (".prove", "baselines") and source.stem not in committed:
+            continue
+        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+        (copy / relative).write_bytes(source.read_bytes())
+        tracked[relative] = source.read_bytes()
+    page = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    for env, args in in_example:
+        with monkeypatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            result = pytester.runpytest(*args, "-p", "no:randomly", "-p", "no:cacheprovider")
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), (
+            result.stdout.str())
+        verdict = next((line for line in result.stdout.lines
+                        if line.startswith(("worse:", "no significant change:"))), None)
+        if verdict is not None:
+            assert verdict in page, verdict  # the numbers are the page's
+    for relative, content in tracked.items():
+        assert (copy / relative).read_bytes() == content, f"the quickstart changed {relative}"

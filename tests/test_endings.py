@@ -101,6 +101,69 @@ def test_a_base_exception_in_a_block_keeps_every_sibling(pytester: pytest.Pytest
         == "exception"
 
 
+UNRENDERABLE_CONFTEST = textwrap.dedent(
+    """
+    import ast
+
+    _parse = ast.parse
+
+
+    def _parse_or_fail(source, *args, **kwargs):
+        # CPython 3.11's AST constructor can raise this SystemError while pytest reads a
+        # frame's source to render a traceback (python/cpython#106905, pytest-dev/pytest#10763):
+        # stood in for when pytest parses the rollout's module ("source" is the name pytest
+        # gives; its assertion rewriting parses the file under its own name).
+        if "UNRENDERABLE" in str(source) and args[:1] == ("source",):
+            raise SystemError("AST constructor recursion depth mismatch (before=102, after=37)")
+        return _parse(source, *args, **kwargs)
+
+
+    def pytest_configure(config):
+        ast.parse = _parse_or_fail
+
+
+    def pytest_unconfigure(config):
+        ast.parse = _parse
+    """
+)
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=3"]],
+                         ids=["one-process", "xdist", "block"])
+def test_a_failure_pytest_cannot_render_is_an_ordinary_stored_failure(
+        pytester: pytest.Pytester, args: list[str]) -> None:
+    """Rendering a rollout's traceback raised (SystemError from CPython 3.11's AST
+    constructor): an INTERNALERROR ended the sweep, left the run incomplete and stored no
+    episode for the failure. Now the item fails as any failure does, shown as Python prints
+    it, and the sweep goes on."""
+    pytester.makeini(INI)
+    pytester.makeconftest(UNRENDERABLE_CONFTEST)
+    pytester.makepyfile(test_agent=textwrap.dedent("""
+        # UNRENDERABLE
+        import pytest_prove as prove
+
+
+        @prove.rollout(replicates=3, failures=["unresolved"], successes=["resolved"])
+        def test_agent(prove_replicate):
+            if prove_replicate == 1:
+                raise RuntimeError("Event loop is closed")
+            return prove.Episode("resolved")
+    """))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+    text = result.stdout.str()
+    assert "INTERNALERROR" not in text, text
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.stdout.fnmatch_lines([
+        "*pytest-prove: pytest could not render this failure: SystemError: AST constructor "
+        "recursion depth mismatch*",
+        "*raise RuntimeError(\"Event loop is closed\")",
+        "FAILED test_agent.py::test_agent* - RuntimeError: Event loop is closed"])
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    ended = sorted((r["replicate"], r["outcome"] or r["error"]["type"]) for r in run.episodes)
+    assert ended == [(0, "resolved"), (1, "RuntimeError"), (2, "resolved")]
+
+
 def test_pytest_skip_in_a_rollout_is_an_episode_with_no_outcome(
         pytester: pytest.Pytester) -> None:
     _block(pytester, 'pytest.skip("no sandbox for this case")', is_async=False)

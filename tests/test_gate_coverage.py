@@ -227,6 +227,40 @@ def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
     assert "no longer collected" in out and "ticket=password" in out
 
 
+def test_check_fails_on_a_run_made_with_k_unless_told_it_is_partial(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A CI job that runs ``pytest -k ...`` and then ``check`` passed a run that covered part
+    of the baseline: "not run" was said only in the text, and check exited 0."""
+    from pytest_prove.cli import main
+
+    _project(pytester)
+    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    assert pytester.runpytest("--prove-name", "part", "-k", "refund").ret == 0
+    store = ["--store", str(pytester.path / ".prove")]
+    capsys.readouterr()
+    code = main([*store, "check", "baseline:current", "part"])
+    out = capsys.readouterr().out
+    assert code == 4, out
+    first, last = out.splitlines()[0], out.splitlines()[-1]
+    assert first == last and first.startswith("check failed: run 'part' is partial: 1 of the 2 "
+                                              "condition(s) of 'baseline:current' were not run")
+    assert "ticket=password" in first and "--partial" in first
+    # Told it is partial on purpose: the verdict on what ran decides, and the output says so.
+    code = main([*store, "check", "baseline:current", "part", "--partial"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "partial on purpose (--partial): 1 of the 2 condition(s)" in out
+    assert out.splitlines()[-1].startswith("check passed")
+    code = main([*store, "--json", "check", "baseline:current", "part"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 4 and document["failed"] is True
+    assert any("is partial" in reason for reason in document["reasons"])
+    # A whole run needs no flag.
+    assert pytester.runpytest("--prove-name", "whole").ret == 0
+    capsys.readouterr()
+    assert main([*store, "check", "baseline:current", "whole"]) == 0
+
+
 def test_partial_resume_stays_incomplete_and_saves_no_baseline(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeini(INI)

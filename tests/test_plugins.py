@@ -91,6 +91,99 @@ def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> 
     assert kinds == ["outcome", "episode_timeout", "no_outcome", "outcome"]
 
 
+ASYNC_STOPPED = textwrap.dedent(
+    """
+    import asyncio
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    async def test_stopped(prove_replicate):
+        with prove.step("start"):
+            pass
+        if prove_replicate == 1:
+            await asyncio.sleep(600)
+        return prove.Episode("resolved")
+    """
+)
+
+
+@pytest.mark.parametrize("args", [
+    [], ["-n", "2"], ["--prove-concurrency=2"], ["-o", "asyncio_mode=auto"],
+    ["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
+    ["--prove-episode-timeout=600"], ["-n", "2", "--prove-episode-timeout=600"]],
+    ids=["one-process", "xdist", "blocks", "pytest-asyncio", "xdist-blocks-pytest-asyncio",
+         "episode-timeout", "xdist-episode-timeout"])
+def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
+        pytester: pytest.Pytester, args: list[str]) -> None:
+    """pytest-timeout's signal lands where the event loop waits, outside every task: the
+    loop's shutdown cancelled the replicates, the block took that for Ctrl-C, and the
+    timed-out replicate (with its block) was not stored ("unhandled exception during
+    asyncio.run() shutdown ... Stopped(KeyboardInterrupt())"). It is an episode_timeout, as
+    for a sync rollout."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_stopped=ASYNC_STOPPED)
+    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--timeout=2", *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    text = result.stdout.str()
+    assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
+    result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
+                    for r in run.episodes)
+    assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"), (3, "outcome")]
+    timed = next(r for r in run.episodes if r["replicate"] == 1)
+    assert [s["name"] for s in timed["steps"]] == ["start"]
+    assert timed["duration"] >= 1.9
+
+
+SYNC_BLOCK_STOPPED = textwrap.dedent(
+    """
+    import time
+
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"], concurrency=2)
+    def test_stopped(prove_replicate):
+        with prove.step("start"):
+            pass
+        if prove_replicate == 1:
+            # Outlasts the 2 s alarm; short, as the process waits for the thread at exit.
+            time.sleep(8)
+        return prove.Episode("resolved")
+    """
+)
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
+        pytester: pytest.Pytester, args: list[str]) -> None:
+    """The signal lands in the thread that waits for a block's threads: the whole block was
+    lost, the replicate that had finished with it."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_stopped=SYNC_BLOCK_STOPPED)
+    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--timeout=2", *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
+                   for r in run.episodes)
+    assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"), (3, "outcome")]
+    timed = next(r for r in run.episodes if r["replicate"] == 1)
+    assert [s["name"] for s in timed["steps"]] == ["start"]
+
+
 ANYIO = textwrap.dedent(
     """
     import asyncio

@@ -42,7 +42,7 @@ from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
-from .execute import IDENTITIES_KEY, execute_rollout, identities_of
+from .execute import IDENTITIES_KEY, execute_rollout, identities_of, plain_failure_report
 from .salts import FailedSalt, lf_salt, remember_failed
 from .state import (
     DESIGN_FAILURE_KEY,
@@ -784,8 +784,16 @@ def _coroutine_of(function: Any) -> tuple[Any, Callable[[Any], Any] | None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
     plan = item.stash.get(PLAN_KEY, None)
+    try:
+        report = yield
+    except Exception as exc:
+        if plan is None or call.excinfo is None:
+            raise
+        # pytest could not render the rollout's failure (CPython 3.11's AST constructor can
+        # raise SystemError while pytest reads the source of a frame): an INTERNALERROR
+        # ended the sweep and lost the episode. It is an ordinary failure, shown plainly.
+        report = plain_failure_report(item, call, exc)
     if plan is None:
         return report
     if report.when == "call":

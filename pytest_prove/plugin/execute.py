@@ -14,9 +14,14 @@ one interrupted is stored by nobody and runs again on ``--prove-resume``.
 
 from __future__ import annotations
 
+import inspect
+import os
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pluggy
 import pytest
 
 from ..declare.chaos import ChaosConfig
@@ -26,7 +31,8 @@ from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
-__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "identities_of"]
+__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "identities_of",
+           "plain_failure_report"]
 
 
 class BlockInterrupted(Exception):  # noqa: N818 - it says what happened to the item
@@ -143,3 +149,46 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     skipped = [r.no_outcome for r in results if r.no_outcome is not None]
     if skipped and len(skipped) == len(results):
         pytest.skip(f"no outcome: {skipped[0]}")
+
+
+def plain_failure_report(item: pytest.Item, call: pytest.CallInfo[None],
+                         error: Exception) -> pytest.TestReport:
+    """The failed report of a rollout item whose failure pytest could not render (``error``
+    was raised while it did): the exception as Python prints it, with a line saying why.
+    Its first line is the exception, which the short test summary shows."""
+    excinfo, when = call.excinfo, call.when
+    assert excinfo is not None and when != "collect"
+    text = (f"{_plain(excinfo.value)}\n(pytest-prove: pytest could not render this failure: "
+            f"{_plain(error)}; Python's rendering follows)\n{_plain_traceback(excinfo.value)}")
+    sections = [(f"Captured {key} {stage}", content)
+                for stage, key, content in getattr(item, "_report_sections", ())]
+    return pytest.TestReport(item.nodeid, item.location, dict.fromkeys(item.keywords, 1),
+                             "failed", text, when, sections, call.duration, call.start,
+                             call.stop, user_properties=item.user_properties)
+
+
+def _plain(exc: BaseException) -> str:
+    """``Type: message``, whatever its ``__str__`` does."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - a broken __str__ must not lose the report
+        return f"{type(exc).__name__} (whose str() raised)"
+
+
+#: Folders whose frames lead to a rollout's own: pytest's, pluggy's and this package's.
+_MACHINERY = tuple(f"{folder}{os.sep}" for folder in (
+    Path(inspect.getfile(pytest.Item)).resolve().parent,
+    Path(inspect.getfile(pluggy.PluginManager)).resolve().parent,
+    Path(__file__).resolve().parent.parent))
+
+
+def _plain_traceback(exc: BaseException) -> str:
+    """The traceback from the first frame of the user's code on, as Python prints it."""
+    try:
+        tb = exc.__traceback__
+        while (tb is not None and tb.tb_next is not None
+               and tb.tb_frame.f_code.co_filename.startswith(_MACHINERY)):
+            tb = tb.tb_next
+        return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n")
+    except Exception:  # noqa: BLE001 - as in _plain
+        return _plain(exc)

@@ -148,7 +148,6 @@ class SpecFile(pytest.File, _RolloutSource):
     def collect(self) -> Iterator[pytest.Item]:
         try:
             spec = load_spec(self.path)
-            _check_capture(spec)
             fn = import_target(spec)
             check_target_signature(fn, str(self.path))
         except SpecError as exc:
@@ -162,19 +161,6 @@ class SpecFile(pytest.File, _RolloutSource):
             raise self.CollectError(str(exc)) from None
         yield from self._items(self, fn, spec.declaration, spec.target_id, spec.target_id,
                                replicates, concurrency)
-
-
-def _check_capture(spec: SweepSpec) -> None:
-    """A bad ``[capture]`` table is the spec's error, at collection (it failed every item's
-    setup, each with a traceback)."""
-    if spec.declaration.capture is None:
-        return
-    from ..traces.spans import CaptureConfig, CaptureError
-
-    try:
-        CaptureConfig.from_mapping(spec.declaration.capture, f"{spec.path} [capture]")
-    except CaptureError as exc:
-        raise SpecError(str(exc)) from None
 
 
 def function_items(parent: pytest.Collector, name: str, fn: Callable[..., Any],

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_prove.declare.chaos import chaos_text
-from pytest_prove.declare.spec import NO_OUTCOME_EVENT, condition_label
+from pytest_prove.declare.spec import NO_OUTCOME_EVENT, condition_label, quoted_label
 from pytest_prove.review import Review
 from pytest_prove.review.baseline_diff import BaselineDiff, EventRate, ending_word
 from pytest_prove.review.describe import Description
@@ -45,6 +45,7 @@ __all__ = [
     "flips_lines",
     "merge_document",
     "merge_lines",
+    "partial_text",
     "prune_lines",
     "replay_command",
     "report_lines",
@@ -124,26 +125,63 @@ def diff_lines(review: Review, verbose: bool) -> list[str]:
     return lines
 
 
-def check_document(review: Review) -> dict[str, Any]:
+def partial_text(review: Review) -> str | None:
+    """How much of the baseline a run left out on purpose (-k, -m, --lf, a skip), or None
+    when it ran every condition the baseline holds (or left some out by mistake, which
+    fails the gate with its own reason)."""
+    coverage = review.coverage
+    left = [label for labels in coverage.on_purpose.values() for label in labels]
+    if not left or coverage.by_mistake:
+        return None
+    why = "; ".join(f"{reason}: {', '.join(map(quoted_label, labels[:6]))}"
+                    f"{' ...' if len(labels) > 6 else ''}"
+                    for reason, labels in coverage.on_purpose.items())
+    return (f"{len(left)} of the {coverage.total} condition(s) of {review.labels.before!r} "
+            f"were not run ({why})")
+
+
+def _partial_reason(review: Review, partial_ok: bool) -> str | None:
+    """The check's reason to fail on a partial run it was not told about."""
+    text = partial_text(review)
+    if text is None or partial_ok:
+        return None
+    return (f"run {review.labels.after!r} is partial: {text}, so the verdict would cover only "
+            "what ran; run every condition, or pass --partial if it is partial on purpose")
+
+
+def check_document(review: Review, *, partial_ok: bool = False) -> dict[str, Any]:
     gate = review.gate
+    reasons = list(gate.reasons)
+    partial = _partial_reason(review, partial_ok)
+    if partial is not None:
+        reasons.append(partial)
     return {**comparison_document(review),
-            "fail_on": sorted(gate.fail_on), "failed": gate.failed,
-            "reasons": list(gate.reasons)}
+            "fail_on": sorted(gate.fail_on), "failed": gate.failed or bool(reasons),
+            "reasons": reasons, "partial": partial_text(review) is not None}
 
 
-def check_lines(review: Review, verbose: bool) -> list[str]:
+def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> list[str]:
     gate = review.gate
     lines = comparison_lines(review, verbose)
-    if gate.reasons:
+    reasons = list(gate.reasons)
+    partial = _partial_reason(review, partial_ok)
+    if partial is not None:
+        reasons.append(partial)
+    if reasons:
         # The check fails whatever the verdict says (an incomplete merge, conditions not
-        # collected): that comes first, so a first line reading "no significant change" is
-        # never taken for a pass; the reasons are repeated last, where CI logs are read.
-        failed = [f"check failed: {plain_text(r)}" for r in gate.reasons]
+        # collected or not run): that comes first, so a first line reading "no significant
+        # change" is never taken for a pass; the reasons are repeated last, where CI logs
+        # are read.
+        failed = [f"check failed: {plain_text(r)}" for r in reasons]
         return failed + lines + failed
     comparison = review.require_comparison()
     word = comparison.verdict.word
     margin = ("" if comparison.margin is None
               else f", the margin's {comparison.margin.word!r}")
+    left = partial_text(review)
+    if left is not None:
+        lines.append(f"partial on purpose (--partial): {plain_text(left)}; they are left out "
+                     "of the verdict")
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}{margin}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines

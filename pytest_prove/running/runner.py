@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import copy_context
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import Any, cast, final
 
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosConfig, ChaosLog
@@ -379,31 +379,33 @@ def _run_block(identities: Sequence[Identity], declaration: Declaration,
         return _run_with_deadline(identities, declaration, call, where, is_async, capture,
                                   stops, timeout, chaos)
     if is_async:
-        import asyncio  # imported by the first async rollout, not by every session
-
-        coroutine = _run_async(identities, declaration, call, where, capture, stops,
-                               chaos=chaos)
-        return (loop or asyncio.run)(coroutine)
+        return _run_async_block(identities, declaration, call, where, capture, stops, loop,
+                                chaos)
     if len(identities) == 1:
         return [_run_one(identities[0], declaration, call, where, capture, stops,
                          chaos=chaos)]
     from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=len(identities), thread_name_prefix="prove-replicate")
+    logs = [_new_log(ident, capture, chaos) for ident in identities]
     futures = [pool.submit(copy_context().run, _run_one, ident, declaration, call, where,
-                           capture, stops, None, None, chaos)
-               for ident in identities]
+                           capture, stops, log, None, chaos)
+               for ident, log in zip(identities, logs, strict=True)]
     try:
         wait(futures)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - a stop, or a signal handler's exception
         # Ctrl-C reaches the main thread, which waits here: keep what finished, and do
         # not wait for threads that cannot be stopped from outside.
         pool.shutdown(wait=False, cancel_futures=True)
-        if not isinstance(exc, KeyboardInterrupt):
-            raise
-        raise Stopped(exc, [f.result() for f in futures
-                            if f.done() and not f.cancelled() and f.exception() is None]
-                      ) from None
+        ended = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
+        if isinstance(exc, (KeyboardInterrupt, *stops)):
+            raise Stopped(exc, [f.result() for f, done in zip(futures, ended, strict=True)
+                                if done]) from None
+        # Another exception of a signal handler (pytest-timeout's signal method): the
+        # replicates still running end with it, as a sync one alone does; those that
+        # finished keep their endings (the whole block was lost before).
+        return [f.result() if done else _interrupted_result(ident, log, exc)
+                for f, done, ident, log in zip(futures, ended, identities, logs, strict=True)]
     pool.shutdown()
     stopped = [e for f in futures if (e := f.exception()) is not None]
     for error in stopped:
@@ -412,6 +414,80 @@ def _run_block(identities: Sequence[Identity], declaration: Declaration,
     if stopped:
         raise Stopped(stopped[0], [f.result() for f in futures if f.exception() is None])
     return [f.result() for f in futures]
+
+
+def _run_async_block(identities: Sequence[Identity], declaration: Declaration,
+                     call: Callable[[Identity], Any], where: Callable[[Identity], str],
+                     capture: CaptureConfig | None, stops: tuple[type[BaseException], ...],
+                     loop: Callable[[Any], Any] | None,
+                     chaos: ChaosConfig | None) -> list[ReplicateResult]:
+    """Run an async block on ``loop`` (or a loop of its own).
+
+    A signal handler's exception (pytest-timeout's signal method) is raised where the loop
+    waits, outside every task: the loop stops, and the replicates still running end with
+    it, stored as it would have ended them had it reached them (a timeout of
+    pytest-timeout's is an ``episode_timeout``, as for a sync rollout).  Before, the loop's
+    shutdown cancelled them, the block took that for Ctrl-C, and none of them was stored.
+    """
+    import asyncio  # imported by the first async rollout, not by every session
+
+    logs = [_new_log(ident, capture, chaos) for ident in identities]
+    results: dict[int, ReplicateResult] = {}
+    block = _AsyncBlock()
+    coroutine = _run_async(identities, declaration, call, where, capture, stops,
+                           logs=logs, into=results, chaos=chaos, block=block)
+    try:
+        if loop is not None:
+            return cast("list[ReplicateResult]", loop(coroutine))
+        with asyncio.Runner() as runner:
+            try:
+                return runner.run(coroutine)
+            except BaseException as exc:
+                block.stop_from_outside(exc)  # before the runner's exit cancels the tasks
+                raise
+    except BaseException as exc:
+        if block.finished:
+            raise  # the block's own ending (Stopped, or an error of this module's)
+        block.stop_from_outside(exc)
+        if isinstance(exc, stops):
+            raise Stopped(exc, [results[i] for i in sorted(results)]) from None
+        return [results[i] if i in results else _interrupted_result(ident, logs[i], exc)
+                for i, ident in enumerate(identities)]
+
+
+@final
+class _AsyncBlock:
+    """What an async block shares with the code that runs its loop: its tasks, whether its
+    coroutine has ended, and what stopped the loop from outside the block, if anything."""
+
+    __slots__ = ("finished", "outside", "tasks")
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.outside: BaseException | None = None
+        self.tasks: list[Any] = []
+
+    def stop_from_outside(self, exc: BaseException) -> None:
+        """Mark the block stopped by ``exc`` and cancel its tasks: whoever runs the loop next
+        (the loop's shutdown, or the next test on a shared loop) ends them quietly."""
+        if self.finished or self.outside is not None:
+            return
+        self.outside = exc
+        for task in self.tasks:
+            task.cancel()
+
+
+def _interrupted_result(identity: Identity, log: EpisodeLog,
+                        exc: BaseException) -> ReplicateResult:
+    """The record of a replicate still running when something outside it (a signal
+    handler's exception, another plugin's timeout) stopped its block: it ends as ``exc``
+    would have ended it, and pytest-timeout's timeout is an ``episode_timeout``."""
+    kind = "episode_timeout" if _is_plugin_timeout(exc) else "exception"
+    record = error_record(identity, kind, type(exc).__name__, _describe(exc),
+                          round(time.perf_counter() - log.started, 6))
+    record["steps"] = _snapshot(log.steps)
+    _close(log, record, running=True)
+    return ReplicateResult(record, exception=exc)
 
 
 def _run_one(identity: Identity, declaration: Declaration, call: Callable[[Identity], Any],
@@ -553,12 +629,7 @@ def _run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
         if interrupted is not None and result is None:
             # Something stopped the waiting itself (a timeout of another plugin): the
             # replicates still running end with it, as they would had it reached them.
-            message = _describe(interrupted)
-            record = error_record(ident, "exception", type(interrupted).__name__, message,
-                                  round(time.perf_counter() - logs[i].started, 6))
-            record["steps"] = _snapshot(logs[i].steps)
-            _close(logs[i], record, running=True)
-            result = ReplicateResult(record, exception=interrupted)
+            result = _interrupted_result(ident, logs[i], interrupted)
         elif result is None or (owner[i] in sent and result.record["error"] is None):
             # Still running, or it caught the timeout and returned late: either way it was
             # running at its deadline, which is what the timeout promises to record.
@@ -578,7 +649,8 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
                      logs: Sequence[EpisodeLog] | None = None,
                      into: dict[int, ReplicateResult] | None = None,
                      started: set[int] | None = None,
-                     chaos: ChaosConfig | None = None) -> list[ReplicateResult]:
+                     chaos: ChaosConfig | None = None,
+                     block: _AsyncBlock | None = None) -> list[ReplicateResult]:
     import asyncio
 
     tasks: list[asyncio.Task[ReplicateResult | None]] = []
@@ -625,18 +697,29 @@ async def _run_async(identities: Sequence[Identity], declaration: Declaration,
         return found
 
     tasks.extend(asyncio.create_task(one(n, i)) for n, i in enumerate(identities))
+    if block is not None:
+        block.tasks.extend(tasks)
     try:
-        await asyncio.wait(tasks)
-    except asyncio.CancelledError:
-        # asyncio.run cancels this task on Ctrl-C: stop the replicates, keep what finished.
-        for task in tasks:
-            task.cancel()
-        await asyncio.wait(tasks)
-        stopped.insert(0, KeyboardInterrupt())
-    finished = [r for t in tasks if not t.cancelled() and (r := t.result()) is not None]
-    if stopped:
-        raise Stopped(stopped[0], finished)
-    return finished
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            # asyncio.run cancels this task on Ctrl-C: stop the replicates, keep what
+            # finished.
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            stopped.insert(0, KeyboardInterrupt())
+        if block is not None and block.outside is not None:
+            # Cancelled because something outside the block stopped its loop: the code
+            # that ran the loop stores the replicates from what they recorded.
+            return []
+        finished = [r for t in tasks if not t.cancelled() and (r := t.result()) is not None]
+        if stopped:
+            raise Stopped(stopped[0], finished)
+        return finished
+    finally:
+        if block is not None and block.outside is None:
+            block.finished = True
 
 
 async def _as_awaitable(value: Awaitable[Any] | Any) -> Any:

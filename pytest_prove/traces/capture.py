@@ -112,6 +112,25 @@ def _ini_config(config: pytest.Config) -> CaptureConfig | None:
 # switching capture on, per process
 
 
+def _content_value() -> str:
+    """The value of OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT that keeps prompts and
+    completions on spans for the GenAI utilities installed.
+
+    Instrumentors built on opentelemetry-util-genai with its latest conventions (the only
+    ones its 1.x releases support) read a mode, ``SPAN_ONLY``, and take ``true`` for "no
+    content"; earlier instrumentors, and the legacy path, read ``true``."""
+    try:
+        from opentelemetry.util.genai.types import ContentCapturingMode
+        from opentelemetry.util.genai.utils import is_experimental_mode
+    except ImportError:
+        return "true"
+    try:
+        latest = bool(is_experimental_mode())
+    except Exception:  # noqa: BLE001 - a utility that cannot tell is taken for the legacy one
+        latest = False
+    return "SPAN_ONLY" if latest and hasattr(ContentCapturingMode, "SPAN_ONLY") else "true"
+
+
 def _entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
@@ -178,7 +197,7 @@ class CaptureManager:
             self.missing.update(dict.fromkeys(names, f"not recording: {SDK_DISABLED}"))
             return
         if config.content and CONTENT_ENV not in os.environ:
-            os.environ[CONTENT_ENV] = "true"
+            os.environ[CONTENT_ENV] = _content_value()
             self._env_set = True
         provider = self._instrument_provider()
         points = _entry_points()
