@@ -124,7 +124,7 @@ def check_document(review: Review) -> dict[str, Any]:
     gate = review.gate
     return {**comparison_document(review),
             "fail_on": sorted(gate.fail_on), "failed": gate.failed,
-            "reasons": list(gate.reasons)}
+            "reasons": list(gate.reasons), "notes": list(gate.notes)}
 
 
 def check_lines(review: Review, verbose: bool) -> list[str]:
@@ -135,11 +135,12 @@ def check_lines(review: Review, verbose: bool) -> list[str]:
         # collected): that comes first, so a first line reading "no significant change" is
         # never taken for a pass; the reasons are repeated last, where CI logs are read.
         failed = [f"check failed: {plain_text(r)}" for r in gate.reasons]
-        return failed + lines + failed
+        return failed + lines + [f"note: {plain_text(n)}" for n in gate.notes] + failed
     comparison = review.require_comparison()
     word = comparison.verdict.word
     margin = ("" if comparison.margin is None
               else f", the margin's {comparison.margin.word!r}")
+    lines.extend(f"note: {plain_text(n)}" for n in gate.notes)
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}{margin}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines
