@@ -129,7 +129,9 @@ def _review(args: argparse.Namespace) -> Review:
                   fail_on=gate_fails_on(getattr(args, "fail_on", None),
                                         margin=margin_asked is not None),
                   missing=args.missing, margin=margin_asked, chaos_differs=args.chaos_differs,
-                  allow_underpowered=bool(getattr(args, "allow_underpowered", False)))
+                  allow_underpowered=bool(getattr(args, "allow_underpowered", False))
+                  and "too-small" not in (getattr(args, "fail_on", None) or ()),
+                  max_errored=getattr(args, "max_errored", None))
     done.require_comparison()
     return done
 
@@ -228,6 +230,10 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pass a comparison whose rows are too small to tell by design "
                              "(rows that lost twins still fail); default: ini "
                              "prove_allow_underpowered")
+    parser.add_argument("--max-errored", type=share, default=None, metavar="F",
+                        help="fail a condition more than F of whose episodes in A (the "
+                             "baseline) ended without an outcome; default: ini "
+                             "prove_max_errored, else 0.1")
 
 
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)

@@ -226,9 +226,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"ini option prove_margin: {exc}") from None
     ini_fail_on = str(config.getini("prove_fail_on")).strip()
     try:
-        fail_words = gate_fails_on(
-            opt.prove_fail_on or (fail_on(ini_fail_on) if ini_fail_on else None),
-            margin=margin is not None)
+        asked_words = opt.prove_fail_on or (fail_on(ini_fail_on) if ini_fail_on else None)
+        fail_words = gate_fails_on(asked_words, margin=margin is not None)
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
     try:
@@ -370,7 +369,10 @@ def pytest_configure(config: pytest.Config) -> None:
             asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
                    "missing": missing, "margin": margin,
                    "chaos_differs": settings.chaos_asked,
-                   "allow_underpowered": settings.allow_underpowered},
+                   # too-small named on purpose beats --prove-allow-underpowered
+                   "allow_underpowered": settings.allow_underpowered
+                   and "too-small" not in (asked_words or ()),
+                   "max_errored": settings.max_errored},
             replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None

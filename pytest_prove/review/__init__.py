@@ -98,7 +98,8 @@ class Review:
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
            margin: float | None = None, chaos_differs: bool = False,
-           sequential: Looks | None = None, allow_underpowered: bool = False) -> Review:
+           sequential: Looks | None = None, allow_underpowered: bool = False,
+           max_errored: float | None = None) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
@@ -113,7 +114,9 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     :func:`pytest_prove.options.gate_fails_on` resolves it. With ``too-small`` in it, a row
     that could not have shown a change of ``max_mde`` fails the gate whatever the verdict
     word (:mod:`.vouch`); ``allow_underpowered`` spares the rows blind by design, never those
-    that lost twins.
+    that lost twins. A compared condition more than ``max_errored`` of whose baseline
+    episodes ended without an outcome fails it too (default: the bound a baseline is saved
+    with, ``store.baselines.MAX_ERRORED``).
 
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
     :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
@@ -154,7 +157,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
 
     blind = vouch(comparison, prepared, indexes, fail_on=fail_on,
                   allow_underpowered=allow_underpowered, before=labels.before,
-                  after=labels.after)
+                  after=labels.after,
+                  **({} if max_errored is None else {"max_errored": max_errored}))
     verdict_failed = ((word == "worse" and "worse" in fail_on)
                       or bool(blind.failing)
                       or (comparison is not None and comparison.margin is not None

@@ -60,20 +60,21 @@ def check_declarations(before: Run, after: Run) -> None:
     """Refuse, with the fix, when a rollout both runs hold declares its outcomes, failures
     or successes otherwise in each (merge refuses shards that differ the same way)."""
     old, new = manifest_declarations(before.manifest), manifest_declarations(after.manifest)
+    named = f"baseline:{before.name}" if before.is_baseline else before.name
     problems = []
     for rollout_id in sorted(set(old) & set(new)):
         was, now = _terms(old[rollout_id]), _terms(new[rollout_id])
         if was is None or now is None or was == now:
             continue
         changed = "; ".join(
-            f"{part} {was[part]} in {before.name!r}, {now[part]} in {after.name!r}"
+            f"{part} {was[part]} in {named}, {now[part]} in {after.name}"
             for part in ("failures", "successes", "outcomes") if was[part] != now[part])
         problems.append(f"{rollout_label(after, rollout_id)}: {changed}")
     if problems:
         shown = " | ".join(problems[:4]) + (" ..." if len(problems) > 4 else "")
         raise DeclarationError(
             f"refused to compare: the declarations differ ({shown}), so a verdict would read "
-            f"{before.name!r} under the declaration of {after.name!r}. If the change is on "
+            f"{named} under the declaration of {after.name}. If the change is on "
             f"purpose, review it and replace the baseline (pytest --prove-baseline="
             f"{before.name} --prove-update-baseline, or --prove-save-baseline={before.name}); "
             "otherwise restore the declaration")

@@ -32,6 +32,7 @@ from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from ..stats import Comparison, Row, design_check, limits
 from ..store import Run
+from ..store.baselines import MAX_ERRORED
 from .pairing import NO_OUTCOME, Prepared, declarations_of
 from .reading import RunIndex
 
@@ -81,12 +82,45 @@ def _would_see(row: Row, planned: tuple[int, int], comparison: Comparison) -> bo
     return all(chosen[d].sees(comparison.max_mde) for d in row.blind)
 
 
-def vouch(comparison: Comparison | None, prepared: Prepared,
-          indexes: tuple[RunIndex, RunIndex], *, fail_on: Collection[str],
-          allow_underpowered: bool, before: str, after: str) -> Vouch:
-    """The blind rows that fail the gate, with reasons and fixes (see the module)."""
+def _outage(prepared: Prepared, indexes: tuple[RunIndex, RunIndex], max_errored: float,
+            before: str) -> tuple[list[str], list[str]]:
+    """Conditions compared whose baseline episodes ended without an outcome in a share above
+    ``max_errored`` (reasons), and those above the default that a widened bound let through
+    (notes). What is left of such a condition is what an outage let through, not a sample
+    of it; a run's own share is tested by its ``no outcome`` row, a baseline's only reads
+    as "safer" there."""
     reasons: list[str] = []
     notes: list[str] = []
+    labels = dict(zip(prepared.keys, (r.condition for r in prepared.rows), strict=False))
+    for key, label in labels.items():
+        entry = indexes[0].conditions.get(key)
+        if entry is None or not entry.outcomes:
+            continue
+        lost = sum(1 for o in entry.outcomes.values() if o is None)
+        total = len(entry.outcomes)
+        share = lost / total
+        if share > max_errored + 1e-12:
+            reasons.append(
+                f"condition {quoted_label(label)}: {lost} of the {total} episodes of "
+                f"{before!r} ended without an outcome ({share:.2f}, more than "
+                f"{max_errored:g}), so what is left of it is what an outage let through, "
+                "not a sample of the agent, and no verdict on it can be vouched for. Save "
+                f"the baseline anew from a run without the outage (pytest-prove show "
+                f"{before} -v lists the endings); "
+                "--prove-max-errored raises the bound on purpose")
+        elif share > MAX_ERRORED + 1e-12:
+            notes.append(f"condition {quoted_label(label)}: {share:.2f} of the episodes of "
+                         f"{before!r} ended without an outcome, above the default bound "
+                         f"{MAX_ERRORED:g}, within --prove-max-errored {max_errored:g}")
+    return reasons, notes
+
+
+def vouch(comparison: Comparison | None, prepared: Prepared,
+          indexes: tuple[RunIndex, RunIndex], *, fail_on: Collection[str],
+          allow_underpowered: bool, before: str, after: str,
+          max_errored: float = MAX_ERRORED) -> Vouch:
+    """The blind rows that fail the gate, with reasons and fixes (see the module)."""
+    reasons, notes = _outage(prepared, indexes, max_errored, before)
     failing: list[Row] = []
     small = "too-small" in fail_on
     keys = dict(zip((r.condition for r in prepared.rows), prepared.keys, strict=False))
@@ -112,10 +146,14 @@ def vouch(comparison: Comparison | None, prepared: Prepared,
                          "leaves too-small out")
     if comparison is None:
         return Vouch((), tuple(reasons), tuple(notes))
-    undecided = [r for r in comparison.rows if r.is_blind and r.direction == "unchanged"]
+    # A blind row that lost twins fails even when it counted: what is left of its twins is
+    # what an outage let through, not a sample of the condition. A row blind by design that
+    # counted has shown its change; only the undecided ones are too small to tell.
     lost_rows: list[tuple[Row, int, int, int, int]] = []
     design_rows: list[Row] = []
-    for row in undecided:
+    for row in comparison.rows:
+        if not row.is_blind:
+            continue
         found = keys.get(row.condition)
         if found is not None and row.event != NO_OUTCOME:
             n_b, n_a, lost_b, lost_a = _sizes(found, row.paired, indexes)
@@ -123,7 +161,8 @@ def vouch(comparison: Comparison | None, prepared: Prepared,
                                                                         comparison):
                 lost_rows.append((row, n_b, n_a, lost_b, lost_a))
                 continue
-        design_rows.append(row)
+        if row.direction == "unchanged":
+            design_rows.append(row)
     if lost_rows and small:
         failing.extend(r for r, *_ in lost_rows)
         by_condition: dict[str, list[tuple[Row, int, int, int, int]]] = defaultdict(list)
@@ -172,9 +211,9 @@ def _limits_of(row: Row) -> str:
 
 
 def _lost_fix(before: str, after: str, lost_b: int, lost_a: int) -> str:
-    where = (f"baseline {before!r}" if lost_b >= lost_a else f"run {after!r}")
-    return (f"Find why the episodes of {where} ended without an outcome (pytest-prove show "
-            f"{'baseline:' + before if lost_b >= lost_a else after} -v lists them), fix it "
+    where = before if lost_b >= lost_a else after
+    return (f"Find why the episodes of {where!r} ended without an outcome (pytest-prove show "
+            f"{where} -v lists them), fix it "
             "and run again" + ("; then save the baseline anew (--prove-save-baseline)"
                                if lost_b >= lost_a else "")
             + "; --prove-fail-on=no-too-small passes such a gate on purpose")
