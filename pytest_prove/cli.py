@@ -233,7 +233,7 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-errored", type=share, default=None, metavar="F",
                         help="fail a condition more than F of whose episodes in A (the "
                              "baseline) ended without an outcome; default: ini "
-                             "prove_max_errored, else 0.1")
+                             "prove_max_errored, else 0.25")
 
 
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)
@@ -449,7 +449,7 @@ def _merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-errored", type=share, default=None, metavar="F",
                         help="with --save-baseline: the largest share of a condition's "
                              "episodes that may end without an outcome; default: ini "
-                             "prove_max_errored, else 0.1")
+                             "prove_max_errored, else 0.25")
     parser.add_argument("--q", type=fraction, default=None,
                         help="with --save-baseline: the error rate of the design check of its "
                              "episodes with an outcome; default: ini prove_q, else 0.05")

@@ -180,7 +180,7 @@ _FROM_INI: tuple[tuple[str, str, Callable[[str], Any], Any], ...] = (
     ("margin", "prove_margin", margin, None),
     ("fail_on", "prove_fail_on", fail_on, None),  # None: the defaults (options.gate_fails_on)
     ("allow_underpowered", "prove_allow_underpowered", _switch, False),
-    ("max_errored", "prove_max_errored", share, 0.1),
+    ("max_errored", "prove_max_errored", share, 0.25),
 )
 
 

@@ -80,7 +80,7 @@ def test_an_outage_run_is_not_saved_as_a_baseline(agent: pytest.Pytester,
     result = agent.runpytest("--prove-save-baseline=current")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*not saved: baseline 'current' would hold 1 condition(s) "
-                                 "where more than 0.1 of the episodes ended without an "
+                                 "where more than 0.25 of the episodes ended without an "
                                  "outcome*case=a*--prove-max-errored*"])
     assert "baseline 'current' saved" not in result.stdout.str()
     assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()
@@ -107,7 +107,7 @@ def test_a_baseline_saved_with_the_bound_widened_says_so(
     result = agent.runpytest("--prove-save-baseline=current", "--prove-max-errored=0.5")
     result.stdout.fnmatch_lines(["*baseline 'current' saved from run *--prove-max-errored 0.5 "
                                  "widened the share of episodes without an outcome a baseline "
-                                 "may hold (default 0.1): up to 0.*case=a*"])
+                                 "may hold (default 0.25): up to 0.*case=a*"])
 
 
 def test_a_run_too_thin_for_the_design_check_is_not_saved(
@@ -137,7 +137,7 @@ def test_a_thin_baseline_fails_the_gate_of_a_worse_agent(
     out = result.stdout.str()
     result.stdout.fnmatch_lines(["*gate failed: condition case=a: * of the 200 episodes of "
                                  "'baseline:current' ended without an outcome (*, more than "
-                                 "0.1)*--prove-max-errored*"])
+                                 "0.25)*--prove-max-errored*"])
     if every:
         result.stdout.fnmatch_lines(["*gate failed: condition case=a: none of the 200 twins "
                                      "both runs ran has an outcome in both*events were not "

@@ -167,7 +167,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-max-errored", metavar="F", type=share, default=None,
                     help="the largest share of a condition's episodes that may end without "
                          "an outcome (errors, timeouts, no outcome) in a run saved as a "
-                         "baseline; default: ini prove_max_errored, else 0.1")
+                         "baseline; default: ini prove_max_errored, else 0.25")
     group.addoption("--prove-report", metavar="PATH", type=_report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
@@ -186,7 +186,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "not-within with a margin); no-WORD leaves one out", default="")
     parser.addini("prove_max_errored", "default for --prove-max-errored (share of a "
                   "condition's episodes without an outcome a baseline may hold)",
-                  default="0.1")
+                  default="0.25")
     parser.addini("prove_margin", "default for --prove-margin (empty: no margin)", default="")
     parser.addini("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
                   "empty: no timeout)", default="")
@@ -232,7 +232,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
     try:
         max_errored = (opt.prove_max_errored if opt.prove_max_errored is not None
-                       else share(str(config.getini("prove_max_errored")).strip() or "0.1"))
+                       else share(str(config.getini("prove_max_errored")).strip() or "0.25"))
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_max_errored: {exc}") from None
     try:

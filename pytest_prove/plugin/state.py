@@ -76,7 +76,7 @@ class Settings:
     allow_underpowered: bool = False
     #: --prove-max-errored: the share of a condition's episodes without an outcome a run
     #: saved as a baseline may hold.
-    max_errored: float = 0.1
+    max_errored: float = 0.25
     paired: bool = False  # a baseline is given, so the comparison will be paired
     sequential: bool = False  # --prove-sequential: stop each condition once it is decided
     plan_only: bool = False

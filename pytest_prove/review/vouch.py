@@ -181,6 +181,8 @@ def vouch(comparison: Comparison | None, prepared: Prepared,
                 f"all of them it would have. {_lost_fix(before, after, lost_b, lost_a)}")
     elif lost_rows:
         design_rows.extend(r for r, *_ in lost_rows)
+    if comparison.verdict.word == "worse" and "worse" in fail_on:
+        design_rows = []  # the gate fails on the verdict; the table shows what is blind
     if design_rows and small and not allow_underpowered:
         failing.extend(design_rows)
         if comparison.verdict.word != "too small to tell":
