@@ -235,3 +235,17 @@ def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.M
                  "--fail-on=no-worse"])
     assert code == 0
     assert "note: a 'worse' verdict does not fail this gate" in capsys.readouterr().out
+
+
+def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
+    # Ten twins a condition (-k keeps r000..r009) cannot see 0.20: by design, not lost.
+    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    result = agent.runpytest("--prove-baseline=current", "-k", "r00")
+    result.stdout.fnmatch_lines(["too small to tell*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result = agent.runpytest("--prove-baseline=current", "-k", "r00",
+                             "--prove-allow-underpowered")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["too small to tell*", "*note: * row(s) could not have shown a "
+                                 "change of 0.20 (*), and the gate does not fail on that: "
+                                 "--prove-allow-underpowered*"])
