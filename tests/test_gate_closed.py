@@ -249,3 +249,20 @@ def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["too small to tell*", "*note: * row(s) could not have shown a "
                                  "change of 0.20 (*), and the gate does not fail on that: "
                                  "--prove-allow-underpowered*"])
+
+
+def test_merge_refuses_to_save_an_outage_as_a_baseline(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("OUTAGE", "0.9")
+    monkeypatch.setenv("OUTAGE_ALL", "1")
+    for index in (1, 2):
+        agent.runpytest(f"--prove-shard={index}/2", "--prove-salt=sweep",
+                        f"--prove-name=shard-{index}")
+    capsys.readouterr()
+    code = main(["--store", str(agent.path / ".prove"), "merge", "shard-1", "shard-2",
+                 "--name=whole", "--save-baseline=current"])
+    assert code == 1
+    assert "not saved: baseline 'current' would hold 1 condition(s) where more than 0.25" \
+        in capsys.readouterr().out
+    assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()

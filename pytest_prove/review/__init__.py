@@ -157,7 +157,7 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
 
     blind = vouch(comparison, prepared, indexes, fail_on=fail_on,
                   allow_underpowered=allow_underpowered, before=labels.before,
-                  after=labels.after,
+                  after=labels.after, sequential=sequential is not None,
                   **({} if max_errored is None else {"max_errored": max_errored}))
     verdict_failed = ((word == "worse" and "worse" in fail_on)
                       or bool(blind.failing)

@@ -118,8 +118,11 @@ def _outage(prepared: Prepared, indexes: tuple[RunIndex, RunIndex], max_errored:
 def vouch(comparison: Comparison | None, prepared: Prepared,
           indexes: tuple[RunIndex, RunIndex], *, fail_on: Collection[str],
           allow_underpowered: bool, before: str, after: str,
-          max_errored: float = MAX_ERRORED) -> Vouch:
-    """The blind rows that fail the gate, with reasons and fixes (see the module)."""
+          max_errored: float = MAX_ERRORED, sequential: bool = False) -> Vouch:
+    """The blind rows that fail the gate, with reasons and fixes (see the module).
+
+    ``sequential``: the rows are a sequential run's, each condition read at the look it
+    stopped at; the twins after it were never meant to be read, so none is lost."""
     reasons, notes = _outage(prepared, indexes, max_errored, before)
     failing: list[Row] = []
     small = "too-small" in fail_on
@@ -155,7 +158,7 @@ def vouch(comparison: Comparison | None, prepared: Prepared,
         if not row.is_blind:
             continue
         found = keys.get(row.condition)
-        if found is not None and row.event != NO_OUTCOME:
+        if found is not None and row.event != NO_OUTCOME and not sequential:
             n_b, n_a, lost_b, lost_a = _sizes(found, row.paired, indexes)
             if (row.n_before < n_b or row.n_after < n_a) and _would_see(row, (n_b, n_a),
                                                                         comparison):
