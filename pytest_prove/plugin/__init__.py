@@ -101,14 +101,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-name", metavar="NAME", type=store_name, default=None,
                     help="name this run (default: its run id)")
     group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
-                    help="pair this run with baseline NAME, compare, and fail on a worse verdict")
+                    help="pair this run with baseline NAME, compare, and fail on a worse "
+                         "verdict or on a condition it cannot vouch for (too small to tell, "
+                         "lost twins, a declaration that differs)")
     group.addoption("--prove-save-baseline", metavar="NAME", type=store_name, default=None,
                     help="write this run as baseline NAME (.prove/baselines/NAME.baseline) once "
-                         "it is complete")
+                         "it is complete and could serve as one (--prove-max-errored)")
     group.addoption("--prove-update-baseline", action="store_true", default=False,
-                    help="replace the --prove-baseline file with this run once it is complete")
+                    help="replace the --prove-baseline file with this run once it is complete "
+                         "and could serve as one (also accepts a changed declaration)")
     group.addoption("--prove-resume", metavar="RUN", type=run_name, default=None,
-                    help="run only the replicates that run RUN is missing, appending to it")
+                    help="run only the replicates that run RUN is missing, appending to it; a "
+                         "run paired with a baseline is gated against it")
     group.addoption("--prove-replay", metavar="RUN", type=_replay_name, default=None,
                     help="run the selected items on the seeds they had in run RUN (a name, "
                          "run id, latest or baseline:NAME), one replicate an item and no "
