@@ -339,12 +339,14 @@ class ProveSession:
         return [f"sequential=True ({shown}): every replicate ran, as in a fixed run: {why}"]
 
     def _save_baselines(self, outcome: Outcome) -> list[str]:
-        from ..review.vouch import thin_baseline
         from ..store.baselines import save_baseline
 
         settings = self.settings
 
         def thin(run: Run) -> str | None:
+            # The engine (numpy, scipy) is imported only when a baseline is written.
+            from ..review.vouch import thin_baseline
+
             return thin_baseline(run, q=settings.q, max_mde=settings.max_mde)
 
         notes = []
