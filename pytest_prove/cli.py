@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 from .errors import ProveError
 from .inifile import fill_defaults, project_settings
-from .options import fail_on, fraction, margin, missing_mode
+from .options import fail_on, fraction, gate_fails_on, margin, missing_mode, share
 from .report import commands as say
 from .report import cost as cost_text
 from .report._format import REPORT_SCHEMA_VERSION, plain_text
@@ -127,10 +127,12 @@ def _review(args: argparse.Namespace) -> Review:
     before, after = _pair_of(args)
     margin_asked = getattr(args, "margin", None)
     done = review(before, after, events=args.event or None, q=args.q, max_mde=args.max_mde,
-                  fail_on=getattr(args, "fail_on", None) or (
-                      frozenset({"worse", "not-within"}) if margin_asked is not None
-                      else frozenset({"worse"})),
-                  missing=args.missing, margin=margin_asked, chaos_differs=args.chaos_differs)
+                  fail_on=gate_fails_on(getattr(args, "fail_on", None),
+                                        margin=margin_asked is not None),
+                  missing=args.missing, margin=margin_asked, chaos_differs=args.chaos_differs,
+                  allow_underpowered=bool(getattr(args, "allow_underpowered", False))
+                  and "too-small" not in (getattr(args, "fail_on", None) or ()),
+                  max_errored=getattr(args, "max_errored", None))
     done.require_comparison()
     return done
 
@@ -221,9 +223,18 @@ def _diff(args: argparse.Namespace, out: Output) -> int:
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
     _engine_options(parser)
     parser.add_argument("--fail-on", type=fail_on, default=None,
-                        help="verdicts that fail, comma-separated: worse, too-small, "
-                             "not-within (a condition not shown within --margin); default: ini "
-                             "prove_fail_on, else worse (with a margin, worse,not-within)")
+                        help="verdicts that fail besides the defaults, comma-separated: "
+                             "worse and too-small always, not-within with --margin; no-WORD "
+                             "leaves one out on purpose (e.g. no-worse), and the output says "
+                             "so; default: ini prove_fail_on")
+    parser.add_argument("--allow-underpowered", action="store_true", default=None,
+                        help="pass a comparison whose rows are too small to tell by design "
+                             "(rows that lost twins still fail); default: ini "
+                             "prove_allow_underpowered")
+    parser.add_argument("--max-errored", type=share, default=None, metavar="F",
+                        help="fail a condition more than F of whose episodes in A (the "
+                             "baseline) ended without an outcome; default: ini "
+                             "prove_max_errored, else 0.25")
     parser.add_argument("--partial", action="store_true",
                         help="the run is partial on purpose (-k, -m, --lf, a skip): decide on "
                              "the conditions it ran (without it, a run that left conditions "
@@ -487,7 +498,18 @@ def _merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", type=store_name, required=True,
                         help="the name of the merged run (a new name)")
     parser.add_argument("--save-baseline", type=store_name, default=None, metavar="NAME",
-                        help="also write the merged run as baseline NAME, when it is complete")
+                        help="also write the merged run as baseline NAME, when it is complete "
+                             "and could serve as one")
+    parser.add_argument("--max-errored", type=share, default=None, metavar="F",
+                        help="with --save-baseline: the largest share of a condition's "
+                             "episodes that may end without an outcome; default: ini "
+                             "prove_max_errored, else 0.25")
+    parser.add_argument("--q", type=fraction, default=None,
+                        help="with --save-baseline: the error rate of the design check of its "
+                             "episodes with an outcome; default: ini prove_q, else 0.05")
+    parser.add_argument("--max-mde", type=fraction, default=None,
+                        help="with --save-baseline: the change its conditions must let a later "
+                             "gate see; default: ini prove_max_mde, else 0.20")
 
 
 @command("merge", "join the runs of a sweep's shards (--prove-shard=K/N) into one run",
@@ -501,8 +523,13 @@ def _merge(args: argparse.Namespace, out: Output) -> int:
     run = merge_runs(store, runs, args.name)
     saved = None
     if args.save_baseline is not None:
+        from .review.vouch import thin_baseline
+
         saved = save_baseline(store, args.save_baseline, run,
-                              missing=int(run.manifest.get("missing") or 0))
+                              missing=int(run.manifest.get("missing") or 0),
+                              max_errored=args.max_errored,
+                              thin=lambda found: thin_baseline(found, q=args.q,
+                                                               max_mde=args.max_mde))
     out.document("merge", say.merge_document(run, saved))
     out.lines(say.merge_lines(run, saved))
     return EXIT_REFUSED if saved is not None and saved.startswith("not saved") else EXIT_OK

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, final
 
 from .errors import ProveError
-from .options import fail_on, fraction, margin, missing_mode
+from .options import fail_on, fraction, margin, missing_mode, share
 
 __all__ = ["IniError", "ProjectSettings", "fill_defaults", "project_settings"]
 
@@ -171,13 +171,25 @@ def project_settings(start: Path | None = None) -> ProjectSettings:
     return ProjectSettings(rootdir=here)
 
 
+def _switch(text: str) -> bool:
+    """A bool ini value, as pytest reads one (true/false, yes/no, on/off, 1/0)."""
+    word = text.strip().lower()
+    if word in ("true", "yes", "on", "1", "y", "t"):
+        return True
+    if word in ("false", "no", "off", "0", "n", "f", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 #: Options whose default is the project's ini value, as the session reads it.
 _FROM_INI: tuple[tuple[str, str, Callable[[str], Any], Any], ...] = (
     ("q", "prove_q", fraction, 0.05),
     ("max_mde", "prove_max_mde", fraction, 0.20),
     ("missing", "prove_missing", missing_mode, "test"),
     ("margin", "prove_margin", margin, None),
-    ("fail_on", "prove_fail_on", fail_on, None),  # None: worse, and not-within with a margin
+    ("fail_on", "prove_fail_on", fail_on, None),  # None: the defaults (options.gate_fails_on)
+    ("allow_underpowered", "prove_allow_underpowered", _switch, False),
+    ("max_errored", "prove_max_errored", share, 0.25),
 )
 
 
@@ -190,7 +202,8 @@ def fill_defaults(args: argparse.Namespace, project: ProjectSettings) -> None:
         if not hasattr(args, name) or getattr(args, name) is not None:
             continue
         raw = project.addopts.get(option, project.get(option))
-        if raw == "" and option in ("prove_missing", "prove_margin", "prove_fail_on"):
+        if raw == "" and option in ("prove_missing", "prove_margin", "prove_fail_on",
+                                    "prove_max_errored"):
             raw = None  # an empty value is the default, in the session too
         try:
             setattr(args, name, parse(raw) if raw is not None else builtin)

@@ -14,16 +14,18 @@ from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
 __all__ = ["DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "count", "fail_on", "fraction",
-           "margin", "missing_mode", "positive_int", "run_name", "salt_word", "seconds",
-           "shard", "store_name"]
+           "gate_fails_on", "margin", "missing_mode", "positive_int", "run_name", "salt_word",
+           "seconds", "shard", "share", "store_name"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
 #: not shown within --prove-margin).
 FAIL_ON: Final = ("worse", "too-small", "not-within")
-#: What fails when nothing says otherwise: a significant worsening, and with a margin, a
-#: condition not shown within it (naming a margin asks for that claim).
-DEFAULT_FAIL_ON: Final = frozenset({"worse"})
-MARGIN_FAIL_ON: Final = frozenset({"worse", "not-within"})
+#: What fails when nothing says otherwise: a significant worsening, a comparison too small to
+#: tell (some row could not have shown a change of max_mde), and with a margin, a condition
+#: not shown within it (naming a margin asks for that claim). ``--prove-fail-on`` adds to
+#: these; a word written ``no-WORD`` takes one out on purpose, and the gate then says so.
+DEFAULT_FAIL_ON: Final = frozenset({"worse", "too-small"})
+MARGIN_FAIL_ON: Final = frozenset({"worse", "too-small", "not-within"})
 
 
 def positive_int(text: str) -> int:
@@ -120,14 +122,48 @@ def chaos_switch(text: str) -> bool:
 
 
 def fail_on(text: str) -> frozenset[str]:
-    """A comma-separated set of verdicts to fail on: worse, too-small, not-within."""
+    """A comma-separated set of verdicts: worse, too-small, not-within add to what fails;
+    ``no-worse``, ``no-too-small``, ``no-not-within`` take one out on purpose (see
+    :func:`gate_fails_on`)."""
     words = frozenset(w.strip() for w in text.split(",") if w.strip())
-    unknown = sorted(words - set(FAIL_ON))
+    known = set(FAIL_ON) | {f"no-{w}" for w in FAIL_ON}
+    unknown = sorted(words - known)
     if unknown or not words:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(FAIL_ON)}, got {text!r}"
-        )
+            f"expected a comma-separated list of {', '.join(FAIL_ON)} (each adds to what "
+            "fails), or no-WORD to leave one out on purpose (e.g. no-worse), got "
+            f"{text!r}")
+    both = sorted(w for w in FAIL_ON if w in words and f"no-{w}" in words)
+    if both:
+        raise argparse.ArgumentTypeError(
+            f"{both[0]} and no-{both[0]} both given in {text!r}; keep one")
     return words
+
+
+def gate_fails_on(asked: frozenset[str] | None, *, margin: bool) -> frozenset[str]:
+    """The verdicts a gate fails on: the defaults (:data:`DEFAULT_FAIL_ON`, or
+    :data:`MARGIN_FAIL_ON` with a margin), plus each word ``asked`` names, less each it names
+    as ``no-WORD``. ``worse`` is never dropped by leaving it out, only by ``no-worse``."""
+    found = set(MARGIN_FAIL_ON if margin else DEFAULT_FAIL_ON)
+    for word in asked or ():
+        if word.startswith("no-"):
+            found.discard(word.removeprefix("no-"))
+        else:
+            found.add(word)
+    return frozenset(found)
+
+
+def share(text: str) -> float:
+    """A share of a condition's episodes, 0 <= F <= 1 (--prove-max-errored)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise argparse.ArgumentTypeError(
+            f"expected a share of a condition's episodes between 0 and 1 (e.g. 0.1), got "
+            f"{text!r}")
+    return value
 
 
 def shard(text: str) -> tuple[int, int]:

@@ -76,7 +76,8 @@ def _wait(*sweeps: subprocess.Popen[str]) -> None:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cli")
-    (root / "pytest.ini").write_text("[pytest]\nprove_allow_underpowered = true\n")
+    (root / "pytest.ini").write_text("[pytest]\nprove_allow_underpowered = true\n"
+                                     "prove_max_errored = 0.6\n")
     (root / "test_bot.py").write_text(STEP_BOT)
     _wait(_sweep(root, "--prove-save-baseline", "base", "--prove-name", "first"))
     # Three sessions on one store at once, as CI jobs might: the store's lock keeps them apart.
@@ -86,8 +87,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+#: The flaky tool errs in about 1 in 10 password episodes of the baseline by design (more
+#: by chance now and then): a check gates with the bound on such episodes widened.
+WIDE = ("--max-errored", "0.6")
+
+
 def run(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["--store", str(project / ".prove"), *args])
+    extra = WIDE if args[0] == "check" else ()
+    code = main(["--store", str(project / ".prove"), *args, *extra])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -232,21 +239,29 @@ def test_diff_verbose_and_event(project: Path, capsys: pytest.CaptureFixture[str
     assert code == 1 and "'resolvd' is not a declared" in err
 
 
-@pytest.mark.parametrize("after, fail_on", [("worse", "worse"), ("same", "worse"),
-                                            ("same", "worse,too-small")])
+@pytest.mark.parametrize("after, fail_on, allow", [
+    ("worse", "worse", []), ("same", "worse", []), ("same", "worse", ["--allow-underpowered"]),
+    ("same", "worse,too-small", ["--allow-underpowered"]),
+    ("worse", "no-worse", ["--allow-underpowered"])])
 def test_check_exit_status_follows_the_verdict(
-        project: Path, capsys: pytest.CaptureFixture[str], after: str, fail_on: str) -> None:
-    code, doc = run_json(project, capsys, "check", "base", after, "--fail-on", fail_on)
+        project: Path, capsys: pytest.CaptureFixture[str], after: str, fail_on: str,
+        allow: list[str]) -> None:
+    # 40 replicates: the password rows cannot see 0.20. too-small fails by default (the gate
+    # fails closed); --allow-underpowered passes them unless too-small is named on purpose,
+    # and no-worse leaves worse out on purpose (said in a note).
+    code, doc = run_json(project, capsys, "check", "base", after, "--fail-on", fail_on, *allow)
     word = doc["verdict"]
-    fails = (word == "worse" and "worse" in fail_on) or (
-        word == "too small to tell" and "too-small" in fail_on)
+    blind = bool(doc["comparison"]["verdict"]["blind"])
+    named = "too-small" in fail_on.split(",")
+    fails = (word == "worse" and fail_on != "no-worse") or (blind and (not allow or named))
+    assert word == ("worse" if after == "worse" else "too small to tell")
     assert doc["failed"] is fails
     assert code == (4 if fails else 0)
-    if after == "worse":
-        assert code == 4
-    code, out, _ = run(project, capsys, "check", "base", after, "--fail-on", fail_on)
-    assert out.splitlines()[0].startswith(word)
+    code, out, _ = run(project, capsys, "check", "base", after, "--fail-on", fail_on, *allow)
+    assert word in out
     assert f"check {'failed' if fails else 'passed'}" in out
+    if not fails:
+        assert "note: " in out  # what the gate was told not to fail on
 
 
 def test_check_refuses_mixed_cases(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -368,7 +383,7 @@ def test_python_dash_m_and_the_console_script(project: Path) -> None:
     script = Path(sys.executable).with_name("pytest-prove")
     for argv in ([sys.executable, "-m", "pytest_prove"], [str(script)]):
         done = subprocess.run([*argv, "check", "base", "worse", "--store",
-                               str(project / ".prove")], capture_output=True, text=True,
+                               str(project / ".prove"), *WIDE], capture_output=True, text=True,
                               timeout=60, check=False)
         assert done.returncode == 4, done.stderr
         assert done.stdout.startswith("worse:")

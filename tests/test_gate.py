@@ -63,7 +63,11 @@ def test_fail_on_too_small(bot: pytest.Pytester) -> None:
     bot.runpytest("--prove-replicates", "5", "--prove-save-baseline", "tiny")
     result = bot.runpytest("--prove-replicates", "5", "--prove-baseline", "tiny")
     result.stdout.fnmatch_lines(["too small to tell*"])
+    # The project allows underpowered designs (prove_allow_underpowered): the gate passes
+    # and says why; naming too-small on purpose fails it.
     assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*note: * could not have shown a change of 0.20 *"
+                                 "--prove-allow-underpowered*"])
     result = bot.runpytest("--prove-replicates", "5", "--prove-baseline", "tiny",
                            "--prove-fail-on", "worse,too-small")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -64,7 +64,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-         "--prove-name", "first", "--prove-save-baseline", "b"],
+         "--prove-name", "first", "--prove-save-baseline", "b",
+         # Every kind of ending in a baseline: refund's share without an outcome (2 of 3)
+         # is far above what a baseline may hold, so the bound is raised on purpose.
+         "--prove-max-errored=1"],
         cwd=root, env=clean, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1, done.stdout + done.stderr  # the errored replicate fails
     assert "4 passed, 1 skipped" in done.stdout and "1 failed" in done.stdout

@@ -17,17 +17,17 @@ from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
 from ..declare.spec import NO_OUTCOME_EVENT
 from ..options import (
-    DEFAULT_FAIL_ON,
-    MARGIN_FAIL_ON,
     chaos_switch,
     fail_on,
     fraction,
+    gate_fails_on,
     missing_mode,
     positive_int,
     run_name,
     salt_word,
     seconds,
     shard,
+    share,
     store_name,
 )
 from ..options import margin as margin_option
@@ -70,7 +70,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
-                 "--prove-salt", "--prove-chaos")
+                 "--prove-salt", "--prove-chaos", "--prove-max-errored")
 
 
 # ---------------------------------------------------------------------------
@@ -101,14 +101,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-name", metavar="NAME", type=store_name, default=None,
                     help="name this run (default: its run id)")
     group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
-                    help="pair this run with baseline NAME, compare, and fail on a worse verdict")
+                    help="pair this run with baseline NAME, compare, and fail on a worse "
+                         "verdict or on a condition it cannot vouch for (too small to tell, "
+                         "lost twins, a declaration that differs)")
     group.addoption("--prove-save-baseline", metavar="NAME", type=store_name, default=None,
                     help="write this run as baseline NAME (.prove/baselines/NAME.baseline) once "
-                         "it is complete")
+                         "it is complete and could serve as one (--prove-max-errored)")
     group.addoption("--prove-update-baseline", action="store_true", default=False,
-                    help="replace the --prove-baseline file with this run once it is complete")
+                    help="replace the --prove-baseline file with this run once it is complete "
+                         "and could serve as one (also accepts a changed declaration)")
     group.addoption("--prove-resume", metavar="RUN", type=run_name, default=None,
-                    help="run only the replicates that run RUN is missing, appending to it")
+                    help="run only the replicates that run RUN is missing, appending to it; a "
+                         "run paired with a baseline is gated against it")
     group.addoption("--prove-replay", metavar="RUN", type=_replay_name, default=None,
                     help="run the selected items on the seeds they had in run RUN (a name, "
                          "run id, latest or baseline:NAME), one replicate an item and no "
@@ -136,9 +140,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare this outcome (repeatable; default: every declared failure "
                          "and success)")
     group.addoption("--prove-fail-on", metavar="WORDS", type=fail_on, default=None,
-                    help="verdicts that fail the session, comma-separated: worse (the "
-                         "default), too-small, not-within (a condition not shown within "
-                         "--prove-margin; the default with a margin is worse,not-within)")
+                    help="verdicts that fail the session besides the defaults, "
+                         "comma-separated: worse and too-small always (a row that could "
+                         "not have shown --prove-max-mde), not-within with --prove-margin; "
+                         "no-WORD leaves one out on purpose (e.g. no-worse), and the "
+                         "summary then says so")
     group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
                     help="episodes without an outcome (no outcome, errors, timeouts): test "
                          "(default: a rise in their share is worse) or ignore (they are "
@@ -159,7 +165,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "every selected rollout declares sequential=True")
     group.addoption("--prove-allow-underpowered", action="store_true", default=None,
                     help="run even when the design check says a condition could not see "
-                         "--prove-max-mde")
+                         "--prove-max-mde, and pass a gate whose rows are too small to tell "
+                         "by design (rows that lost twins to episodes without an outcome "
+                         "still fail)")
+    group.addoption("--prove-max-errored", metavar="F", type=share, default=None,
+                    help="the largest share of a condition's episodes that may end without "
+                         "an outcome (errors, timeouts, no outcome) in a run saved as a "
+                         "baseline; default: ini prove_max_errored, else 0.25")
     group.addoption("--prove-report", metavar="PATH", type=_report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
@@ -174,8 +186,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   type="paths", default=[])
     parser.addini("prove_q", "default for --prove-q", default="0.05")
     parser.addini("prove_max_mde", "default for --prove-max-mde", default="0.20")
-    parser.addini("prove_fail_on", "default for --prove-fail-on (default: worse; with a "
-                  "margin, worse,not-within)", default="")
+    parser.addini("prove_fail_on", "verdicts that fail besides worse and too-small (and "
+                  "not-within with a margin); no-WORD leaves one out", default="")
+    parser.addini("prove_max_errored", "default for --prove-max-errored (share of a "
+                  "condition's episodes without an outcome a baseline may hold)",
+                  default="0.25")
     parser.addini("prove_margin", "default for --prove-margin (empty: no margin)", default="")
     parser.addini("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
                   "empty: no timeout)", default="")
@@ -215,11 +230,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"ini option prove_margin: {exc}") from None
     ini_fail_on = str(config.getini("prove_fail_on")).strip()
     try:
-        fail_words = opt.prove_fail_on or (
-            fail_on(ini_fail_on) if ini_fail_on
-            else MARGIN_FAIL_ON if margin is not None else DEFAULT_FAIL_ON)
+        asked_words = opt.prove_fail_on or (fail_on(ini_fail_on) if ini_fail_on else None)
+        fail_words = gate_fails_on(asked_words, margin=margin is not None)
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option prove_fail_on: {exc}") from None
+    try:
+        max_errored = (opt.prove_max_errored if opt.prove_max_errored is not None
+                       else share(str(config.getini("prove_max_errored")).strip() or "0.25"))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option prove_max_errored: {exc}") from None
     try:
         missing = opt.prove_missing or missing_mode(
             str(config.getini("prove_missing")).strip() or "test")
@@ -270,6 +289,7 @@ def pytest_configure(config: pytest.Config) -> None:
         margin=margin,
         allow_underpowered=bool(opt.prove_allow_underpowered
                                 or config.getini("prove_allow_underpowered")),
+        max_errored=max_errored,
         paired=opt.prove_baseline is not None or opt.prove_resume is not None,
         sequential=sequential,
         plan_only=opt.prove_plan,
@@ -316,6 +336,8 @@ def pytest_configure(config: pytest.Config) -> None:
         resume = store.load(opt.prove_resume) if opt.prove_resume else None
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if resume is not None and opt.prove_replay is None:
+        baseline = _paired_baseline(store, resume, baseline)
     replay = _replayed(config, store, opt)
     settings.chaos_references = _chaos_references(baseline, resume, settings)
     last_failed: FailedSalt | None = None
@@ -350,7 +372,11 @@ def pytest_configure(config: pytest.Config) -> None:
             save_baseline=opt.prove_save_baseline, update_baseline=opt.prove_update_baseline,
             asked={"events": tuple(opt.prove_event) or None, "fail_on": fail_words,
                    "missing": missing, "margin": margin,
-                   "chaos_differs": settings.chaos_asked},
+                   "chaos_differs": settings.chaos_asked,
+                   # too-small named on purpose beats --prove-allow-underpowered
+                   "allow_underpowered": settings.allow_underpowered
+                   and "too-small" not in (asked_words or ()),
+                   "max_errored": settings.max_errored},
             replay=replay)
     except StoreError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -364,6 +390,36 @@ def pytest_configure(config: pytest.Config) -> None:
         from .xdist import XdistHooks
 
         own(config, XdistHooks(session), "prove_xdist")
+
+
+def _paired_baseline(store: Store, resume: Run, given: Run | None) -> Run | None:
+    """The baseline a resumed run is gated against: the one its manifest says it was paired
+    with (loaded by that name when --prove-baseline is not given), or a usage error saying
+    why it cannot be. A run paired with a baseline never finishes as an unpaired run."""
+    paired = resume.manifest.get("paired_with")
+    name = paired.get("baseline") if isinstance(paired, dict) else None
+    if not isinstance(name, str) or not name:
+        return given
+    if given is not None and given.name != name:
+        raise pytest.UsageError(
+            f"run {resume.name!r} was paired with baseline {name!r}, not {given.name!r}; "
+            f"resume it with --prove-baseline={name} (or without --prove-baseline), or start "
+            "a new run against the other baseline")
+    try:
+        found = given if given is not None else store.load_baseline(name)
+    except StoreError:
+        raise pytest.UsageError(
+            f"run {resume.name!r} was paired with baseline {name!r}, which this store no "
+            f"longer holds, so it could not be gated when finished; restore "
+            f"baselines/{name} (git checkout) and resume again, or start a new run") from None
+    run_id = paired.get("run_id") if isinstance(paired, dict) else None
+    if isinstance(run_id, str) and run_id and found.run_id != run_id:
+        raise pytest.UsageError(
+            f"run {resume.name!r} was paired with baseline {name!r} as it was then (run "
+            f"{run_id}); it has been replaced since (now run {found.run_id}), so the run's "
+            "first episodes were compared with another baseline than its last would be; "
+            f"start a new run with --prove-baseline={name}")
+    return found
 
 
 def _check_sequential_options(opt: Any) -> None:

@@ -82,8 +82,8 @@ class GateReports:
         verdict = comparison.verdict
         fail_on = review.gate.fail_on
         failing = list(verdict.worse if verdict.word == "worse" and "worse" in fail_on
-                       else verdict.blind if verdict.word == "too small to tell"
-                       and "too-small" in fail_on else ())
+                       else ())
+        failing += review.gate.blind  # rows that could not have shown max_mde
         if (comparison.margin is not None and not comparison.margin.holds
                 and "not-within" in fail_on):
             failing += comparison.margin.not_within

@@ -51,6 +51,9 @@ class Outcome:
     refusal: str | None = None
     failed_gate: bool = False
     notes: tuple[str, ...] = ()
+    #: --prove-update-baseline over a baseline declared otherwise: why nothing was compared
+    #: (the baseline is replaced, or the session fails with the reason it was not).
+    declaration_changed: str | None = None
 
 
 @final
@@ -296,7 +299,7 @@ class ProveSession:
     def _review(self, outcome: Outcome) -> None:
         # The engine (and scipy) is imported only when there is something to compare.
         from ..declare.spec import SpecError
-        from ..review import CaseMixError, review
+        from ..review import CaseMixError, DeclarationError, review
 
         assert self.baseline is not None
         run = outcome.run = self.ended_run()
@@ -305,6 +308,15 @@ class ProveSession:
                 self.baseline, run, q=self.settings.q, max_mde=self.settings.max_mde,
                 sequential=None if self.sequential is None else self.sequential.looks,
                 **self.asked)
+        except DeclarationError as exc:
+            if self.update_baseline:
+                # The user reviewed the new declaration and replaces the baseline with it:
+                # nothing can be compared, and the baseline is saved (or refused) below.
+                outcome.declaration_changed = str(exc).replace(
+                    "refused to compare", "not compared", 1)
+                return
+            outcome.refusal = str(exc)
+            return
         except (CaseMixError, SpecError, ValueError) as exc:
             outcome.refusal = str(exc)
             return
@@ -329,16 +341,30 @@ class ProveSession:
     def _save_baselines(self, outcome: Outcome) -> list[str]:
         from ..store.baselines import save_baseline
 
+        settings = self.settings
+
+        def thin(run: Run) -> str | None:
+            # The engine (numpy, scipy) is imported only when a baseline is written.
+            from ..review.vouch import thin_baseline
+
+            return thin_baseline(run, q=settings.q, max_mde=settings.max_mde)
+
         notes = []
+        if outcome.declaration_changed is not None:
+            notes.append(outcome.declaration_changed)
         if self.save_baseline is not None:
             notes.append(save_baseline(self.store, self.save_baseline, self.ended_run(),
-                                       missing=self.run.missing()))
+                                       missing=self.run.missing(),
+                                       max_errored=settings.max_errored, thin=thin))
         if self.update_baseline and self.baseline is not None and outcome.refusal is None:
             note = save_baseline(self.store, self.baseline.name, self.ended_run(),
-                                 missing=self.run.missing(), replacing=self.baseline)
+                                 missing=self.run.missing(), replacing=self.baseline,
+                                 max_errored=settings.max_errored, thin=thin)
             notes.append(note)
             if note.startswith("baseline"):
                 outcome.failed_gate = False  # the user accepted this run as the new baseline
+            elif outcome.declaration_changed is not None:
+                outcome.failed_gate = True  # neither compared nor replaced
         return notes
 
     def ended_run(self) -> Run:

@@ -74,6 +74,9 @@ class Settings:
     max_mde: float = 0.20
     margin: float | None = None  # --prove-margin
     allow_underpowered: bool = False
+    #: --prove-max-errored: the share of a condition's episodes without an outcome a run
+    #: saved as a baseline may hold.
+    max_errored: float = 0.25
     paired: bool = False  # a baseline is given, so the comparison will be paired
     sequential: bool = False  # --prove-sequential: stop each condition once it is decided
     plan_only: bool = False

@@ -157,7 +157,8 @@ def check_document(review: Review, *, partial_ok: bool = False) -> dict[str, Any
         reasons.append(partial)
     return {**comparison_document(review),
             "fail_on": sorted(gate.fail_on), "failed": gate.failed or bool(reasons),
-            "reasons": reasons, "partial": partial_text(review) is not None}
+            "reasons": reasons, "partial": partial_text(review) is not None,
+            "notes": list(gate.notes)}
 
 
 def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> list[str]:
@@ -173,7 +174,7 @@ def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> l
         # change" is never taken for a pass; the reasons are repeated last, where CI logs
         # are read.
         failed = [f"check failed: {plain_text(r)}" for r in reasons]
-        return failed + lines + failed
+        return failed + lines + [f"note: {plain_text(n)}" for n in gate.notes] + failed
     comparison = review.require_comparison()
     word = comparison.verdict.word
     margin = ("" if comparison.margin is None
@@ -182,6 +183,7 @@ def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> l
     if left is not None:
         lines.append(f"partial on purpose (--partial): {plain_text(left)}; they are left out "
                      "of the verdict")
+    lines.extend(f"note: {plain_text(n)}" for n in gate.notes)
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}{margin}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines

@@ -31,6 +31,11 @@ def no_rollout_ran(baseline: str, stopped: object = None) -> str:
             "or did -k select none of them?)")
 
 
+def _spared(review: Review) -> list[str]:
+    """What the gate was told not to fail on, when it spared something: never silent."""
+    return [f"pytest-prove: note: {plain_text(note)}" for note in review.gate.notes]
+
+
 def _left_aside(review: Review | None) -> list[str]:
     if review is None:
         return []
@@ -58,6 +63,7 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
             said = margin_line(review.comparison)
             if said is not None:
                 lines.append(said)
+        lines.extend(_spared(review))
     if ended:
         lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "
                      f"stored in {where}")
@@ -86,6 +92,7 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
 
             lines.extend(format_comparison(review.comparison, before=review.before.name,
                                            after=after, verbose=verbose))
+        lines.extend(_spared(review))
     lines.extend(_left_aside(review))
     if ended:
         name = str(manifest["name"])

@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
-from ..stats import Comparison, compare
+from ..stats import Comparison, Row, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
 from .labels import Labels, label_of, labels_of
@@ -22,6 +22,7 @@ from .pairing import (
     MISSING_MODES,
     NO_OUTCOME,
     CaseMixError,
+    DeclarationError,
     Missing,
     Prepared,
     RefusalError,
@@ -36,6 +37,7 @@ __all__ = [
     "MISSING_MODES",
     "NO_OUTCOME",
     "CaseMixError",
+    "DeclarationError",
     "Gate",
     "Labels",
     "Missing",
@@ -50,12 +52,16 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Gate:
     """Whether the comparison fails, and why: the verdict named in ``fail_on``, or one of
-    ``reasons`` (less compared than the baseline holds, an unfinished run), which fail
-    whatever the verdict."""
+    ``reasons`` (less compared than the baseline holds, an unfinished run, rows that lost
+    twins), which fail whatever the verdict.  ``blind``: the rows that could not have shown
+    max_mde and fail the gate (``too-small``), whatever the verdict word; ``notes``: what
+    the gate was told not to fail on, said whenever it spared something."""
 
     verdict_failed: bool
     reasons: tuple[str, ...]
     fail_on: frozenset[str]
+    blind: tuple[Row, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -92,7 +98,8 @@ class Review:
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
            margin: float | None = None, chaos_differs: bool = False,
-           sequential: Looks | None = None) -> Review:
+           sequential: Looks | None = None, allow_underpowered: bool = False,
+           max_errored: float | None = None) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
@@ -102,6 +109,14 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
 
     ``margin`` adds the margin test of every row; the gate then fails, when ``fail_on``
     holds ``not-within``, unless every row is shown within it.
+
+    ``fail_on`` is the set of verdicts the gate fails on, as
+    :func:`pytest_prove.options.gate_fails_on` resolves it. With ``too-small`` in it, a row
+    that could not have shown a change of ``max_mde`` fails the gate whatever the verdict
+    word (:mod:`.vouch`); ``allow_underpowered`` spares the rows blind by design, never those
+    that lost twins. A compared condition more than ``max_errored`` of whose baseline
+    episodes ended without an outcome fails it too (default: the bound a baseline is saved
+    with, ``store.baselines.MAX_ERRORED``).
 
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
     :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
@@ -138,13 +153,19 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     labels = labels_of(before, after, indexes)
     covered = coverage(before, after, missing_tested=missing == "test", indexes=indexes)
     word = None if comparison is None else comparison.verdict.word
+    from .vouch import vouch
+
+    blind = vouch(comparison, prepared, indexes, fail_on=fail_on,
+                  allow_underpowered=allow_underpowered, before=labels.before,
+                  after=labels.after, sequential=sequential is not None,
+                  **({} if max_errored is None else {"max_errored": max_errored}))
     verdict_failed = ((word == "worse" and "worse" in fail_on)
-                      or (word == "too small to tell" and "too-small" in fail_on)
+                      or bool(blind.failing)
                       or (comparison is not None and comparison.margin is not None
                           and not comparison.margin.holds and "not-within" in fail_on))
-    # A gate that compared less than the baseline holds, or read a run that did not
-    # finish, is never a pass.
-    reasons: list[str] = []
+    # A gate that compared less than the baseline holds, read a run that did not finish,
+    # or rows that lost twins, is never a pass.
+    reasons: list[str] = list(blind.reasons)
     gap = covered.failure(before.name, labels.after)
     if gap is not None:
         reasons.append(gap)
@@ -155,7 +176,17 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     if unfinished is not None:
         reasons.append(unfinished)
     notes = tuple(note for run in (before, after) for note in run_notes(run))
+    spared = list(blind.notes)
+    if "worse" not in fail_on:
+        spared.insert(0, "a 'worse' verdict does not fail this gate: --prove-fail-on leaves "
+                         "worse out (no-worse)" + (
+                             ", and this verdict is 'worse'" if word == "worse" else ""))
+    if (margin is not None and "not-within" not in fail_on and comparison is not None
+            and comparison.margin is not None and not comparison.margin.holds):
+        spared.append(f"{comparison.margin.word!r} does not fail this gate: --prove-fail-on "
+                      "leaves not-within out (no-not-within)")
     return Review(before=before, after=after, prepared=prepared, comparison=comparison,
                   labels=labels, coverage=covered, notes=notes,
-                  gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on)),
+                  gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on),
+                            blind=blind.failing, notes=tuple(spared)),
                   sequential=lines)

@@ -19,10 +19,12 @@ from ..errors import ProveError
 from ..record import MISSING_MODES, Missing, has_outcome, left_out_reason
 from ..stats import Pairs, RowInput
 from ..store import Run
+from ..store.merging import manifest_declarations
 from .reading import RunIndex, read_run
 
-__all__ = ["MISSING_MODES", "NO_OUTCOME", "CaseMixError", "Missing", "Prepared", "RefusalError",
-           "declarations_of", "event_flags", "group_episodes", "prepare", "rollout_label"]
+__all__ = ["MISSING_MODES", "NO_OUTCOME", "CaseMixError", "DeclarationError", "Missing",
+           "Prepared", "RefusalError", "check_declarations", "declarations_of", "event_flags",
+           "group_episodes", "prepare", "rollout_label"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
 
@@ -38,6 +40,44 @@ class CaseMixError(ProveError, ValueError):
 class RefusalError(ProveError, ValueError):
     """A question these runs cannot answer (nothing to compare, no outcome named), with the
     reason and the fix."""
+
+
+class DeclarationError(RefusalError):
+    """A rollout declares its outcomes otherwise in one run than in the other: a verdict
+    would read one run under the other's declaration."""
+
+
+def _terms(declaration: object) -> dict[str, list[str]] | None:
+    """What a verdict reads of a stored declaration: its outcomes, failures and successes
+    (the events are failures then successes), each as a sorted list."""
+    if not isinstance(declaration, Mapping):
+        return None
+    return {part: sorted(map(str, declaration.get(part) or ()))
+            for part in ("outcomes", "failures", "successes")}
+
+
+def check_declarations(before: Run, after: Run) -> None:
+    """Refuse, with the fix, when a rollout both runs hold declares its outcomes, failures
+    or successes otherwise in each (merge refuses shards that differ the same way)."""
+    old, new = manifest_declarations(before.manifest), manifest_declarations(after.manifest)
+    named = f"baseline:{before.name}" if before.is_baseline else before.name
+    problems = []
+    for rollout_id in sorted(set(old) & set(new)):
+        was, now = _terms(old[rollout_id]), _terms(new[rollout_id])
+        if was is None or now is None or was == now:
+            continue
+        changed = "; ".join(
+            f"{part} {was[part]} in {named}, {now[part]} in {after.name}"
+            for part in ("failures", "successes", "outcomes") if was[part] != now[part])
+        problems.append(f"{rollout_label(after, rollout_id)}: {changed}")
+    if problems:
+        shown = " | ".join(problems[:4]) + (" ..." if len(problems) > 4 else "")
+        raise DeclarationError(
+            f"refused to compare: the declarations differ ({shown}), so a verdict would read "
+            f"{named} under the declaration of {after.name}. If the change is on "
+            f"purpose, review it and replace the baseline (pytest --prove-baseline="
+            f"{before.name} --prove-update-baseline, or --prove-save-baseline={before.name}); "
+            "otherwise restore the declaration")
 
 
 @final
@@ -240,6 +280,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
     if indexes is None:
         indexes = (read_run(before), read_run(after))
     check_cases(before, after, indexes=indexes)
+    check_declarations(before, after)
     chaos = check_chaos(before, after, chaos_differs=chaos_differs)
     declarations = declarations_of(before, after)
     if paired is None:

@@ -10,15 +10,24 @@ person who asked.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Final
 
 from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from . import Run, Store, StoreError
 from .merging import missing_slices
 
-__all__ = ["save_baseline"]
+__all__ = ["MAX_ERRORED", "save_baseline"]
+
+#: The largest share of a condition's episodes that may have ended without an outcome
+#: (errors, crashes, timeouts, prove.NoOutcome) in a run saved as a baseline: above a
+#: quarter, it is rarely the agent and usually an outage, a rate limit or a broken fixture,
+#: what is left of the condition is what the fault let through, and every later gate would
+#: compare few twins there. --prove-max-errored (ini prove_max_errored) raises it on purpose.
+MAX_ERRORED: Final = 0.25
 
 
 def _labels(run: Run, keys: set[tuple[str, str]]) -> list[str]:
@@ -35,9 +44,15 @@ def _shown(labels: list[str]) -> str:
 
 
 def save_baseline(store: Store, name: str, run: Run, *, missing: int,
-                  replacing: Run | None = None) -> str:
+                  replacing: Run | None = None, max_errored: float = MAX_ERRORED,
+                  thin: Callable[[Run], str | None] | None = None) -> str:
     """Write ``run`` as baseline ``name`` (``replacing`` the one a gate compared with), or
-    say why not: a line starting ``baseline`` when saved, ``not saved`` when refused."""
+    say why not: a line starting ``baseline`` when saved, ``not saved`` when refused.
+
+    Refused besides: a condition more than ``max_errored`` of whose episodes ended without
+    an outcome, and what ``thin`` says (the design check of the episodes with an outcome,
+    :func:`pytest_prove.review.vouch.thin_baseline`, which this layer cannot import). The
+    old baseline is left as it was."""
     merged = missing_slices(run.manifest, run.name)
     if merged is not None:
         return f"not saved: baseline {name!r} is written only from a complete run, and {merged}"
@@ -61,6 +76,37 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
         return (f"not saved: baseline {name!r} would hold {len(empty)} condition(s) with no "
                 f"outcome to compare with ({_shown(empty)}); make them end with an outcome, "
                 "then save again")
+    widened = ""
+    ran: Counter[tuple[str, str]] = Counter()
+    lost: Counter[tuple[str, str]] = Counter()
+    for record in run.episodes:
+        key = (str(record["rollout"]), str(record["condition_key"]))
+        ran[key] += 1
+        if not has_outcome(record):
+            lost[key] += 1
+    shares = {key: lost[key] / ran[key] for key in ran}
+    over = {key for key, found in shares.items() if found > max_errored + 1e-12}
+    worst = max(shares, key=lambda k: (shares[k], k)) if shares else None
+    if over:
+        labels = _labels(run, over)
+        top = max(shares[k] for k in over)
+        return (f"not saved: baseline {name!r} would hold {len(over)} condition(s) where more "
+                f"than {max_errored:g} of the episodes ended without an outcome (errors, "
+                f"timeouts, no outcome; up to {top:.2f}: {_shown(labels)}), which looks like "
+                "an outage, and every later gate would compare few twins there; find why "
+                f"(pytest-prove show {run.name} -v), fix it and run again, or raise the bound "
+                "on purpose with --prove-max-errored (ini prove_max_errored)")
+    if max_errored > MAX_ERRORED and worst is not None:
+        widened = (f"; --prove-max-errored {max_errored:g} widened the share of episodes "
+                   f"without an outcome a baseline may hold (default {MAX_ERRORED:g}): up to "
+                   f"{shares[worst]:.2f} here ({_shown(_labels(run, {worst}))})")
+    # Only a run that lost episodes can be thinner than its design (and the check imports
+    # the engine).
+    reason = thin(run) if thin is not None and any(lost.values()) else None
+    if reason is not None:
+        return (f"not saved: baseline {name!r} would be too thin to gate with: {reason}; "
+                f"find why its episodes ended without an outcome (pytest-prove show "
+                f"{run.name} -v), fix it and run again")
     if replacing is not None:
         wanted = {(str(r["rollout"]), str(r["condition_key"])) for r in replacing.episodes}
         left = _labels(replacing, wanted - covered)
@@ -77,7 +123,7 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
         reason = getattr(exc, "strerror", None) or str(exc)
         return f"not saved: baseline {name!r} could not be written: {reason}"
     verb = "replaced by" if replaces else "saved from"
-    return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}{dropped}"
+    return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}{dropped}{widened}"
 
 
 def _stopped_early(sequential: object) -> set[tuple[str, str]]:

@@ -20,7 +20,7 @@ from filelock import FileLock, Timeout
 from ..record import StoreError, ending, episode_name, identity, utc_now
 from . import RUN_FORMAT, Run, Store, check_name
 
-__all__ = ["merge_runs", "missing_slices"]
+__all__ = ["manifest_declarations", "merge_runs", "missing_slices"]
 
 Key = tuple[str, str, int]
 
@@ -55,7 +55,9 @@ def _plan_shape(manifest: Mapping[str, Any]) -> dict[str, tuple[int, tuple[str, 
             for rid, info in plan.items() if isinstance(info, Mapping)}
 
 
-def _declarations(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def manifest_declarations(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Each rollout's declaration as a run's manifest stores it (what merge compares, and
+    what a gate compares with its baseline's)."""
     rollouts = manifest.get("rollouts") or {}
     return {str(rid): info.get("declaration") for rid, info in rollouts.items()
             if isinstance(info, Mapping)}
@@ -188,7 +190,7 @@ def _merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
            lambda r: _plan_shape(r.manifest),
            "run every shard with the same tests, paths and options")
     _agree(ordered, "declarations (outcomes, failures, successes)",
-           lambda r: _declarations(r.manifest), "run every shard on the same code")
+           lambda r: manifest_declarations(r.manifest), "run every shard on the same code")
     _agree(ordered, "package versions", lambda r: r.manifest.get("packages"),
            "install the same versions (and Python) for every shard")
     _agree(ordered, "baseline they were paired with",
