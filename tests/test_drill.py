@@ -237,6 +237,7 @@ def test_show_and_flips_print_a_replay_that_runs_the_episode_on_its_stored_seed(
         ("refund", r, stored[("refund", r)]["seed"], True) for r in (3, 17))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_main_thread(
         drill: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
@@ -320,6 +321,7 @@ def test_replay_refuses_a_report(drill: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------- --lf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
         drill: pytest.Pytester, capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:

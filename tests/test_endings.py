@@ -151,6 +151,7 @@ def test_ctrl_c_in_a_block_keeps_what_finished(pytester: pytest.Pytester,
         == before
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_one_replicate_stores_nothing_for_it(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_one=textwrap.dedent(
@@ -178,6 +179,7 @@ def _as_in_a_terminal() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
 def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
                                                    is_async: bool) -> None:

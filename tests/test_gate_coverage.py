@@ -286,6 +286,7 @@ def test_a_refresh_never_drops_a_condition_without_outcomes(pytester: pytest.Pyt
     assert (pytester.path / ".prove" / "baselines" / "current.baseline").read_bytes() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
 def test_two_rollouts_with_one_id_are_refused(pytester: pytest.Pytester,
                                               workers: list[str]) -> None:

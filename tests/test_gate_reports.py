@@ -17,7 +17,9 @@ def _rate(run: Run, ticket: str) -> str:
     return f"{ended.count('unresolved') / len(ended):.3f}"
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
+                                     pytest.param(["-n", "2"], id="xdist",
+                                                  marks=pytest.mark.slow)])
 def test_a_failed_gate_is_a_failure_pytest_counts_and_lf_reruns(
         bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
     # The seeded agent of conftest.py (80 items), not the 600-item example: refund tickets

@@ -67,7 +67,8 @@ def _frozen(pytester: pytest.Pytester, when: str) -> list[int]:
     return [int(p.read_text()) for p in sorted(pytester.path.glob(f"frozen-{when}-*.txt"))]
 
 
-@pytest.mark.parametrize("dist", [["-n", "2"], ["-p", "no:xdist"]])
+@pytest.mark.parametrize("dist", [pytest.param(["-n", "2"], marks=pytest.mark.slow),
+                                  ["-p", "no:xdist"]])
 def test_a_sweep_is_frozen_from_its_end_to_its_exit(bot: pytest.Pytester,
                                                     dist: list[str]) -> None:
     bot.makeconftest(RECORD_FROZEN)
@@ -85,7 +86,8 @@ def test_a_sweep_is_frozen_from_its_end_to_its_exit(bot: pytest.Pytester,
     assert gc.get_freeze_count() == 0
 
 
-@pytest.mark.parametrize("dist", [["-n", "2"], ["-p", "no:xdist"]])
+@pytest.mark.parametrize("dist", [pytest.param(["-n", "2"], marks=pytest.mark.slow),
+                                  ["-p", "no:xdist"]])
 def test_a_session_without_rollouts_is_left_alone(pytester: pytest.Pytester,
                                                   dist: list[str]) -> None:
     pytester.makeconftest(RECORD_FROZEN)
@@ -117,6 +119,7 @@ LOUD_GARBAGE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_last_tests_garbage_is_still_finalized_and_reported(
         bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # In a subprocess: pytest reports it as a warning after the session, when this suite's
