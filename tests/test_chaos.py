@@ -203,6 +203,7 @@ def test_twins_get_the_same_faults_in_one_process_under_xdist_and_in_blocks(
     assert declared == {**CHAOS, "latency_s": [0.0, 0.002]}
 
 
+@pytest.mark.slow
 def test_every_rate_zero_gives_the_outcomes_of_a_run_without_chaos(
         project: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     _agents(project, {"faults": dict.fromkeys(SEEN, 0)})

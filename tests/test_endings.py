@@ -123,6 +123,7 @@ def test_pytest_exit_in_a_block_stops_the_session_and_keeps_the_rest(
     assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 3, 4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
 def test_ctrl_c_in_a_block_keeps_what_finished(pytester: pytest.Pytester,
                                                is_async: bool) -> None:

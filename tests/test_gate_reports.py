@@ -105,6 +105,7 @@ def test_odd(label, prove_seed):
 '''
 
 
+@pytest.mark.slow
 def test_every_failed_condition_has_a_report_of_its_own(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Labels that read alike once made safe for a node id (a[1] and a(1), p::q and p:q)

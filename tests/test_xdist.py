@@ -29,6 +29,7 @@ NO_STORE_ON_WORKERS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["2", "4"])
 def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester, workers: str) -> None:
     bot.makeconftest(NO_STORE_ON_WORKERS)
