@@ -52,6 +52,22 @@ INI = "[pytest]\nprove_allow_underpowered = true\n"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot"
 
 
+#: Options for every session a test starts (pytester's, in-process or in a subprocess, and the
+#: subprocesses those start, through the environment): hypothesis' plugin imports all of
+#: hypothesis at the end of every session, seconds in each subprocess and xdist worker on a
+#: loaded machine, and none of these projects uses it; pytest-asyncio warns in every session
+#: whose project leaves its fixture loop scope unset, and those warnings filled this suite's
+#: summary.  (A test may still name either plugin on its own command line.)
+INNER_ADDOPTS = "-p no:hypothesispytest -o asyncio_default_fixture_loop_scope=function"
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own ``pytester``, with :data:`INNER_ADDOPTS` for the sessions it runs."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+    return pytester
+
+
 @pytest.fixture
 def example(pytester: pytest.Pytester) -> pytest.Pytester:
     """A copy of the bundled example (its committed baseline, none of its runs)."""

@@ -56,6 +56,7 @@ def test_cap_stops_the_sweep_in_one_process(spender: pytest.Pytester) -> None:
     ])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--prove-concurrency", "3"]], ids=["items", "blocks"])
 def test_cap_under_xdist_stops_within_one_item_per_worker(spender: pytest.Pytester,
                                                           extra: list[str]) -> None:

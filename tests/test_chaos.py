@@ -177,6 +177,7 @@ def _check_run(run: Run, server_calls: int) -> None:
     assert sent == server_calls
 
 
+@pytest.mark.slow
 def test_twins_get_the_same_faults_in_one_process_under_xdist_and_in_blocks(
         project: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     _agents(project, CHAOS)
@@ -202,6 +203,7 @@ def test_twins_get_the_same_faults_in_one_process_under_xdist_and_in_blocks(
     assert declared == {**CHAOS, "latency_s": [0.0, 0.002]}
 
 
+@pytest.mark.slow
 def test_every_rate_zero_gives_the_outcomes_of_a_run_without_chaos(
         project: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     _agents(project, {"faults": dict.fromkeys(SEEN, 0)})
@@ -221,6 +223,7 @@ def test_every_rate_zero_gives_the_outcomes_of_a_run_without_chaos(
     assert "chaos" not in off.manifest["rollouts"]["sync"]["declaration"]
 
 
+@pytest.mark.slow
 def test_calls_to_other_hosts_pass_untouched(project: pytest.Pytester,
                                              server: ThreadingHTTPServer) -> None:
     _agents(project, {"faults": {"http_500": 1.0}, "hosts": ["api.example.com", "*:1"]})
@@ -400,6 +403,7 @@ OPENAI_AGENT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_openai_retries_429s_and_only_episodes_with_faults_change(
         project: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     pytest.importorskip("openai")
@@ -464,6 +468,7 @@ def test_openai_retries_429s_and_only_episodes_with_faults_change(
     assert "before" not in document["faults"]
 
 
+@pytest.mark.slow
 def test_a_baseline_without_chaos_is_refused_unless_asked(
         project: pytest.Pytester, server: ThreadingHTTPServer,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -223,6 +223,7 @@ def test_equal_but_different_parameters_are_different_conditions(
     assert len({r["seed"] for r in run.episodes}) == 20
 
 
+@pytest.mark.slow
 def test_a_rollouts_fixtures_do_not_change_what_the_manifest_records(
         pytester: pytest.Pytester) -> None:
     # The manifest's packages and commit are read before any test runs: a rollout that
@@ -252,6 +253,7 @@ def test_a_rollouts_fixtures_do_not_change_what_the_manifest_records(
     assert run.manifest["packages"]["pytest"] == pytest.__version__
 
 
+@pytest.mark.slow
 def test_a_warm_session_that_compares_nothing_never_imports_the_engine(
         pytester: pytest.Pytester) -> None:
     """numpy and scipy cost about 2.5 s to import. A session that compares nothing imports

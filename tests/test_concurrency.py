@@ -212,6 +212,7 @@ def _lastfailed(pytester: pytest.Pytester) -> list[str]:
     return sorted(json.loads(found.read_text())) if found.exists() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_lf_finds_a_failed_block_after_the_blocks_change(pytester: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch,

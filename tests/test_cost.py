@@ -67,6 +67,7 @@ def _cli(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args: s
     return out
 
 
+@pytest.mark.slow
 def test_cost_of_a_sweep_by_model_and_condition(agent: pytest.Pytester,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     result = agent.runpytest("-n", "2", "--prove-name", "both")
@@ -88,6 +89,7 @@ def test_cost_of_a_sweep_by_model_and_condition(agent: pytest.Pytester,
     assert doc["input"] == 7000 and doc["price"] == pytest.approx(0.0792)
 
 
+@pytest.mark.slow
 def test_cost_of_two_runs_gives_the_ratio_per_episode(agent: pytest.Pytester,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     assert agent.runpytest("-p", "no:xdist", "--prove-name", "before",

@@ -237,6 +237,7 @@ def test_show_and_flips_print_a_replay_that_runs_the_episode_on_its_stored_seed(
         ("refund", r, stored[("refund", r)]["seed"], True) for r in (3, 17))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_main_thread(
         drill: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
@@ -266,6 +267,7 @@ def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_mai
     assert [m["name"] for _, m in _store(drill).runs()] == ["blocked"]
 
 
+@pytest.mark.slow
 def test_a_replay_under_pdb_stops_in_the_rollout_on_its_seed(
         drill: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     drill.runpytest("--prove-name=first")
@@ -320,6 +322,7 @@ def test_replay_refuses_a_report(drill: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------- --lf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
         drill: pytest.Pytester, capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
@@ -354,6 +357,7 @@ def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
     assert _store(drill).open("third").salt != first.salt
 
 
+@pytest.mark.slow
 def test_lf_takes_the_newest_salt_and_names_the_failures_it_cannot_bring_back(
         drill: pytest.Pytester) -> None:
     drill.makepyfile(test_other=DRILL_BOT.replace("def test_bot(", "def test_other("))
@@ -378,6 +382,7 @@ def test_lf_takes_the_newest_salt_and_names_the_failures_it_cannot_bring_back(
     assert _store(drill).open("paired").salt == base.salt
 
 
+@pytest.mark.slow
 def test_lf_says_so_when_none_of_the_failures_is_collected_any_more(
         drill: pytest.Pytester) -> None:
     """--lf after the sweep was edited: pytest finds none of its failures and runs every item;

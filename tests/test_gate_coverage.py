@@ -49,6 +49,7 @@ def _project(pytester: pytest.Pytester, *, where: str = "sub") -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_space_form_store_with_a_broken_agent_is_refused_before_it_runs(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _project(pytester)
@@ -104,6 +105,7 @@ def test_value_options_list_every_prove_option_that_takes_a_value(
     assert taking == set(VALUE_OPTIONS)
 
 
+@pytest.mark.slow
 def test_renamed_test_against_its_baseline_fails_with_the_reason(
         pytester: pytest.Pytester) -> None:
     folder = _project(pytester)
@@ -117,6 +119,7 @@ def test_renamed_test_against_its_baseline_fails_with_the_reason(
         "renamed to sub/test_r.py::test_reply*@prove.rollout(id=...)*"])
 
 
+@pytest.mark.slow
 def test_moved_file_fails_and_a_stable_id_survives_the_move(pytester: pytest.Pytester) -> None:
     folder = _project(pytester)
     assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
@@ -156,6 +159,7 @@ def test_selecting_no_rollout_fails_the_gate(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*gate failed: no rollout ran in this session*"])
 
 
+@pytest.mark.slow
 def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _project(pytester)
@@ -176,6 +180,7 @@ def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pyteste
                                  "Missing outcomes are ignored*"])
 
 
+@pytest.mark.slow
 def test_deselected_and_outside_conditions_stay_not_run(pytester: pytest.Pytester) -> None:
     _project(pytester, where="a")
     _project(pytester, where="b")
@@ -320,6 +325,7 @@ def test_a_refresh_never_drops_a_condition_without_outcomes(pytester: pytest.Pyt
     assert (pytester.path / ".prove" / "baselines" / "current.baseline").read_bytes() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
 def test_two_rollouts_with_one_id_are_refused(pytester: pytest.Pytester,
                                               workers: list[str]) -> None:
@@ -393,6 +399,7 @@ def test_lf_and_node_ids_are_partial_runs_on_purpose(pytester: pytest.Pytester,
     result.stdout.fnmatch_lines(["*not run: 1 condition(s)*ticket=password*"])
 
 
+@pytest.mark.slow
 def test_a_module_skipped_at_collection_and_an_ignored_file_are_not_run(
         pytester: pytest.Pytester) -> None:
     _project(pytester, where="a")

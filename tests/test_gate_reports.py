@@ -1,6 +1,6 @@
 """A failed gate is a failed test report pytest counts (issue 13, item 1): the last line,
 -rf, --junitxml and --lf see it, in one process and under -n 2; a passed gate adds nothing.
-Run on the bundled example, whose terse prompt makes refund tickets worse."""
+Run in-process on the small seeded agent of conftest.py, whose refund tickets get worse."""
 
 from __future__ import annotations
 
@@ -8,51 +8,67 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from pytest_prove.store import Run, Store
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+
+def _rate(run: Run, ticket: str) -> str:
+    """The share of the ticket's episodes that ended unresolved, as the gate prints it."""
+    ended = [r["outcome"] for r in run.episodes if r["condition"]["ticket"] == ticket]
+    return f"{ended.count('unresolved') / len(ended):.3f}"
+
+
+@pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
+                                     pytest.param(["-n", "2"], id="xdist",
+                                                  marks=pytest.mark.slow)])
 def test_a_failed_gate_is_a_failure_pytest_counts_and_lf_reruns(
-        example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
-    monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
-    result = example.runpytest_subprocess("-rf", "--junitxml=j.xml", "--prove-baseline=current",
-                                          *workers)
+        bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    # The seeded agent of conftest.py (80 items), not the 600-item example: refund tickets
+    # go from 10% to 90% unresolved, password tickets stay as they were.
+    assert bot.runpytest("--prove-save-baseline=current", *workers).ret == pytest.ExitCode.OK
+    monkeypatch.setenv("REFUND_FAIL", "0.9")
+    result = bot.runpytest("-rf", "--junitxml=j.xml", "--prove-baseline=current", *workers)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "FAILED test_support.py::test_support::prove-gate?ticket=refund? - worse: *",
-        "*= 1 failed, 600 passed in *",
+        "FAILED test_bot.py::test_bot::prove-gate?ticket=refund? - worse: *",
+        "*= 1 failed, 80 passed in *",
     ])
-    suite = ET.parse(example.path / "j.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("failures") == "1" and suite.get("tests") == "601"
+    suite = ET.parse(bot.path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1" and suite.get("tests") == "81"
     failed = [case for case in suite.iter("testcase") if case.find("failure") is not None]
     assert [case.get("name") for case in failed] == ["prove-gate[ticket=refund]"]
     text = failed[0].find("failure").text or ""  # type: ignore[union-attr]
-    assert "ticket=refund" in text and "unresolved 0.190 -> 0.425" in text
+    store = Store(bot.path / ".prove")
+    before, after = _rate(store.open("current"), "refund"), _rate(store.open("latest"), "refund")
+    assert float(after) > float(before)
+    assert "ticket=refund" in text and f"unresolved {before} -> {after}" in text
     # Each replicate says its seed and how it ended.
     first = next(case for case in suite.iter("testcase") if "refund-r000" in str(case.get("name")))
     props = {p.get("name"): p.get("value") for p in first.iter("property")}
     assert props["prove_replicate"] == "0" and props["prove_outcome"] in (
         "resolved", "unresolved", "timeout") and int(props["prove_seed"]) >= 0
     # --lf reruns the condition that got worse, on the baseline's seeds: worse again.
-    result = example.runpytest_subprocess("--lf", "--prove-baseline=current", *workers)
+    result = bot.runpytest("--lf", "--prove-baseline=current", *workers)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*= 1 failed, 200 passed*"])
+    result.stdout.fnmatch_lines(["*= 1 failed, 40 passed*"])
     assert "refund" in result.stdout.str()
     # Fixed, it passes, and the gate leaves the --lf cache: the next --lf runs everything.
-    monkeypatch.delenv("SUPPORT_BOT_PROMPT")
-    result = example.runpytest_subprocess("--lf", "--prove-baseline=current", *workers)
+    monkeypatch.delenv("REFUND_FAIL")
+    result = bot.runpytest("--lf", "--prove-baseline=current", *workers)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*= 200 passed*"])
-    result = example.runpytest_subprocess("--lf", "--prove-baseline=current", *workers)
+    result.stdout.fnmatch_lines(["*= 40 passed*"])
+    result = bot.runpytest("--lf", "--prove-baseline=current", *workers)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*= 600 passed*"])
+    result.stdout.fnmatch_lines(["*= 80 passed*"])
 
 
-def test_a_gate_that_failed_for_no_one_condition(example: pytest.Pytester) -> None:
+def test_a_gate_that_failed_for_no_one_condition(bot: pytest.Pytester) -> None:
     """A gate that compared nothing fails as prove::gate, its reason said once."""
-    result = example.runpytest_subprocess("-rf", "--prove-baseline=current", "-p",
-                                          "no:cacheprovider", "-k", "no_such_test")
+    assert bot.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=current").ret == 0
+    result = bot.runpytest("-rf", "--prove-baseline=current", "-p", "no:cacheprovider",
+                           "-k", "no_such_test")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["FAILED prove::gate - gate failed: no rollout ran in this *",
-                                 "*= 1 failed, 600 deselected in *"])
+                                 "*= 1 failed, 80 deselected in *"])
     assert "gate failed: gate failed" not in result.stdout.str()
 
 
@@ -89,6 +105,7 @@ def test_odd(label, prove_seed):
 '''
 
 
+@pytest.mark.slow
 def test_every_failed_condition_has_a_report_of_its_own(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Labels that read alike once made safe for a node id (a[1] and a(1), p::q and p:q)

@@ -33,6 +33,7 @@ SLOW = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
 def test_sigkill_midway_then_resume(pytester: pytest.Pytester, workers: list[str]) -> None:
     pytester.makeini(INI)

@@ -173,6 +173,7 @@ def circles(root: Path = PACKAGE) -> list[list[str]]:
                        if "." in a or "." in b)]
 
 
+@pytest.mark.slow
 def test_every_module_imports_only_what_its_layer_may() -> None:
     assert forbidden() == []
 

@@ -12,6 +12,7 @@ import pytest
 from pytest_prove.stats import margin_design_check
 
 
+@pytest.mark.slow
 def test_terse_prompt_is_beyond_the_margin(example: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
@@ -50,6 +51,7 @@ def test_terse_prompt_is_beyond_the_margin(example: pytest.Pytester,
     assert "**beyond margin**: " in summary and "| margin p | bound | margin |" in summary
 
 
+@pytest.mark.slow
 def test_the_same_prompt_is_shown_within_the_margin(example: pytest.Pytester,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
@@ -89,6 +91,7 @@ def test_the_same_prompt_is_shown_within_the_margin(example: pytest.Pytester,
         assert main(["check", "baseline:terse", "latest", "--margin", "0.001"]) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["0", "1", "-0.1", "nan", "five"])
 def test_a_bad_margin_is_a_usage_error(example: pytest.Pytester, value: str) -> None:
     result = example.runpytest(f"--prove-margin={value}", "--co", "-q")
@@ -96,6 +99,7 @@ def test_a_bad_margin_is_a_usage_error(example: pytest.Pytester, value: str) -> 
     result.stderr.fnmatch_lines(["*--prove-margin: expected a margin D with 0 < D < 1*"])
 
 
+@pytest.mark.slow
 def test_a_bad_ini_margin_names_the_setting(example: pytest.Pytester) -> None:
     ini = example.path / "pytest.ini"
     ini.write_text(ini.read_text() + "prove_margin = 1.5\n")

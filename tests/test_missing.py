@@ -109,6 +109,7 @@ def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
                                  "got 'drop'*"])
 
 
+@pytest.mark.slow
 def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "1")
@@ -161,6 +162,7 @@ MIRROR = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_success_that_mirrors_a_failure_is_one_test(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_mirror=MIRROR)
@@ -202,6 +204,7 @@ def test_no_outcome_is_a_reserved_outcome_name(pytester: pytest.Pytester) -> Non
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_a_run_where_every_episode_errored(agent: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     for ticket in ("REFUND", "PASSWORD"):

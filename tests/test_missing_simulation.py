@@ -19,6 +19,7 @@ _SPEC.loader.exec_module(missing)
 SIMS = 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
 def test_random_missing_outcomes_rarely_give_a_verdict(paired: bool) -> None:
     share, m = missing.false_alarms(SIMS, paired)
@@ -26,6 +27,7 @@ def test_random_missing_outcomes_rarely_give_a_verdict(paired: bool) -> None:
     assert share <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / SIMS), share
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
 def test_the_no_outcome_row_at_its_printed_limit_is_caught_four_times_in_five(
         paired: bool) -> None:

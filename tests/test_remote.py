@@ -169,6 +169,7 @@ def test_every_episode_lands_once_in_the_controllers_store(
     assert not (pytester.path / ".prove").exists()
 
 
+@pytest.mark.slow
 def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
                                            project: Callable[[str], None],
                                            workers: list[Worker]) -> None:
@@ -199,6 +200,7 @@ def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
     assert_ran_elsewhere(pytester, workers)
 
 
+@pytest.mark.slow
 def test_the_design_check_refuses_before_anything_runs(pytester: pytest.Pytester,
                                                        workers: list[Worker]) -> None:
     pytester.makeini("[pytest]\n")  # the design check is not relaxed
@@ -214,6 +216,7 @@ def test_the_design_check_refuses_before_anything_runs(pytester: pytest.Pytester
     assert "passed" not in outcomes and "failed" not in outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--prove-concurrency=3"]], ids=["items", "blocks"])
 def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[Worker],
                                       extra: list[str]) -> None:

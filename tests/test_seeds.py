@@ -25,6 +25,7 @@ def test_pinned_values() -> None:
 PINNED = (10922953472659182898, 863527281228857530, 5780582063119380256)
 
 
+@pytest.mark.slow
 def test_seed_is_the_same_in_another_process() -> None:
     code = ("from pytest_prove.declare.seeds import derive_seed;"
             "print(derive_seed('s', 'r', '{\"a\":1}', 3))")

@@ -57,6 +57,7 @@ def _stored(pytester: pytest.Pytester) -> Counter[str]:
     return Counter(str(r["condition"]["ticket"]) for r in load(pytester).episodes)
 
 
+@pytest.mark.slow
 def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
         sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -194,6 +195,7 @@ def test_one_process_reports_plan_refusals_and_off(
     assert _stored(sweep)["b"] == 44
 
 
+@pytest.mark.slow
 def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None:
     """``sequential=True`` on every rollout makes a session with a baseline sequential (here
     under -n 2: the controller reads it from the declarations the workers report); the same

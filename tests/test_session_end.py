@@ -15,9 +15,19 @@ import pytest
 
 #: Each process of the inner session writes how many objects were frozen during pytest's
 #: unconfigure, and, on a worker (a process of its own), as the interpreter exits.
+#:
+#: xdist's controller tears its workers down as soon as each has said it finished, which is
+#: before the worker's pytest is done (its terminal summary and unconfigure come after), and
+#: execnet interrupts a worker still busy 5 s later: on a loaded machine that was before the
+#: worker's unconfigure, and no record of it was written.  So each worker holds a lock from
+#: its configure to its last cleanup, and the controller takes every worker's lock before
+#: its teardown: it waits for what the test looks at, not for a time (a worker that dies
+#: releases its lock too, and the check below fails instead of hanging).
 RECORD_FROZEN = textwrap.dedent(
     """
-    import atexit, gc, os
+    import atexit, fcntl, gc, glob, os
+
+    import pytest
 
     HERE = os.path.dirname(os.path.abspath(__file__))  # a worker's exit may be elsewhere
 
@@ -28,6 +38,21 @@ RECORD_FROZEN = textwrap.dedent(
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # Registered before the plugin's own exit handler, so it runs after it.
         atexit.register(_write, "exit")
+
+    def pytest_configure(config):
+        if hasattr(config, "workerinput"):
+            busy = open(os.path.join(HERE, f"busy-{config.workerinput['workerid']}.lock"), "w")
+            fcntl.flock(busy, fcntl.LOCK_EX)
+            # This conftest's configure runs before the plugins', so this cleanup runs last.
+            config.add_cleanup(busy.close)  # closing the file releases the lock
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own, which tears the workers down
+    def pytest_sessionfinish(session):
+        if hasattr(session.config, "workerinput"):
+            return
+        for path in glob.glob(os.path.join(HERE, "busy-*.lock")):
+            with open(path) as busy:
+                fcntl.flock(busy, fcntl.LOCK_EX)
 
     def pytest_unconfigure(config):
         role = "worker" if hasattr(config, "workerinput") else "controller"
@@ -42,7 +67,8 @@ def _frozen(pytester: pytest.Pytester, when: str) -> list[int]:
     return [int(p.read_text()) for p in sorted(pytester.path.glob(f"frozen-{when}-*.txt"))]
 
 
-@pytest.mark.parametrize("dist", [["-n", "2"], ["-p", "no:xdist"]])
+@pytest.mark.parametrize("dist", [pytest.param(["-n", "2"], marks=pytest.mark.slow),
+                                  ["-p", "no:xdist"]])
 def test_a_sweep_is_frozen_from_its_end_to_its_exit(bot: pytest.Pytester,
                                                     dist: list[str]) -> None:
     bot.makeconftest(RECORD_FROZEN)
@@ -60,7 +86,8 @@ def test_a_sweep_is_frozen_from_its_end_to_its_exit(bot: pytest.Pytester,
     assert gc.get_freeze_count() == 0
 
 
-@pytest.mark.parametrize("dist", [["-n", "2"], ["-p", "no:xdist"]])
+@pytest.mark.parametrize("dist", [pytest.param(["-n", "2"], marks=pytest.mark.slow),
+                                  ["-p", "no:xdist"]])
 def test_a_session_without_rollouts_is_left_alone(pytester: pytest.Pytester,
                                                   dist: list[str]) -> None:
     pytester.makeconftest(RECORD_FROZEN)
@@ -92,6 +119,7 @@ LOUD_GARBAGE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_last_tests_garbage_is_still_finalized_and_reported(
         bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # In a subprocess: pytest reports it as a warning after the session, when this suite's

@@ -78,6 +78,7 @@ def twins(run: Run) -> set[tuple[str, int, int, str | None]]:
             for e in run.episodes}
 
 
+@pytest.mark.slow
 def test_three_shards_merged_are_the_whole_sweep_with_its_verdict(
         sweep: pytest.Pytester, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,6 +36,7 @@ def two_arms(draw: st.DrawFn) -> tuple[int, int, int, int]:
     return draw(st.integers(0, n1)), n1, draw(st.integers(0, n2)), n2
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(two_arms())
 def test_fisher_matches_scipy(table: tuple[int, int, int, int]) -> None:
@@ -74,6 +75,7 @@ pvalue_lists = st.lists(
 )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(pvalue_lists, st.sampled_from([0.01, 0.05, 0.1]))
 def test_holm_matches_statsmodels(pvalues: list[float], q: float) -> None:
@@ -86,6 +88,7 @@ def test_holm_matches_statsmodels(pvalues: list[float], q: float) -> None:
     np.testing.assert_array_equal(ours <= q, reject)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(pvalue_lists, st.sampled_from([0.01, 0.05, 0.1]))
 def test_benjamini_hochberg_matches_statsmodels(pvalues: list[float], q: float) -> None:

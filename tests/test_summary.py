@@ -21,6 +21,7 @@ def _section(text: str) -> list[str]:
     return lines[start + 1:end]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_quiet_says_the_verdict_and_where_and_nothing_else(
         example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
@@ -41,6 +42,7 @@ def test_quiet_says_the_verdict_and_where_and_nothing_else(
     result.stdout.fnmatch_lines(["1 failed, 600 passed in *"])
 
 
+@pytest.mark.slow
 def test_quiet_never_hides_why_the_gate_failed(example: pytest.Pytester) -> None:
     result = example.runpytest_subprocess("-q", "-p", "no:cacheprovider",
                                           "--prove-baseline=current", "-k", "no_such_test")
@@ -50,6 +52,7 @@ def test_quiet_never_hides_why_the_gate_failed(example: pytest.Pytester) -> None
     assert section[0].startswith("pytest-prove: gate failed: no rollout ran in this session")
 
 
+@pytest.mark.slow
 def test_quiet_on_a_gate_that_passes_and_a_saved_baseline(example: pytest.Pytester) -> None:
     result = example.runpytest_subprocess("-q", "-p", "no:randomly", "--prove-baseline=current",
                                           "--prove-save-baseline=again")
@@ -62,6 +65,7 @@ def test_quiet_on_a_gate_that_passes_and_a_saved_baseline(example: pytest.Pytest
     assert "pytest-prove gate" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_default_and_verbose_say_more(example: pytest.Pytester,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")

@@ -30,6 +30,7 @@ def _parametrized(pytester: pytest.Pytester, value: str) -> None:
         """))
 
 
+@pytest.mark.slow
 @WORKERS
 @pytest.mark.parametrize(("value", "shown"), [
     ('float("nan")', "nan cannot"),
@@ -82,6 +83,7 @@ def test_an_outcome_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) 
     assert not (pytester.path / ".prove").exists()
 
 
+@pytest.mark.slow
 @WORKERS
 @pytest.mark.parametrize(("meta", "message"), [
     ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),

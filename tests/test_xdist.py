@@ -29,6 +29,7 @@ NO_STORE_ON_WORKERS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["2", "4"])
 def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester, workers: str) -> None:
     bot.makeconftest(NO_STORE_ON_WORKERS)
@@ -77,6 +78,7 @@ def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) ->
     assert all(kept == 0 for _, kept in held.values()), held
 
 
+@pytest.mark.slow
 def test_without_xdist_the_run_is_the_same(bot: pytest.Pytester) -> None:
     bot.runpytest("-p", "no:xdist", "--prove-replicates", "30",
                   "--prove-save-baseline", "solo").assert_outcomes(passed=60)
@@ -91,6 +93,7 @@ def test_without_xdist_the_run_is_the_same(bot: pytest.Pytester) -> None:
     assert solo.status == dist.status == "complete"
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_stores_its_episode_as_errored(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_crash=textwrap.dedent(
@@ -129,6 +132,7 @@ OTHER_VERSION_ON_WORKERS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_worker_on_another_pytest_prove_is_refused_before_anything_runs(
         bot: pytest.Pytester) -> None:
     import pytest_prove
