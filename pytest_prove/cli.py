@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 from .errors import ProveError
 from .inifile import fill_defaults, project_settings
-from .options import fail_on, fraction, margin, missing_mode
+from .options import error_rate, fail_on, margin, max_mde, missing_mode
 from .report import commands as say
 from .report import cost as cost_text
 from .report._format import REPORT_SCHEMA_VERSION, plain_text
@@ -153,10 +153,10 @@ def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = Fa
     parser.add_argument("--event", action="append", default=[],
                         help="compare this outcome (repeatable; default: every declared "
                              "failure and success)")
-    parser.add_argument("--q", type=fraction, default=None,
+    parser.add_argument("--q", type=error_rate, default=None,
                         help="error rate for flags (BH) and the verdict (Holm); default: "
                              "ini prove_q, else 0.05")
-    parser.add_argument("--max-mde", type=fraction, default=None,
+    parser.add_argument("--max-mde", type=max_mde, default=None,
                         help="the largest change you accept not being able to see; default: "
                              "ini prove_max_mde, else 0.20")
     parser.add_argument("--missing", type=missing_mode, default=None,
@@ -283,7 +283,7 @@ def _where(args: argparse.Namespace, out: Output) -> int:
 def _steps_arguments(parser: argparse.ArgumentParser) -> None:
     _pair(parser)
     _one_event(parser)
-    parser.add_argument("--q", type=fraction, default=0.05,
+    parser.add_argument("--q", type=error_rate, default=0.05,
                         help="level of the test and of BH over step names; default 0.05")
     parser.add_argument("--max-hr", type=float, default=2.0,
                         help="the largest hazard ratio you accept not being able to see; "
@@ -335,9 +335,9 @@ def _flips(args: argparse.Namespace, out: Output) -> int:
 def _fix_arguments(parser: argparse.ArgumentParser) -> None:
     _pair(parser)
     _one_event(parser)
-    parser.add_argument("--alpha", type=fraction, default=0.05,
+    parser.add_argument("--alpha", type=error_rate, default=0.05,
                         help="level of the test and of BH over cases; default 0.05")
-    parser.add_argument("--max-mde", type=fraction, default=0.20,
+    parser.add_argument("--max-mde", type=max_mde, default=0.20,
                         help="the smallest change a conclusive run must be able to see; "
                              "default 0.20")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, final
 
 from .errors import ProveError
-from .options import fail_on, fraction, margin, missing_mode
+from .options import error_rate, fail_on, margin, max_mde, missing_mode
 
 __all__ = ["IniError", "ProjectSettings", "fill_defaults", "project_settings"]
 
@@ -164,8 +164,8 @@ def project_settings(start: Path | None = None) -> ProjectSettings:
 
 #: Options whose default is the project's ini value, as the session reads it.
 _FROM_INI: tuple[tuple[str, str, Callable[[str], Any], Any], ...] = (
-    ("q", "prove_q", fraction, 0.05),
-    ("max_mde", "prove_max_mde", fraction, 0.20),
+    ("q", "prove_q", error_rate, 0.05),
+    ("max_mde", "prove_max_mde", max_mde, 0.20),
     ("missing", "prove_missing", missing_mode, "test"),
     ("margin", "prove_margin", margin, None),
     ("fail_on", "prove_fail_on", fail_on, None),  # None: worse, and not-within with a margin

@@ -13,9 +13,11 @@ from typing import Final
 from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name
 
-__all__ = ["DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "count", "fail_on", "fraction",
-           "margin", "missing_mode", "positive_int", "run_name", "salt_word", "seconds",
-           "shard", "store_name"]
+__all__ = ["CONCURRENCY_RANGE", "DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "MARGIN_RANGE",
+           "MAX_MDE_RANGE", "Q_RANGE", "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency",
+           "count", "error_rate", "fail_on", "fraction", "margin", "max_mde", "missing_mode",
+           "positive_int", "replicates", "run_name", "salt_word", "seconds", "shard",
+           "store_name", "tokens"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
 #: not shown within --prove-margin).
@@ -24,6 +26,77 @@ FAIL_ON: Final = ("worse", "too-small", "not-within")
 #: condition not shown within it (naming a margin asks for that claim).
 DEFAULT_FAIL_ON: Final = frozenset({"worse"})
 MARGIN_FAIL_ON: Final = frozenset({"worse", "not-within"})
+
+# The range of each numeric option, both ends allowed (docs/configuration.md lists them).
+# Outside them the statistics cannot answer in time or at all: q = 1e-300 kept the design
+# check searching for minutes, a margin of 1e-300 divided by zero, 10**18 replicates never
+# finished collecting. The ends are far beyond any sweep that could be run.
+#: The error rate q (--prove-q, ini prove_q; the command line's --q and --alpha).
+Q_RANGE: Final = (1e-6, 0.5)
+#: The largest change you accept not seeing (--prove-max-mde, ini prove_max_mde).
+MAX_MDE_RANGE: Final = (0.001, 0.999)
+#: The non-inferiority margin D (--prove-margin, ini prove_margin).
+MARGIN_RANGE: Final = (0.001, 0.999)
+#: Replicates a condition (--prove-replicates): a sweep holds at most 1,000,000 items.
+REPLICATES_RANGE: Final = (1, 100_000)
+#: Replicates run at once in an item (--prove-concurrency).
+CONCURRENCY_RANGE: Final = (1, 10_000)
+#: A token cap (--prove-token-cap, --prove-output-token-cap): up to 10**18, as stored.
+TOKENS_RANGE: Final = (1, 10**18)
+
+
+def _shown(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _in_range(text: str, bounds: tuple[float, float], what: str, note: str = "") -> float:
+    low, high = bounds
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and low <= value <= high):
+        raise argparse.ArgumentTypeError(
+            f"expected {what} from {_shown(low)} to {_shown(high)}{note}, got {text!r}")
+    return value
+
+
+def _whole_in_range(text: str, bounds: tuple[int, int], what: str) -> int:
+    low, high = bounds
+    try:
+        value = int(text.strip().replace("_", "").replace(",", ""))
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"expected {what}, a whole number from {_shown(low)} to {_shown(high)}, "
+            f"got {text!r}")
+    return value
+
+
+def error_rate(text: str) -> float:
+    """The error rate q of the flags and the verdict (or the command line's --alpha)."""
+    return _in_range(text, Q_RANGE, "an error rate")
+
+
+def max_mde(text: str) -> float:
+    """The largest change in a proportion you accept not being able to see."""
+    return _in_range(text, MAX_MDE_RANGE, "a change in a failure rate")
+
+
+def replicates(text: str) -> int:
+    """Replicates a condition (--prove-replicates)."""
+    return _whole_in_range(text, REPLICATES_RANGE, "replicates a condition")
+
+
+def concurrency(text: str) -> int:
+    """Replicates run at once in an item (--prove-concurrency)."""
+    return _whole_in_range(text, CONCURRENCY_RANGE, "replicates at once")
+
+
+def tokens(text: str) -> int:
+    """A number of tokens (--prove-token-cap, --prove-output-token-cap)."""
+    return _whole_in_range(text, TOKENS_RANGE, "a number of tokens")
 
 
 def positive_int(text: str) -> int:
@@ -60,16 +133,9 @@ def fraction(text: str) -> float:
 
 
 def margin(text: str) -> float:
-    """A non-inferiority margin D, 0 < D < 1: the largest rise toward worse you accept."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise argparse.ArgumentTypeError(
-            f"expected a margin D with 0 < D < 1 (the largest rise in a failure rate you "
-            f"accept, e.g. 0.05), got {text!r}")
-    return value
+    """A non-inferiority margin D: the largest rise toward worse you accept."""
+    return _in_range(text, MARGIN_RANGE, "a margin D", " (the largest rise in a failure rate "
+                     "you accept, e.g. 0.05)")
 
 
 def count(text: str) -> int:

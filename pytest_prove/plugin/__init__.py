@@ -20,17 +20,19 @@ from ..options import (
     DEFAULT_FAIL_ON,
     MARGIN_FAIL_ON,
     chaos_switch,
+    error_rate,
     fail_on,
-    fraction,
     missing_mode,
-    positive_int,
     run_name,
     salt_word,
     seconds,
     shard,
     store_name,
 )
+from ..options import concurrency as concurrency_option
 from ..options import margin as margin_option
+from ..options import max_mde as max_mde_option
+from ..options import replicates as replicates_option
 from ..running.runner import Identity
 from ..store import Run, Store, StoreError
 from ..traces import capture
@@ -123,9 +125,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "of a sweep the same WORD; a baseline's run takes its salt)")
     group.addoption("--prove-plan", action="store_true", default=False,
                     help="collect, print the plan and the design check, and run nothing")
-    group.addoption("--prove-replicates", metavar="N", type=positive_int, default=None,
+    group.addoption("--prove-replicates", metavar="N", type=replicates_option, default=None,
                     help="replicates per condition for every rollout, overriding declarations")
-    group.addoption("--prove-concurrency", metavar="K", type=positive_int, default=None,
+    group.addoption("--prove-concurrency", metavar="K", type=concurrency_option, default=None,
                     help="run K replicates at once in each item (threads, or asyncio tasks "
                          "for async rollouts)")
     group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
@@ -143,9 +145,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="episodes without an outcome (no outcome, errors, timeouts): test "
                          "(default: a rise in their share is worse) or ignore (they are "
                          "infrastructure; the summary says how many were left out)")
-    group.addoption("--prove-q", metavar="Q", type=fraction, default=None,
+    group.addoption("--prove-q", metavar="Q", type=error_rate, default=None,
                     help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
-    group.addoption("--prove-max-mde", metavar="D", type=fraction, default=None,
+    group.addoption("--prove-max-mde", metavar="D", type=max_mde_option, default=None,
                     help="the largest change you accept not being able to see; default 0.20")
     group.addoption("--prove-margin", metavar="D", type=margin_option, default=None,
                     help="ask for the claim 'no condition got worse by D or more' (a "
@@ -190,10 +192,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     capture.add_options(parser)
 
 
-def _ini_fraction(config: pytest.Config, name: str) -> float:
+def _ini_number(config: pytest.Config, name: str, parse: Callable[[str], float]) -> float:
     raw = str(config.getini(name))
     try:
-        return fraction(raw)
+        return parse(raw)
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option {name}: {exc}") from None
 
@@ -206,8 +208,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "prove_rollout: set by @prove.rollout; do not apply by hand")
     opt = config.option
-    q = opt.prove_q or _ini_fraction(config, "prove_q")
-    max_mde = opt.prove_max_mde or _ini_fraction(config, "prove_max_mde")
+    q = opt.prove_q or _ini_number(config, "prove_q", error_rate)
+    max_mde = opt.prove_max_mde or _ini_number(config, "prove_max_mde", max_mde_option)
     ini_margin = str(config.getini("prove_margin")).strip()
     try:
         margin = opt.prove_margin or (margin_option(ini_margin) if ini_margin else None)
