@@ -25,7 +25,7 @@ from pytest_prove.review.tallies import RunLine, Tally
 
 from ._format import plain_text, terminal_text
 from .json import comparison_document
-from .notes import fault_text, set_aside
+from .notes import fault_text, set_aside, unfinished
 from .terminal import format_comparison
 
 __all__ = [
@@ -153,8 +153,10 @@ def run_report_lines(found: Description, path: Path) -> list[str]:
 
 def report_lines(review: Review, path: Path) -> list[str]:
     word = review.require_comparison().verdict.word
-    return [f"{word}: report of {review.labels.before} -> {review.labels.after} written "
-            f"to {path}", f"next: open {path}"]
+    return [f"{word}: report of {terminal_text(review.labels.before)} -> "
+            f"{terminal_text(review.labels.after)} written to {path}",
+            *(f"{head}: {plain_text(text)}" for head, text in unfinished(review)),
+            f"next: open {path}"]
 
 
 # --------------------------------------------------------------------------- runs, show
