@@ -113,10 +113,11 @@ def diff_lines(review: Review, verbose: bool) -> list[str]:
         after = shlex.quote(review.labels.after)
         events = [r.event for r in comparison.verdict.worse if r.event != NO_OUTCOME_EVENT]
         if events:
-            lines.append(f"next: pytest-prove where {after} --event {shlex.quote(events[0])}")
+            lines.append(plain_text(f"next: pytest-prove where {after} --event "
+                                    f"{shlex.quote(events[0])}"))
         else:  # only missing outcomes rose: the episodes say why they ended
-            lines.append(f"next: pytest-prove show {after} (its errored and timed-out "
-                         "episodes, with their messages)")
+            lines.append(plain_text(f"next: pytest-prove show {after} (its errored and "
+                                    "timed-out episodes, with their messages)"))
     return lines
 
 
