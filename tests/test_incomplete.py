@@ -9,6 +9,7 @@ save.
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def test_a_merge_killed_before_its_final_manifest_fails_check(
     monkeypatch.setattr(RunWriter, "write_manifest", killed_at_the_end)
     with pytest.raises(Killed):
         main(["--store", str(store), "merge", "part-1", "part-2", "--name", "whole"])
-    monkeypatch.undo()
+    monkeypatch.setattr(RunWriter, "write_manifest", real)
     capsys.readouterr()
     code, out, _ = cli(store, capsys, "merge", "part-1", "part-2", "--name", "again")
     assert code == 0, out
@@ -101,3 +102,43 @@ def test_a_merge_killed_before_its_final_manifest_fails_check(
     assert out.splitlines()[0].startswith(
         "check failed: run 'whole' is a merge that stopped before writing its final manifest")
     assert "ran only part of its sweep, on purpose" not in out
+
+
+def test_a_disk_full_at_the_final_manifest_is_said_as_the_disk_has_it(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills after the last episode: the final manifest cannot be written. The
+    summary said '(complete)' while the manifest on disk said incomplete, and the baseline
+    asked for was not mentioned."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    monkeypatch.setenv("BOT_REPLICATES", "4")
+    real = RunWriter.write_manifest
+
+    def full_at_the_end(self: RunWriter, **updates: Any) -> None:
+        if updates.get("ended"):  # the final manifest
+            self.manifest.update(updates)  # as the writer does, before its write fails
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, **updates)
+
+    monkeypatch.setattr(RunWriter, "write_manifest", full_at_the_end)
+    for quiet in ((), ("-q",)):
+        result = pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=b", *quiet)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        text = result.stdout.str()
+        run = Store(pytester.path / ".prove").runs()
+        on_disk = {str(m["name"]): str(m["status"]) for _, m in run}
+        name = max(on_disk)  # the newest run id
+        assert on_disk[name] == "incomplete"
+        assert f"run '{name}' (incomplete)" in text, text
+        assert "(complete)" not in text
+        result.stdout.fnmatch_lines([
+            f"*not saved: baseline 'b': the store could not be written, so run '{name}' is "
+            f"incomplete on disk; once there is room, pytest --prove-resume={name} "
+            "--prove-save-baseline=b completes it*"])
+    assert not (pytester.path / ".prove" / "baselines").exists()
+    # Once there is room, the command it gives completes the run and saves the baseline.
+    monkeypatch.setattr(RunWriter, "write_manifest", real)
+    result = pytester.runpytest("-p", "no:randomly", f"--prove-resume={name}",
+                                "--prove-save-baseline=b")
+    assert result.ret == 0, result.stdout.str()
+    assert (pytester.path / ".prove" / "baselines" / "b.baseline").exists()
