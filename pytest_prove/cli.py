@@ -425,12 +425,12 @@ def _prune(args: argparse.Namespace, out: Output) -> int:
 
 
 def _merge_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import store_name
+    from .options import new_run_name, store_name
 
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="the runs of the shards (pytest --prove-shard=K/N), one per K: "
                              "names or run ids")
-    parser.add_argument("--name", type=store_name, required=True,
+    parser.add_argument("--name", type=new_run_name, required=True,
                         help="the name of the merged run (a new name)")
     parser.add_argument("--save-baseline", type=store_name, default=None, metavar="NAME",
                         help="also write the merged run as baseline NAME, when it is complete")

@@ -11,13 +11,13 @@ import math
 from typing import Final
 
 from .record import MISSING_MODES, Missing
-from .store import StoreError, check_name
+from .store import StoreError, check_name, check_run_name
 
 __all__ = ["CONCURRENCY_RANGE", "DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "MARGIN_RANGE",
            "MAX_MDE_RANGE", "Q_RANGE", "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency",
            "count", "error_rate", "fail_on", "fraction", "margin", "max_mde", "missing_mode",
-           "positive_int", "replicates", "run_name", "salt_word", "seconds", "shard",
-           "store_name", "tokens"]
+           "new_run_name", "positive_int", "replicates", "run_name", "salt_word", "seconds",
+           "shard", "store_name", "tokens"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
 #: not shown within --prove-margin).
@@ -154,6 +154,14 @@ def store_name(text: str) -> str:
     """A run or baseline name that cannot escape the store."""
     try:
         return check_name(text)
+    except StoreError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def new_run_name(text: str) -> str:
+    """A name for a new run: not ``latest``, not shaped like a run id (--prove-name)."""
+    try:
+        return check_run_name(text)
     except StoreError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -23,6 +23,7 @@ from ..options import (
     error_rate,
     fail_on,
     missing_mode,
+    new_run_name,
     run_name,
     salt_word,
     seconds,
@@ -100,7 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-store", metavar="DIR", default=None,
                     help="folder of runs and baselines (default: ini prove_store, else "
                          ".prove under rootdir)")
-    group.addoption("--prove-name", metavar="NAME", type=store_name, default=None,
+    group.addoption("--prove-name", metavar="NAME", type=new_run_name, default=None,
                     help="name this run (default: its run id)")
     group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
                     help="pair this run with baseline NAME, compare, and fail on a worse verdict")
