@@ -13,11 +13,11 @@ from typing import Final
 from .record import MISSING_MODES, Missing
 from .store import StoreError, check_name, check_run_name
 
-__all__ = ["CONCURRENCY_RANGE", "DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "MARGIN_RANGE",
-           "MAX_MDE_RANGE", "Q_RANGE", "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency",
-           "count", "error_rate", "fail_on", "fraction", "margin", "max_mde", "missing_mode",
-           "new_run_name", "positive_int", "replicates", "run_name", "salt_word", "seconds",
-           "shard", "store_name", "tokens"]
+__all__ = ["CONCURRENCY_RANGE", "DEFAULT_EPISODE_TIMEOUT", "DEFAULT_FAIL_ON", "FAIL_ON",
+           "MARGIN_FAIL_ON", "MARGIN_RANGE", "MAX_MDE_RANGE", "NO_TIMEOUT", "Q_RANGE",
+           "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency", "count", "error_rate", "fail_on",
+           "fraction", "margin", "max_mde", "missing_mode", "new_run_name", "positive_int",
+           "replicates", "run_name", "salt_word", "seconds", "shard", "store_name", "tokens"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
 #: not shown within --prove-margin).
@@ -110,14 +110,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: The episode timeout of a sync rollout that sets none (--prove-episode-timeout, ini
+#: prove_episode_timeout, timeout=): 30 minutes. A healthy agent episode ends in seconds to
+#: minutes, so this never stops one that is working, yet a rollout that never returns
+#: (a lost socket, a loop waiting for a reply that will not come) no longer hangs the
+#: session, and a CI job is left hours to report what it ran (GitHub's ends at 6 hours).
+DEFAULT_EPISODE_TIMEOUT: Final = 1800.0
+#: The words that switch the episode timeout off on purpose.
+NO_TIMEOUT: Final = ("0", "none", "off")
+
+
 def seconds(text: str) -> float:
-    """A number of seconds above 0 (``--prove-episode-timeout``)."""
+    """A number of seconds above 0, or 0 for none (``0``, ``none`` or ``off``): the episode
+    timeout (``--prove-episode-timeout``, ini ``prove_episode_timeout``)."""
+    if text.strip().lower() in NO_TIMEOUT:
+        return 0.0
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0, or 0 (none, off) for no timeout, got "
+            f"{text!r}")
     return value
 
 

@@ -6,13 +6,14 @@ import argparse
 import contextlib
 import functools
 import inspect
+import os
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .. import wire
+from .. import options, wire
 from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
 from ..declare.spec import NO_OUTCOME_EVENT
@@ -134,7 +135,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
                     help="stop an episode still running after S seconds: stored with no "
                          "outcome (episode_timeout), its item fails, the sweep goes on "
-                         "(overrides timeout= and the ini value prove_episode_timeout)")
+                         "(overrides timeout= and the ini value prove_episode_timeout; "
+                         "default for a sync rollout: 1800; 0 or none: no timeout)")
     group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
                     help="compare this outcome (repeatable; default: every declared failure "
                          "and success)")
@@ -181,7 +183,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "margin, worse,not-within)", default="")
     parser.addini("prove_margin", "default for --prove-margin (empty: no margin)", default="")
     parser.addini("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
-                  "empty: no timeout)", default="")
+                  "empty: 1800 for a sync rollout without timeout=; 0 or none: no timeout)",
+                  default="")
     parser.addini("prove_missing", "default for --prove-missing: test or ignore",
                   default="test")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
@@ -278,6 +281,7 @@ def pytest_configure(config: pytest.Config) -> None:
         plan_only=opt.prove_plan,
         episode_timeout=opt.prove_episode_timeout,
         default_timeout=default_timeout,
+        builtin_timeout=_builtin_timeout(config),
         shard=opt.prove_shard,
         chaos=chaos_on,
         chaos_asked=opt.prove_chaos is not None,
@@ -367,6 +371,24 @@ def pytest_configure(config: pytest.Config) -> None:
         from .xdist import XdistHooks
 
         own(config, XdistHooks(session), "prove_xdist")
+
+
+def _builtin_timeout(config: pytest.Config) -> float | None:
+    """The episode timeout of a sync rollout that sets none, or None: none under a debugger
+    (a breakpoint must not time the episode out), nor when pytest-timeout bounds every test
+    (its timeout ends the episode already, and stores it as timed out)."""
+    opt = config.option
+    if getattr(opt, "usepdb", False) or getattr(opt, "trace", False):
+        return None
+    if config.pluginmanager.hasplugin("timeout"):
+        found: object = getattr(opt, "timeout", None) or os.environ.get("PYTEST_TIMEOUT")
+        if found is None:
+            with contextlib.suppress(ValueError):
+                found = config.getini("timeout")
+        with contextlib.suppress(TypeError, ValueError):
+            if float(str(found)) > 0:
+                return None
+    return options.DEFAULT_EPISODE_TIMEOUT
 
 
 def _check_sequential_options(opt: Any) -> None:
