@@ -27,7 +27,30 @@ __all__ = [
     "usage",
 ]
 
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's, the one place it is
+    written); in a checkout that is not installed, read from its pyproject.toml. An xdist
+    worker's is checked against the controller's (plugin/xdist.py)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-prove")
+    except metadata.PackageNotFoundError:
+        pass
+    import tomllib
+    from pathlib import Path
+
+    try:
+        project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                                .read_text(encoding="utf-8"))
+        return str(project["project"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "0+unknown"
+
+
+__version__ = _version()
 
 
 def __getattr__(name: str) -> Any:

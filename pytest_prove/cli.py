@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 from .errors import ProveError
 from .inifile import fill_defaults, project_settings
-from .options import fail_on, fraction, gate_fails_on, margin, missing_mode, share
+from .options import error_rate, fail_on, gate_fails_on, margin, max_mde, missing_mode, share
 from .report import commands as say
 from .report import cost as cost_text
 from .report._format import REPORT_SCHEMA_VERSION, plain_text
@@ -156,10 +156,10 @@ def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = Fa
     parser.add_argument("--event", action="append", default=[],
                         help="compare this outcome (repeatable; default: every declared "
                              "failure and success)")
-    parser.add_argument("--q", type=fraction, default=None,
+    parser.add_argument("--q", type=error_rate, default=None,
                         help="error rate for flags (BH) and the verdict (Holm); default: "
                              "ini prove_q, else 0.05")
-    parser.add_argument("--max-mde", type=fraction, default=None,
+    parser.add_argument("--max-mde", type=max_mde, default=None,
                         help="the largest change you accept not being able to see; default: "
                              "ini prove_max_mde, else 0.20")
     parser.add_argument("--missing", type=missing_mode, default=None,
@@ -299,7 +299,7 @@ def _where(args: argparse.Namespace, out: Output) -> int:
 def _steps_arguments(parser: argparse.ArgumentParser) -> None:
     _pair(parser)
     _one_event(parser)
-    parser.add_argument("--q", type=fraction, default=0.05,
+    parser.add_argument("--q", type=error_rate, default=0.05,
                         help="level of the test and of BH over step names; default 0.05")
     parser.add_argument("--max-hr", type=float, default=2.0,
                         help="the largest hazard ratio you accept not being able to see; "
@@ -351,9 +351,9 @@ def _flips(args: argparse.Namespace, out: Output) -> int:
 def _fix_arguments(parser: argparse.ArgumentParser) -> None:
     _pair(parser)
     _one_event(parser)
-    parser.add_argument("--alpha", type=fraction, default=0.05,
+    parser.add_argument("--alpha", type=error_rate, default=0.05,
                         help="level of the test and of BH over cases; default 0.05")
-    parser.add_argument("--max-mde", type=fraction, default=0.20,
+    parser.add_argument("--max-mde", type=max_mde, default=0.20,
                         help="the smallest change a conclusive run must be able to see; "
                              "default 0.20")
 
@@ -490,12 +490,12 @@ def _baseline_text(args: argparse.Namespace, out: Output) -> int:
 
 
 def _merge_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import store_name
+    from .options import new_run_name, store_name
 
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="the runs of the shards (pytest --prove-shard=K/N), one per K: "
                              "names or run ids")
-    parser.add_argument("--name", type=store_name, required=True,
+    parser.add_argument("--name", type=new_run_name, required=True,
                         help="the name of the merged run (a new name)")
     parser.add_argument("--save-baseline", type=store_name, default=None, metavar="NAME",
                         help="also write the merged run as baseline NAME, when it is complete "
@@ -504,10 +504,10 @@ def _merge_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --save-baseline: the largest share of a condition's "
                              "episodes that may end without an outcome; default: ini "
                              "prove_max_errored, else 0.25")
-    parser.add_argument("--q", type=fraction, default=None,
+    parser.add_argument("--q", type=error_rate, default=None,
                         help="with --save-baseline: the error rate of the design check of its "
                              "episodes with an outcome; default: ini prove_q, else 0.05")
-    parser.add_argument("--max-mde", type=fraction, default=None,
+    parser.add_argument("--max-mde", type=max_mde, default=None,
                         help="with --save-baseline: the change its conditions must let a later "
                              "gate see; default: ini prove_max_mde, else 0.20")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, final
 
 from .errors import ProveError
-from .options import fail_on, fraction, margin, missing_mode, share
+from .options import error_rate, fail_on, margin, max_mde, missing_mode, share
 
 __all__ = ["IniError", "ProjectSettings", "fill_defaults", "project_settings"]
 
@@ -183,8 +183,8 @@ def _switch(text: str) -> bool:
 
 #: Options whose default is the project's ini value, as the session reads it.
 _FROM_INI: tuple[tuple[str, str, Callable[[str], Any], Any], ...] = (
-    ("q", "prove_q", fraction, 0.05),
-    ("max_mde", "prove_max_mde", fraction, 0.20),
+    ("q", "prove_q", error_rate, 0.05),
+    ("max_mde", "prove_max_mde", max_mde, 0.20),
     ("missing", "prove_missing", missing_mode, "test"),
     ("margin", "prove_margin", margin, None),
     ("fail_on", "prove_fail_on", fail_on, None),  # None: the defaults (options.gate_fails_on)

@@ -11,11 +11,14 @@ import math
 from typing import Final
 
 from .record import MISSING_MODES, Missing
-from .store import StoreError, check_name
+from .store import StoreError, check_name, check_run_name
 
-__all__ = ["DEFAULT_FAIL_ON", "FAIL_ON", "MARGIN_FAIL_ON", "count", "fail_on", "fraction",
-           "gate_fails_on", "margin", "missing_mode", "positive_int", "run_name", "salt_word",
-           "seconds", "shard", "share", "store_name"]
+__all__ = ["CONCURRENCY_RANGE", "DEFAULT_EPISODE_TIMEOUT", "DEFAULT_FAIL_ON", "FAIL_ON",
+           "MARGIN_FAIL_ON", "MARGIN_RANGE", "MAX_MDE_RANGE", "NO_TIMEOUT", "Q_RANGE",
+           "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency", "count", "error_rate", "fail_on",
+           "fraction", "gate_fails_on", "margin", "max_mde", "missing_mode", "new_run_name",
+           "positive_int", "replicates", "run_name", "salt_word", "seconds", "shard", "share",
+           "store_name", "tokens"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
 #: not shown within --prove-margin).
@@ -26,6 +29,77 @@ FAIL_ON: Final = ("worse", "too-small", "not-within")
 #: these; a word written ``no-WORD`` takes one out on purpose, and the gate then says so.
 DEFAULT_FAIL_ON: Final = frozenset({"worse", "too-small"})
 MARGIN_FAIL_ON: Final = frozenset({"worse", "too-small", "not-within"})
+
+# The range of each numeric option, both ends allowed (docs/configuration.md lists them).
+# Outside them the statistics cannot answer in time or at all: q = 1e-300 kept the design
+# check searching for minutes, a margin of 1e-300 divided by zero, 10**18 replicates never
+# finished collecting. The ends are far beyond any sweep that could be run.
+#: The error rate q (--prove-q, ini prove_q; the command line's --q and --alpha).
+Q_RANGE: Final = (1e-6, 0.5)
+#: The largest change you accept not seeing (--prove-max-mde, ini prove_max_mde).
+MAX_MDE_RANGE: Final = (0.001, 0.999)
+#: The non-inferiority margin D (--prove-margin, ini prove_margin).
+MARGIN_RANGE: Final = (0.001, 0.999)
+#: Replicates a condition (--prove-replicates): a sweep holds at most 1,000,000 items.
+REPLICATES_RANGE: Final = (1, 100_000)
+#: Replicates run at once in an item (--prove-concurrency).
+CONCURRENCY_RANGE: Final = (1, 10_000)
+#: A token cap (--prove-token-cap, --prove-output-token-cap): up to 10**18, as stored.
+TOKENS_RANGE: Final = (1, 10**18)
+
+
+def _shown(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _in_range(text: str, bounds: tuple[float, float], what: str, note: str = "") -> float:
+    low, high = bounds
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and low <= value <= high):
+        raise argparse.ArgumentTypeError(
+            f"expected {what} from {_shown(low)} to {_shown(high)}{note}, got {text!r}")
+    return value
+
+
+def _whole_in_range(text: str, bounds: tuple[int, int], what: str) -> int:
+    low, high = bounds
+    try:
+        value = int(text.strip().replace("_", "").replace(",", ""))
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"expected {what}, a whole number from {_shown(low)} to {_shown(high)}, "
+            f"got {text!r}")
+    return value
+
+
+def error_rate(text: str) -> float:
+    """The error rate q of the flags and the verdict (or the command line's --alpha)."""
+    return _in_range(text, Q_RANGE, "an error rate")
+
+
+def max_mde(text: str) -> float:
+    """The largest change in a proportion you accept not being able to see."""
+    return _in_range(text, MAX_MDE_RANGE, "a change in a failure rate")
+
+
+def replicates(text: str) -> int:
+    """Replicates a condition (--prove-replicates)."""
+    return _whole_in_range(text, REPLICATES_RANGE, "replicates a condition")
+
+
+def concurrency(text: str) -> int:
+    """Replicates run at once in an item (--prove-concurrency)."""
+    return _whole_in_range(text, CONCURRENCY_RANGE, "replicates at once")
+
+
+def tokens(text: str) -> int:
+    """A number of tokens (--prove-token-cap, --prove-output-token-cap)."""
+    return _whole_in_range(text, TOKENS_RANGE, "a number of tokens")
 
 
 def positive_int(text: str) -> int:
@@ -39,14 +113,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: The episode timeout of a sync rollout that sets none (--prove-episode-timeout, ini
+#: prove_episode_timeout, timeout=): 30 minutes. A healthy agent episode ends in seconds to
+#: minutes, so this never stops one that is working, yet a rollout that never returns
+#: (a lost socket, a loop waiting for a reply that will not come) no longer hangs the
+#: session, and a CI job is left hours to report what it ran (GitHub's ends at 6 hours).
+DEFAULT_EPISODE_TIMEOUT: Final = 1800.0
+#: The words that switch the episode timeout off on purpose.
+NO_TIMEOUT: Final = ("0", "none", "off")
+
+
 def seconds(text: str) -> float:
-    """A number of seconds above 0 (``--prove-episode-timeout``)."""
+    """A number of seconds above 0, or 0 for none (``0``, ``none`` or ``off``): the episode
+    timeout (``--prove-episode-timeout``, ini ``prove_episode_timeout``)."""
+    if text.strip().lower() in NO_TIMEOUT:
+        return 0.0
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0, or 0 (none, off) for no timeout, got "
+            f"{text!r}")
     return value
 
 
@@ -62,16 +151,9 @@ def fraction(text: str) -> float:
 
 
 def margin(text: str) -> float:
-    """A non-inferiority margin D, 0 < D < 1: the largest rise toward worse you accept."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise argparse.ArgumentTypeError(
-            f"expected a margin D with 0 < D < 1 (the largest rise in a failure rate you "
-            f"accept, e.g. 0.05), got {text!r}")
-    return value
+    """A non-inferiority margin D: the largest rise toward worse you accept."""
+    return _in_range(text, MARGIN_RANGE, "a margin D", " (the largest rise in a failure rate "
+                     "you accept, e.g. 0.05)")
 
 
 def count(text: str) -> int:
@@ -90,6 +172,14 @@ def store_name(text: str) -> str:
     """A run or baseline name that cannot escape the store."""
     try:
         return check_name(text)
+    except StoreError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def new_run_name(text: str) -> str:
+    """A name for a new run: not ``latest``, not shaped like a run id (--prove-name)."""
+    try:
+        return check_run_name(text)
     except StoreError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

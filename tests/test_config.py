@@ -90,7 +90,8 @@ def test_a_bad_value_in_the_file_is_named(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     assert main(["diff", "a", "b"]) == 1
     err = capsys.readouterr().err
-    assert "pyproject.toml: prove_max_mde: expected a number in (0, 1), got 'lots'" in err
+    assert ("pyproject.toml: prove_max_mde: expected a change in a failure rate from 0.001 "
+            "to 0.999, got 'lots'") in err
     assert "Traceback" not in err
 
 

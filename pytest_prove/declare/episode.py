@@ -14,8 +14,13 @@ from typing import Any, Final, final
 
 from ..errors import ProveError
 
-__all__ = ["Episode", "NoOutcome", "RolloutContractError", "check_meta", "check_number",
-           "unstorable"]
+__all__ = ["MAX_T", "Episode", "NoOutcome", "RolloutContractError", "check_meta",
+           "check_number", "unstorable"]
+
+#: The largest ``t`` or ``horizon`` an episode may give: a trillion of its ``t_unit`` (steps,
+#: seconds, tokens) is past any episode, and larger values overflowed where episodes stop
+#: (``pytest-prove where``: ``t=1e300`` ended in an OverflowError).
+MAX_T: Final = 10**12
 
 
 class RolloutContractError(ProveError, ValueError):
@@ -157,10 +162,11 @@ class Episode:
             )
         t = check_number("t", self.t)
         horizon = check_number("horizon", self.horizon)
-        if t is not None and t < 0:
-            raise RolloutContractError(f"Episode t must be >= 0, got t={t}")
-        if horizon is not None and horizon < 0:
-            raise RolloutContractError(f"Episode horizon must be >= 0, got horizon={horizon}")
+        for name, value in (("t", t), ("horizon", horizon)):
+            if value is not None and not 0 <= value <= MAX_T:
+                raise RolloutContractError(
+                    f"Episode {name} must be from 0 to {MAX_T:.0e} (in the rollout's t_unit), "
+                    f"got {name}={value!r}")
         if t is not None and horizon is not None and t > horizon:
             raise RolloutContractError(
                 f"Episode t must be within [0, horizon], got t={t} with horizon={horizon}"

@@ -6,23 +6,24 @@ import argparse
 import contextlib
 import functools
 import inspect
+import os
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .. import wire
+from .. import options, wire
 from ..arguments import space_form_problem
 from ..declare.seeds import new_salt
 from ..declare.spec import NO_OUTCOME_EVENT
 from ..options import (
     chaos_switch,
+    error_rate,
     fail_on,
-    fraction,
     gate_fails_on,
     missing_mode,
-    positive_int,
+    new_run_name,
     run_name,
     salt_word,
     seconds,
@@ -30,7 +31,10 @@ from ..options import (
     share,
     store_name,
 )
+from ..options import concurrency as concurrency_option
 from ..options import margin as margin_option
+from ..options import max_mde as max_mde_option
+from ..options import replicates as replicates_option
 from ..running.runner import Identity
 from ..store import Run, Store, StoreError
 from ..traces import capture
@@ -98,7 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-store", metavar="DIR", default=None,
                     help="folder of runs and baselines (default: ini prove_store, else "
                          ".prove under rootdir)")
-    group.addoption("--prove-name", metavar="NAME", type=store_name, default=None,
+    group.addoption("--prove-name", metavar="NAME", type=new_run_name, default=None,
                     help="name this run (default: its run id)")
     group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
                     help="pair this run with baseline NAME, compare, and fail on a worse "
@@ -127,15 +131,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "of a sweep the same WORD; a baseline's run takes its salt)")
     group.addoption("--prove-plan", action="store_true", default=False,
                     help="collect, print the plan and the design check, and run nothing")
-    group.addoption("--prove-replicates", metavar="N", type=positive_int, default=None,
+    group.addoption("--prove-replicates", metavar="N", type=replicates_option, default=None,
                     help="replicates per condition for every rollout, overriding declarations")
-    group.addoption("--prove-concurrency", metavar="K", type=positive_int, default=None,
+    group.addoption("--prove-concurrency", metavar="K", type=concurrency_option, default=None,
                     help="run K replicates at once in each item (threads, or asyncio tasks "
                          "for async rollouts)")
     group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
                     help="stop an episode still running after S seconds: stored with no "
                          "outcome (episode_timeout), its item fails, the sweep goes on "
-                         "(overrides timeout= and the ini value prove_episode_timeout)")
+                         "(overrides timeout= and the ini value prove_episode_timeout; "
+                         "default for a sync rollout: 1800; 0 or none: no timeout)")
     group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
                     help="compare this outcome (repeatable; default: every declared failure "
                          "and success)")
@@ -149,9 +154,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="episodes without an outcome (no outcome, errors, timeouts): test "
                          "(default: a rise in their share is worse) or ignore (they are "
                          "infrastructure; the summary says how many were left out)")
-    group.addoption("--prove-q", metavar="Q", type=fraction, default=None,
+    group.addoption("--prove-q", metavar="Q", type=error_rate, default=None,
                     help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
-    group.addoption("--prove-max-mde", metavar="D", type=fraction, default=None,
+    group.addoption("--prove-max-mde", metavar="D", type=max_mde_option, default=None,
                     help="the largest change you accept not being able to see; default 0.20")
     group.addoption("--prove-margin", metavar="D", type=margin_option, default=None,
                     help="ask for the claim 'no condition got worse by D or more' (a "
@@ -193,7 +198,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="0.25")
     parser.addini("prove_margin", "default for --prove-margin (empty: no margin)", default="")
     parser.addini("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
-                  "empty: no timeout)", default="")
+                  "empty: 1800 for a sync rollout without timeout=; 0 or none: no timeout)",
+                  default="")
     parser.addini("prove_missing", "default for --prove-missing: test or ignore",
                   default="test")
     parser.addini("prove_allow_underpowered", "default for --prove-allow-underpowered",
@@ -205,10 +211,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     capture.add_options(parser)
 
 
-def _ini_fraction(config: pytest.Config, name: str) -> float:
+def _ini_number(config: pytest.Config, name: str, parse: Callable[[str], float]) -> float:
     raw = str(config.getini(name))
     try:
-        return fraction(raw)
+        return parse(raw)
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option {name}: {exc}") from None
 
@@ -221,8 +227,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "prove_rollout: set by @prove.rollout; do not apply by hand")
     opt = config.option
-    q = opt.prove_q or _ini_fraction(config, "prove_q")
-    max_mde = opt.prove_max_mde or _ini_fraction(config, "prove_max_mde")
+    q = opt.prove_q or _ini_number(config, "prove_q", error_rate)
+    max_mde = opt.prove_max_mde or _ini_number(config, "prove_max_mde", max_mde_option)
     ini_margin = str(config.getini("prove_margin")).strip()
     try:
         margin = opt.prove_margin or (margin_option(ini_margin) if ini_margin else None)
@@ -295,6 +301,7 @@ def pytest_configure(config: pytest.Config) -> None:
         plan_only=opt.prove_plan,
         episode_timeout=opt.prove_episode_timeout,
         default_timeout=default_timeout,
+        builtin_timeout=_builtin_timeout(config),
         shard=opt.prove_shard,
         chaos=chaos_on,
         chaos_asked=opt.prove_chaos is not None,
@@ -420,6 +427,24 @@ def _paired_baseline(store: Store, resume: Run, given: Run | None) -> Run | None
             "first episodes were compared with another baseline than its last would be; "
             f"start a new run with --prove-baseline={name}")
     return found
+
+
+def _builtin_timeout(config: pytest.Config) -> float | None:
+    """The episode timeout of a sync rollout that sets none, or None: none under a debugger
+    (a breakpoint must not time the episode out), nor when pytest-timeout bounds every test
+    (its timeout ends the episode already, and stores it as timed out)."""
+    opt = config.option
+    if getattr(opt, "usepdb", False) or getattr(opt, "trace", False):
+        return None
+    if config.pluginmanager.hasplugin("timeout"):
+        found: object = getattr(opt, "timeout", None) or os.environ.get("PYTEST_TIMEOUT")
+        if found is None:
+            with contextlib.suppress(ValueError):
+                found = config.getini("timeout")
+        with contextlib.suppress(TypeError, ValueError):
+            if float(str(found)) > 0:
+                return None
+    return options.DEFAULT_EPISODE_TIMEOUT
 
 
 def _check_sequential_options(opt: Any) -> None:

@@ -9,7 +9,6 @@ bounds what a worker spends even before the controller's word reaches it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import shutil
 import tempfile
@@ -22,29 +21,19 @@ import pytest
 
 from .. import wire
 from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
+from ..options import tokens
 from ..record import add_tokens
 from .state import own
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
 
 
-def _tokens(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of tokens >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 1, got {value}")
-    return value
-
-
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("prove")
-    group.addoption("--prove-token-cap", metavar="N", type=_tokens, default=None,
+    group.addoption("--prove-token-cap", metavar="N", type=tokens, default=None,
                     help="stop the run once its episodes used N input tokens: no new episode "
                          "starts, the run is marked capped and the session fails")
-    group.addoption("--prove-output-token-cap", metavar="N", type=_tokens, default=None,
+    group.addoption("--prove-output-token-cap", metavar="N", type=tokens, default=None,
                     help="the same for output tokens")
     group.addoption("--prove-plan-from", metavar="RUN", default=None,
                     help="with --prove-plan: estimate the sweep's tokens and price from the "

@@ -431,6 +431,26 @@ def _check_chaos(config: pytest.Config, items: list[pytest.Item],
     return False
 
 
+def _check_events(config: pytest.Config, items: list[pytest.Item],
+                  selected: Mapping[str, tuple[ItemPlan, set[str]]]) -> bool:
+    """Refuse a --prove-event that no selected rollout declares, before any rollout runs
+    (the comparison refused it only at the end, once the sweep had spent its tokens).
+    Whether it refused."""
+    asked = list(dict.fromkeys(config.option.prove_event or ()))
+    if not asked or not selected:
+        return False
+    known = sorted({e for plan, _ in selected.values() for e in plan.declaration.events})
+    unknown = [e for e in asked if e not in known]
+    if not unknown:
+        return False
+    shown = ", ".join(repr(e) for e in unknown)
+    _refuse(config, items, (
+        f"--prove-event names {shown}, which no rollout this session runs declares as a "
+        f"failure or success; declared: {', '.join(map(repr, known))}. Fix the name, or drop "
+        "--prove-event to compare every declared event"))
+    return True
+
+
 class Collection:
     """After pytest's own selection: resume, the design check, and the plan."""
 
@@ -501,6 +521,8 @@ class Collection:
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
         if _check_chaos(config, items, selected, settings):
+            return
+        if _check_events(config, items, selected):
             return
         if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:

@@ -95,9 +95,15 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     settings = item.config.stash[SETTINGS_KEY]
     # A replay keeps only an explicit --prove-episode-timeout: with one, the rollout runs in
     # another thread, where a debugger cannot stop it.
+    # The built-in default is a sync rollout's only (under a timeout an async block runs on a
+    # loop of its own, not on its fixtures' loop), and not one pytest-timeout's marker
+    # bounds. 0 switches the timeout off on purpose.
     timeout = settings.episode_timeout if settings.replay is not None else next(
         (s for s in (settings.episode_timeout, plan.declaration.timeout,
-                     settings.default_timeout) if s is not None), None)
+                     settings.default_timeout,
+                     None if is_async or item.get_closest_marker("timeout")
+                     else settings.builtin_timeout) if s is not None), None)
+    timeout = timeout or None
     try:
         results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
                             capture=item.stash.get(CAPTURE_KEY, None),

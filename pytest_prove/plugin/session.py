@@ -269,6 +269,7 @@ class ProveSession:
         if self.run.failure is not None:
             outcome.refusal = (f"{self.run.failure} (the {len(self.run.states)} episodes "
                                "stored before it are kept)")
+            outcome.notes = tuple(notes + self._not_saved(str(writer.manifest["name"])))
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if self.baseline is not None and self.settings.shard is not None:
@@ -337,6 +338,22 @@ class ProveSession:
             return []
         shown = ", ".join(asked[:5]) + (f" and {len(asked) - 5} more" if len(asked) > 5 else "")
         return [f"sequential=True ({shown}): every replicate ran, as in a fixed run: {why}"]
+
+    def _not_saved(self, run: str) -> list[str]:
+        """The baselines asked for that a store which failed could not take, with the fix."""
+        found = []
+        if self.save_baseline is not None:
+            found.append(f"not saved: baseline {self.save_baseline!r}: the store could not be "
+                         f"written, so run {run!r} is incomplete on disk; once there is room, "
+                         f"pytest --prove-resume={run} --prove-save-baseline="
+                         f"{self.save_baseline} completes it and saves the baseline")
+        if self.update_baseline and self.baseline is not None:
+            found.append(f"not saved: baseline {self.baseline.name!r} was not updated: the "
+                         f"store could not be written, so run {run!r} is incomplete on disk; "
+                         f"once there is room, pytest --prove-resume={run} --prove-baseline="
+                         f"{self.baseline.name} --prove-update-baseline completes it and "
+                         "updates the baseline")
+        return found
 
     def _save_baselines(self, outcome: Outcome) -> list[str]:
         from ..store.baselines import save_baseline

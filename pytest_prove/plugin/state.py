@@ -82,6 +82,9 @@ class Settings:
     plan_only: bool = False
     episode_timeout: float | None = None  # --prove-episode-timeout: beats every other
     default_timeout: float | None = None  # ini prove_episode_timeout: below timeout=
+    #: The built-in default for a sync rollout with none of the above (options.py's
+    #: DEFAULT_EPISODE_TIMEOUT; None under --pdb or --trace). 0 anywhere: no timeout.
+    builtin_timeout: float | None = None
     #: --prove-replay: the replayed run's replicates by rollout id (None: not a replay).
     replay: dict[str, int] | None = None
     is_worker: bool = False

@@ -26,7 +26,7 @@ from pytest_prove.review.tallies import RunLine, Tally
 
 from ._format import plain_text, terminal_text
 from .json import comparison_document
-from .notes import fault_text, set_aside
+from .notes import fault_text, set_aside, unfinished
 from .terminal import format_comparison
 
 __all__ = [
@@ -118,10 +118,11 @@ def diff_lines(review: Review, verbose: bool) -> list[str]:
         after = shlex.quote(review.labels.after)
         events = [r.event for r in comparison.verdict.worse if r.event != NO_OUTCOME_EVENT]
         if events:
-            lines.append(f"next: pytest-prove where {after} --event {shlex.quote(events[0])}")
+            lines.append(plain_text(f"next: pytest-prove where {after} --event "
+                                    f"{shlex.quote(events[0])}"))
         else:  # only missing outcomes rose: the episodes say why they ended
-            lines.append(f"next: pytest-prove show {after} (its errored and timed-out "
-                         "episodes, with their messages)")
+            lines.append(plain_text(f"next: pytest-prove show {after} (its errored and "
+                                    "timed-out episodes, with their messages)"))
     return lines
 
 
@@ -197,8 +198,10 @@ def run_report_lines(found: Description, path: Path) -> list[str]:
 
 def report_lines(review: Review, path: Path) -> list[str]:
     word = review.require_comparison().verdict.word
-    return [f"{word}: report of {review.labels.before} -> {review.labels.after} written "
-            f"to {path}", f"next: open {path}"]
+    return [f"{word}: report of {terminal_text(review.labels.before)} -> "
+            f"{terminal_text(review.labels.after)} written to {path}",
+            *(f"{head}: {plain_text(text)}" for head, text in unfinished(review)),
+            f"next: open {path}"]
 
 
 # --------------------------------------------------------------------------- runs, show

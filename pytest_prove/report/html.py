@@ -31,7 +31,7 @@ from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
 from .figures import cost_figure, forest_order, forest_plot, step_figures
-from .notes import run_set_aside, set_aside
+from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, verdict_line
 
 __all__ = ["AxisError", "choose_axes", "render_html", "render_run_html", "worst_first",
@@ -635,8 +635,10 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
         opens = _opens_on(worst.condition, worst.event, why)
     said = margin_line(comparison)
     margin_said = "" if said is None else f'\n<p class="verdict margin">{_e(said)}</p>'
+    incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
+                         for head, text in unfinished(review))
     header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
-<p class="verdict">{_e(verdict_line(comparison))}</p>{margin_said}
+<p class="verdict">{_e(verdict_line(comparison))}</p>{margin_said}{incomplete}
 <p class="muted">{_e(labels.before)} → {_e(labels.after)}, {comparison.m} tests,
 {'paired on shared seeds' if prepared.paired else 'unpaired'}; {_axes_note(x, y)}. Use the arrow
 keys in a grid, or hover a cell, to read its details.</p>{opens}

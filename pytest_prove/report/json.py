@@ -54,6 +54,14 @@ def comparison_document(review: Review) -> dict[str, Any]:
             "faults": {arm: {label: c.to_json() for label, c in counts.items()}
                        for arm, counts in prepared.faults.items()}}}),
     }
+    # Whether the comparison vouches for every condition: an incomplete run, conditions
+    # that never ran (the gate's reasons beside the verdict), and how each run ended.
+    document["runs"] = {arm: {"name": label, "status": "baseline" if run.is_baseline
+                              else run.status}
+                        for arm, label, run in (("before", labels.before, review.before),
+                                                ("after", labels.after, review.after))}
+    document["incomplete"] = list(review.gate.reasons)
+    document["notes"] = list(review.notes)
     if review.sequential:  # --prove-sequential: how each condition stopped
         document["sequential"] = [{"condition": label or None, "decision": reason}
                                   for label, reason in review.sequential]

@@ -16,7 +16,7 @@ from pytest_prove.review.describe import Description
 from pytest_prove.stats import Row
 
 from ._format import q_text, rate, signed, terminal_text
-from .notes import run_set_aside, set_aside
+from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, margin_next, verdict_line
 
 __all__ = ["append_step_summary", "escape", "render_markdown", "render_run_markdown"]
@@ -64,6 +64,8 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
         *([] if comparison.margin is None else [
             f"**{escape(comparison.margin.word)}**: "
             + escape(str(margin_line(comparison)).partition(": ")[2], _OURS), ""]),
+        *(f"**{escape(head.capitalize(), _OURS)}**: {escape(text, _OURS)}\n"
+          for head, text in unfinished(review)),
         f"<code>{escape(labels.before)}</code> → <code>{escape(labels.after)}</code>, "
         f"{comparison.m} tests "
         f"({'paired on shared seeds' if prepared.paired else 'unpaired'})",

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pytest_prove.review import Review
     from pytest_prove.review.describe import Description
 
-__all__ = ["fault_text", "run_set_aside", "set_aside"]
+__all__ = ["fault_text", "run_set_aside", "set_aside", "unfinished"]
 
 _SHOWN = 6
 
@@ -75,10 +75,19 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
     for arm, injected in prepared.faults.items():
         lines.append((f"faults injected in {before if arm == 'before' else after}",
                       fault_text(injected, esc)))
-    if prepared.not_run:
-        lines.append(("not run", f"{len(prepared.not_run)} condition(s) of {before} have no "
+    # A condition the run left out by mistake (it never ran: a kill, a rename) is no
+    # partial run on purpose: the gate fails on it, and it is worded apart.
+    mistaken = {label for labels in review.coverage.by_mistake.values() for label in labels}
+    on_purpose = [c for c in prepared.not_run if c not in mistaken]
+    never = [c for c in prepared.not_run if c in mistaken]
+    if on_purpose:
+        lines.append(("not run", f"{len(on_purpose)} condition(s) of {before} have no "
                                  f"episode to compare in {after} and are left out of the "
-                                 f"verdict: {_some(prepared.not_run, esc)}"))
+                                 f"verdict: {_some(on_purpose, esc)}"))
+    if never:
+        lines.append(("never ran", f"{len(never)} condition(s) of {before} have no episode "
+                                   f"in {after}, which did not leave them out on purpose; "
+                                   f"nothing vouches for them: {_some(never, esc)}"))
     if prepared.no_outcome:
         shown = [f"{esc(label)} ran {n} episode(s), none had an outcome"
                  for label, n in list(prepared.no_outcome.items())[:_SHOWN]]
@@ -108,6 +117,16 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
                                                 "their share is tested as the event 'no "
                                                 "outcome' of their condition"))
     return lines
+
+
+def unfinished(review: Review) -> list[tuple[str, str]]:
+    """As ``(head, text)``, unescaped: why the comparison cannot vouch for every condition
+    (``incomplete``: the gate's reasons beside the verdict, such as a run that did not
+    finish or conditions that never ran), then any other note on how a run ended
+    (``note``). A report says these right after its verdict."""
+    reasons = list(dict.fromkeys(review.gate.reasons))
+    return ([("incomplete", r) for r in reasons]
+            + [("note", n) for n in dict.fromkeys(review.notes) if n not in reasons])
 
 
 def run_set_aside(found: Description, esc: Callable[[str], str]) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.stats import Comparison, Limit, Row, outward
 
-from ._format import q_text, rate, signed, terminal_text
+from ._format import plain_text, q_text, rate, signed, terminal_text
 
 __all__ = ["bound_text", "condition_failure", "format_comparison", "margin_line",
            "margin_next", "verdict_line"]
@@ -241,14 +241,14 @@ def format_comparison(
         lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
                      f"{rate(comparison.max_mde)} not shown (-v shows every row)")
     lines.append(
-        f"method: {comparison.method}. rise/fall: the smallest change each row alone would be "
-        f"flagged for, 4 times in 5, from its rate in {before}"
+        f"method: {plain_text(comparison.method)}. rise/fall: the smallest change each row "
+        f"alone would be flagged for, 4 times in 5, from its rate in {before}"
     )
     if comparison.paired_model is not None:
         lines.append(f"paired limits assume {comparison.paired_model}")
     if comparison.margin is not None:
-        lines.append(f"margin method: {comparison.margin.method}. bound: the smallest margin "
-                     "each test would be shown within, one-sided")
+        lines.append(f"margin method: {plain_text(comparison.margin.method)}. bound: the "
+                     "smallest margin each test would be shown within, one-sided")
         advice = margin_next(comparison)
         if advice is not None:
             lines.append(advice)
@@ -283,6 +283,7 @@ def condition_failure(comparison: Comparison, condition: str, *, before: str,
         + ("; ".join(f"{_event_words(r)} {rate(r.before)} -> {rate(r.after)}" for r in moved)
            or "unchanged"),
         *_table(rows, comparison.max_mde),
-        f"method: {comparison.method}",
-        *([] if comparison.margin is None else [f"margin method: {comparison.margin.method}"]),
+        f"method: {plain_text(comparison.method)}",
+        *([] if comparison.margin is None
+          else [f"margin method: {plain_text(comparison.margin.method)}"]),
     ]

@@ -294,6 +294,15 @@ def unfinished_reason(run: Run) -> str | None:
     episode), or None when it is complete or left out only what it meant to."""
     if run.is_baseline or run.status == "complete":
         return None
+    # A run whose writer never wrote its final manifest (killed, the disk full, or still
+    # being written): whatever its episodes hold, nothing says it left anything out on
+    # purpose.
+    cut_short = "ended" in run.manifest and run.manifest["ended"] is None
+    if cut_short and run.manifest.get("merged"):
+        return (f"run {run.name!r} is a merge that stopped before writing its final manifest "
+                "(killed, or the disk filled), so nothing says it holds every shard's "
+                "episodes; merge the shards again into a new name (pytest-prove merge RUN... "
+                "--name NEW) and delete this run")
     merged = missing_slices(run.manifest, run.name)
     if merged is not None:
         return merged
@@ -301,6 +310,10 @@ def unfinished_reason(run: Run) -> str | None:
         return (f"run {run.name!r} is capped: the token cap stopped it before it finished; "
                 f"finish it with pytest --prove-resume={run.name}")
     missing = unfinished(run)
+    if not missing and cut_short:
+        return (f"run {run.name!r} did not finish: its session stopped before writing the "
+                "run's final manifest (killed, the disk filled, or it is still running); "
+                f"finish it with pytest --prove-resume={run.name}")
     if missing == 0:
         return None
     count = "" if missing is None else f": {missing} replicates it selected have no episode"

@@ -63,6 +63,7 @@ __all__ = [
     "StoreError",
     "StoreWarning",
     "check_name",
+    "check_run_name",
     "episode_key",
     "read_baseline",
     "utc_now",
@@ -100,6 +101,26 @@ def check_name(name: str, what: str = "run name") -> str:
             f"the {what} {name!r} is not allowed: start with a letter or digit and use only "
             "letters, digits, '.', '_', '-' or '+' (at most 128 characters)"
         )
+    return name
+
+
+#: The shape of a run id, ``20261204T192520Z-d19c``: kept for the ids the store gives.
+_RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")
+
+
+def check_run_name(name: str) -> str:
+    """A name for a new run (--prove-name, merge --name): a plain word that is neither
+    ``latest`` nor shaped like a run id, since either would shadow another run wherever
+    runs are named (``latest`` names the newest run; a run id, the run it was given to)."""
+    check_name(name)
+    if name == "latest":
+        raise StoreError("the run name 'latest' is kept for the newest run, so a run called "
+                         "so could not be named; choose another name, e.g. 'latest-main'")
+    if _RUN_ID.match(name):
+        raise StoreError(f"the run name {name!r} has the shape of a run id "
+                         "(YYYYMMDDTHHMMSSZ-hex), which the store gives each run; a run named "
+                         "so would shadow the run with that id. Choose a plain name, e.g. "
+                         f"'rerun-{name}'")
     return name
 
 
@@ -368,7 +389,7 @@ class Store:
         started = datetime.now(UTC)
         run_id = f"{started:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
         if name is not None:
-            check_name(name)
+            check_run_name(name)
         body = {
             "format": RUN_FORMAT,
             "run_id": run_id,

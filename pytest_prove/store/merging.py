@@ -18,7 +18,7 @@ from typing import Any, Final
 from filelock import FileLock, Timeout
 
 from ..record import StoreError, ending, episode_name, identity, utc_now
-from . import RUN_FORMAT, Run, Store, check_name
+from . import RUN_FORMAT, Run, Store, check_run_name
 
 __all__ = ["manifest_declarations", "merge_runs", "missing_slices"]
 
@@ -130,7 +130,7 @@ def merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
 
     One merge at a time writes into a store (a lock file in its ``runs`` folder), so that
     two merges into one name cannot both find it free and write two runs of that name."""
-    check_name(name)
+    check_run_name(name)
     if not runs:
         raise StoreError("name at least one shard's run to merge")
     path = store.runs_dir / ".merge.lock"

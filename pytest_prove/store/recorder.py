@@ -336,6 +336,11 @@ class RunRecorder:
             updates["shard"] = self.shard_json()
         if self.failure is None:
             self.write_manifest(**updates)
+            if self.failure is not None:
+                # The final manifest was not written (the disk filled after the last
+                # episode): the one on disk still says incomplete, and so must the session.
+                status = updates["status"] = "incomplete"
+                updates["ended"] = None
         else:
             # The store already failed once: one more try at the final word, quietly.
             with contextlib.suppress(OSError, StoreError):
