@@ -50,7 +50,10 @@ DRILL_BOT = textwrap.dedent(
 
 @pytest.fixture
 def drill(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    # The password ticket errors on one seed in five on purpose: with 40 replicates its share
+    # of errored episodes passes the baseline bound of 0.25 one run in six, which would
+    # refuse the baseline these tests save (--prove-max-errored).
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\nprove_max_errored = 0.6\n")
     pytester.makepyfile(test_bot=DRILL_BOT)
     return pytester
 
