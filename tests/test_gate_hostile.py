@@ -83,3 +83,31 @@ def test_errored_episodes_ignored_by_check_do_not_hide_a_worse_run(
     out = capsys.readouterr().out
     assert "of 'errored' ended without an outcome" in out
     assert "check failed" in out
+
+
+def test_check_refuses_a_run_against_itself_or_the_baseline_named_second(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A CI script's slip: the arguments swapped, or one variable given twice. Both read a
+    # worse agent as 'safer' or 'no significant change' and passed.
+    monkeypatch.setenv("A_BAD", "0.5")
+    assert agent.runpytest("--prove-name=worse").ret == pytest.ExitCode.OK  # no gate
+    store = str(agent.path / ".prove")
+    assert main(["--store", store, "check", "baseline:current", "worse"]) == 4
+    capsys.readouterr()
+    assert main(["--store", store, "check", "worse", "baseline:current"]) == 4
+    out = capsys.readouterr().out
+    assert out.startswith("check failed: the new run named, 'baseline:current', is a "
+                          "baseline, and the baseline named, 'worse', is a run")
+    assert "pytest-prove check baseline:current worse" in out
+    for same in (["worse", "worse"], ["current", "baseline:current"]):
+        assert main(["--store", store, "check", *same]) == 4
+        out = capsys.readouterr().out
+        assert "are the same run" in out.splitlines()[0], out
+    # A baseline saved from the worse run is the same run too.
+    assert agent.runpytest("--prove-save-baseline=lax", "--prove-name=laxrun").ret == 0
+    capsys.readouterr()
+    assert main(["--store", store, "check", "baseline:lax", "laxrun"]) == 4
+    assert "are the same run" in capsys.readouterr().out
+    # Two baselines, either way round, are compared as asked.
+    assert main(["--store", store, "check", "baseline:lax", "baseline:current"]) == 0
