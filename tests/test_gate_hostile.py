@@ -61,6 +61,12 @@ def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
     result.stdout.fnmatch_lines(["*gate failed: condition case=a: * of the 200 episodes of "
                                  "'hidden' ended without an outcome (0.*, more than 0.25)*"
                                  "--prove-missing=ignore leaves them out*"])
+    # A sequential run stops case=a at its first look, on what was left of it: the same.
+    result = agent.runpytest("--prove-baseline=current", "--prove-missing=ignore",
+                             "--prove-sequential")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*gate failed: condition case=a: * of the * episodes of * "
+                                 "ended without an outcome*"])
     # The same run read again by check, and the same bound raised on purpose.
     assert main(["--store", str(agent.path / ".prove"), "check", "baseline:current", "hidden",
                  "--missing=ignore"]) == 4
