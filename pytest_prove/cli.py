@@ -233,8 +233,8 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
                              "prove_allow_underpowered")
     parser.add_argument("--max-errored", type=share, default=None, metavar="F",
                         help="fail a condition more than F of whose episodes in A (the "
-                             "baseline) ended without an outcome; default: ini "
-                             "prove_max_errored, else 0.25")
+                             "baseline) ended without an outcome (with --missing=ignore, in B "
+                             "too); default: ini prove_max_errored, else 0.25")
     parser.add_argument("--partial", action="store_true",
                         help="the run is partial on purpose (-k, -m, --lf, a skip): decide on "
                              "the conditions it ran (without it, a run that left conditions "

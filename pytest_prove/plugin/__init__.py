@@ -176,7 +176,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prove-max-errored", metavar="F", type=share, default=None,
                     help="the largest share of a condition's episodes that may end without "
                          "an outcome (errors, timeouts, no outcome) in a run saved as a "
-                         "baseline; default: ini prove_max_errored, else 0.25")
+                         "baseline, in the baseline a gate reads, and with "
+                         "--prove-missing=ignore in the run; default: ini "
+                         "prove_max_errored, else 0.25")
     group.addoption("--prove-report", metavar="PATH", type=_report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "

@@ -95,6 +95,24 @@ class Review:
         return self.comparison
 
 
+def _misnamed(before: Run, after: Run, labels: Labels) -> list[str]:
+    """Why the two runs named cannot be a gate's (a command line's slip, e.g. ``check RUN
+    BASELINE`` or one variable twice), or nothing: a run read against itself (a baseline
+    holds the id of the run it was saved from) shows no change whatever the agent did, and
+    a baseline read as the new run turns a worse agent into a safer one."""
+    fix = ("name the baseline first and the new run second (pytest-prove check "
+           "baseline:NAME RUN)")
+    if before.run_id == after.run_id:
+        return [f"{labels.before!r} and {labels.after!r} are the same run "
+                f"({before.run_id}), and a run compared with itself shows no change whatever "
+                f"the agent did; {fix}"]
+    if after.is_baseline and not before.is_baseline:
+        return [f"the new run named, {labels.after!r}, is a baseline, and the baseline named, "
+                f"{labels.before!r}, is a run: read this way round, a worse agent reads "
+                f"safer; {fix}, here pytest-prove check {labels.after} {labels.before}"]
+    return []
+
+
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
            margin: float | None = None, chaos_differs: bool = False,
@@ -175,6 +193,7 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     unfinished = unfinished_reason(after)
     if unfinished is not None:
         reasons.append(unfinished)
+    reasons.extend(_misnamed(before, after, labels))
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     spared = list(blind.notes)
     if "worse" not in fail_on:
