@@ -117,3 +117,24 @@ def test_check_refuses_a_run_against_itself_or_the_baseline_named_second(
     assert "are the same run" in capsys.readouterr().out
     # Two baselines, either way round, are compared as asked.
     assert main(["--store", store, "check", "baseline:lax", "baseline:current"]) == 0
+
+
+def test_a_failed_gate_does_not_save_over_the_baseline_it_failed_against(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --prove-save-baseline naming the baseline the gate read wrote the worse run over it
+    # although the gate failed, so the next gate of the same worse agent passed.
+    baseline = agent.path / ".prove" / "baselines" / "current.baseline"
+    before = baseline.read_bytes()
+    monkeypatch.setenv("A_BAD", "0.5")
+    result = agent.runpytest("--prove-baseline=current", "--prove-save-baseline=current")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*not saved: baseline 'current' is the one this run was "
+                                 "gated against, and the gate failed*--prove-update-baseline*"])
+    assert baseline.read_bytes() == before
+    # Saved under another name, it is kept as asked; accepted on purpose, it replaces.
+    result = agent.runpytest("--prove-baseline=current", "--prove-save-baseline=worse")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert (agent.path / ".prove" / "baselines" / "worse.baseline").is_file()
+    result = agent.runpytest("--prove-baseline=current", "--prove-update-baseline")
+    assert result.ret == pytest.ExitCode.OK
+    assert baseline.read_bytes() != before

@@ -369,7 +369,17 @@ class ProveSession:
         notes = []
         if outcome.declaration_changed is not None:
             notes.append(outcome.declaration_changed)
-        if self.save_baseline is not None:
+        gated = self.baseline is not None and self.save_baseline == self.baseline.name
+        if (self.save_baseline is not None and gated and not self.update_baseline
+                and (outcome.failed_gate or outcome.refusal is not None)):
+            # Written over the baseline that just failed this run, the worse run would pass
+            # the next gate of the same agent: accepting it is --prove-update-baseline's.
+            notes.append(
+                f"not saved: baseline {self.save_baseline!r} is the one this run was gated "
+                "against, and the gate failed; it is left as it was. To accept this run as "
+                f"the new baseline on purpose, run --prove-baseline={self.save_baseline} "
+                "--prove-update-baseline after review")
+        elif self.save_baseline is not None:
             notes.append(save_baseline(self.store, self.save_baseline, self.ended_run(),
                                        missing=self.run.missing(),
                                        max_errored=settings.max_errored, thin=thin))
