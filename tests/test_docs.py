@@ -596,7 +596,7 @@ def test_a_command_in_a_workflow_is_checked(tmp_path: Path,
         """)
     message = failure_of(block, request)
     assert "page.md:5: pytest -n 2 --prove-shard=1/3 --prove-replicates=0" in message
-    assert "expected a whole number >= 1" in message
+    assert "expected replicates a condition, a whole number from 1" in message
 
 
 @pytest.mark.parametrize(("spec", "said"), [

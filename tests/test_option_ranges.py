@@ -28,6 +28,7 @@ NUMERIC = {
     "--prove-output-token-cap": ("-5", "10000000000000000000",
                                  "from 1 to 1,000,000,000,000,000,000"),
     "--prove-episode-timeout": ("-1", "inf", "above 0"),
+    "--prove-max-errored": ("-0.1", "1.5", "between 0 and 1"),
 }
 #: Options that take a value that is not a number.
 WORDS = {"--prove-store", "--prove-report", "--prove-name", "--prove-baseline",
