@@ -27,11 +27,10 @@ from ..declare.chaos import ChaosConfig, ChaosLog
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
-from .recording import EpisodeLog
+from .recording import EpisodeLog, storable
 
 __all__ = ["EpisodeTimeout", "Identity", "ReplicateResult", "Stopped", "close_log",
-           "error_record", "finish", "interrupted_result", "new_log", "storable",
-           "timeout_result"]
+           "error_record", "finish", "interrupted_result", "new_log", "timeout_result"]
 
 
 @final
@@ -93,11 +92,6 @@ class Stopped(BaseException):
 class EpisodeTimeout(BaseException):
     """Raised into a rollout still running at its deadline.  A BaseException, so that the
     rollout's own ``except Exception`` does not take it for one of its errors."""
-
-
-def storable(text: str) -> str:
-    """``text`` as UTF-8 can hold it: a lone surrogate becomes its escape, ``\\ud800``."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_record(identity: Identity, kind: str, exc_type: str, message: str,
