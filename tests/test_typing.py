@@ -8,6 +8,8 @@ one.
 
 from __future__ import annotations
 
+import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,28 @@ def test_the_public_api_type_checks_as_users_write_it() -> None:
         str(CHECKS),
     ])
     assert (status, out, err) == (0, "", ""), f"mypy on {CHECKS.name}:\n{out}{err}"
+
+
+def test_the_typing_checks_take_the_fixtures_as_the_plugin_returns_them(
+        pytestconfig: pytest.Config) -> None:
+    """mypy cannot see through a fixture: typing_checks.py annotates each ``prove_*``
+    argument by hand, and this holds those annotations to the plugin's fixtures."""
+    tree = ast.parse(CHECKS.read_text(encoding="utf-8"))
+    used: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for arg in node.args.args:
+                if arg.arg.startswith("prove_") and arg.annotation is not None:
+                    used.setdefault(arg.arg, set()).add(ast.unparse(arg.annotation))
+    assert set(used) == {"prove_block", "prove_cfg", "prove_replicate", "prove_seed"}
+    returned: dict[str, set[str]] = {}
+    for plugin in pytestconfig.pluginmanager.get_plugins():
+        for name in used:
+            fixture = getattr(plugin, name, None)
+            if fixture is not None and hasattr(fixture, "__wrapped__"):  # @pytest.fixture's
+                returned.setdefault(name, set()).add(
+                    str(inspect.signature(fixture).return_annotation))
+    assert returned == used
 
 
 def test_a_bare_rollout_decorator_is_refused_at_run_time_too() -> None:
