@@ -21,9 +21,8 @@ from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosConfig
 from ..declare.spec import Declaration
 from .chaos import injecting
-from .deadline import GRACE, run_with_deadline
+from .deadline import run_with_deadline
 from .endings import (
-    EpisodeTimeout,
     Identity,
     ReplicateResult,
     Stopped,
@@ -33,8 +32,9 @@ from .endings import (
 )
 from .replicates import run_async_block, run_one
 
-__all__ = ["GRACE", "EpisodeTimeout", "Identity", "ReplicateResult", "Stopped", "error_record",
-           "run_block"]
+#: run_block, and what the plugin takes from the running package with it (error_record: the
+#: record of an episode whose item failed in setup or whose worker crashed).
+__all__ = ["Identity", "ReplicateResult", "Stopped", "error_record", "run_block"]
 
 
 def run_block(
