@@ -28,7 +28,6 @@ __all__ = [
 ]
 
 
-
 def _version() -> str:
     """The installed distribution's version (pyproject.toml's, the one place it is
     written); in a checkout that is not installed, read from its pyproject.toml. An xdist

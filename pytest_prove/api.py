@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, TypeVar
 
 import pytest
 
@@ -31,20 +31,11 @@ def _axes(axes: Mapping[str, Any]) -> tuple[Axis, ...]:
     return tuple(found)
 
 
-@overload
-def rollout(fn: F, /) -> F: ...
-@overload
-def rollout(*, replicates: int = ..., failures: Iterable[str] = ...,
-            successes: Iterable[str] = ..., outcomes: Iterable[str] = ...,
-            t_unit: str | None = ..., concurrency: int | None = ...,
-            timeout: float | None = ..., axes: Mapping[str, Any] | None = ..., id: str | None = ...,
-            capture: Mapping[str, Any] | None = ...,
-            chaos: Mapping[str, Any] | None = ...,
-            sequential: bool | None = ...) -> Callable[[F], F]: ...
-
-
 def rollout(
-    fn: F | None = None,
+    # A positional argument is never valid (a bare ``@prove.rollout`` has nothing to
+    # declare): typed None so that a type checker refuses it, and kept so that it is
+    # refused at run time with what to write instead of Python's own message.
+    fn: None = None,
     /,
     *,
     replicates: int = 100,
@@ -59,7 +50,7 @@ def rollout(
     capture: Mapping[str, Any] | None = None,
     chaos: Mapping[str, Any] | None = None,
     sequential: bool | None = None,
-) -> F | Callable[[F], F]:
+) -> Callable[[F], F]:
     """Declare a rollout.
 
     On a test function (its axes are its ``pytest.mark.parametrize`` arguments)::

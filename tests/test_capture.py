@@ -12,8 +12,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_prove.declare.spec import Declaration, SpecError
+from pytest_prove.running.endings import close_log
 from pytest_prove.running.recording import EpisodeLog, recording
-from pytest_prove.running.runner import _close
 from pytest_prove.store.writer import dump_line
 from pytest_prove.traces import _otel
 from pytest_prove.traces._otel import EpisodeSpanProcessor
@@ -62,7 +62,7 @@ def test_values_the_store_cannot_write_are_stored_as_text(tracer: object) -> Non
         span.set_attribute("names", ["a\ud800", "b"])
         span.add_event("retry \ud800", {"wait": float("-inf")})
     record: dict[str, object] = {}
-    _close(log, record)
+    close_log(log, record)
     dump_line(record).encode()  # what the store does with every episode
     (stored,) = log.spans
     assert stored["name"] == "chat \\ud800"
@@ -136,7 +136,7 @@ def _set_usage(span: object, model: str, tokens_in: int, tokens_out: int) -> Non
 
 def _tokens_of(log: EpisodeLog) -> dict[str, object] | None:
     record: dict[str, object] = {}
-    _close(log, record)
+    close_log(log, record)
     return record["tokens"]  # type: ignore[return-value]
 
 
@@ -230,7 +230,7 @@ def test_stored_spans_are_bounded_and_the_rest_still_count(
             with tracer.start_as_current_span("chat m") as chat:  # type: ignore[attr-defined]
                 _set_usage(chat, "m", 2, 1)
     record: dict[str, object] = {}
-    _close(log, record)
+    close_log(log, record)
     assert len(record["spans"]) == 3 and record["spans_dropped"] == 2  # type: ignore[arg-type]
     assert record["tokens"] == {"input": 10, "output": 5,
                                 "by_model": {"m": {"input": 10, "output": 5, "calls": 5}}}
@@ -272,7 +272,7 @@ def test_spans_with_usage_no_episode_takes_are_counted() -> None:
     log = EpisodeLog(capture=CaptureConfig())
     with recording(log):
         late = tracer.start_span("left running")
-    _close(log, {})  # the episode's record is made here
+    close_log(log, {})  # the episode's record is made here
     with recording(log):
         _set_usage(late, "m", 1, 1)
         late.end()

@@ -17,7 +17,8 @@ from typing import Any, Final, final
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosLog
 
-__all__ = ["MAX_SPANS", "EpisodeLog", "current_log", "recording", "set_current", "step", "usage"]
+__all__ = ["MAX_SPANS", "EpisodeLog", "current_log", "recording", "set_current", "step",
+           "storable", "usage"]
 
 
 @final
@@ -75,10 +76,11 @@ def recording(log: EpisodeLog) -> Iterator[EpisodeLog]:
         _current.reset(token)
 
 
-def _storable(text: str) -> str:
+def storable(text: str) -> str:
     """``text`` as UTF-8 can hold it: a lone surrogate becomes its escape, ``\\ud800``, as
-    in a span's model name, so that the episode crosses from an xdist worker (whose channel
-    takes only UTF-8) and is stored the same as in one process."""
+    in a step's name, a span's model name or an exception's message, so that the episode
+    crosses from an xdist worker (whose channel takes only UTF-8) and is stored the same as
+    in one process."""
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -102,7 +104,7 @@ def step(name: str) -> Iterator[None]:
     if not isinstance(name, str) or not name:
         raise TypeError(f"prove.step needs a non-empty string name, got {name!r}")
     log = _log_or_error("step")
-    entry: dict[str, Any] = {"name": _storable(name)}
+    entry: dict[str, Any] = {"name": storable(name)}
     if log._depth:
         entry["depth"] = log._depth
     log.steps.append(entry)
@@ -125,5 +127,5 @@ def usage(model: str, input: int, output: int = 0) -> None:  # noqa: A002 - the 
     for label, value in (("input", input), ("output", output)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise TypeError(f"prove.usage {label} tokens must be an int >= 0, got {value!r}")
-    _log_or_error("usage").usage.append({"model": _storable(model), "input": input,
+    _log_or_error("usage").usage.append({"model": storable(model), "input": input,
                                          "output": output, "source": "reported"})

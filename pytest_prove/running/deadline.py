@@ -1,0 +1,171 @@
+"""The episode timeout (``--prove-episode-timeout``): a block run against a deadline.
+
+With a timeout, the block runs in daemon threads while the calling thread waits until the
+deadline: an ``async def`` rollout's tasks are each given ``asyncio.timeout``; a sync
+replicate still running is sent :class:`~.endings.EpisodeTimeout` (raised in its thread at
+its next Python bytecode) and given a short grace to unwind.  A replicate that is still
+running then (blocked in C code, or a loop that never yields) is left to run on in its
+daemon thread, and its episode is stored from what it recorded so far; the caller goes on
+at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextvars import copy_context
+from pathlib import Path
+from typing import Any
+
+from ..declare.capture import CaptureConfig
+from ..declare.chaos import ChaosConfig
+from ..declare.spec import Declaration
+from .endings import (
+    EpisodeTimeout,
+    Identity,
+    ReplicateResult,
+    Stopped,
+    interrupted_result,
+    new_log,
+    timeout_result,
+)
+from .replicates import run_async, run_one
+
+__all__ = ["GRACE", "LEFT_RUNNING", "NEVER_STARTED", "run_with_deadline"]
+
+#: Seconds a timed-out replicate is given to unwind before it is left running.
+GRACE = 0.25
+#: Why a replicate's timeout record says more than "still running".
+LEFT_RUNNING = ("; it did not stop within the grace and was left running in its thread "
+                "(blocked in C code, in library code, or catching the timeout)")
+NEVER_STARTED = "; it never started: a sibling blocked the event loop"
+
+
+def _in_user_code(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is running a frame outside the standard library and installed
+    packages: the only place an exception may be raised into it without leaving a lock of
+    theirs held (logging's, for one, is taken and released around a ``try``)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    return not name.startswith(_LIBRARY_PATHS) and not name.startswith("<frozen")
+
+
+_LIBRARY_PATHS = tuple(sorted({path for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                               if (path := sysconfig.get_paths().get(key))}
+                              | {str(Path(__file__).resolve().parent.parent)}))
+
+
+def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    """Have ``thread`` raise ``exc_type`` when it next runs Python bytecode (CPython's
+    PyThreadState_SetAsyncExc; a thread blocked in C code sees it only once it returns)."""
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                   ctypes.py_object(exc_type))
+
+
+def _join(threads: Sequence[threading.Thread], until: float) -> None:
+    for thread in threads:
+        thread.join(min(max(0.0, until - time.monotonic()), threading.TIMEOUT_MAX))
+
+
+def _stop_late(late: Sequence[threading.Thread], until: float) -> set[threading.Thread]:
+    """Raise EpisodeTimeout into each late thread once it runs user code, polling until
+    ``until``; return the threads it was raised into."""
+    sent: set[threading.Thread] = set()
+    while time.monotonic() < until:
+        waiting = [thread for thread in late if thread.is_alive() and thread not in sent]
+        if not waiting:
+            break
+        for thread in waiting:
+            if _in_user_code(thread):
+                _raise_in(thread, EpisodeTimeout)
+                sent.add(thread)
+        time.sleep(0.005)
+    _join(late, until)
+    return sent
+
+
+def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
+                      call: Callable[[Identity], Any], where: Callable[[Identity], str],
+                      is_async: bool, capture: CaptureConfig | None,
+                      stops: tuple[type[BaseException], ...],
+                      timeout: float, chaos: ChaosConfig | None) -> list[ReplicateResult]:
+    """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
+    logs = [new_log(ident, capture, chaos) for ident in identities]
+    results: dict[int, ReplicateResult] = {}
+    started: set[int] = set()
+    failures: list[BaseException] = []  # stops, and errors of the running package's own
+
+    def replicate(index: int) -> None:
+        started.add(index)
+        try:
+            results[index] = run_one(identities[index], declaration, call, where, capture,
+                                     stops, logs[index], timeout)
+        except EpisodeTimeout:
+            # Raised after the rollout returned, on the way out: it did end in time.
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failures.append(exc)
+
+    def block() -> None:
+        import asyncio
+
+        try:
+            asyncio.run(run_async(identities, declaration, call, where, capture, stops,
+                                  timeout, logs, results, started))
+        except Stopped as stop:
+            failures.append(stop.cause)
+        except BaseException as exc:  # noqa: BLE001 - as in replicate()
+            failures.append(exc)
+
+    if is_async:
+        threads = [threading.Thread(target=copy_context().run, args=(block,), daemon=True,
+                                    name="prove-replicates")]
+        owner = dict.fromkeys(range(len(identities)), threads[0])
+    else:
+        threads = [threading.Thread(target=copy_context().run, args=(replicate, i),
+                                    daemon=True, name=f"prove-replicate-{ident.replicate}")
+                   for i, ident in enumerate(identities)]
+        owner = dict(enumerate(threads))
+    interrupted: BaseException | None = None
+    sent: set[threading.Thread] = set()
+    try:
+        for thread in threads:
+            thread.start()
+        _join(threads, time.monotonic() + timeout)
+        late = [thread for thread in threads if thread.is_alive()]
+        grace = time.monotonic() + GRACE
+        if is_async:  # its tasks are stopped by their own asyncio.timeout
+            _join(late, grace)
+        else:
+            sent = _stop_late(late, grace)
+    except KeyboardInterrupt as exc:
+        raise Stopped(exc, [results[i] for i in sorted(results)]) from None
+    except BaseException as exc:  # noqa: BLE001 - e.g. pytest-timeout's signal in this thread
+        interrupted = exc
+    for error in failures:
+        if not isinstance(error, stops):
+            raise error  # run_one lets only the stops out: this is the plugin's own error
+    if failures:
+        raise Stopped(failures[0], [results[i] for i in sorted(results)])
+    found = []
+    for i, ident in enumerate(identities):
+        result = results.get(i)
+        if interrupted is not None and result is None:
+            # Something stopped the waiting itself (a timeout of another plugin): the
+            # replicates still running end with it, as they would had it reached them.
+            result = interrupted_result(ident, logs[i], interrupted)
+        elif result is None or (owner[i] in sent and result.record["error"] is None):
+            # Still running, or it caught the timeout and returned late: either way it was
+            # running at its deadline, which is what the timeout promises to record.
+            note = ("" if result is not None or not owner[i].is_alive() else
+                    NEVER_STARTED if i not in started else LEFT_RUNNING)
+            result = timeout_result(ident, logs[i], timeout, note=note)
+        found.append(result)
+    return found
