@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
@@ -65,13 +65,13 @@ class _Fields(_MappingStruct, gc=False, eq=False, forbid_unknown_fields=True):
     def __len__(self) -> int:
         return sum(getattr(self, k) is not UNSET for k in self.__struct_fields__)
 
-    def keys(self) -> KeysView[str]:
+    def keys(self: Mapping[str, Any]) -> KeysView[str]:
         return KeysView(self)
 
-    def items(self) -> ItemsView[str, Any]:
+    def items(self: Mapping[str, Any]) -> ItemsView[str, Any]:
         return ItemsView(self)
 
-    def values(self) -> ValuesView[Any]:
+    def values(self: Mapping[str, Any]) -> ValuesView[Any]:
         return ValuesView(self)
 
     def __eq__(self, other: object) -> bool:
@@ -182,15 +182,10 @@ class OneModel(_MappingStruct, gc=False, eq=False):
     def __len__(self) -> int:
         return 1
 
-    def keys(self) -> KeysView[str]:
-        return KeysView(self)
-
-    def items(self) -> ItemsView[str, Any]:
-        return ItemsView(self)
-
-    def values(self) -> ValuesView[Any]:
-        return ValuesView(self)
-
+    # A mapping's views, equality and repr, as a _Fields has them.
+    keys = _Fields.keys
+    items = _Fields.items
+    values = _Fields.values
     __eq__ = _Fields.__eq__
     __ne__ = _Fields.__ne__
     __hash__ = None  # type: ignore[assignment]
@@ -276,8 +271,15 @@ def _steps(record: _Fields, raw: Raw) -> list[dict[str, Any]]:
     return steps
 
 
-def _derived(record: _Fields, key: str, value: ItemPattern | SeedOf) -> Any:
-    """What ``value``, kept in field ``key`` of ``record`` in its place, stands for."""
+#: The types a field may hold in place of its value, to be made when it is first read.
+_STAND_INS: Final = frozenset({ItemPattern, SeedOf, Raw})
+
+
+def _stood_for(record: _Fields, key: str, value: ItemPattern | SeedOf | Raw) -> Any:
+    """What ``value``, kept in field ``key`` of ``record`` in its place, stands for: an
+    item's name written out, a seed derived (and kept), or steps decoded (and kept)."""
+    if type(value) is Raw:
+        return _steps(record, value)
     found = value.of(record.replicate)  # type: ignore[attr-defined]
     if type(value) is SeedOf:
         setattr(record, key, found)
@@ -288,31 +290,19 @@ def _accessors(kind: type[_Fields]) -> None:
     fields = frozenset(kind.__struct_fields__)
 
     def getitem(self: _Fields, key: str, _fields: frozenset[str] = fields,
-                _unset: Any = UNSET, _get: Any = getattr,
-                _pattern: type = ItemPattern, _seed: type = SeedOf, _raw: type = Raw) -> Any:
+                _unset: Any = UNSET, _get: Any = getattr, _kept: Any = _STAND_INS) -> Any:
         if key in _fields:
             value = _get(self, key)
             if value is not _unset:
-                kind = type(value)
-                if kind is _pattern or kind is _seed:
-                    return _derived(self, key, value)
-                if kind is _raw:
-                    return _steps(self, value)
-                return value
+                return _stood_for(self, key, value) if type(value) in _kept else value
         raise KeyError(key)
 
     def get(self: _Fields, key: str, default: Any = None, _fields: frozenset[str] = fields,
-            _unset: Any = UNSET, _get: Any = getattr, _pattern: type = ItemPattern,
-            _seed: type = SeedOf, _raw: type = Raw) -> Any:
+            _unset: Any = UNSET, _get: Any = getattr, _kept: Any = _STAND_INS) -> Any:
         if key in _fields:
             value = _get(self, key)
             if value is not _unset:
-                kind = type(value)
-                if kind is _pattern or kind is _seed:
-                    return _derived(self, key, value)
-                if kind is _raw:
-                    return _steps(self, value)
-                return value
+                return _stood_for(self, key, value) if type(value) in _kept else value
         return default
 
     def contains(self: _Fields, key: object, _fields: frozenset[str] = fields,
