@@ -10,7 +10,7 @@ and in a fresh process for each tree reads both runs and times ``review()`` with
 arguments (CPU seconds, best of ``--repeat``).  Each process also reviews a mixed copy of the
 same runs: one episode in seven made a plain dict, one in thirteen errored, timed out or
 without an outcome, a few with injected faults or without a case id, so that the fast path for
-the store's ``Episode`` objects and the one for dicts are both read, side by side in one
+the store's ``StoredEpisode`` objects and the one for dicts are both read, side by side in one
 condition.  Each review is reduced to a fingerprint (the repr of everything but the runs);
 the two trees must print the same ones.  The figure is the ratio of this tree's CPU to the
 other's, measured in the same run.

@@ -1,4 +1,4 @@
-"""A review reads each run's episodes once (review/reading.py): the store's Episode objects
+"""A review reads each run's episodes once (review/reading.py): the store's StoredEpisode objects
 by their attributes, any other mapping by its keys.  Both must give the review that the
 same episodes as plain dicts give, and the counts the episode-by-episode helpers give."""
 
@@ -18,7 +18,7 @@ from pytest_prove.record import has_outcome, left_out_reason
 from pytest_prove.review import Review, review
 from pytest_prove.review.pairing import event_flags, group_episodes
 from pytest_prove.store import Run, Store
-from pytest_prove.store.episodes import Episode, plain
+from pytest_prove.store.episodes import StoredEpisode, plain
 
 SALT = "5eed5eed5eed5eed"
 OUTCOMES = ("resolved", "unresolved", "timeout")
@@ -93,10 +93,10 @@ def _seen(done: Review) -> list[str]:
 @pytest.mark.parametrize("missing", ["test", "ignore"])
 def test_episodes_and_dicts_review_alike(runs: tuple[Run, Run], missing: str) -> None:
     before, after = runs
-    assert all(isinstance(r, Episode) for r in before.episodes + after.episodes)
+    assert all(isinstance(r, StoredEpisode) for r in before.episodes + after.episodes)
     mixed = (_mixed(before, 0), _mixed(after, 3))
-    assert any(isinstance(r, Episode) for r in mixed[1].episodes)
-    assert any(not isinstance(r, Episode) for r in mixed[1].episodes)
+    assert any(isinstance(r, StoredEpisode) for r in mixed[1].episodes)
+    assert any(not isinstance(r, StoredEpisode) for r in mixed[1].episodes)
     for b, a in ((before, after), mixed):
         as_read = review(b, a, events=None, q=0.05, max_mde=0.5, fail_on={"worse"},
                          missing=missing, chaos_differs=True)  # type: ignore[arg-type]

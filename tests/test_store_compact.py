@@ -57,13 +57,13 @@ def test_seeds_are_derived_when_read_and_are_the_salts(example: Store) -> None:
     condition's shared deriver), and each seed read is the one its salt derives, the same
     as the JSON-lines file holds, also through ``get``, ``dict`` and equality."""
     from pytest_prove.declare.seeds import derive_seed
-    from pytest_prove.store.episodes import Episode, SeedOf
+    from pytest_prove.store.episodes import SeedOf, StoredEpisode
 
     saved = example.write_baseline("compact", example.load_baseline("current"))
     assert saved.suffix == ".baseline"
     compact = Store(example.root).load_baseline("compact")
     legacy = example.load_baseline("current")
-    fast = [r for r in compact.episodes if type(r) is Episode]
+    fast = [r for r in compact.episodes if type(r) is StoredEpisode]
     assert len(fast) > len(compact.episodes) // 2
     assert all(isinstance(r.seed, SeedOf) for r in fast)  # nothing derived while loading
     salt = compact.salt
@@ -364,9 +364,9 @@ def test_a_replicate_written_otherwise_names_its_item_as_written(
 # ---- the reader's common lines against _fast, line by line
 
 def _by_fast(path: Path, data: bytes, salt: str) -> list[Any] | str:
-    """What the reader gave when every episode's line went through compact._fast: the
+    """What the reader gave when every episode's line went through compact_reader._fast: the
     records (made plain, with their types), or the error."""
-    from pytest_prove.store import compact
+    from pytest_prove.store import compact_reader
 
     lines = data.decode("utf-8").split("\n")
     lines.pop()
@@ -377,15 +377,15 @@ def _by_fast(path: Path, data: bytes, salt: str) -> list[Any] | str:
         for number in range(2, len(lines) + 1):
             line, where = lines[number - 1], f"{path}:{number}"
             if line[:1] == "@":
-                block = compact._block(line, where, salt, number, FIX)
+                block = compact_reader._block(line, where, salt, number, FIX)
                 continue
             assert block is not None
             try:
-                record = compact._fast(line, block)
+                record = compact_reader._fast(line, block)
             except (ValueError, IndexError, TypeError, KeyError):
                 if not line.strip():
                     continue
-                compact._diagnose(line, block, where, FIX)
+                compact_reader._diagnose(line, block, where, FIX)
             mine = seen.setdefault((block.rollout, block.key), {})
             if record["replicate"] in mine:
                 return f"{where}: repeats line {mine[record['replicate']]}"
@@ -442,9 +442,9 @@ def _fields(good: bool) -> st.SearchStrategy[tuple[str, ...]]:
 def test_common_lines_are_read_as_fast_reads_them(tmp_path_factory: pytest.TempPathFactory,
                                                   rows: list[tuple[str, ...]]) -> None:
     """The lines the reader reads inline give the records, the types and the errors of
-    the general path (compact._fast, then _diagnose), each line alone."""
+    the general path (compact_reader._fast, then _diagnose), each line alone."""
     from pytest_prove.declare.seeds import derive_seed
-    from pytest_prove.store.compact import read_compact
+    from pytest_prove.store.compact_reader import read_compact
 
     salt, rollout, key = "5a1t", "t.py::t", '{"c": 1}'
     table = ["resolved", "unresolved", "timeout", "", "exception", "model-a", "model-b", 3,

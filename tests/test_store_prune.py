@@ -316,3 +316,26 @@ def test_a_lock_file_linked_outside_the_store_is_never_opened(
         assert status == 0 and doc["deleted"] == [] and doc["failed"] == []
         assert [(r["path"], r["kept"]) for r in doc["kept"]] == [(str(run), "symbolic link")]
     assert run.is_dir() and lock.is_symlink()
+
+
+def test_a_run_whose_lock_is_held_is_refused_as_a_store_error(tmp_path: Path) -> None:
+    """Deleting a run whose session holds its lock raises RunBusyError, which prune catches
+    before anything else and keeps the run; it is a StoreError (issue 35: every error of the
+    package under ProveError), so that nothing that reaches a user is outside the base."""
+    from filelock import FileLock
+
+    from pytest_prove.errors import ProveError
+    from pytest_prove.store import StoreError
+
+    runs = tmp_path / "runs"
+    directory = runs / "20261204T000000Z-abcd"
+    directory.mkdir(parents=True)
+    (directory / "manifest.json").write_text(json.dumps({"run_id": directory.name}))
+    with FileLock(str(directory / "episodes.jsonl.lock")):
+        assert pruning.being_written(directory)
+        with pytest.raises(StoreError) as raised:
+            pruning.remove_run(runs, directory, directory.name)
+    assert type(raised.value) is pruning.RunBusyError and isinstance(raised.value, ProveError)
+    assert directory.is_dir()  # kept whole
+    assert pruning.remove_run(runs, directory, directory.name) is not None  # lock released
+    assert not directory.exists()

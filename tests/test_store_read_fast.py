@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_prove.declare.seeds import derive_seed
 from pytest_prove.record import RUN_FIX, StoreError, check_record, check_seed, nested_tokens
 from pytest_prove.store import Store, StoreWarning
-from pytest_prove.store.episodes import Episode, plain
+from pytest_prove.store.episodes import StoredEpisode, plain
 from pytest_prove.store.writer import dump_line, lean_record
 
 SALT = "5a1t"
@@ -317,9 +317,9 @@ def test_lines_longer_than_a_chunk_and_a_truncated_tail(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Lines cut across the reader's chunks are read whole, and the line a killed session
     left half written is skipped with a note naming it."""
-    import pytest_prove.store as store_module
+    import pytest_prove.store.reading as store_reading
 
-    monkeypatch.setattr(store_module, "_CHUNK", 7)
+    monkeypatch.setattr(store_reading, "_CHUNK", 7)
     key = '{"ticket": "refund"}'
     lines = [_line(replicate=r, seed=derive_seed(SALT, "t", key, r)) for r in range(5)]
     run = write_run(tmp_path, "\n".join(lines) + "\n" + lines[0][:30])
@@ -335,7 +335,7 @@ def test_a_record_reads_as_the_dict_it_was_read_from(tmp_path: Path) -> None:
     assert got is not None
     (record,) = got
     want = json.loads(line)
-    assert isinstance(record, Episode) and isinstance(record, Mapping)
+    assert isinstance(record, StoredEpisode) and isinstance(record, Mapping)
     assert list(record) == list(want) and len(record) == len(want)
     assert dict(record) == want and record == want and want == record
     assert (record != want) is False and (want != record) is False
@@ -356,9 +356,9 @@ def test_a_wrong_line_among_many_is_named(tmp_path: Path,
     """Lines are decoded together, then one at a time when one of them fails: the error
     names the wrong line, in whichever chunk it falls, and lines read the slow way (an
     episode with an error) keep their place among the others."""
-    import pytest_prove.store as store_module
+    import pytest_prove.store.reading as store_reading
 
-    monkeypatch.setattr(store_module, "_CHUNK", 1000)
+    monkeypatch.setattr(store_reading, "_CHUNK", 1000)
     key = '{"ticket": "refund"}'
     lines = [_line(replicate=r, seed=derive_seed(SALT, "t", key, r)) for r in range(60)]
     lines[7] = _line(replicate=7, seed=derive_seed(SALT, "t", key, 7), outcome=None,
@@ -428,9 +428,9 @@ def test_many_lines_decoded_together_are_the_lines_read_alone(
     """Across the reader's chunks and the groups it decodes in one call, with lines read
     the slow way among them (an episode with an error, a field unknown here, a resumed
     episode), every record is the one json.loads reads from its line."""
-    import pytest_prove.store as store_module
+    import pytest_prove.store.reading as store_reading
 
-    monkeypatch.setattr(store_module, "_CHUNK", 4000)
+    monkeypatch.setattr(store_reading, "_CHUNK", 4000)
     key = '{"ticket": "refund"}'
     lines = _records(*range(300))
     lines[5] = _line(replicate=5, seed=derive_seed(SALT, "t", key, 5), outcome=None,
@@ -466,7 +466,7 @@ def test_line_ends_are_found_as_one_line_at_a_time_finds_them(
         lines: list[str], before: str, after: str) -> None:
     """The reader finds the lines of a buffer, and whether each is one object, as a loop
     over its lines would: inside a larger buffer, whatever comes before and after."""
-    from pytest_prove.store.episodes import _ends
+    from pytest_prove.store.decoding import _ends
 
     body = "".join(line + "\n" for line in lines).encode()
     data = bytearray(before.encode() + body + after.encode())
@@ -481,9 +481,9 @@ def test_a_run_past_its_plan_is_read_as_a_run_without_one(
     """A run whose lines go past what its manifest names (another condition from line
     ``first + 1``, an outcome not declared) is read from there as a run without a plan,
     every record the one json.loads reads, across chunks and groups."""
-    import pytest_prove.store as store_module
+    import pytest_prove.store.reading as store_reading
 
-    monkeypatch.setattr(store_module, "_CHUNK", 4000)
+    monkeypatch.setattr(store_reading, "_CHUNK", 4000)
     other = {"ticket": "shipping"}
     other_key = json.dumps(other)
     lines = _records(*range(300))
@@ -508,7 +508,7 @@ def test_a_planned_run_is_decoded_with_its_plan_and_a_thin_plan_is_not(
     """The reader decodes a run's names as its plan's strings when the plan holds enough
     episodes a condition to pay for it (its records then share those very strings), and
     reads a plan it cannot use (too thin, or not as this version writes it) as no plan."""
-    from pytest_prove.store import _known
+    from pytest_prove.store.reading import _known
 
     text = "".join(line + "\n" for line in _records(*range(40)))
     write_run(tmp_path, text, keep=lambda key: True)
@@ -534,7 +534,7 @@ def test_a_planned_run_is_decoded_with_its_plan_and_a_thin_plan_is_not(
 def test_names_the_decoder_cannot_take_are_read_as_none(known: Any) -> None:
     """Names a plan gives that no decoder can be made of are read as no plan: every line
     still read."""
-    from pytest_prove.store.episodes import LineDecoder
+    from pytest_prove.store.decoding import LineDecoder
 
     decoder = LineDecoder(SALT, lambda line, number: None, known=known)
     data = "".join(line + "\n" for line in _records(0, 1, 2)).encode()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pytest_prove.declare.seeds import derive_seed
 from pytest_prove.record import StoreError
 from pytest_prove.store import RUN_FORMAT, Store
-from pytest_prove.store.episodes import Tokens, plain
+from pytest_prove.store.episodes import StoredTokens, plain
 from pytest_prove.store.writer import lean_record
 
 from .conftest import fitted
@@ -81,7 +81,7 @@ def test_a_new_run_writes_one_models_usage_flat_and_reads_it_as_by_model(
     read = store.read(run).episodes
     assert [plain(r) for r in read] == records
     tokens = read[0]["tokens"]
-    assert type(tokens) is Tokens and list(tokens) == ["input", "output", "by_model"]
+    assert type(tokens) is StoredTokens and list(tokens) == ["input", "output", "by_model"]
     assert "model" not in tokens and "calls" not in tokens and tokens.get("model") is None
     assert tokens["by_model"]["sim-1"]["calls"] == 3 and len(tokens) == 3
     assert dict(tokens["by_model"]["sim-1"]) == {"input": 90, "output": 12, "calls": 3}

@@ -34,8 +34,13 @@ SLOW = textwrap.dedent(
     @prove.rollout(replicates=int(os.environ.get("N", "40")), failures=["unresolved"],
                    successes=["resolved"])
     @pytest.mark.parametrize("ticket", ["refund", "password"])
-    def test_slow(ticket, prove_seed):
+    def test_slow(ticket, prove_seed, prove_replicate):
         time.sleep(float(os.environ.get("NAP", "0")))
+        go, deadline = os.environ.get("GO"), time.monotonic() + 300
+        while go and prove_replicate >= 20 and not os.path.exists(go):
+            if time.monotonic() > deadline:  # the test gave up: end, do not hang
+                break
+            time.sleep(0.01)
         return prove.Episode("resolved" if prove_seed % 4 else "unresolved",
                              meta={"pad": "x" * int(os.environ.get("PAD", "0"))})
     """
@@ -59,19 +64,27 @@ def test_two_resumes_of_one_run_at_once(pytester: pytest.Pytester,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The second session refuses before it runs anything; no line is written twice.
 
-    Subprocesses: the two sessions must run at the same time.
+    Subprocesses: the two sessions must run at the same time.  The first holds the run
+    until the file GO exists (its replicates from 20 on wait for it), so the second starts
+    while it writes however slow the machine (a nap let the first finish first at load 40).
     """
     pytester.makeini(INI)
     pytester.makepyfile(test_slow=SLOW)
     monkeypatch.setenv("N", "40")
+    go = pytester.path / "go"
+    monkeypatch.setenv("GO", str(go))
     assert pytester.runpytest("--prove-name", "cut", "-k", "r000 or r001").ret == 0
-    first = _pytest(pytester.path, "--prove-resume", "cut", env={"NAP": "0.05"})
-    run_dir = load(pytester, "cut").path
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(_lines(run_dir)) < 8:
-        time.sleep(0.02)
-    second = _pytest(pytester.path, "--prove-resume", "cut", env={"NAP": "0.05"})
-    out, _ = second.communicate(timeout=120)
+    first = _pytest(pytester.path, "--prove-resume", "cut")
+    try:
+        run_dir = load(pytester, "cut").path
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(_lines(run_dir)) < 8:
+            time.sleep(0.02)
+        assert first.poll() is None, "the first session ended before the second started"
+        second = _pytest(pytester.path, "--prove-resume", "cut")
+        out, _ = second.communicate(timeout=300)
+    finally:
+        go.touch()
     assert second.returncode == pytest.ExitCode.USAGE_ERROR, out
     assert "is being written by another session right now" in out
     assert "Traceback" not in out and "INTERNALERROR" not in out

@@ -2,11 +2,11 @@
 
 A review of a million episodes against a million read each episode's fields many times over:
 once per event of its row, and again for the case check, the labels, the coverage and the
-faults, each through the mapping protocol of the store's :class:`~..store.episodes.Episode`.
+faults, each through the mapping protocol of the store's :class:`~..store.episodes.StoredEpisode`.
 :func:`read_run` walks a run's episodes once and keeps, per condition, each replicate's
 outcome (None without one) and the few things the later stages ask of the first episode
 that has them; those stages then read this index and give what they gave reading the
-episodes themselves.  An ``Episode`` is read by its attributes (an unset field reads as
+episodes themselves.  A ``StoredEpisode`` is read by its attributes (an unset field reads as
 absent); any other mapping (an errored episode, a run of an older format) by its keys.
 """
 
@@ -18,16 +18,16 @@ from typing import Any, Final, final
 
 from ..record import left_out_reason_of
 from ..store import Run
-from ..store.episodes import Episode
+from ..store.episodes import StoredEpisode
 
 __all__ = ["Condition", "RunIndex", "read_run"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
 
-#: The value of a field an :class:`Episode`'s line left out (msgspec's ``UNSET``, which the
+#: The value of a field a :class:`StoredEpisode`'s line left out (msgspec's ``UNSET``, which the
 #: review layer does not import): the default of its outcome.
-_UNSET: Final = dict(zip(reversed(Episode.__struct_fields__),
-                         reversed(Episode.__struct_defaults__), strict=False))["outcome"]
+_UNSET: Final = dict(zip(reversed(StoredEpisode.__struct_fields__),
+                         reversed(StoredEpisode.__struct_defaults__), strict=False))["outcome"]
 
 
 @final
@@ -69,7 +69,7 @@ def read_run(run: Run) -> RunIndex:
     conditions: dict[Key, Condition] = {}
     left_out: dict[str, int] = {}
     chaos_found: list[Mapping[str, Any]] = []
-    unset, episode_type, mapping = _UNSET, Episode, Mapping
+    unset, episode_type, mapping = _UNSET, StoredEpisode, Mapping
     last_rollout: Any = None
     last_key: Any = None
     entry: Condition | None = None

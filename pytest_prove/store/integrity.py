@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from ..declare.spec import condition_label, quoted_label
 from ..record import StoreError, ending
-from .episodes import Episode
+from .episodes import StoredEpisode
 
 __all__ = ["DIGEST_KEY", "BaselineIntegrityError", "body_digest", "check_digest",
            "check_structure", "integrity_fix"]
@@ -156,7 +156,7 @@ def _tally(episodes: Sequence[Mapping[str, Any]]
     last: tuple[str, str] | None = None
     entry = [0, -1]
     for record in episodes:
-        if type(record) is Episode:  # read fast: these end with an outcome
+        if type(record) is StoredEpisode:  # read fast: these end with an outcome
             key = (record.rollout, record.condition_key)
             replicate = record.replicate
         else:

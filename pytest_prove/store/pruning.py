@@ -27,6 +27,8 @@ from typing import Any, Final, Literal, final
 
 from filelock import FileLock, Timeout
 
+from ..record import StoreError
+
 __all__ = ["NO_MANIFEST", "TRASH_PREFIX", "Pruning", "RunBusyError", "StoredRun",
            "being_written", "folder_size", "prune_runs", "remove_run", "run_manifest"]
 
@@ -37,8 +39,12 @@ TRASH_PREFIX: Final = ".deleting-"
 Why = Literal["newest", "named", "being written", "symbolic link"]
 
 
-class RunBusyError(Exception):
-    """The run's lock is held: a session is writing it right now."""
+class RunBusyError(StoreError):
+    """The run's lock is held: a session is writing it right now.
+
+    Every caller here catches it before anything else (the run is then kept, "being
+    written"), so it never reaches a user; it is a :class:`StoreError` so that, were it to,
+    it would be refused as one."""
 
 
 @final

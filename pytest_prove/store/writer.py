@@ -21,7 +21,7 @@ from typing import Any, Final, final
 from filelock import FileLock, Timeout
 
 from ..record import StoreError
-from .episodes import Tokens
+from .episodes import StoredTokens
 
 __all__ = ["RUNS_GITIGNORE", "RunWriter", "atomic_write", "dump_line", "lean_record"]
 
@@ -85,7 +85,7 @@ def lean_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _flat(tokens: object) -> dict[str, Any] | None:
     """Flat usage (see :func:`lean_record`), or None when ``tokens`` are not one model's."""
-    if type(tokens) is Tokens:
+    if type(tokens) is StoredTokens:
         found = tokens.flat
         if found is not None and found["model"]:
             return found
