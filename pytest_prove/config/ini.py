@@ -56,7 +56,9 @@ class IniValue:
     def value(self, text: str | None) -> Any:
         """The value ``text`` is read as (None: not written, so the default's)."""
         if text is None:
-            text = self.default if isinstance(self.default, str) else ""
+            if not isinstance(self.default, str):
+                return self.default
+            text = self.default
         if self.if_empty is PARSED:
             return self.parse(text)
         text = text.strip()
@@ -87,9 +89,9 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
     IniValue("prove_missing", "default for --prove-missing: test or ignore",
              default="test", parse=missing_mode, if_empty="test"),
     IniValue("prove_allow_underpowered", "default for --prove-allow-underpowered",
-             default=False, parse=switch, kind="bool", if_empty=False),
+             default=False, parse=switch, kind="bool"),
     IniValue("prove_chaos", "default for --prove-chaos: on or off", default="on",
              parse=chaos_switch, if_empty=True),
     IniValue("prove_sequential", "default for --prove-sequential", default=False,
-             parse=switch, kind="bool", if_empty=False),
+             parse=switch, kind="bool"),
 )}

@@ -207,11 +207,12 @@ def report_path(text: str) -> Path:
 
 
 def switch(text: str) -> bool:
-    """A bool ini value, as pytest reads one (true/false, yes/no, on/off, 1/0)."""
+    """A bool ini value, as pytest reads one (true/false, yes/no, on/off, 1/0; an empty one
+    is refused, as pytest refuses it)."""
     word = text.strip().lower()
     if word in ("true", "yes", "on", "1", "y", "t"):
         return True
-    if word in ("false", "no", "off", "0", "n", "f", ""):
+    if word in ("false", "no", "off", "0", "n", "f"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 

@@ -41,11 +41,11 @@ from .state import (
 )
 
 SESSION_NAME = "prove_session"
-#: The marker's help, as ``pytest --markers`` shows it: nothing sets the marker (a rollout
-#: is known by its declaration), so ``-m prove_rollout`` selects no rollout.
-MARKER = ("prove_rollout: not set by pytest-prove, so -m prove_rollout selects no rollout "
-          "(@prove.rollout marks nothing; select rollouts by path or -k); registered so that "
-          "suites that applied it by hand still run under --strict-markers")
+#: The marker's help (``pytest --markers``). Nothing sets the marker: a rollout is known by
+#: its declaration. It stays registered so that a suite that applied it by hand still runs
+#: under --strict-markers.
+MARKER = ("prove_rollout: not set by pytest-prove (@prove.rollout adds no marker), so "
+          "-m prove_rollout selects no rollout; select rollouts by path or -k")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -165,6 +165,15 @@ def _ini(config: pytest.Config, name: str) -> Any:
         raise pytest.UsageError(f"ini option {name}: {exc}") from None
 
 
+def _ini_switch(config: pytest.Config, name: str) -> bool:
+    """A bool ini value as pytest reads it, or a usage error naming it (pytest's own names
+    neither the option nor what it expects, and pytest 8's is a ValueError: a traceback)."""
+    try:
+        return bool(config.getini(name))
+    except (ValueError, pytest.UsageError) as exc:
+        raise pytest.UsageError(f"ini option {name}: expected true or false ({exc})") from None
+
+
 @final
 @dataclass(slots=True)
 class Settings:
@@ -245,7 +254,7 @@ class Settings:
             store=store_root.resolve(), replicates=opt.prove_replicates,
             concurrency=opt.prove_concurrency or 1, q=q, max_mde=max_mde, margin=margin,
             allow_underpowered=bool(opt.prove_allow_underpowered
-                                    or config.getini("prove_allow_underpowered")),
+                                    or _ini_switch(config, "prove_allow_underpowered")),
             max_errored=max_errored,
             paired=opt.prove_baseline is not None or opt.prove_resume is not None,
             sequential=sequential, plan_only=opt.prove_plan,
@@ -363,7 +372,7 @@ def sequential_of(config: pytest.Config) -> bool:
     opt = config.option
     if opt.prove_sequential:
         return True
-    return bool(config.getini("prove_sequential") and opt.prove_baseline
+    return bool(_ini_switch(config, "prove_sequential") and opt.prove_baseline
                 and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL))
 
 
