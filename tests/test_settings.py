@@ -131,3 +131,16 @@ def test_a_bad_sequential_switch_is_named(pytester: pytest.Pytester) -> None:
     with pytest.raises(pytest.UsageError,
                        match=r"^ini option prove_sequential: expected true or false"):
         pytester.parseconfigure("-p", "no:cacheprovider")
+
+
+def test_options_a_replay_does_not_take_are_refused_before_any_run_is_read(
+        pytester: pytest.Pytester) -> None:
+    """An option combination is refused with the settings, before the store is read: it was
+    refused only once the baseline had been loaded, so a missing one hid the real mistake."""
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-replay=latest",
+                                "--prove-baseline=nosuch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("--prove-replay=latest runs episodes of that run again on their own seeds and "
+            "stores nothing, so it takes no --prove-baseline; drop it, or drop --prove-replay"
+            ) in result.stderr.str()

@@ -230,26 +230,10 @@ def _check_resumed_shard(resume: Run, asked: tuple[int, int] | None) -> None:
         f"--prove-shard={held[0]}/{held[1]}")
 
 
-#: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and
-#: runs each replicate as it ran.
-_NOT_WITH_REPLAY = (("prove_baseline", "--prove-baseline"), ("prove_resume", "--prove-resume"),
-                    ("prove_save_baseline", "--prove-save-baseline"),
-                    ("prove_update_baseline", "--prove-update-baseline"),
-                    ("prove_name", "--prove-name"), ("prove_replicates", "--prove-replicates"),
-                    ("prove_concurrency", "--prove-concurrency"),
-                    ("prove_report", "--prove-report"))
-
-
 def _replayed(store: Store, opt: Any) -> Run | None:
     """The run --prove-replay names, or a usage error saying what is wrong."""
     if opt.prove_replay is None:
         return None
-    clash = [flag for name, flag in _NOT_WITH_REPLAY if getattr(opt, name, None)]
-    if clash:
-        raise pytest.UsageError(
-            f"--prove-replay={opt.prove_replay} runs episodes of that run again on their own "
-            f"seeds and stores nothing, so it takes no {' or '.join(clash)}; drop "
-            f"{'it' if len(clash) == 1 else 'them'}, or drop --prove-replay")
     try:
         return store.open(opt.prove_replay)
     except StoreError as exc:

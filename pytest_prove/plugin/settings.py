@@ -266,6 +266,7 @@ class Settings:
         workerinput = getattr(config, "workerinput", None)
         if workerinput is None:
             _refuse_space_form(config)
+            _check_replay_options(opt)
             return settings
         # An xdist worker: the controller decided the salt and what is already done.
         sent = wire.worker_input(workerinput)
@@ -407,6 +408,28 @@ def _check_sequential_options(opt: Any, margin: float | None) -> None:
             "or ini prove_margin) yet: a sequential run's looks test worse and safer, not "
             "the margin's claim; drop --prove-sequential to ask for the claim, or drop the "
             "margin to stop conditions early")
+
+
+#: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and
+#: runs each replicate as it ran.
+_NOT_WITH_REPLAY = (("prove_baseline", "--prove-baseline"), ("prove_resume", "--prove-resume"),
+                    ("prove_save_baseline", "--prove-save-baseline"),
+                    ("prove_update_baseline", "--prove-update-baseline"),
+                    ("prove_name", "--prove-name"), ("prove_replicates", "--prove-replicates"),
+                    ("prove_concurrency", "--prove-concurrency"),
+                    ("prove_report", "--prove-report"))
+
+
+def _check_replay_options(opt: Any) -> None:
+    """--prove-replay: the options it does not take, said before the run is opened."""
+    if opt.prove_replay is None:
+        return
+    clash = [flag for name, flag in _NOT_WITH_REPLAY if getattr(opt, name, None)]
+    if clash:
+        raise pytest.UsageError(
+            f"--prove-replay={opt.prove_replay} runs episodes of that run again on their own "
+            f"seeds and stores nothing, so it takes no {' or '.join(clash)}; drop "
+            f"{'it' if len(clash) == 1 else 'them'}, or drop --prove-replay")
 
 
 def _builtin_timeout(config: pytest.Config) -> float | None:
