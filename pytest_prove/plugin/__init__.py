@@ -1,4 +1,5 @@
-"""The pytest glue: options, collection, fixtures, the report hand-off and the gate."""
+"""The pytest glue's hooks: the options (read in settings.py), collection, fixtures, the report
+hand-off and the gate."""
 
 from __future__ import annotations
 
