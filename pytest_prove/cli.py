@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from .config.project import fill_defaults, project_settings
+from .config.values import error_rate, fail_on, gate_fails_on, margin, max_mde, missing_mode, share
 from .errors import ProveError
-from .inifile import fill_defaults, project_settings
-from .options import error_rate, fail_on, gate_fails_on, margin, max_mde, missing_mode, share
 from .report import commands as say
 from .report import cost as cost_text
 from .report._format import REPORT_SCHEMA_VERSION, plain_text
@@ -417,7 +417,7 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
 
 
 def _prune_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import count
+    from .config.values import count
 
     parser.add_argument("--keep", type=count, required=True, metavar="N",
                         help="keep the newest N runs; older ones are deleted")
@@ -490,7 +490,7 @@ def _baseline_text(args: argparse.Namespace, out: Output) -> int:
 
 
 def _merge_arguments(parser: argparse.ArgumentParser) -> None:
-    from .options import new_run_name, store_name
+    from .config.values import new_run_name, store_name
 
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="the runs of the shards (pytest --prove-shard=K/N), one per K: "

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from pytest_prove.cli import main
-from pytest_prove.options import DEFAULT_FAIL_ON
+from pytest_prove.config.values import DEFAULT_FAIL_ON
 from pytest_prove.review import review
 from pytest_prove.store import Run, Store, StoreError
 from pytest_prove.store.episodes import plain

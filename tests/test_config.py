@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_prove.cli import main
-from pytest_prove.inifile import project_settings
+from pytest_prove.config.project import project_settings
 
 from .conftest import BOT
 
@@ -125,7 +125,7 @@ def test_the_file_is_read_as_pytest_reads_it(tmp_path: Path, monkeypatch: pytest
     assert found.store() == tmp_path
     import argparse
 
-    from pytest_prove.inifile import fill_defaults
+    from pytest_prove.config.project import fill_defaults
 
     args = argparse.Namespace(store=None, q=None, max_mde=None, missing=None, fail_on=None)
     fill_defaults(args, found)
@@ -134,7 +134,7 @@ def test_the_file_is_read_as_pytest_reads_it(tmp_path: Path, monkeypatch: pytest
 
 
 def test_pytests_native_table_wants_strings(tmp_path: Path) -> None:
-    from pytest_prove.inifile import IniError
+    from pytest_prove.config.project import IniError
 
     (tmp_path / "pyproject.toml").write_text("[tool.pytest]\nprove_q = 0.3\n")
     with pytest.raises(IniError, match=r"\[tool.pytest\] prove_q expects a string, got float"):

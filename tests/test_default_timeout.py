@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_prove import options
+from pytest_prove.config import values
 from pytest_prove.store import Store
 
 from .conftest import INI
@@ -46,7 +46,7 @@ def test_a_rollout_that_does_not_return_is_stopped_by_the_default(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
-    monkeypatch.setattr(options, "DEFAULT_EPISODE_TIMEOUT", 0.2)
+    monkeypatch.setattr(values, "DEFAULT_EPISODE_TIMEOUT", 0.2)
     monkeypatch.setenv("SPIN", "60")  # far past the default: it does not return in time
     result = pytester.runpytest("-p", "no:randomly")
     result.assert_outcomes(failed=1)
@@ -55,7 +55,7 @@ def test_a_rollout_that_does_not_return_is_stopped_by_the_default(
 
 def test_the_default_applies_and_0_or_none_switch_it_off(
         pytester: pytest.Pytester) -> None:
-    assert options.DEFAULT_EPISODE_TIMEOUT == 1800.0  # the documented value
+    assert values.DEFAULT_EPISODE_TIMEOUT == 1800.0  # the documented value
     pytester.makepyfile(test_agent=AGENT)
     pytester.makeini(INI)
     assert pytester.runpytest("-p", "no:randomly").ret == 0

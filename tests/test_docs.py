@@ -51,9 +51,9 @@ import pytest
 
 import pytest_prove.plugin as plugin
 from pytest_prove import cli
+from pytest_prove.config.project import IniError, fill_defaults, project_settings
 from pytest_prove.declare.prices import PriceError, find_prices
 from pytest_prove.declare.spec import SpecError, load_spec
-from pytest_prove.inifile import IniError, fill_defaults, project_settings
 from pytest_prove.plugin.state import disown_all
 
 from .docblocks import (

@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_prove"
 LAYERS: Mapping[str, tuple[str, ...]] = {
     "public face": ("__init__", "__main__", "api"),
     "declaration": ("errors", "declare"),
-    "options": ("options", "arguments", "inifile"),
+    "options": ("config",),
     "running": ("running",),
     "episode record": ("record",),
     "storage": ("store",),

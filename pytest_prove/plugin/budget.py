@@ -20,8 +20,8 @@ from typing import Any, final
 import pytest
 
 from .. import wire
+from ..config.values import tokens
 from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
-from ..options import tokens
 from ..record import add_tokens
 from .state import own
 

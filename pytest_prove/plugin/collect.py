@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from ..api import declaration_of
-from ..arguments import relative_to_root
+from ..config.paths import relative_to_root
 from ..declare.chaos import chaos_differences, chaos_refusal
 from ..declare.spec import Declaration, SpecError, condition_key
 from . import budget
 from .items import SpecFile, block_ids, blocks, function_items
+from .settings import Settings
 from .state import (
     DESIGN_FAILURE_KEY,
     PLAN_FAILS_KEY,
@@ -35,7 +36,6 @@ from .state import (
     SHARD_SLICE_KEY,
     SKIPPED_FILES_KEY,
     ItemPlan,
-    Settings,
 )
 
 __all__ = ["Collection", "pytest_collect_file", "pytest_collection_modifyitems",

@@ -8,6 +8,10 @@ failed rollout item ran on (the ones pytest's own ``cache/lastfailed`` holds), a
 session given ``--lf`` or ``--ff`` takes the salt of those failures.  When they ran on more
 than one salt, the newest session's wins and the summary says which failures do not get their
 seeds back (a replay of their run does).
+
+:func:`choose_salt` decides it, in that order, from the runs the options name, once it has
+loaded them and refused what cannot go with them (a resumed run paired with another baseline,
+a replay with options it does not take).
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from typing import Any, Final, final
 
 import pytest
 
+from ..declare.seeds import new_salt
 from ..record import utc_now
+from ..store import Run, Store, StoreError
+from .settings import Settings
 
-__all__ = ["CACHE_KEY", "FailedSalt", "lf_salt", "remember_failed"]
+__all__ = ["CACHE_KEY", "FailedSalt", "Start", "choose_salt", "lf_salt", "remember_failed"]
 
 #: pytest cache key: failed item id -> {"salt", "run", "when"}.
 CACHE_KEY: Final = "prove/failed-salts"
@@ -122,3 +129,147 @@ def remember_failed(config: pytest.Config, *, salt: str, run: str | None,
             if item in failed:
                 entries[item] = {"salt": salt, "run": run, "when": when}
     cache.set(CACHE_KEY, entries)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The runs a session starts from, as the options name them, and the failures of the last
+    session(s) whose salt it took (--lf, --ff)."""
+
+    baseline: Run | None
+    resume: Run | None
+    replay: Run | None
+    last_failed: FailedSalt | None
+
+
+def choose_salt(config: pytest.Config, settings: Settings, store: Store) -> Start:
+    """Load the runs the options name and set this session's salt (and, for a resumed or a
+    replayed run, what it runs) in ``settings``; a usage error for what cannot go with them."""
+    opt = config.option
+    try:
+        baseline = store.load_baseline(opt.prove_baseline) if opt.prove_baseline else None
+        resume = store.load(opt.prove_resume) if opt.prove_resume else None
+    except StoreError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if resume is not None and opt.prove_replay is None:
+        baseline = _paired_baseline(store, resume, baseline)
+    replay = _replayed(store, opt)
+    settings.chaos_references = _chaos_references(baseline, resume, settings)
+    last_failed: FailedSalt | None = None
+    if replay is not None:
+        settings.salt = replay.salt
+        settings.replay = _replicates_of(replay)
+    elif resume is not None:
+        _check_resumed_shard(resume, opt.prove_shard)
+        if "sequential" in resume.manifest:
+            raise pytest.UsageError(
+                f"run {resume.name!r} is sequential: its conditions were decided at their "
+                "looks, and running their other replicates now would read them after a "
+                "decision the error rates were spent on; start a new run instead")
+        settings.salt = resume.salt
+        settings.done = frozenset(_done_keys(resume.episodes))
+        if baseline is not None and resume.salt != baseline.salt:
+            raise pytest.UsageError(
+                f"run {resume.name!r} was not paired with baseline {baseline.name!r} (their "
+                "salts differ), so resuming it against that baseline would break the pairing; "
+                "drop --prove-baseline or start a new run")
+    elif baseline is not None:
+        settings.salt = baseline.salt
+    elif opt.prove_salt is not None:
+        settings.salt = opt.prove_salt
+    elif (last_failed := lf_salt(config)) is not None:
+        settings.salt = last_failed.salt
+    else:
+        settings.salt = new_salt()
+    return Start(baseline, resume, replay, last_failed)
+
+
+def _paired_baseline(store: Store, resume: Run, given: Run | None) -> Run | None:
+    """The baseline a resumed run is gated against: the one its manifest says it was paired
+    with (loaded by that name when --prove-baseline is not given), or a usage error saying
+    why it cannot be. A run paired with a baseline never finishes as an unpaired run."""
+    paired = resume.manifest.get("paired_with")
+    name = paired.get("baseline") if isinstance(paired, dict) else None
+    if not isinstance(name, str) or not name:
+        return given
+    if given is not None and given.name != name:
+        raise pytest.UsageError(
+            f"run {resume.name!r} was paired with baseline {name!r}, not {given.name!r}; "
+            f"resume it with --prove-baseline={name} (or without --prove-baseline), or start "
+            "a new run against the other baseline")
+    try:
+        found = given if given is not None else store.load_baseline(name)
+    except StoreError:
+        raise pytest.UsageError(
+            f"run {resume.name!r} was paired with baseline {name!r}, which this store no "
+            f"longer holds, so it could not be gated when finished; restore "
+            f"baselines/{name} (git checkout) and resume again, or start a new run") from None
+    run_id = paired.get("run_id") if isinstance(paired, dict) else None
+    if isinstance(run_id, str) and run_id and found.run_id != run_id:
+        raise pytest.UsageError(
+            f"run {resume.name!r} was paired with baseline {name!r} as it was then (run "
+            f"{run_id}); it has been replaced since (now run {found.run_id}), so the run's "
+            "first episodes were compared with another baseline than its last would be; "
+            f"start a new run with --prove-baseline={name}")
+    return found
+
+
+def _check_resumed_shard(resume: Run, asked: tuple[int, int] | None) -> None:
+    """A shard's run is resumed as the same shard; a whole run is not resumed as a shard."""
+    found = resume.manifest.get("shard")
+    held = (found.get("index"), found.get("count")) if isinstance(found, dict) else None
+    if held == asked:
+        return
+    if held is None:
+        raise pytest.UsageError(
+            f"run {resume.name!r} ran the whole sweep, not a shard; resume it without "
+            "--prove-shard")
+    raise pytest.UsageError(
+        f"run {resume.name!r} is shard {held[0]}/{held[1]} of its sweep; resume it with "
+        f"--prove-shard={held[0]}/{held[1]}")
+
+
+def _replayed(store: Store, opt: Any) -> Run | None:
+    """The run --prove-replay names, or a usage error saying what is wrong."""
+    if opt.prove_replay is None:
+        return None
+    try:
+        return store.open(opt.prove_replay)
+    except StoreError as exc:
+        raise pytest.UsageError(f"--prove-replay: {exc}") from None
+
+
+def _chaos_references(baseline: Run | None, resume: Run | None,
+                      settings: Settings) -> list[Any]:
+    """The runs this run's faults are checked against at collection (see Settings)."""
+    from ..declare.chaos import chaos_of
+
+    found: list[Any] = []
+    if resume is not None:
+        found.append([f"run {resume.name}", chaos_of(resume.manifest.get("rollouts")), True])
+    if baseline is not None and not settings.chaos_asked:
+        found.append([f"baseline {baseline.name}",
+                      chaos_of(baseline.manifest.get("rollouts")), False])
+    return found
+
+
+def _replicates_of(run: Run) -> dict[str, int]:
+    """Each rollout's replicates in ``run``, so that a replay's items have the ids they had."""
+    found = {}
+    for rollout_id, info in (run.manifest.get("rollouts") or {}).items():
+        declaration = (info or {}).get("declaration") if isinstance(info, dict) else None
+        total = declaration.get("replicates") if isinstance(declaration, dict) else None
+        if isinstance(total, int) and total >= 1:
+            found[str(rollout_id)] = total
+    return found
+
+
+def _done_keys(episodes: Any) -> set[tuple[str, str, int]]:
+    """Replicates a resumed run needs no more: those that ended (errors are run again)."""
+    done = set()
+    for record in episodes:
+        error = record.get("error")
+        if error is None or error.get("kind") == "no_outcome":
+            done.add((record["rollout"], record["condition_key"], int(record["replicate"])))
+    return done

@@ -23,33 +23,17 @@ import pytest
 
 from .. import wire
 from .budget import take_worker_commands
+from .settings import NOT_SEQUENTIAL
 from .state import PLAN_KEY, SETTINGS_KEY, own
 
 if TYPE_CHECKING:
     from ..declare.spec import Declaration
     from ..review.sequential import Looks
     from .session import ProveSession
-    from .state import Settings
+    from .settings import Settings
 
 __all__ = ["SequentialControl", "declared", "fixed_because", "register_worker",
-           "sequential_of", "sequential_possible"]
-
-
-#: Options a sequential run refuses (see plugin/__init__.py): ini prove_sequential is not
-#: taken with them, the flag is refused.
-NOT_SEQUENTIAL = ("prove_resume", "prove_shard", "prove_save_baseline", "prove_update_baseline",
-                  "prove_replay")
-
-
-def sequential_of(config: pytest.Config) -> bool:
-    """--prove-sequential; or ini ``prove_sequential`` when the run has a baseline and none
-    of the options a sequential run refuses (so the ini setting never blocks saving a
-    baseline or resuming a run: those run every replicate)."""
-    opt = config.option
-    if opt.prove_sequential:
-        return True
-    return bool(config.getini("prove_sequential") and opt.prove_baseline
-                and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL))
+           "sequential_possible"]
 
 
 def sequential_possible(config: pytest.Config) -> bool:

@@ -28,7 +28,8 @@ from ..traces import capture
 from ..traces.capture import CaptureManager
 from .budget import Budget, TokenCap, controller_budget
 from .gate import GateReports
-from .state import Settings, own, plan_data
+from .settings import Settings
+from .state import own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review

@@ -1,18 +1,18 @@
-"""The plugin's state, in one place: settings of this process and per-item plans."""
+"""The plugin's state, in one place: the stash keys of this process's settings (the
+settings themselves: settings.py), its per-item plans and the plugins it registered."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 import pytest
 from msgspec import Struct
 
-from ..arguments import session_paths as _paths
+from ..config.paths import session_paths as _paths
 from ..declare.capture import CaptureConfig
 from ..declare.spec import Declaration, Scalar
 from ..wire import PlanData, spans
+from .settings import Settings
 
 if TYPE_CHECKING:
     from .session import ProveSession
@@ -31,7 +31,6 @@ __all__ = [
     "SHARD_SLICE_KEY",
     "SKIPPED_FILES_KEY",
     "ItemPlan",
-    "Settings",
     "disown_all",
     "own",
     "plan_data",
@@ -57,77 +56,6 @@ class ItemPlan(Struct, frozen=True, gc=False):
     condition_key: str
     replicates: tuple[int, ...]
     total: int  # the rollout's replicates per condition in this session
-
-
-@final
-@dataclass(slots=True)
-class Settings:
-    """The options every process needs (the controller's and each xdist worker's)."""
-
-    store: Path
-    salt: str = ""
-    replicates: int | None = None
-    concurrency: int = 1
-    done: frozenset[tuple[str, str, int]] = frozenset()
-    shard: tuple[int, int] | None = None
-    q: float = 0.05
-    max_mde: float = 0.20
-    margin: float | None = None  # --prove-margin
-    allow_underpowered: bool = False
-    #: --prove-max-errored: the share of a condition's episodes without an outcome a run
-    #: saved as a baseline may hold.
-    max_errored: float = 0.25
-    paired: bool = False  # a baseline is given, so the comparison will be paired
-    sequential: bool = False  # --prove-sequential: stop each condition once it is decided
-    plan_only: bool = False
-    episode_timeout: float | None = None  # --prove-episode-timeout: beats every other
-    default_timeout: float | None = None  # ini prove_episode_timeout: below timeout=
-    #: The built-in default for a sync rollout with none of the above (options.py's
-    #: DEFAULT_EPISODE_TIMEOUT; None under --pdb or --trace). 0 anywhere: no timeout.
-    builtin_timeout: float | None = None
-    #: --prove-replay: the replayed run's replicates by rollout id (None: not a replay).
-    replay: dict[str, int] | None = None
-    is_worker: bool = False
-    plan_sent: bool = False  # an xdist worker sent its plan with a report
-    #: An xdist worker's reason to run nothing, found before collection (its process ran a
-    #: session before this one); the controller says it as it says the design check's.
-    worker_refusal: str | None = None
-    #: --prove-chaos (or ini prove_chaos): inject the faults rollouts declare; and whether
-    #: --prove-chaos was given, which asks for a comparison with a baseline whose chaos
-    #: differs (docs/chaos.md).
-    chaos: bool = True
-    chaos_asked: bool = False
-    #: What collection checks this run's faults against, before anything runs: [name,
-    #: {rollout id: chaos or None}, strict] for the baseline (unless --prove-chaos asks for
-    #: a comparison with other faults) and the resumed run (strict: its faults are its own).
-    chaos_references: list[Any] = field(default_factory=list)
-    _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
-    #: Rollouts whose declaration this process has sent with a report (once each).
-    announced: set[str] = field(default_factory=set)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def replicates_for(self, rollout_id: str, declared: int) -> int:
-        """A rollout's replicates in this session: a replayed run's (so that every item has
-        the id it had there), else --prove-replicates, else the declaration's."""
-        if self.replay is not None and rollout_id in self.replay:
-            return self.replay[rollout_id]
-        return self.replicates or declared
-
-    def declared(self, declaration: Declaration) -> Declaration:
-        """The declaration a rollout runs with in this session: without its chaos when
-        --prove-chaos is off (so that the manifest says no fault was injected)."""
-        if self.chaos or declaration.chaos is None:
-            return declaration
-        found = self._chaos_off.get(id(declaration))
-        if found is None or found[0] is not declaration:
-            found = (declaration, replace(declaration, chaos=None))
-            self._chaos_off[id(declaration)] = found
-        return found[1]
-
-    def concurrency_for(self, declared: int | None) -> int:
-        """Replicates an item runs: one in a replay (a debugger stops in this thread), else
-        the declaration's concurrency=, else --prove-concurrency."""
-        return 1 if self.replay is not None else (declared or self.concurrency)
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()

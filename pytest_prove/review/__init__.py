@@ -129,7 +129,7 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     holds ``not-within``, unless every row is shown within it.
 
     ``fail_on`` is the set of verdicts the gate fails on, as
-    :func:`pytest_prove.options.gate_fails_on` resolves it. With ``too-small`` in it, a row
+    :func:`pytest_prove.config.values.gate_fails_on` resolves it. With ``too-small`` in it, a row
     that could not have shown a change of ``max_mde`` fails the gate whatever the verdict
     word (:mod:`.vouch`); ``allow_underpowered`` spares the rows blind by design, never those
     that lost twins. A compared condition more than ``max_errored`` of whose baseline

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Final
 
-from .record import MISSING_MODES, Missing
-from .store import StoreError, check_name, check_run_name
+from ..record import MISSING_MODES, Missing
+from ..store import StoreError, check_name, check_run_name
 
 __all__ = ["CONCURRENCY_RANGE", "DEFAULT_EPISODE_TIMEOUT", "DEFAULT_FAIL_ON", "FAIL_ON",
            "MARGIN_FAIL_ON", "MARGIN_RANGE", "MAX_MDE_RANGE", "NO_TIMEOUT", "Q_RANGE",
            "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency", "count", "error_rate", "fail_on",
            "fraction", "gate_fails_on", "margin", "max_mde", "missing_mode", "new_run_name",
-           "positive_int", "replicates", "run_name", "salt_word", "seconds", "shard", "share",
-           "store_name", "tokens"]
+           "positive_int", "replay_name", "replicates", "report_path", "run_name", "salt_word",
+           "seconds", "shard", "share", "store_name", "switch", "tokens"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
 #: not shown within --prove-margin).
@@ -187,6 +188,33 @@ def new_run_name(text: str) -> str:
 def run_name(text: str) -> str:
     """A run name, or ``latest``."""
     return text if text == "latest" else store_name(text)
+
+
+def replay_name(text: str) -> str:
+    """A run as every front door names one: a name, a run id, latest or baseline:NAME."""
+    if text.startswith("baseline:"):
+        return "baseline:" + store_name(text.removeprefix("baseline:"))
+    return run_name(text)
+
+
+def report_path(text: str) -> Path:
+    """A report file whose suffix names its kind (--prove-report)."""
+    path = Path(text)
+    if path.suffix.lower() not in (".html", ".htm", ".md", ".json"):
+        raise argparse.ArgumentTypeError(
+            f"expected a file ending in .html, .md or .json, got {text!r}")
+    return path
+
+
+def switch(text: str) -> bool:
+    """A bool ini value, as pytest reads one (true/false, yes/no, on/off, 1/0; an empty one
+    is refused, as pytest refuses it)."""
+    word = text.strip().lower()
+    if word in ("true", "yes", "on", "1", "y", "t"):
+        return True
+    if word in ("false", "no", "off", "0", "n", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def missing_mode(text: str) -> Missing:

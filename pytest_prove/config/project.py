@@ -15,13 +15,13 @@ import argparse
 import configparser
 import shlex
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import final
 
-from .errors import ProveError
-from .options import error_rate, fail_on, margin, max_mde, missing_mode, share
+from ..errors import ProveError
+from .ini import INI
 
 __all__ = ["IniError", "ProjectSettings", "fill_defaults", "project_settings"]
 
@@ -58,8 +58,7 @@ class ProjectSettings:
         flag = self.addopts.get("prove_store")
         if flag is not None:
             return Path.cwd() / flag
-        value = self.get("prove_store")
-        return self.rootdir / (".prove" if value is None else value)
+        return self.rootdir / str(INI["prove_store"].value(self.get("prove_store")))
 
 
 def _ini_section(path: Path, section: str) -> dict[str, str] | None:
@@ -171,25 +170,16 @@ def project_settings(start: Path | None = None) -> ProjectSettings:
     return ProjectSettings(rootdir=here)
 
 
-def _switch(text: str) -> bool:
-    """A bool ini value, as pytest reads one (true/false, yes/no, on/off, 1/0)."""
-    word = text.strip().lower()
-    if word in ("true", "yes", "on", "1", "y", "t"):
-        return True
-    if word in ("false", "no", "off", "0", "n", "f", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-#: Options whose default is the project's ini value, as the session reads it.
-_FROM_INI: tuple[tuple[str, str, Callable[[str], Any], Any], ...] = (
-    ("q", "prove_q", error_rate, 0.05),
-    ("max_mde", "prove_max_mde", max_mde, 0.20),
-    ("missing", "prove_missing", missing_mode, "test"),
-    ("margin", "prove_margin", margin, None),
-    ("fail_on", "prove_fail_on", fail_on, None),  # None: the defaults (options.gate_fails_on)
-    ("allow_underpowered", "prove_allow_underpowered", _switch, False),
-    ("max_errored", "prove_max_errored", share, 0.25),
+#: The command line's options whose default is the project's ini value, as the session reads
+#: it (the attribute the option is parsed into, and the ini value's row of the table).
+_FROM_INI: tuple[tuple[str, str], ...] = (
+    ("q", "prove_q"),
+    ("max_mde", "prove_max_mde"),
+    ("missing", "prove_missing"),
+    ("margin", "prove_margin"),
+    ("fail_on", "prove_fail_on"),  # None: the defaults (values.gate_fails_on)
+    ("allow_underpowered", "prove_allow_underpowered"),
+    ("max_errored", "prove_max_errored"),
 )
 
 
@@ -198,15 +188,12 @@ def fill_defaults(args: argparse.Namespace, project: ProjectSettings) -> None:
     so that both front doors give one answer; a bad value names its file."""
     if getattr(args, "store", None) is None:
         args.store = str(project.store())
-    for name, option, parse, builtin in _FROM_INI:
+    for name, option in _FROM_INI:
         if not hasattr(args, name) or getattr(args, name) is not None:
             continue
-        raw = project.addopts.get(option, project.get(option))
-        if raw == "" and option in ("prove_missing", "prove_margin", "prove_fail_on",
-                                    "prove_max_errored"):
-            raw = None  # an empty value is the default, in the session too
         try:
-            setattr(args, name, parse(raw) if raw is not None else builtin)
+            setattr(args, name, INI[option].value(project.addopts.get(option,
+                                                                      project.get(option))))
         except argparse.ArgumentTypeError as exc:
             raise IniError(f"{project.where(option)}: {exc}; fix it there, or give the "
                            "option on the command line") from None

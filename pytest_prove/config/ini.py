@@ -1,0 +1,97 @@
+"""The ``prove_*`` ini values, in one table both front doors read.
+
+The plugin registers each row with pytest (``parser.addini``) and reads a session's values
+through it; the command line (``pytest-prove``) fills what its flags leave unsaid from the same
+rows (:func:`pytest_prove.config.project.fill_defaults`). So a value means the same, is checked
+by the same parser and has the same default on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, final
+
+from .values import (
+    chaos_switch,
+    error_rate,
+    fail_on,
+    margin,
+    max_mde,
+    missing_mode,
+    seconds,
+    share,
+    switch,
+)
+
+__all__ = ["INI", "PARSED", "IniValue"]
+
+
+class _Parsed:
+    """The marker of a value that is parsed even when left empty (an empty one is refused)."""
+
+    def __repr__(self) -> str:
+        return "PARSED"
+
+
+PARSED: Final = _Parsed()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class IniValue:
+    """One ini value: its name, its help, its default as pytest is given it, its kind
+    (pytest's ``type=``) and the parser that checks it (``argparse.ArgumentTypeError`` with
+    what was expected and got)."""
+
+    name: str
+    help: str
+    default: str | bool | list[str]
+    parse: Callable[[str], Any] = str
+    kind: Literal["string", "bool", "paths"] = "string"
+    #: What a value left empty means (``prove_margin =``); :data:`PARSED`: it is parsed as
+    #: written, so an empty one is refused (``prove_q =``).
+    if_empty: Any = PARSED
+
+    def value(self, text: str | None) -> Any:
+        """The value ``text`` is read as (None: not written, so the default's)."""
+        if text is None:
+            if not isinstance(self.default, str):
+                return self.default
+            text = self.default
+        if self.if_empty is PARSED:
+            return self.parse(text)
+        text = text.strip()
+        return self.parse(text) if text else self.if_empty
+
+
+#: Every ``prove_*`` ini value the plugin registers here, in the order ``pytest --help`` lists
+#: them (the token prices and the span capture register their own: plugin/budget.py,
+#: traces/capture.py).
+INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
+    IniValue("prove_store", "folder of runs and baselines (relative to rootdir)",
+             default=".prove"),
+    IniValue("prove_specs", "sweep spec files to collect besides prove_*.toml",
+             default=[], kind="paths"),
+    IniValue("prove_q", "default for --prove-q", default="0.05", parse=error_rate),
+    IniValue("prove_max_mde", "default for --prove-max-mde", default="0.20", parse=max_mde),
+    IniValue("prove_fail_on", "verdicts that fail besides worse and too-small (and "
+             "not-within with a margin); no-WORD leaves one out", default="", parse=fail_on,
+             if_empty=None),  # None: the defaults (values.gate_fails_on)
+    IniValue("prove_max_errored", "default for --prove-max-errored (share of a "
+             "condition's episodes without an outcome a baseline may hold)",
+             default="0.25", parse=share, if_empty=0.25),
+    IniValue("prove_margin", "default for --prove-margin (empty: no margin)", default="",
+             parse=margin, if_empty=None),
+    IniValue("prove_episode_timeout", "default for --prove-episode-timeout (seconds; "
+             "empty: 1800 for a sync rollout without timeout=; 0 or none: no timeout)",
+             default="", parse=seconds, if_empty=None),
+    IniValue("prove_missing", "default for --prove-missing: test or ignore",
+             default="test", parse=missing_mode, if_empty="test"),
+    IniValue("prove_allow_underpowered", "default for --prove-allow-underpowered",
+             default=False, parse=switch, kind="bool"),
+    IniValue("prove_chaos", "default for --prove-chaos: on or off", default="on",
+             parse=chaos_switch, if_empty=True),
+    IniValue("prove_sequential", "default for --prove-sequential", default=False,
+             parse=switch, kind="bool"),
+)}

@@ -1,0 +1,500 @@
+"""The options of a session and of each xdist worker: declared, read and checked.
+
+:func:`add_options` declares them (``pytest_addoption``), with the ``prove_*`` ini values of
+the table both front doors read (:mod:`pytest_prove.config.ini`). :meth:`Settings.from_config`
+reads them all (``pytest_configure``) and refuses, as a usage error before anything runs, a
+value out of its range and every combination of options a run cannot keep its word with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, final
+
+import pytest
+
+from .. import wire
+from ..config import values
+from ..config.ini import INI
+from ..config.paths import space_form_problem
+from ..config.values import (
+    DEFAULT_FAIL_ON,
+    chaos_switch,
+    error_rate,
+    fail_on,
+    gate_fails_on,
+    missing_mode,
+    new_run_name,
+    replay_name,
+    report_path,
+    run_name,
+    salt_word,
+    seconds,
+    shard,
+    share,
+    store_name,
+)
+from ..config.values import concurrency as concurrency_option
+from ..config.values import margin as margin_option
+from ..config.values import max_mde as max_mde_option
+from ..config.values import replicates as replicates_option
+from ..declare.spec import NO_OUTCOME_EVENT, Declaration
+from ..record import Missing
+
+__all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
+           "sequential_of"]
+
+#: Options that name a file or folder, and every option that takes a value (tests check
+#: these against ``pytest --help``): see config/paths.py for why their separate form is refused.
+PATH_OPTIONS = ("--prove-store", "--prove-report")
+VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-save-baseline",
+                 "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
+                 "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-margin",
+                 "--prove-token-cap",
+                 "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
+                 "--prove-episode-timeout", "--prove-replay", "--prove-shard",
+                 "--prove-salt", "--prove-chaos", "--prove-max-errored")
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """pytest-prove's options, and its ``prove_*`` ini values from the one table."""
+    group = parser.getgroup("prove", "pytest-prove: did this change make the agent fail more?")
+    group.addoption("--prove-store", metavar="DIR", default=None,
+                    help="folder of runs and baselines (default: ini prove_store, else "
+                         ".prove under rootdir)")
+    group.addoption("--prove-name", metavar="NAME", type=new_run_name, default=None,
+                    help="name this run (default: its run id)")
+    group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
+                    help="pair this run with baseline NAME, compare, and fail on a worse "
+                         "verdict or on a condition it cannot vouch for (too small to tell, "
+                         "lost twins, a declaration that differs)")
+    group.addoption("--prove-save-baseline", metavar="NAME", type=store_name, default=None,
+                    help="write this run as baseline NAME (.prove/baselines/NAME.baseline) once "
+                         "it is complete and could serve as one (--prove-max-errored)")
+    group.addoption("--prove-update-baseline", action="store_true", default=False,
+                    help="replace the --prove-baseline file with this run once it is complete "
+                         "and could serve as one (also accepts a changed declaration)")
+    group.addoption("--prove-resume", metavar="RUN", type=run_name, default=None,
+                    help="run only the replicates that run RUN is missing, appending to it; a "
+                         "run paired with a baseline is gated against it")
+    group.addoption("--prove-replay", metavar="RUN", type=replay_name, default=None,
+                    help="run the selected items on the seeds they had in run RUN (a name, "
+                         "run id, latest or baseline:NAME), one replicate an item and no "
+                         "episode timeout unless given, storing nothing: for --pdb or a "
+                         "breakpoint() (pytest-prove flips and show print the command)")
+    group.addoption("--prove-shard", metavar="K/N", type=shard, default=None,
+                    help="run only slice K of N of the sweep (the same slice on every "
+                         "machine); every shard needs one salt: --prove-baseline NAME or "
+                         "--prove-salt WORD. Join the shards' runs with pytest-prove merge")
+    group.addoption("--prove-salt", metavar="WORD", type=salt_word, default=None,
+                    help="seed this run from WORD instead of a fresh salt (give every shard "
+                         "of a sweep the same WORD; a baseline's run takes its salt)")
+    group.addoption("--prove-plan", action="store_true", default=False,
+                    help="collect, print the plan and the design check, and run nothing")
+    group.addoption("--prove-replicates", metavar="N", type=replicates_option, default=None,
+                    help="replicates per condition for every rollout, overriding declarations")
+    group.addoption("--prove-concurrency", metavar="K", type=concurrency_option, default=None,
+                    help="run K replicates at once in each item (threads, or asyncio tasks "
+                         "for async rollouts)")
+    group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
+                    help="stop an episode still running after S seconds: stored with no "
+                         "outcome (episode_timeout), its item fails, the sweep goes on "
+                         "(overrides timeout= and the ini value prove_episode_timeout; "
+                         "default for a sync rollout: 1800; 0 or none: no timeout)")
+    group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
+                    help="compare this outcome (repeatable; default: every declared failure "
+                         "and success)")
+    group.addoption("--prove-fail-on", metavar="WORDS", type=fail_on, default=None,
+                    help="verdicts that fail the session besides the defaults, "
+                         "comma-separated: worse and too-small always (a row that could "
+                         "not have shown --prove-max-mde), not-within with --prove-margin; "
+                         "no-WORD leaves one out on purpose (e.g. no-worse), and the "
+                         "summary then says so")
+    group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
+                    help="episodes without an outcome (no outcome, errors, timeouts): test "
+                         "(default: a rise in their share is worse) or ignore (they are "
+                         "infrastructure; the summary says how many were left out)")
+    group.addoption("--prove-q", metavar="Q", type=error_rate, default=None,
+                    help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
+    group.addoption("--prove-max-mde", metavar="D", type=max_mde_option, default=None,
+                    help="the largest change you accept not being able to see; default 0.20")
+    group.addoption("--prove-margin", metavar="D", type=margin_option, default=None,
+                    help="ask for the claim 'no condition got worse by D or more' (a "
+                         "non-inferiority margin, 0 < D < 1): each condition and event is "
+                         "tested against D, and the session fails unless every one is shown "
+                         "within it; default: ini prove_margin, else no margin")
+    group.addoption("--prove-sequential", action="store_true", default=None,
+                    help="take each condition's replicates in looks and stop it once it is "
+                         "decided against the baseline (worse, safer, or no change of "
+                         "--prove-max-mde possible); needs --prove-baseline. Also when "
+                         "every selected rollout declares sequential=True")
+    group.addoption("--prove-allow-underpowered", action="store_true", default=None,
+                    help="run even when the design check says a condition could not see "
+                         "--prove-max-mde, and pass a gate whose rows are too small to tell "
+                         "by design (rows that lost twins to episodes without an outcome "
+                         "still fail)")
+    group.addoption("--prove-max-errored", metavar="F", type=share, default=None,
+                    help="the largest share of a condition's episodes that may end without "
+                         "an outcome (errors, timeouts, no outcome) in a run saved as a "
+                         "baseline, in the baseline a gate reads, and with "
+                         "--prove-missing=ignore in the run; default: ini "
+                         "prove_max_errored, else 0.25")
+    group.addoption("--prove-report", metavar="PATH", type=report_path, default=None,
+                    help="write the comparison as a report: .html (self-contained), .md or "
+                         ".json; without --prove-baseline, this run's rates with exact "
+                         "intervals")
+    group.addoption("--prove-chaos", metavar="on|off", type=chaos_switch, default=None,
+                    help="inject the HTTP faults rollouts declare with chaos= or [chaos] "
+                         "(on, the default) or none (off); given against a baseline whose "
+                         "chaos differs, it asks for that comparison (docs/chaos.md)")
+    for value in INI.values():
+        parser.addini(value.name, value.help, type=None if value.kind == "string" else value.kind,
+                      default=list(value.default) if isinstance(value.default, list)
+                      else value.default)
+
+
+def _ini(config: pytest.Config, name: str) -> Any:
+    """Ini value ``name`` as the table reads it, or a usage error naming it."""
+    try:
+        return INI[name].value(str(config.getini(name)))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option {name}: {exc}") from None
+
+
+def _ini_switch(config: pytest.Config, name: str) -> bool:
+    """A bool ini value as pytest reads it, or a usage error naming it (pytest's own names
+    neither the option nor what it expects, and pytest 8's is a ValueError: a traceback)."""
+    try:
+        return bool(config.getini(name))
+    except (ValueError, pytest.UsageError) as exc:
+        raise pytest.UsageError(f"ini option {name}: expected true or false ({exc})") from None
+
+
+@final
+@dataclass(slots=True)
+class Settings:
+    """The options every process needs (the controller's and each xdist worker's)."""
+
+    store: Path
+    salt: str = ""
+    replicates: int | None = None
+    concurrency: int = 1
+    done: frozenset[tuple[str, str, int]] = frozenset()
+    shard: tuple[int, int] | None = None
+    q: float = 0.05
+    max_mde: float = 0.20
+    margin: float | None = None  # --prove-margin
+    allow_underpowered: bool = False
+    #: --prove-max-errored: the share of a condition's episodes without an outcome a run
+    #: saved as a baseline may hold.
+    max_errored: float = 0.25
+    paired: bool = False  # a baseline is given, so the comparison will be paired
+    sequential: bool = False  # --prove-sequential: stop each condition once it is decided
+    plan_only: bool = False
+    episode_timeout: float | None = None  # --prove-episode-timeout: beats every other
+    default_timeout: float | None = None  # ini prove_episode_timeout: below timeout=
+    #: The built-in default for a sync rollout with none of the above (config/values.py's
+    #: DEFAULT_EPISODE_TIMEOUT; None under --pdb or --trace). 0 anywhere: no timeout.
+    builtin_timeout: float | None = None
+    #: --prove-replay: the replayed run's replicates by rollout id (None: not a replay).
+    replay: dict[str, int] | None = None
+    is_worker: bool = False
+    plan_sent: bool = False  # an xdist worker sent its plan with a report
+    #: An xdist worker's reason to run nothing, found before collection (its process ran a
+    #: session before this one); the controller says it as it says the design check's.
+    worker_refusal: str | None = None
+    #: --prove-chaos (or ini prove_chaos): inject the faults rollouts declare; and whether
+    #: --prove-chaos was given, which asks for a comparison with a baseline whose chaos
+    #: differs (docs/chaos.md).
+    chaos: bool = True
+    chaos_asked: bool = False
+    #: What collection checks this run's faults against, before anything runs: [name,
+    #: {rollout id: chaos or None}, strict] for the baseline (unless --prove-chaos asks for
+    #: a comparison with other faults) and the resumed run (strict: its faults are its own).
+    chaos_references: list[Any] = field(default_factory=list)
+    _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
+    #: Rollouts whose declaration this process has sent with a report (once each).
+    announced: set[str] = field(default_factory=set)
+    #: What the gate reads (the controller's): --prove-event, --prove-missing, the verdicts
+    #: it fails on (--prove-fail-on over the defaults) and the words asked for.
+    events: tuple[str, ...] | None = None
+    missing: Missing = "test"
+    fail_on: frozenset[str] = DEFAULT_FAIL_ON
+    fail_on_asked: frozenset[str] | None = None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        """This process's settings, read from its options and ``prove_*`` ini values; a usage
+        error, before anything runs, for a value out of its range and for options that cannot
+        go together. An xdist worker's also hold what its controller decided and sent."""
+        opt = config.option
+        q = opt.prove_q or _ini(config, "prove_q")
+        max_mde = opt.prove_max_mde or _ini(config, "prove_max_mde")
+        margin = opt.prove_margin or _ini(config, "prove_margin")
+        asked_words = opt.prove_fail_on or _ini(config, "prove_fail_on")
+        max_errored = (opt.prove_max_errored if opt.prove_max_errored is not None
+                       else _ini(config, "prove_max_errored"))
+        missing = opt.prove_missing or _ini(config, "prove_missing")
+        chaos_on = opt.prove_chaos if opt.prove_chaos is not None else _ini(config, "prove_chaos")
+        default_timeout = _ini(config, "prove_episode_timeout")
+        store_root = Path(opt.prove_store) if opt.prove_store else (
+            config.rootpath / _ini(config, "prove_store"))
+        _check_options(opt)
+        sequential = sequential_of(config)
+        if sequential:
+            _check_sequential_options(opt, margin)
+        if opt.prove_plan:
+            # The plan is read on one process: no workers are started for it.
+            opt.dist = "no"
+        settings = cls(
+            store=store_root.resolve(), replicates=opt.prove_replicates,
+            concurrency=opt.prove_concurrency or 1, q=q, max_mde=max_mde, margin=margin,
+            allow_underpowered=bool(opt.prove_allow_underpowered
+                                    or _ini_switch(config, "prove_allow_underpowered")),
+            max_errored=max_errored,
+            paired=opt.prove_baseline is not None or opt.prove_resume is not None,
+            sequential=sequential, plan_only=opt.prove_plan,
+            episode_timeout=opt.prove_episode_timeout, default_timeout=default_timeout,
+            builtin_timeout=_builtin_timeout(config), shard=opt.prove_shard, chaos=chaos_on,
+            chaos_asked=opt.prove_chaos is not None, events=tuple(opt.prove_event) or None,
+            missing=missing, fail_on=gate_fails_on(asked_words, margin=margin is not None),
+            fail_on_asked=asked_words)
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is None:
+            _refuse_space_form(config)
+            _check_replay_options(opt)
+            return settings
+        # An xdist worker: the controller decided the salt and what is already done.
+        sent = wire.worker_input(workerinput)
+        settings.is_worker = True
+        settings.salt = sent["salt"]
+        settings.done = sent["done"]
+        settings.replay = sent["replay"]
+        settings.chaos_references = sent["chaos"]
+        settings.worker_refusal = _reused_worker() or _other_version(sent["version"])
+        return settings
+
+    def asked(self) -> dict[str, Any]:
+        """What the session's review is asked (``review()``'s keywords), as the options say."""
+        return {"events": self.events, "fail_on": self.fail_on, "missing": self.missing,
+                "margin": self.margin, "chaos_differs": self.chaos_asked,
+                # too-small named on purpose beats --prove-allow-underpowered
+                "allow_underpowered": self.allow_underpowered
+                and "too-small" not in (self.fail_on_asked or ()),
+                "max_errored": self.max_errored}
+
+    def replicates_for(self, rollout_id: str, declared: int) -> int:
+        """A rollout's replicates in this session: a replayed run's (so that every item has
+        the id it had there), else --prove-replicates, else the declaration's."""
+        if self.replay is not None and rollout_id in self.replay:
+            return self.replay[rollout_id]
+        return self.replicates or declared
+
+    def declared(self, declaration: Declaration) -> Declaration:
+        """The declaration a rollout runs with in this session: without its chaos when
+        --prove-chaos is off (so that the manifest says no fault was injected)."""
+        if self.chaos or declaration.chaos is None:
+            return declaration
+        found = self._chaos_off.get(id(declaration))
+        if found is None or found[0] is not declaration:
+            found = (declaration, replace(declaration, chaos=None))
+            self._chaos_off[id(declaration)] = found
+        return found[1]
+
+    def concurrency_for(self, declared: int | None) -> int:
+        """Replicates an item runs: one in a replay (a debugger stops in this thread), else
+        the declaration's concurrency=, else --prove-concurrency."""
+        return 1 if self.replay is not None else (declared or self.concurrency)
+
+
+def _check_options(opt: Any) -> None:
+    """The options that cannot go together in any run, said before anything runs."""
+    if NO_OUTCOME_EVENT in opt.prove_event:
+        raise pytest.UsageError(
+            f"--prove-event={NO_OUTCOME_EVENT!r} names no outcome: episodes that end without "
+            "one are tested anyway, beside the events you pick (--prove-missing=ignore "
+            "leaves them out)")
+    if opt.prove_update_baseline and not opt.prove_baseline:
+        raise pytest.UsageError(
+            "--prove-update-baseline replaces the baseline named by --prove-baseline; "
+            "add --prove-baseline NAME (or use --prove-save-baseline NAME for a new one)")
+    _check_shard_options(opt)
+
+
+def _check_shard_options(opt: Any) -> None:
+    """--prove-shard and --prove-salt: what they cannot go with, said before anything runs."""
+    salt = opt.prove_salt
+    if salt is not None:
+        decided = [flag for name, flag in (("prove_baseline", "--prove-baseline"),
+                                           ("prove_resume", "--prove-resume"),
+                                           ("prove_replay", "--prove-replay"))
+                   if getattr(opt, name, None)]
+        if decided:
+            raise pytest.UsageError(
+                f"--prove-salt={salt} names the salt of a new unpaired run, but "
+                f"{decided[0]} already decides it (a paired run takes its baseline's salt, a "
+                "resumed or replayed run its own); drop --prove-salt")
+    if opt.prove_shard is None:
+        return
+    index, total = opt.prove_shard
+    named = f"--prove-shard={index}/{total}"
+    if opt.prove_save_baseline or opt.prove_update_baseline:
+        flag = "--prove-save-baseline" if opt.prove_save_baseline else "--prove-update-baseline"
+        raise pytest.UsageError(
+            f"{named} runs one slice of the sweep, and a baseline holds a whole sweep; drop "
+            f"{flag}, join the shards with pytest-prove merge RUN... --name NAME "
+            "--save-baseline BASELINE")
+    if opt.prove_replay:
+        raise pytest.UsageError(
+            f"--prove-replay runs the items you select on the seeds they had, whichever shard "
+            f"ran them; drop {named}")
+    if salt is None and not opt.prove_baseline and not opt.prove_resume:
+        raise pytest.UsageError(
+            f"{named}: the shards of one sweep must share one salt, or their runs cannot be "
+            "merged into one; pass the same --prove-salt=WORD to every shard (in CI, e.g. "
+            "--prove-salt=sweep-$GITHUB_RUN_ID) or pair them all with --prove-baseline NAME "
+            "(they take its salt)")
+
+
+#: Options a sequential run refuses (see _check_sequential_options): ini prove_sequential is not
+#: taken with them, the flag is refused.
+NOT_SEQUENTIAL = ("prove_resume", "prove_shard", "prove_save_baseline", "prove_update_baseline",
+                  "prove_replay")
+
+
+def sequential_of(config: pytest.Config) -> bool:
+    """--prove-sequential; or ini ``prove_sequential`` when the run has a baseline and none
+    of the options a sequential run refuses (so the ini setting never blocks saving a
+    baseline or resuming a run: those run every replicate)."""
+    opt = config.option
+    if opt.prove_sequential:
+        return True
+    return bool(_ini_switch(config, "prove_sequential") and opt.prove_baseline
+                and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL))
+
+
+def _check_sequential_options(opt: Any, margin: float | None) -> None:
+    """--prove-sequential reads each condition against its baseline at its looks; say why the
+    options it cannot keep its error rates with are refused."""
+    if not opt.prove_baseline:
+        raise pytest.UsageError(
+            "--prove-sequential stops each condition once it is decided against the baseline, "
+            "so it needs one: add --prove-baseline NAME (or drop --prove-sequential, and ini "
+            "prove_sequential, to run every replicate)")
+    refused = (
+        ("prove_resume", "--prove-resume", "a resumed run would take its looks again from "
+         "episodes whose earlier looks may already have stopped a condition, and the error "
+         "spent at those looks is not recorded to be carried on; rerun the sweep"),
+        ("prove_shard", "--prove-shard", "a shard holds a slice of each condition's "
+         "replicates, and a look needs the condition's first replicates all together; run "
+         "the sweep in one session (xdist workers may be remote)"),
+        ("prove_save_baseline", "--prove-save-baseline", "a baseline must hold every "
+         "replicate of every condition for later runs to pair with, and a sequential run "
+         "stops conditions early; save a baseline from a run without --prove-sequential"),
+        ("prove_update_baseline", "--prove-update-baseline", "a baseline must hold every "
+         "replicate of every condition for later runs to pair with, and a sequential run "
+         "stops conditions early; save a baseline from a run without --prove-sequential"),
+    )
+    for name, flag, why in refused:
+        if getattr(opt, name, None):
+            raise pytest.UsageError(f"--prove-sequential cannot be used with {flag}: {why}")
+    if margin is not None:
+        raise pytest.UsageError(
+            f"--prove-sequential cannot be used with a margin (--prove-margin {margin:g}, "
+            "or ini prove_margin) yet: a sequential run's looks test worse and safer, not "
+            "the margin's claim; drop --prove-sequential to ask for the claim, or drop the "
+            "margin to stop conditions early")
+
+
+#: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and
+#: runs each replicate as it ran.
+_NOT_WITH_REPLAY = (("prove_baseline", "--prove-baseline"), ("prove_resume", "--prove-resume"),
+                    ("prove_save_baseline", "--prove-save-baseline"),
+                    ("prove_update_baseline", "--prove-update-baseline"),
+                    ("prove_name", "--prove-name"), ("prove_replicates", "--prove-replicates"),
+                    ("prove_concurrency", "--prove-concurrency"),
+                    ("prove_report", "--prove-report"))
+
+
+def _check_replay_options(opt: Any) -> None:
+    """--prove-replay: the options it does not take, said before the run is opened."""
+    if opt.prove_replay is None:
+        return
+    clash = [flag for name, flag in _NOT_WITH_REPLAY if getattr(opt, name, None)]
+    if clash:
+        raise pytest.UsageError(
+            f"--prove-replay={opt.prove_replay} runs episodes of that run again on their own "
+            f"seeds and stores nothing, so it takes no {' or '.join(clash)}; drop "
+            f"{'it' if len(clash) == 1 else 'them'}, or drop --prove-replay")
+
+
+def _builtin_timeout(config: pytest.Config) -> float | None:
+    """The episode timeout of a sync rollout that sets none, or None: none under a debugger
+    (a breakpoint must not time the episode out), nor when pytest-timeout bounds every test
+    (its timeout ends the episode already, and stores it as timed out)."""
+    opt = config.option
+    if getattr(opt, "usepdb", False) or getattr(opt, "trace", False):
+        return None
+    if config.pluginmanager.hasplugin("timeout"):
+        found: object = getattr(opt, "timeout", None) or os.environ.get("PYTEST_TIMEOUT")
+        if found is None:
+            with contextlib.suppress(ValueError):
+                found = config.getini("timeout")
+        with contextlib.suppress(TypeError, ValueError):
+            if float(str(found)) > 0:
+                return None
+    return values.DEFAULT_EPISODE_TIMEOUT  # read here: a test shrinks it
+
+
+def _refuse_space_form(config: pytest.Config) -> None:
+    """Stop before anything runs when a separate option value may have moved the rootdir."""
+    import shlex
+
+    params = config.invocation_params
+    args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *params.args]
+    problem = space_form_problem(args, value_options=VALUE_OPTIONS, path_options=PATH_OPTIONS,
+                                 invocation_dir=params.dir)
+    if problem is not None:
+        raise pytest.UsageError(problem)
+
+
+#: How many xdist worker sessions this process has configured: more than one only when an
+#: execnet socket server is used again (xdist starts every other kind of worker afresh).
+_WORKER_SESSIONS = [0]
+
+
+def _reused_worker() -> str | None:
+    """Why a worker whose process already ran a session refuses to run this one, else None.
+
+    execnet's socket server runs each connection's worker in its own process and keeps the
+    modules it imported: the rollouts would run as they were imported the first time, not as
+    their files read now, and the verdict would be about code no longer there."""
+    _WORKER_SESSIONS[0] += 1
+    if _WORKER_SESSIONS[0] == 1:
+        return None
+    return ("this xdist worker's process already ran a pytest session: an execnet socket "
+            "server keeps its process, and the modules it imported, from one run to the "
+            "next, so the rollouts could run as they were imported then rather than as "
+            "their files read now. Start a fresh socket server for each run (see "
+            "docs/scale.md, Remote workers)")
+
+
+def _other_version(controller: str | None) -> str | None:
+    """Why a worker whose pytest-prove is not the controller's refuses to run, else None:
+    a remote host can have another one installed, and the episodes it sent would then be
+    made by one version's rules and checked, stored and compared by another's."""
+    import pytest_prove
+
+    mine = pytest_prove.__version__
+    if controller == mine:
+        return None
+    theirs = ("a pytest-prove that sends no version (older than this one)"
+              if controller is None else f"pytest-prove {controller}")
+    wanted = "" if controller is None else f" (pip install pytest-prove=={controller})"
+    return (f"this xdist worker runs pytest-prove {mine} and the controller {theirs}: the "
+            "episodes it sent would be made by one version's rules and stored by another's. "
+            f"Install the same pytest-prove on every host the workers run on{wanted}")
