@@ -280,6 +280,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _refuse(config, items, words.blocked_fixtures(sweep.blocked))
     if sweep.clashes:
         _refuse(config, items, words.shared_rollout_ids(sweep.clashes))
+
+
 #: What ``pytest.param(...)`` makes: a parametrize entry with its own id or marks.
 _PARAMETER_SET: Any = type(pytest.param(None))
 
