@@ -12,7 +12,7 @@ import pytest
 
 from pytest_prove.cli import main
 from pytest_prove.declare.spec import condition_key
-from pytest_prove.plugin.collect import shard_of
+from pytest_prove.plugin.shards import shard_of
 from pytest_prove.store import Run, Store
 from pytest_prove.store.episodes import plain
 

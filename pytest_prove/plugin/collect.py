@@ -1,16 +1,16 @@
-"""Collection: rollouts become items, each with its plan, and the sweep is checked.
+"""Collection: rollouts become items, each with its plan, and the selection is settled.
 
 Function rollouts (``@prove.rollout`` on a parametrized test, or with ``axes=``) and sweep
-specs (``prove_*.toml``) become one item per condition and block of replicates.  After
-pytest's own selection, a resumed run drops what it already holds, the design check runs
-(before any rollout) and the plan is printed or refused.  The hooks here are re-exported by
-:mod:`pytest_prove.plugin`, the module pytest loads.
+specs (``prove_*.toml``) become one item per condition and block of replicates, and the
+whole sweep is noted before any deselection.  After pytest's own selection, a shard keeps
+its slice (:mod:`.shards`), a resumed run drops what it already holds, and the checks after
+selection (:mod:`.design`) run before any rollout: the plan is printed, or the session
+refused.  The hooks here are re-exported by :mod:`pytest_prove.plugin`, the module pytest
+loads.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,20 +20,18 @@ import pytest
 
 from ..api import declaration_of
 from ..config.paths import relative_to_root
-from ..declare.chaos import chaos_differences, chaos_refusal
 from ..declare.spec import Declaration, SpecError, condition_key
-from . import budget
+from ..report import plan as words
+from . import shards
+from .design import check_chaos, check_events, decide
 from .items import SpecFile, block_ids, blocks, function_items
 from .settings import Settings
 from .state import (
     DESIGN_FAILURE_KEY,
-    PLAN_FAILS_KEY,
     PLAN_KEY,
     PLANNED_KEY,
     SELECTED_KEY,
     SETTINGS_KEY,
-    SHARD_KEY,
-    SHARD_SLICE_KEY,
     SKIPPED_FILES_KEY,
     ItemPlan,
 )
@@ -101,8 +99,7 @@ def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
         if problem is None:
             return scalar
         shown, why = problem[0], f"cannot be stored: {problem[1]}"
-    message = (f"{item.nodeid}: the parameter {shown} {why}; parametrize with strings, "
-               "finite numbers, booleans or None (and pass ids=... for the names)")
+    message = words.unkeyable_parameter(item.nodeid, shown, why)
     if item.config.stash[SETTINGS_KEY].is_worker:
         # A worker that raises here is an INTERNALERROR for xdist; one that asks to stop
         # ends the whole session with this message, and no worker runs a test.
@@ -173,94 +170,116 @@ def _condition_of(item: pytest.Function, params: Mapping[str, Any],
     return found
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give every rollout item its plan, and note the whole sweep before any deselection.
+class _Sweep:
+    """The whole sweep as collection made it, noted item by item before any deselection.
 
     Each step is taken once for what items share: a test function's declaration and node
     id once per function, a condition once per parameter values, its record in the plan
     once per run of items of one condition (collection is the price of a sweep's every
     session, and a per-item step costs a 100,000-item sweep a second or more).
     """
-    planned = config.stash[PLANNED_KEY]
-    seen: dict[Any, Condition] = {}
-    declared: dict[str, dict[str, list[Any]]] = {}  # a test's parametrize lists
-    clashes: dict[str, set[str]] = {}
-    blocked: dict[str, str] = {}  # fixture -> an item whose block it would get wrong
-    settings = config.stash[SETTINGS_KEY]
-    functions: dict[tuple[int, str], _Function] = {}
-    nodes: dict[tuple[int, str], str] = {}
-    per_replicate: dict[int, tuple[object, list[str]]] = {}  # by the items' fixture info
-    last: tuple[Any, ...] = ()  # the previous item's (rollout id, node, condition, total)
-    for item in items:
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[SETTINGS_KEY]
+        self.planned = config.stash[PLANNED_KEY]
+        self.seen: dict[Any, Condition] = {}
+        self.declared: dict[str, dict[str, list[Any]]] = {}  # a test's parametrize lists
+        self.clashes: dict[str, set[str]] = {}  # a rollout id -> the node ids that use it
+        self.blocked: dict[str, str] = {}  # fixture -> an item whose block it would get wrong
+        self.functions: dict[tuple[int, str], _Function] = {}
+        self.nodes: dict[tuple[int, str], str] = {}
+        self.per_replicate: dict[int, tuple[object, list[str]]] = {}  # by fixture info
+        #: The previous item's (rollout id, node, condition, total).
+        self.last: tuple[Any, ...] = ()
+
+    def note(self, item: pytest.Item) -> None:
+        """Give a rollout test's item its plan, and note it in the sweep."""
         plan = item.stash.get(PLAN_KEY, None)
         if plan is None:
             if not isinstance(item, pytest.Function):
-                continue
-            obj = item.obj
-            function = getattr(obj, "__func__", obj)
-            name = item.originalname
-            key = (id(item.parent), name if isinstance(name, str) else item.nodeid)
-            found = functions.get(key)
-            if found is None or found.function is not function:
-                found = functions[key] = _function_of(item, function, settings)
-            if found.declaration is None or found.declared is None:
-                continue
-            node = found.node
-            callspec = getattr(item, "callspec", None)
-            params: Mapping[str, Any] = callspec.params if callspec is not None else {}
-            condition, ckey = _condition_of(item, params, seen)
-            plan = item.stash[PLAN_KEY] = ItemPlan(
-                found.rollout_id, name, found.declared, condition, ckey,
-                tuple(params.get("prove_block", (0,))), found.total)
+                return
+            made = self._plan(item)
+            if made is None:
+                return
+            plan, node = made
         else:
-            node = _node_of(item, nodes)
+            node = _node_of(item, self.nodes)
+        last = self.last
         if last and last[2] is plan.condition and last[0] == plan.rollout_id \
                 and last[1] == node and last[3] == plan.total:
             pass  # the same rollout and condition as the item before: noted with it
         else:
-            info = planned.get(plan.rollout_id)
-            if info is None:
-                info = planned[plan.rollout_id] = {
-                    "label": plan.label, "declaration": plan.declaration.to_json(),
-                    "conditions": {}, "replicates": plan.total,
-                    # Where the rollout lives, so that a gate can tell a test that moved
-                    # from one left out of this session's paths (see coverage.py).
-                    "node": node, "path": _relative(config, item.path)}
-            elif info["node"] != node:
-                clashes.setdefault(plan.rollout_id, {info["node"]}).add(node)
-            info["declaration"]["replicates"] = plan.total
-            info["conditions"][plan.condition_key] = plan.condition
-            if plan.condition:
-                _note_positions(info, item, plan.condition, declared, node)
-            last = (plan.rollout_id, node, plan.condition, plan.total)
+            self._record(item, plan, node)
+            self.last = (plan.rollout_id, node, plan.condition, plan.total)
         if len(plan.replicates) > 1:
-            fixtureinfo = getattr(item, "_fixtureinfo", None)
-            cached = per_replicate.get(id(fixtureinfo))
-            if cached is None or cached[0] is not fixtureinfo:
-                cached = per_replicate[id(fixtureinfo)] = (fixtureinfo,
-                                                           _per_replicate_fixtures(item))
-            for fixture in cached[1]:
-                blocked.setdefault(fixture, item.nodeid)
-    shard = config.stash[SETTINGS_KEY].shard
-    if shard is not None:
-        _slice(config, items, shard)
-    if blocked:
-        shown = ", ".join(f"{name!r} (used by {node})" for name, node in blocked.items())
-        _refuse(config, items, f"fixture {shown} depends on prove_seed or prove_replicate, "
-                               "but a block "
-                               "of replicates (--prove-concurrency, concurrency=) sets its "
-                               "fixtures up once, with its first replicate's seed, so the "
-                               "others would not be paired with their twins. Take prove_seed "
-                               "in the rollout itself and build what needs it there, or run "
-                               "without blocks (a fixture on prove_cfg is fine: a block is "
-                               "one condition)")
-    if clashes:
-        shown = "; ".join(f"{rid!r} by {' and '.join(sorted(nodes))}"
-                          for rid, nodes in sorted(clashes.items()))
-        _refuse(config, items, f"rollout ids must be unique, and two rollouts share one: "
-                               f"{shown}. Their episodes would be stored as one rollout's; "
-                               "give each its own id= (or target_id in a spec)")
+            self._block(item)
+
+    def _plan(self, item: pytest.Function) -> tuple[ItemPlan, str] | None:
+        """The plan of a rollout test's item (stashed on it) and its node id, or None for a
+        test that is no rollout."""
+        obj = item.obj
+        function = getattr(obj, "__func__", obj)
+        name = item.originalname
+        key = (id(item.parent), name if isinstance(name, str) else item.nodeid)
+        found = self.functions.get(key)
+        if found is None or found.function is not function:
+            found = self.functions[key] = _function_of(item, function, self.settings)
+        if found.declaration is None or found.declared is None:
+            return None
+        callspec = getattr(item, "callspec", None)
+        params: Mapping[str, Any] = callspec.params if callspec is not None else {}
+        condition, ckey = _condition_of(item, params, self.seen)
+        plan = item.stash[PLAN_KEY] = ItemPlan(
+            found.rollout_id, name, found.declared, condition, ckey,
+            tuple(params.get("prove_block", (0,))), found.total)
+        return plan, found.node
+
+    def _record(self, item: pytest.Item, plan: ItemPlan, node: str) -> None:
+        """Note the item's rollout and condition in the sweep's plan."""
+        info = self.planned.get(plan.rollout_id)
+        if info is None:
+            info = self.planned[plan.rollout_id] = {
+                "label": plan.label, "declaration": plan.declaration.to_json(),
+                "conditions": {}, "replicates": plan.total,
+                # Where the rollout lives, so that a gate can tell a test that moved
+                # from one left out of this session's paths (see coverage.py).
+                "node": node, "path": _relative(self.config, item.path)}
+        elif info["node"] != node:
+            self.clashes.setdefault(plan.rollout_id, {info["node"]}).add(node)
+        info["declaration"]["replicates"] = plan.total
+        info["conditions"][plan.condition_key] = plan.condition
+        if plan.condition:
+            _note_positions(info, item, plan.condition, self.declared, node)
+
+    def _block(self, item: pytest.Item) -> None:
+        """Note the fixtures a block of replicates would set up with one replicate's seed."""
+        fixtureinfo = getattr(item, "_fixtureinfo", None)
+        cached = self.per_replicate.get(id(fixtureinfo))
+        if cached is None or cached[0] is not fixtureinfo:
+            cached = self.per_replicate[id(fixtureinfo)] = (fixtureinfo,
+                                                            _per_replicate_fixtures(item))
+        for fixture in cached[1]:
+            self.blocked.setdefault(fixture, item.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every rollout item its plan, and note the whole sweep before any deselection;
+    a shard marks its slice; refuse blocks that would get a fixture's seed wrong, and
+    rollout ids that two tests share."""
+    sweep = _Sweep(config)
+    for item in items:
+        sweep.note(item)
+    chosen = config.stash[SETTINGS_KEY].shard
+    if chosen is not None:
+        refusal = shards.slice_sweep(config, items, chosen)
+        if refusal is not None:
+            _refuse(config, items, refusal)
+    if sweep.blocked:
+        _refuse(config, items, words.blocked_fixtures(sweep.blocked))
+    if sweep.clashes:
+        _refuse(config, items, words.shared_rollout_ids(sweep.clashes))
 
 
 #: What ``pytest.param(...)`` makes: a parametrize entry with its own id or marks.
@@ -341,60 +360,6 @@ def _per_replicate_fixtures(item: pytest.Item) -> list[str]:
     return found
 
 
-def shard_of(rollout_id: str, condition_key: str, block: int, count: int) -> int:
-    """The shard (1 .. ``count``) of a condition's ``block``-th block of replicates (block
-    ``b`` holds replicates ``b * size`` onwards): the condition's blocks are dealt out in
-    turn, from a shard its rollout id and key pick (so that conditions whose blocks do not
-    divide evenly do not all leave their extra block to shard 1)."""
-    digest = hashlib.blake2b(f"{rollout_id}\x1f{condition_key}".encode(), digest_size=8)
-    return (int.from_bytes(digest.digest(), "big") + block) % count + 1
-
-
-def _slice(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:
-    """Mark the items of slice K of N, before any selection (so that -k cannot move an item
-    to another shard), and keep the slice's replicates for the run's manifest.
-
-    An item's shard is :func:`shard_of` its rollout, condition and block, and nothing else:
-    so the slice is the same on every machine and in every process, whatever else was
-    collected (collection order, pytest-randomly, the paths given, ``--lf``, which narrows
-    collection itself, and node ids do not change it), and each condition's replicates are
-    dealt out across the shards, a block at most apart."""
-    index, total = shard
-    settings = config.stash[SETTINGS_KEY]
-    sizes: dict[tuple[str, int | None], int] = {}  # a rollout's block size
-    chosen: dict[str, dict[str, set[int]]] = {}
-    items_seen = 0
-    for item in items:
-        plan = item.stash.get(PLAN_KEY, None)
-        if plan is None:
-            continue
-        items_seen += 1
-        concurrency = plan.declaration.concurrency
-        size = sizes.get((plan.rollout_id, concurrency))
-        if size is None:
-            size = sizes[(plan.rollout_id, concurrency)] = max(
-                1, settings.concurrency_for(concurrency))
-        mine = shard_of(plan.rollout_id, plan.condition_key, plan.replicates[0] // size,
-                        total) == index
-        item.stash[SHARD_KEY] = mine
-        if mine:
-            chosen.setdefault(plan.rollout_id, {}).setdefault(
-                plan.condition_key, set()).update(plan.replicates)
-    if items_seen and not chosen:
-        _refuse(config, items, f"--prove-shard={index}/{total}: none of the sweep's "
-                               f"{items_seen} rollout item(s) falls in slice {index} of "
-                               f"{total} (each condition's blocks of replicates are dealt "
-                               "out across the shards, so a condition with fewer blocks "
-                               "than shards leaves some shards without it), so its run "
-                               "would never exist for pytest-prove merge; cut the sweep "
-                               "into fewer shards, or run more replicates")
-        return
-    config.stash[SHARD_SLICE_KEY] = {
-        "index": index, "count": total,
-        "slice": {rid: {key: sorted(reps) for key, reps in sorted(conditions.items())}
-                  for rid, conditions in sorted(chosen.items())}}
-
-
 def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> None:
     """Stop before anything runs: a usage error, or on an xdist worker (where raising in
     collection would crash it) no item at all and the message for the controller."""
@@ -405,54 +370,68 @@ def _refuse(config: pytest.Config, items: list[pytest.Item], message: str) -> No
     items[:] = []
 
 
-def _check_chaos(config: pytest.Config, items: list[pytest.Item],
-                 selected: Mapping[str, tuple[ItemPlan, set[str]]],
-                 settings: Settings) -> bool:
-    """Refuse, before anything runs, a run whose rollouts inject other faults than the
-    baseline's did, unless --prove-chaos asks for that comparison, or than the run it
-    resumes did (docs/chaos.md). Whether it refused."""
-    mine = {rid: {"declaration": plan.declaration.to_json()}
-            for rid, (plan, _) in selected.items()}
-    for name, chaos, strict in settings.chaos_references:
-        theirs = {rid: {"declaration": {} if c is None else {"chaos": json.loads(c)}}
-                  for rid, c in chaos.items()}
-        found = chaos_differences(theirs, mine)
-        if not found:
+#: What the selection kept, replicate by replicate (-k can pick replicates): rollout id ->
+#: condition key -> replicates.
+Kept = dict[str, dict[str, list[int]]]
+#: The rollouts and conditions the design check counts: rollout id -> (a plan, keys).
+Selected = dict[str, tuple[ItemPlan, set[str]]]
+
+
+def _kept(items: list[pytest.Item], at_once: bool) -> tuple[Kept, Selected]:
+    """What the selection kept; with ``at_once``, the rollouts and conditions the design
+    check counts, noted in the same pass (when no resumed run drops any, and the items are
+    the whole sweep's)."""
+    kept: Kept = {}
+    selected: Selected = {}
+    last: tuple[str, str, list[int]] | None = None
+    for item in items:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is None:
             continue
-        if strict:
-            shown = "; ".join(f"rollout {rid}: {a} in {name}, {b} now" for rid, a, b in found)
-            _refuse(config, items, f"--prove-resume: the faults injected differ ({shown}); a "
-                                   "resumed run keeps the chaos it started with: resume it "
-                                   "with the same --prove-chaos and declaration, or start a "
-                                   "new run")
+        if last is None or last[0] != plan.rollout_id or last[1] != plan.condition_key:
+            last = (plan.rollout_id, plan.condition_key, kept.setdefault(
+                plan.rollout_id, {}).setdefault(plan.condition_key, []))
+            if at_once:
+                _select(selected, plan)
+        last[2].extend(plan.replicates)
+    return kept, selected
+
+
+def _select(selected: Selected, plan: ItemPlan) -> None:
+    found = selected.get(plan.rollout_id)
+    if found is None:
+        found = selected[plan.rollout_id] = (plan, set())
+    found[1].add(plan.condition_key)
+
+
+def _selected(items: list[pytest.Item]) -> Selected:
+    """The rollouts and conditions of ``items``, which the design check counts."""
+    selected: Selected = {}
+    for item in items:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is not None:
+            _select(selected, plan)
+    return selected
+
+
+def _drop_done(config: pytest.Config, items: list[pytest.Item], settings: Settings) -> None:
+    """--prove-resume: leave out the items whose every replicate the resumed run holds."""
+    keep, drop = [], []
+    for item in items:
+        plan = item.stash.get(PLAN_KEY, None)
+        if plan is not None and all(
+                (plan.rollout_id, plan.condition_key, r) in settings.done
+                for r in plan.replicates):
+            drop.append(item)
         else:
-            _refuse(config, items, chaos_refusal(found, name, "this run"))
-        return True
-    return False
-
-
-def _check_events(config: pytest.Config, items: list[pytest.Item],
-                  selected: Mapping[str, tuple[ItemPlan, set[str]]]) -> bool:
-    """Refuse a --prove-event that no selected rollout declares, before any rollout runs
-    (the comparison refused it only at the end, once the sweep had spent its tokens).
-    Whether it refused."""
-    asked = list(dict.fromkeys(config.option.prove_event or ()))
-    if not asked or not selected:
-        return False
-    known = sorted({e for plan, _ in selected.values() for e in plan.declaration.events})
-    unknown = [e for e in asked if e not in known]
-    if not unknown:
-        return False
-    shown = ", ".join(repr(e) for e in unknown)
-    _refuse(config, items, (
-        f"--prove-event names {shown}, which no rollout this session runs declares as a "
-        f"failure or success; declared: {', '.join(map(repr, known))}. Fix the name, or drop "
-        "--prove-event to compare every declared event"))
-    return True
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 class Collection:
-    """After pytest's own selection: resume, the design check, and the plan."""
+    """After pytest's own selection: the shard, resume, the checks, and the plan."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -469,311 +448,44 @@ class Collection:
         settings = config.stash[SETTINGS_KEY]
         sweep = list(items)  # the design check is the merged sweep's, every shard's items
         if settings.shard is not None:
-            # Other shards' items: left out on purpose, as a deselection is.
-            others = [item for item in items if not item.stash.get(SHARD_KEY, True)]
-            if others:
-                config.hook.pytest_deselected(items=others)
-                items[:] = [item for item in items if item.stash.get(SHARD_KEY, True)]
-        # What the selection kept, replicate by replicate (-k can pick replicates).
-        kept: dict[str, dict[str, list[int]]] = {}
-        last: tuple[str, str, list[int]] | None = None
-        # The rollouts and conditions the design check counts: those of the items run,
-        # noted in the same pass when no resumed run drops any (every shard's otherwise).
-        selected: dict[str, tuple[ItemPlan, set[str]]] = {}
+            shards.keep_own(config, items)
         at_once = settings.shard is None and not settings.done
-        for item in items:
-            plan = item.stash.get(PLAN_KEY, None)
-            if plan is None:
-                continue
-            if last is None or last[0] != plan.rollout_id or last[1] != plan.condition_key:
-                last = (plan.rollout_id, plan.condition_key, kept.setdefault(
-                    plan.rollout_id, {}).setdefault(plan.condition_key, []))
-                if at_once:
-                    found = selected.get(plan.rollout_id)
-                    if found is None:
-                        found = selected[plan.rollout_id] = (plan, set())
-                    found[1].add(plan.condition_key)
-            last[2].extend(plan.replicates)
+        kept, selected = _kept(items, at_once)
         config.stash[SELECTED_KEY] = kept
         if settings.worker_refusal is not None and kept:  # sessions without a rollout run
             _refuse(config, items, settings.worker_refusal)
             return
         if settings.done:
-            keep, drop = [], []
-            for item in items:
-                plan = item.stash.get(PLAN_KEY, None)
-                if plan is not None and all(
-                        (plan.rollout_id, plan.condition_key, r) in settings.done
-                        for r in plan.replicates):
-                    drop.append(item)
-                else:
-                    keep.append(item)
-            if drop:
-                config.hook.pytest_deselected(items=drop)
-                items[:] = keep
-        for item in () if at_once else sweep if settings.shard is not None else items:
-            plan = item.stash.get(PLAN_KEY, None)
-            if plan is not None:
-                found = selected.get(plan.rollout_id)
-                if found is None:
-                    found = selected[plan.rollout_id] = (plan, set())
-                found[1].add(plan.condition_key)
+            _drop_done(config, items, settings)
+        if not at_once:
+            selected = _selected(sweep if settings.shard is not None else items)
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
-        if _check_chaos(config, items, selected, settings):
-            return
-        if _check_events(config, items, selected):
+        refusal = (check_chaos(selected, settings)
+                   or check_events(config.option.prove_event, selected))
+        if refusal is not None:
+            _refuse(config, items, refusal)
             return
         if not selected or (config.option.collectonly and not settings.plan_only):
             if settings.plan_only:
-                self._print(["pytest-prove plan: no rollout collected"])
-                config.hook.pytest_deselected(items=list(items))
-                items[:] = []
+                self._print_plan([words.NO_ROLLOUT], items)
             return
-        m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in selected.values())
-        replicates = min(plan.total for plan, _ in selected.values())
-        check = _design_check(config, replicates, m, settings)
-        cells = sum(len(keys) for _, keys in selected.values())
-        episodes = sum(len(keys) * plan.total for plan, keys in selected.values())
-        method = "the paired test" if settings.paired else "Fisher's exact test"
-        lines = [
-            f"pytest-prove plan: {episodes:,} episodes: {len(selected)} rollout(s), "
-            f"{cells} condition(s), {replicates} replicates or more each",
-            f"design check: the smallest rise one condition alone would be flagged for is "
-            f"{check.shown} at its worst base rate, {check.worst_base_rate:.3f} "
-            f"({method}, q {settings.q:g} over {m} tests, 4 times in 5; you accept up to "
-            f"{settings.max_mde:.3f})",
-        ]
-        margin_check = _margin_check(config, replicates, m, settings)
-        if margin_check is not None:
-            lines.append(margin_check.line)
-        from .sequential import declared
-
-        seq_note, sequential_refusal = declared(
-            config, settings, {rid: plan.declaration for rid, (plan, _) in selected.items()})
-        if seq_note is not None:
-            lines.append(seq_note)
-        planned = {rid: (keys, plan.total) for rid, (plan, keys) in selected.items()}
-        if settings.sequential and sequential_refusal is None:
-            seq_lines, sequential_refusal, expected, looks = _sequential_plan(
-                settings, selected, replicates, m, cells)
-            partial = next((f"{plan.label} [{key}]" for rid, (plan, keys) in selected.items()
-                            for key in sorted(keys)
-                            if len(set(kept.get(rid, {}).get(key, ()))) < plan.total
-                            and kept.get(rid, {}).get(key)), None)
-            if partial is not None and sequential_refusal is None:
-                sequential_refusal = (
-                    f"--prove-sequential reads each condition's first replicates at each look, "
-                    f"but the selection (-k, -m, a node id) keeps only some replicates of "
-                    f"{partial}; select whole conditions (e.g. -k 'refund'), or drop "
-                    "--prove-sequential")
-            _in_looks(items, looks)
-            lines.extend(seq_lines)
-            planned = {rid: (keys, expected) for rid, (_, keys) in selected.items()}
-        if settings.shard is not None:
-            mine = sum(1 for item in items if PLAN_KEY in item.stash)
-            whole = sum(1 for item in sweep if PLAN_KEY in item.stash)
-            lines.append(f"shard {settings.shard[0]}/{settings.shard[1]}: this session runs "
-                         f"{mine} of these {whole} rollout items; the design check is the "
-                         "whole sweep's, since the merged run is what is gated")
+        design = decide(config, items, sweep, selected, kept, settings)
         if settings.plan_only:
-            lines.extend(budget.plan_lines(config, planned))
-            if settings.sequential and config.option.prove_plan_from:
-                lines.append("expected cost: of a sequential run, each condition at the "
-                             "replicates it is expected to run when nothing changed")
-            if sequential_refusal is not None:
-                lines.append(f"{sequential_refusal}; the run would stop here")
-                config.stash[PLAN_FAILS_KEY] = True
-            if not check.ok and not settings.allow_underpowered:
-                # The plan is the place to learn this: say it, and exit as the run would.
-                needed = (f"{check.replicates_needed} replicates a condition would pass"
-                          if check.replicates_needed else "many more replicates are needed")
-                lines.append(f"design check fails: one condition alone could not be flagged "
-                             f"for a rise of {settings.max_mde:.3f}, the most you accept; "
-                             f"{needed} (or a larger --prove-max-mde, fewer conditions or "
-                             "events); the run would stop here")
-                config.stash[PLAN_FAILS_KEY] = True
-            if (margin_check is not None and not margin_check.ok
-                    and not settings.allow_underpowered):
-                lines.append(f"design check fails for the margin: {margin_check.advice}; "
-                             "the run would stop here")
-                config.stash[PLAN_FAILS_KEY] = True
-            self._print(lines)
-            config.hook.pytest_deselected(items=list(items))
-            items[:] = []
+            self._print_plan([*design.lines, *design.plan_end(config, settings)], items)
             return
-        if not check.ok and not settings.allow_underpowered:
-            needed = (f"Use {check.replicates_needed} replicates a condition"
-                      if check.replicates_needed else
-                      "Use many more replicates a condition (over the search's ceiling)")
-            message = (
-                f"design check failed: with {replicates} replicates a condition and {m} tests, "
-                f"one condition alone could only be flagged for a rise of "
-                f"{check.shown} (at base rate {check.worst_base_rate:.3f}), more "
-                f"than the {settings.max_mde:.3f} you accept. {needed} (replicates= or "
-                f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
-                f"or run anyway with --prove-allow-underpowered")
-            _refuse(config, items, message)
-            return
-        if (margin_check is not None and not margin_check.ok
-                and not settings.allow_underpowered):
-            _refuse(config, items, (
-                f"design check failed for the margin: with {replicates} replicates a "
-                f"condition, {margin_check.advice}, fewer conditions or events, a larger "
-                "--prove-margin, or run anyway with --prove-allow-underpowered"))
-            return
-        if sequential_refusal is not None:
-            _refuse(config, items, sequential_refusal)
+        refusal = design.refusal(settings)
+        if refusal is not None:
+            _refuse(config, items, refusal)
 
-    def _print(self, lines: list[str]) -> None:
+    def _print_plan(self, lines: list[str], items: list[pytest.Item]) -> None:
+        """Print the plan, and run nothing (--prove-plan)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            return
-        for line in lines:
-            reporter.write_line(line)
-
-
-def _sequential_plan(settings: Settings, selected: Mapping[str, tuple[ItemPlan, set[str]]],
-                     replicates: int, m: int, cells: int
-                     ) -> tuple[list[str], str | None, int, tuple[int, ...]]:
-    """--prove-sequential: the plan's lines (the maximum and expected episodes), why the
-    run is refused (or None), the replicates a condition is expected to run when nothing
-    changed, and the looks."""
-    from ..stats import sequential_design
-
-    sizes = sorted({plan.total for plan, _ in selected.values()})
-    design = sequential_design(replicates, m, paired=True, q=settings.q,
-                               max_mde=settings.max_mde)
-    lines = [
-        f"sequential: at most {replicates * cells:,} episodes ({replicates} a condition, "
-        f"looks at {', '.join(map(str, design.looks))}); expected "
-        f"{round(design.expected_unchanged) * cells:,} when nothing changed, "
-        f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
-        f"{settings.max_mde:.3f} (power there {design.power_at_max_mde:.2f}, normal "
-        f"approximation); {design.method}",
-    ]
-    refusal: str | None = None
-    if len(sizes) > 1:
-        refusal = (f"--prove-sequential takes every condition's looks at the same replicates, "
-                   f"but the rollouts declare {', '.join(map(str, sizes))} replicates; give "
-                   "them one number (replicates= or --prove-replicates N)")
-    elif not design.ok and not settings.allow_underpowered:
-        needed = (f"use {design.replicates_needed} replicates a condition (the fixed "
-                  f"design's {design.fixed}, inflated for the looks)"
-                  if design.replicates_needed else "use many more replicates a condition")
-        refusal = (f"sequential design check failed: with {replicates} replicates a condition "
-                   f"at most and {m} tests, a condition that moved by {settings.max_mde:.3f} "
-                   f"would be caught {design.power_at_max_mde:.2f} of the time, less than "
-                   f"4 times in 5: stopping early and spending the error over the looks cost "
-                   f"power. {needed.capitalize()} (replicates= or --prove-replicates; the "
-                   "baseline must hold as many), or run anyway with "
-                   "--prove-allow-underpowered")
-    return lines, refusal, round(design.expected_unchanged), design.looks
-
-
-def _in_looks(items: list[pytest.Item], looks: tuple[int, ...]) -> None:
-    """Order the rollout items look by look, and within a look replicate by replicate across
-    conditions, so that the looks fill in order: one process runs each look's replicates
-    before the next look's, and xdist's load scheduling, which hands each worker a run of
-    consecutive items, hands out the first look first. Other items keep their places; the
-    order is the same on every worker (xdist requires it)."""
-    import bisect
-
-    places = [i for i, item in enumerate(items) if PLAN_KEY in item.stash]
-    rollouts = [items[i] for i in places]
-
-    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
-        position, item = pair
-        first = item.stash[PLAN_KEY].replicates[0]
-        return bisect.bisect_right(looks, first), first, position
-
-    ordered = [item for _, item in sorted(enumerate(rollouts), key=key)]
-    for place, item in zip(places, ordered, strict=True):
-        items[place] = item
-
-
-@dataclass(frozen=True, slots=True)
-class _MarginDesign:
-    ok: bool
-    line: str  # the plan's line
-    advice: str  # what would pass, when not ok
-
-
-def _margin_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings) -> _MarginDesign | None:
-    """The margin's design check (--prove-margin), remembered in pytest's cache."""
-    if settings.margin is None:
-        return None
-    key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
-           f"{settings.margin}")
-    cache = getattr(config, "cache", None)
-    if cache is not None:
-        found = cache.get(key, None)
-        if isinstance(found, dict):
-            try:
-                return _MarginDesign(**found)
-            except TypeError:
-                pass
-    from ..stats import margin_design_check
-
-    check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
-                                q=settings.q)
-    claim = (f"every one of the {m} tests shown within the margin {settings.margin:g} when "
-             f"nothing changed")
-    line = (f"margin design check: {claim}: {check.weakest_power ** m:.2f} of the time at "
-            f"base rate {check.weakest_base_rate:.3f} ({check.row_power:.4f} asked of each "
-            f"test for 0.8 over all {m}; {check.method})")
-    if check.replicates_needed is None:
-        advice = "more replicates than the search's ceiling are needed for that claim"
-    else:
-        about = "" if check.replicates_exact else "about "
-        advice = (f"the claim that every condition is within {settings.margin:g} would hold "
-                  f"only {check.weakest_power ** m:.2f} of the time when nothing changed; "
-                  f"use {about}{check.replicates_needed} replicates a condition "
-                  "(replicates= or --prove-replicates)")
-    design = _MarginDesign(ok=check.ok, line=line, advice=advice)
-    if cache is not None:
-        cache.set(key, {"ok": design.ok, "line": design.line, "advice": design.advice})
-    return design
-
-
-@dataclass(frozen=True, slots=True)
-class _Design:
-    worst_limit: float | None
-    worst_base_rate: float
-    ok: bool
-    replicates_needed: int | None
-    #: The worst limit as printed (rounded up), kept so that a cached check prints it
-    #: without importing the engine (numpy, scipy): about 2.5 s a session.
-    shown: str
-
-
-def _design_check(config: pytest.Config, replicates: int, m: int, settings: Settings) -> _Design:
-    """The engine's design check, remembered in pytest's cache: it depends on sizes alone."""
-    key = f"prove/design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-{settings.max_mde}"
-    cache = getattr(config, "cache", None)
-    if cache is not None:
-        found = cache.get(key, None)
-        if isinstance(found, dict):
-            try:
-                return _Design(**found)
-            except TypeError:
-                pass
-    from ..stats import design_check  # scipy is imported only when a sweep is collected
-
-    check = design_check(replicates, m, paired=settings.paired, q=settings.q,
-                         max_mde=settings.max_mde)
-    from ..stats import outward
-
-    design = _Design(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
-                     ok=check.ok, replicates_needed=check.replicates_needed,
-                     shown="none (no change of any size)" if check.worst_limit is None
-                     else outward(check.worst_limit))
-    if cache is not None:
-        cache.set(key, {"worst_limit": design.worst_limit,
-                        "worst_base_rate": design.worst_base_rate, "ok": design.ok,
-                        "replicates_needed": design.replicates_needed, "shown": design.shown})
-    return design
+        if reporter is not None:
+            for line in lines:
+                reporter.write_line(line)
+        self.config.hook.pytest_deselected(items=list(items))
+        items[:] = []
 
 
 def _relative(config: pytest.Config, path: Path) -> str:

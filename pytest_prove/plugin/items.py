@@ -34,8 +34,6 @@ __all__ = [
 ]
 
 
-
-
 def blocks(replicates: int, concurrency: int) -> list[tuple[int, ...]]:
     """Replicates 0..n-1 cut into blocks of ``concurrency``."""
     size = max(1, concurrency)

@@ -1,0 +1,266 @@
+"""The checks after pytest's selection, before any rollout runs.
+
+The faults a run injects against the baseline's (or the resumed run's), the events
+``--prove-event`` names, the design check (could one condition alone be flagged for the
+largest rise the user accepts?), the margin's design check, a sequential run's looks, and
+the plan these add up to.  Each check says why the session is refused, or None; the words
+are in :mod:`pytest_prove.report.plan`, the refusing in :mod:`.collect`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ..declare.chaos import chaos_differences, chaos_refusal
+from ..report import plan as words
+from . import budget, shards
+from .settings import Settings
+from .state import PLAN_FAILS_KEY, PLAN_KEY, ItemPlan
+
+__all__ = ["Design", "check_chaos", "check_events", "decide"]
+
+#: What the checks count: each selected rollout's plan and the keys of its conditions.
+Selected = Mapping[str, tuple[ItemPlan, set[str]]]
+
+
+def check_chaos(selected: Selected, settings: Settings) -> str | None:
+    """Why a run whose rollouts inject other faults than the baseline's did is refused,
+    unless --prove-chaos asks for that comparison, or than the run it resumes did
+    (docs/chaos.md); None when the faults agree."""
+    mine = {rid: {"declaration": plan.declaration.to_json()}
+            for rid, (plan, _) in selected.items()}
+    for name, chaos, strict in settings.chaos_references:
+        theirs = {rid: {"declaration": {} if c is None else {"chaos": json.loads(c)}}
+                  for rid, c in chaos.items()}
+        found = chaos_differences(theirs, mine)
+        if not found:
+            continue
+        if strict:
+            return words.chaos_resumed(found, name)
+        return chaos_refusal(found, name, "this run")
+    return None
+
+
+def check_events(asked_for: list[str] | None, selected: Selected) -> str | None:
+    """Why a --prove-event that no selected rollout declares is refused, before any rollout
+    runs (the comparison refused it only at the end, once the sweep had spent its tokens);
+    None when every event asked for is declared."""
+    asked = list(dict.fromkeys(asked_for or ()))
+    if not asked or not selected:
+        return None
+    known = sorted({e for plan, _ in selected.values() for e in plan.declaration.events})
+    unknown = [e for e in asked if e not in known]
+    if not unknown:
+        return None
+    return words.unknown_events(unknown, known)
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """The design check as the plan shows it (remembered in pytest's cache)."""
+
+    worst_limit: float | None
+    worst_base_rate: float
+    ok: bool
+    replicates_needed: int | None
+    #: The worst limit as printed (rounded up), kept so that a cached check prints it
+    #: without importing the engine (numpy, scipy): about 2.5 s a session.
+    shown: str
+
+
+@dataclass(frozen=True, slots=True)
+class _MarginCheck:
+    """The margin's design check as the plan shows it (remembered in pytest's cache)."""
+
+    ok: bool
+    line: str  # the plan's line
+    advice: str  # what would pass, when not ok
+
+
+def _cached(config: pytest.Config, key: str, kind: type[Any]) -> Any:
+    """The check remembered under ``key`` in pytest's cache, or None."""
+    cache = getattr(config, "cache", None)
+    found = None if cache is None else cache.get(key, None)
+    if isinstance(found, dict):
+        try:
+            return kind(**found)
+        except TypeError:
+            pass
+    return None
+
+
+def _remember(config: pytest.Config, key: str, value: dict[str, Any]) -> None:
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        cache.set(key, value)
+
+
+def _design_check(config: pytest.Config, replicates: int, m: int,
+                  settings: Settings) -> _Check:
+    """The engine's design check, remembered in pytest's cache: it depends on sizes alone."""
+    key = f"prove/design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-{settings.max_mde}"
+    found: _Check | None = _cached(config, key, _Check)
+    if found is not None:
+        return found
+    from ..stats import design_check  # scipy is imported only when a sweep is collected
+
+    check = design_check(replicates, m, paired=settings.paired, q=settings.q,
+                         max_mde=settings.max_mde)
+    design = _Check(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
+                    ok=check.ok, replicates_needed=check.replicates_needed,
+                    shown=words.limit_shown(check.worst_limit))
+    _remember(config, key, {"worst_limit": design.worst_limit,
+                            "worst_base_rate": design.worst_base_rate, "ok": design.ok,
+                            "replicates_needed": design.replicates_needed,
+                            "shown": design.shown})
+    return design
+
+
+def _margin_check(config: pytest.Config, replicates: int, m: int,
+                  settings: Settings) -> _MarginCheck | None:
+    """The margin's design check (--prove-margin), remembered in pytest's cache."""
+    if settings.margin is None:
+        return None
+    key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
+           f"{settings.margin}")
+    found: _MarginCheck | None = _cached(config, key, _MarginCheck)
+    if found is not None:
+        return found
+    from ..stats import margin_design_check
+
+    check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
+                                q=settings.q)
+    design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
+                          advice=words.margin_advice(check, m, settings.margin))
+    _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice})
+    return design
+
+
+@dataclass(slots=True)
+class Design:
+    """What the checks after selection decided: the plan's lines and what would stop the
+    run (the design check, the margin's, a sequential run's)."""
+
+    replicates: int  # the fewest a selected rollout runs
+    m: int  # the tests the gate reads: conditions times events
+    check: _Check
+    margin: _MarginCheck | None
+    lines: list[str] = field(default_factory=list)
+    sequential_refusal: str | None = None
+    #: For the cost estimate: each rollout's condition keys and the replicates each runs.
+    planned: dict[str, tuple[set[str], int]] = field(default_factory=dict)
+
+    def plan_end(self, config: pytest.Config, settings: Settings) -> list[str]:
+        """The plan's last lines: the expected cost and why the run would stop (noting for
+        the session's exit status that it would)."""
+        lines = budget.plan_lines(config, self.planned)
+        if settings.sequential and config.option.prove_plan_from:
+            lines.append(words.SEQUENTIAL_COST)
+        stops = [] if self.sequential_refusal is None else [
+            words.would_stop(self.sequential_refusal)]
+        if not settings.allow_underpowered:
+            if not self.check.ok:
+                # The plan is the place to learn this: say it, and exit as the run would.
+                stops.append(words.design_fails_in_plan(self.check.replicates_needed,
+                                                        settings.max_mde))
+            if self.margin is not None and not self.margin.ok:
+                stops.append(words.margin_fails_in_plan(self.margin.advice))
+        if stops:
+            config.stash[PLAN_FAILS_KEY] = True
+        return [*lines, *stops]
+
+    def refusal(self, settings: Settings) -> str | None:
+        """Why the run is refused before any rollout runs, or None."""
+        if not self.check.ok and not settings.allow_underpowered:
+            return words.design_failed(
+                replicates=self.replicates, m=self.m, shown=self.check.shown,
+                worst_base_rate=self.check.worst_base_rate, max_mde=settings.max_mde,
+                replicates_needed=self.check.replicates_needed)
+        if self.margin is not None and not self.margin.ok and not settings.allow_underpowered:
+            return words.margin_failed(self.replicates, self.margin.advice)
+        return self.sequential_refusal
+
+
+def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.Item],
+           selected: Selected, kept: Mapping[str, Mapping[str, list[int]]],
+           settings: Settings) -> Design:
+    """Run the checks on the selected rollouts (``sweep``: every shard's items), and order
+    a sequential run's items look by look."""
+    m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in selected.values())
+    replicates = min(plan.total for plan, _ in selected.values())
+    cells = sum(len(keys) for _, keys in selected.values())
+    design = Design(replicates, m, _design_check(config, replicates, m, settings), None)
+    design.lines = words.plan_head(
+        episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
+        rollouts=len(selected), cells=cells, replicates=replicates, shown=design.check.shown,
+        worst_base_rate=design.check.worst_base_rate, paired=settings.paired, q=settings.q,
+        m=m, max_mde=settings.max_mde)
+    design.margin = _margin_check(config, replicates, m, settings)
+    if design.margin is not None:
+        design.lines.append(design.margin.line)
+    from .sequential import declared
+
+    note, design.sequential_refusal = declared(
+        config, settings, {rid: plan.declaration for rid, (plan, _) in selected.items()})
+    if note is not None:
+        design.lines.append(note)
+    design.planned = {rid: (keys, plan.total) for rid, (plan, keys) in selected.items()}
+    if settings.sequential and design.sequential_refusal is None:
+        _sequential(design, items, selected, kept, settings, cells)
+    if settings.shard is not None:
+        design.lines.append(shards.plan_line(settings.shard, items, sweep))
+    return design
+
+
+def _sequential(design: Design, items: list[pytest.Item], selected: Selected,
+                kept: Mapping[str, Mapping[str, list[int]]], settings: Settings,
+                cells: int) -> None:
+    """--prove-sequential: the plan's line (the maximum and expected episodes), why the run
+    is refused (or None), the replicates a condition is expected to run when nothing
+    changed, and the items put in the order of the looks."""
+    from ..stats import sequential_design
+
+    replicates = design.replicates
+    sizes = sorted({plan.total for plan, _ in selected.values()})
+    sequential = sequential_design(replicates, design.m, paired=True, q=settings.q,
+                                   max_mde=settings.max_mde)
+    if len(sizes) > 1:
+        design.sequential_refusal = words.sequential_sizes(sizes)
+    elif not sequential.ok and not settings.allow_underpowered:
+        design.sequential_refusal = words.sequential_underpowered(
+            sequential, replicates, design.m, settings.max_mde)
+    partial = next((f"{plan.label} [{key}]" for rid, (plan, keys) in selected.items()
+                    for key in sorted(keys)
+                    if len(set(kept.get(rid, {}).get(key, ()))) < plan.total
+                    and kept.get(rid, {}).get(key)), None)
+    if partial is not None and design.sequential_refusal is None:
+        design.sequential_refusal = words.sequential_partial(partial)
+    _in_looks(items, sequential.looks)
+    design.lines.append(words.sequential_line(sequential, replicates, cells, settings.max_mde))
+    expected = round(sequential.expected_unchanged)
+    design.planned = {rid: (keys, expected) for rid, (_, keys) in selected.items()}
+
+
+def _in_looks(items: list[pytest.Item], looks: tuple[int, ...]) -> None:
+    """Order the rollout items look by look, and within a look replicate by replicate across
+    conditions, so that the looks fill in order: one process runs each look's replicates
+    before the next look's, and xdist's load scheduling, which hands each worker a run of
+    consecutive items, hands out the first look first. Other items keep their places; the
+    order is the same on every worker (xdist requires it)."""
+    places = [i for i, item in enumerate(items) if PLAN_KEY in item.stash]
+    rollouts = [items[i] for i in places]
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+        position, item = pair
+        first = item.stash[PLAN_KEY].replicates[0]
+        return bisect.bisect_right(looks, first), first, position
+
+    ordered = [item for _, item in sorted(enumerate(rollouts), key=key)]
+    for place, item in zip(places, ordered, strict=True):
+        items[place] = item

@@ -1,0 +1,235 @@
+"""What a session says before any rollout runs: the plan's lines and the refusals of
+collection, of the shards and of the design checks.
+
+The plugin decides (``plugin/collect.py``, ``shard.py``, ``design.py``); these functions
+only word what it decided, from plain values and the statistics' frozen results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_prove.stats import MarginDesignCheck, SequentialDesign
+
+__all__ = [
+    "NO_ROLLOUT",
+    "SEQUENTIAL_COST",
+    "blocked_fixtures",
+    "chaos_resumed",
+    "design_failed",
+    "design_fails_in_plan",
+    "limit_shown",
+    "margin_advice",
+    "margin_failed",
+    "margin_fails_in_plan",
+    "margin_line",
+    "plan_head",
+    "sequential_line",
+    "sequential_partial",
+    "sequential_sizes",
+    "sequential_underpowered",
+    "shard_line",
+    "shard_without_items",
+    "shared_rollout_ids",
+    "unkeyable_parameter",
+    "unknown_events",
+    "would_stop",
+]
+
+#: The plan when the selection kept no rollout.
+NO_ROLLOUT = "pytest-prove plan: no rollout collected"
+
+#: The plan's note on what a sequential run's estimated cost counts.
+SEQUENTIAL_COST = ("expected cost: of a sequential run, each condition at the replicates it "
+                   "is expected to run when nothing changed")
+
+
+# -- collection ---------------------------------------------------------------------------
+
+def unkeyable_parameter(nodeid: str, shown: str, why: str) -> str:
+    """A test's parameter that cannot key its condition (``why`` says what is wrong)."""
+    return (f"{nodeid}: the parameter {shown} {why}; parametrize with strings, "
+            "finite numbers, booleans or None (and pass ids=... for the names)")
+
+
+def blocked_fixtures(blocked: Mapping[str, str]) -> str:
+    """Fixtures on a replicate's seed under blocks of replicates (fixture -> an item)."""
+    shown = ", ".join(f"{name!r} (used by {node})" for name, node in blocked.items())
+    return (f"fixture {shown} depends on prove_seed or prove_replicate, but a block "
+            "of replicates (--prove-concurrency, concurrency=) sets its "
+            "fixtures up once, with its first replicate's seed, so the "
+            "others would not be paired with their twins. Take prove_seed "
+            "in the rollout itself and build what needs it there, or run "
+            "without blocks (a fixture on prove_cfg is fine: a block is "
+            "one condition)")
+
+
+def shared_rollout_ids(clashes: Mapping[str, set[str]]) -> str:
+    """Rollout ids that two or more tests share (rollout id -> their node ids)."""
+    shown = "; ".join(f"{rid!r} by {' and '.join(sorted(nodes))}"
+                      for rid, nodes in sorted(clashes.items()))
+    return (f"rollout ids must be unique, and two rollouts share one: "
+            f"{shown}. Their episodes would be stored as one rollout's; "
+            "give each its own id= (or target_id in a spec)")
+
+
+# -- shards ---------------------------------------------------------------------------------
+
+def shard_without_items(index: int, total: int, items_seen: int) -> str:
+    return (f"--prove-shard={index}/{total}: none of the sweep's "
+            f"{items_seen} rollout item(s) falls in slice {index} of "
+            f"{total} (each condition's blocks of replicates are dealt "
+            "out across the shards, so a condition with fewer blocks "
+            "than shards leaves some shards without it), so its run "
+            "would never exist for pytest-prove merge; cut the sweep "
+            "into fewer shards, or run more replicates")
+
+
+def shard_line(index: int, count: int, mine: int, whole: int) -> str:
+    return (f"shard {index}/{count}: this session runs {mine} of these {whole} rollout "
+            "items; the design check is the whole sweep's, since the merged run is what is "
+            "gated")
+
+
+# -- the checks after selection ------------------------------------------------------------
+
+def chaos_resumed(found: Iterable[tuple[str, str, str]], name: str) -> str:
+    """A resumed run whose faults differ from the ones it started with: (rollout id, then,
+    now) for each rollout that differs."""
+    shown = "; ".join(f"rollout {rid}: {a} in {name}, {b} now" for rid, a, b in found)
+    return (f"--prove-resume: the faults injected differ ({shown}); a "
+            "resumed run keeps the chaos it started with: resume it "
+            "with the same --prove-chaos and declaration, or start a "
+            "new run")
+
+
+def unknown_events(unknown: Sequence[str], known: Sequence[str]) -> str:
+    shown = ", ".join(repr(e) for e in unknown)
+    return (f"--prove-event names {shown}, which no rollout this session runs declares as a "
+            f"failure or success; declared: {', '.join(map(repr, known))}. Fix the name, or "
+            "drop --prove-event to compare every declared event")
+
+
+def limit_shown(worst_limit: float | None) -> str:
+    """The design check's worst detection limit as the plan prints it (rounded up)."""
+    if worst_limit is None:
+        return "none (no change of any size)"
+    from pytest_prove.stats import outward
+
+    return outward(worst_limit)
+
+
+def plan_head(*, episodes: int, rollouts: int, cells: int, replicates: int, shown: str,
+              worst_base_rate: float, paired: bool, q: float, m: int,
+              max_mde: float) -> list[str]:
+    """The plan's first lines: the sweep's size and what one condition could be flagged for."""
+    method = "the paired test" if paired else "Fisher's exact test"
+    return [
+        f"pytest-prove plan: {episodes:,} episodes: {rollouts} rollout(s), "
+        f"{cells} condition(s), {replicates} replicates or more each",
+        f"design check: the smallest rise one condition alone would be flagged for is "
+        f"{shown} at its worst base rate, {worst_base_rate:.3f} "
+        f"({method}, q {q:g} over {m} tests, 4 times in 5; you accept up to "
+        f"{max_mde:.3f})",
+    ]
+
+
+def design_fails_in_plan(replicates_needed: int | None, max_mde: float) -> str:
+    needed = (f"{replicates_needed} replicates a condition would pass"
+              if replicates_needed else "many more replicates are needed")
+    return would_stop(f"design check fails: one condition alone could not be flagged "
+                      f"for a rise of {max_mde:.3f}, the most you accept; "
+                      f"{needed} (or a larger --prove-max-mde, fewer conditions or "
+                      "events)")
+
+
+def design_failed(*, replicates: int, m: int, shown: str, worst_base_rate: float,
+                  max_mde: float, replicates_needed: int | None) -> str:
+    needed = (f"Use {replicates_needed} replicates a condition"
+              if replicates_needed else
+              "Use many more replicates a condition (over the search's ceiling)")
+    return (f"design check failed: with {replicates} replicates a condition and {m} tests, "
+            f"one condition alone could only be flagged for a rise of "
+            f"{shown} (at base rate {worst_base_rate:.3f}), more "
+            f"than the {max_mde:.3f} you accept. {needed} (replicates= or "
+            f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
+            f"or run anyway with --prove-allow-underpowered")
+
+
+def would_stop(reason: str) -> str:
+    """A refusal as the plan words it: the run it plans would stop there."""
+    return f"{reason}; the run would stop here"
+
+
+# -- the margin -------------------------------------------------------------------------------
+
+def margin_line(check: MarginDesignCheck, m: int, margin: float) -> str:
+    claim = (f"every one of the {m} tests shown within the margin {margin:g} when "
+             f"nothing changed")
+    return (f"margin design check: {claim}: {check.weakest_power ** m:.2f} of the time at "
+            f"base rate {check.weakest_base_rate:.3f} ({check.row_power:.4f} asked of each "
+            f"test for 0.8 over all {m}; {check.method})")
+
+
+def margin_advice(check: MarginDesignCheck, m: int, margin: float) -> str:
+    """What would pass the margin's design check, when it fails."""
+    if check.replicates_needed is None:
+        return "more replicates than the search's ceiling are needed for that claim"
+    about = "" if check.replicates_exact else "about "
+    return (f"the claim that every condition is within {margin:g} would hold "
+            f"only {check.weakest_power ** m:.2f} of the time when nothing changed; "
+            f"use {about}{check.replicates_needed} replicates a condition "
+            "(replicates= or --prove-replicates)")
+
+
+def margin_fails_in_plan(advice: str) -> str:
+    return would_stop(f"design check fails for the margin: {advice}")
+
+
+def margin_failed(replicates: int, advice: str) -> str:
+    return (f"design check failed for the margin: with {replicates} replicates a "
+            f"condition, {advice}, fewer conditions or events, a larger "
+            "--prove-margin, or run anyway with --prove-allow-underpowered")
+
+
+# -- a sequential run ---------------------------------------------------------------------------
+
+def sequential_line(design: SequentialDesign, replicates: int, cells: int,
+                    max_mde: float) -> str:
+    """The plan's line for --prove-sequential: the maximum and expected episodes."""
+    return (f"sequential: at most {replicates * cells:,} episodes ({replicates} a condition, "
+            f"looks at {', '.join(map(str, design.looks))}); expected "
+            f"{round(design.expected_unchanged) * cells:,} when nothing changed, "
+            f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
+            f"{max_mde:.3f} (power there {design.power_at_max_mde:.2f}, normal "
+            f"approximation); {design.method}")
+
+
+def sequential_sizes(sizes: Sequence[int]) -> str:
+    return (f"--prove-sequential takes every condition's looks at the same replicates, "
+            f"but the rollouts declare {', '.join(map(str, sizes))} replicates; give "
+            "them one number (replicates= or --prove-replicates N)")
+
+
+def sequential_underpowered(design: SequentialDesign, replicates: int, m: int,
+                            max_mde: float) -> str:
+    needed = (f"use {design.replicates_needed} replicates a condition (the fixed "
+              f"design's {design.fixed}, inflated for the looks)"
+              if design.replicates_needed else "use many more replicates a condition")
+    return (f"sequential design check failed: with {replicates} replicates a condition "
+            f"at most and {m} tests, a condition that moved by {max_mde:.3f} "
+            f"would be caught {design.power_at_max_mde:.2f} of the time, less than "
+            f"4 times in 5: stopping early and spending the error over the looks cost "
+            f"power. {needed.capitalize()} (replicates= or --prove-replicates; the "
+            "baseline must hold as many), or run anyway with "
+            "--prove-allow-underpowered")
+
+
+def sequential_partial(partial: str) -> str:
+    """A selection that keeps only some replicates of a condition (``partial`` names it)."""
+    return (f"--prove-sequential reads each condition's first replicates at each look, "
+            f"but the selection (-k, -m, a node id) keeps only some replicates of "
+            f"{partial}; select whole conditions (e.g. -k 'refund'), or drop "
+            "--prove-sequential")
