@@ -286,7 +286,6 @@ def test_spec_values_are_checked_at_collection_by_line(pytester: pytest.Pytester
 #: Classes listed as user errors that do not derive from ProveError yet: each is being rebased
 #: on another branch of the same change (issue 35), and this allowance goes when they merge.
 NOT_YET_REBASED = {
-    "RunBusyError": "store/pruning.py, rebased by the store branch",
     "AxisError": "report/html.py, rebased by the reportcmd branch",
 }
 
