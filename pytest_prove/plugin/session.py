@@ -11,10 +11,10 @@ gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
@@ -24,18 +24,19 @@ from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
 from ..store.recorder import RunRecorder
-from ..traces import capture
-from ..traces.capture import CaptureManager
+from . import capture
 from .budget import Budget, TokenCap, controller_budget
+from .capture import CaptureManager
 from .gate import GateReports
-from .state import Settings, own, plan_data
+from .salts import remember_failed
+from .state import PLAN_FAILS_KEY, Settings, own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
     from .salts import FailedSalt
     from .sequential import SequentialControl
 
-__all__ = ["Outcome", "ProveSession", "ReportProperties"]
+__all__ = ["SESSION_KEY", "Outcome", "ProveSession"]
 
 #: Why the session stopped when the store failed (the message itself is in the summary).
 _STORE_STOP = "the store could not be written, so no new item started (see pytest-prove above)"
@@ -104,7 +105,8 @@ class ProveSession:
         if sequential_possible(self.config) and self.replay is None:
             from .sequential import SequentialControl
 
-            self.sequential = SequentialControl(self.config, self)
+            self.sequential = SequentialControl(self.config, self.run, self.baseline,
+                                                self.settings, self.asked)
             own(self.config, self.sequential, "prove_sequential")
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -291,6 +293,40 @@ class ProveSession:
         if (outcome.refusal is not None or outcome.failed_gate
                 or any(n.startswith("not saved") for n in notes)):
             self._fail(session)
+
+    def end(self, session: pytest.Session, exitstatus: int) -> None:
+        """The end of the session (``pytest_sessionfinish``): finish and gate the run, make
+        a failed gate reports pytest counts, and keep the salt --lf reruns its failures on."""
+        config = self.config
+        self.run.merge_plan(plan_data(config))
+        self.finish(session, exitstatus)
+        self._gate_reports(session)
+        if self.ran_any:  # what --lf will rerun, and on which salt it failed
+            remember_failed(config, salt=self.settings.salt, run=self.run_label(),
+                            ran=self.ran_items())
+        if (self.settings.plan_only
+                and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = (pytest.ExitCode.USAGE_ERROR
+                                  if config.stash.get(PLAN_FAILS_KEY, False)
+                                  else pytest.ExitCode.OK)
+
+    def _gate_reports(self, session: pytest.Session) -> None:
+        """A session that fails for pytest-prove's reasons fails as pytest counts failures."""
+        outcome = self.outcome
+        if session.exitstatus != pytest.ExitCode.TESTS_FAILED or self.design_failure is not None:
+            if outcome.review is not None and not outcome.failed_gate:
+                self.gate_reports.clear_for_lf(session.config)
+            return
+        review = outcome.review
+        reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()),
+                               *(n for n in outcome.notes if n.startswith("not saved")),
+                               self.budget.capped) if r is not None]
+        if outcome.failed_gate or reasons:
+            self.gate_reports.emit(session.config, review if outcome.failed_gate else None,
+                                   reasons)
+            self.gate_reports.close_progress_line(session.config)
+        elif review is not None:
+            self.gate_reports.clear_for_lf(session.config)
 
     @staticmethod
     def _fail(session: pytest.Session) -> None:
@@ -507,87 +543,8 @@ class ProveSession:
             else []
 
 
-#: The names of the properties a rollout item's reports carry (see execute.py).
-_PROPERTY_NAMES: Final = {name: name for name in
-                          ("prove_replicate", "prove_seed", "prove_outcome")}
-
-
-
-@final
-class ReportProperties:
-    """The controller keeps every test report to the end of the session (pytest's terminal
-    reporter does): three for each rollout item, each with its own copy of the item's node
-    id, location and keywords, and the call and teardown reports each with the item's
-    properties (on an xdist controller, lists of tuples of new strings).  Once every plugin
-    has seen a report (``--junitxml`` reads the teardown's properties), a rollout item's
-    call and teardown reports take the setup report's node id, location and keywords when
-    theirs are equal, and share one list of properties, whose names and outcomes are shared
-    by all items: about 1.5 KB less an item.  What anyone reads is unchanged."""
-
-    #: What a rollout item's three reports hold alike (``_id``: pytest 9's structured id).
-    SHARED: Final = ("nodeid", "location", "keywords", "_id")
-
-    def __init__(self) -> None:
-        #: Items whose setup was seen and teardown not yet: the setup report, and the
-        #: properties the call report shares (None: no call yet, or not a rollout's).
-        self._open: dict[str, tuple[pytest.TestReport, list[tuple[str, object]] | None]] = {}
-        self._pairs: dict[tuple[str, object], tuple[str, object]] = {}  # shared outcomes
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
-        try:
-            return (yield)
-        finally:
-            self._share(report)
-
-    def _share(self, report: pytest.TestReport) -> None:
-        when = report.when
-        if when == "setup":
-            self._open[report.nodeid] = (report, None)
-            return
-        if when == "call":
-            found = self._open.get(report.nodeid)
-            shared = self._properties(report.user_properties)
-            if found is None or shared is None:
-                self._open.pop(report.nodeid, None)  # not a rollout item's
-                return
-            report.user_properties = shared
-            self._open[report.nodeid] = (found[0], shared)
-            self._take_from(found[0], report)
-        elif when == "teardown":
-            found = self._open.pop(report.nodeid, None)
-            if found is None or found[1] is None:
-                return
-            if type(report.user_properties) is list and report.user_properties == found[1]:
-                report.user_properties = found[1]
-            self._take_from(found[0], report)
-
-    def _properties(self, found: object) -> list[tuple[str, object]] | None:
-        """The call report's properties as a list to share, or None when they are not the
-        plugin's own alone."""
-        names = _PROPERTY_NAMES
-        if not found or type(found) is not list:
-            return None
-        shared: list[tuple[str, object]] = []
-        for pair in found:
-            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in names):
-                return None
-            name, value = pair
-            if (name == "prove_outcome" and isinstance(value, str)
-                    and len(self._pairs) < 4096):
-                shared.append(self._pairs.setdefault(pair, (names[name], value)))
-            else:
-                shared.append((names[name], value))
-        return shared
-
-    def _take_from(self, setup: pytest.TestReport, report: pytest.TestReport) -> None:
-        mine, theirs = report.__dict__, setup.__dict__
-        for name in self.SHARED:
-            value = theirs.get(name)
-            if (value is not None and name in mine and type(mine[name]) is type(value)
-                    and mine[name] == value):
-                mine[name] = value
-
+#: The controller's session (absent on xdist workers and before configure).
+SESSION_KEY = pytest.StashKey[ProveSession]()
 
 
 def _rel(path: Path) -> str:
