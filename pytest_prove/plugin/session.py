@@ -23,6 +23,7 @@ from ..declare.prices import Prices
 from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
+from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
 from .budget import Budget, TokenCap, controller_budget
@@ -52,6 +53,8 @@ class Outcome:
     refusal: str | None = None
     failed_gate: bool = False
     notes: tuple[str, ...] = ()
+    #: The baselines asked for and not saved: each one's line (also among ``notes``).
+    not_saved: tuple[str, ...] = ()
     #: --prove-update-baseline over a baseline declared otherwise: why nothing was compared
     #: (the baseline is replaced, or the session fails with the reason it was not).
     declaration_changed: str | None = None
@@ -271,7 +274,9 @@ class ProveSession:
         if self.run.failure is not None:
             outcome.refusal = (f"{self.run.failure} (the {len(self.run.states)} episodes "
                                "stored before it are kept)")
-            outcome.notes = tuple(notes + self._not_saved(str(writer.manifest["name"])))
+            unsaved = self._not_saved(str(writer.manifest["name"]))
+            outcome.notes = tuple(notes + [n.text for n in unsaved])
+            outcome.not_saved = tuple(n.text for n in unsaved)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if self.baseline is not None and self.settings.shard is not None:
@@ -285,13 +290,16 @@ class ProveSession:
         elif self.baseline is not None:
             self._review(outcome)
         notes.extend(self._fixed_note())
-        notes.extend(self._save_baselines(outcome))
+        if outcome.declaration_changed is not None:
+            notes.append(outcome.declaration_changed)
+        saved = self._save_baselines(outcome)
+        notes.extend(n.text for n in saved)
         outcome.notes = tuple(notes)
+        outcome.not_saved = tuple(n.text for n in saved if not n.saved)
         self._write_report(outcome)
         if self.budget.capped is not None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if (outcome.refusal is not None or outcome.failed_gate
-                or any(n.startswith("not saved") for n in notes)):
+        if outcome.refusal is not None or outcome.failed_gate or outcome.not_saved:
             self._fail(session)
 
     def end(self, session: pytest.Session, exitstatus: int) -> None:
@@ -319,7 +327,7 @@ class ProveSession:
             return
         review = outcome.review
         reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()),
-                               *(n for n in outcome.notes if n.startswith("not saved")),
+                               *outcome.not_saved,
                                self.budget.capped) if r is not None]
         if outcome.failed_gate or reasons:
             self.gate_reports.emit(session.config, review if outcome.failed_gate else None,
@@ -375,7 +383,7 @@ class ProveSession:
         shown = ", ".join(asked[:5]) + (f" and {len(asked) - 5} more" if len(asked) > 5 else "")
         return [f"sequential=True ({shown}): every replicate ran, as in a fixed run: {why}"]
 
-    def _not_saved(self, run: str) -> list[str]:
+    def _not_saved(self, run: str) -> list[BaselineNote]:
         """The baselines asked for that a store which failed could not take, with the fix."""
         found = []
         if self.save_baseline is not None:
@@ -389,9 +397,11 @@ class ProveSession:
                          f"once there is room, pytest --prove-resume={run} --prove-baseline="
                          f"{self.baseline.name} --prove-update-baseline completes it and "
                          "updates the baseline")
-        return found
+        return [BaselineNote(saved=False, text=text) for text in found]
 
-    def _save_baselines(self, outcome: Outcome) -> list[str]:
+    def _save_baselines(self, outcome: Outcome) -> list[BaselineNote]:
+        """Save the baselines asked for, or say why not (``--prove-update-baseline`` over a
+        changed declaration: whether the gate fails follows from it)."""
         from ..store.baselines import save_baseline
 
         settings = self.settings
@@ -403,18 +413,16 @@ class ProveSession:
             return thin_baseline(run, q=settings.q, max_mde=settings.max_mde)
 
         notes = []
-        if outcome.declaration_changed is not None:
-            notes.append(outcome.declaration_changed)
         gated = self.baseline is not None and self.save_baseline == self.baseline.name
         if (self.save_baseline is not None and gated and not self.update_baseline
                 and (outcome.failed_gate or outcome.refusal is not None)):
             # Written over the baseline that just failed this run, the worse run would pass
             # the next gate of the same agent: accepting it is --prove-update-baseline's.
-            notes.append(
+            notes.append(BaselineNote(saved=False, text=(
                 f"not saved: baseline {self.save_baseline!r} is the one this run was gated "
                 "against, and the gate failed; it is left as it was. To accept this run as "
                 f"the new baseline on purpose, run --prove-baseline={self.save_baseline} "
-                "--prove-update-baseline after review")
+                "--prove-update-baseline after review")))
         elif self.save_baseline is not None:
             notes.append(save_baseline(self.store, self.save_baseline, self.ended_run(),
                                        missing=self.run.missing(),
@@ -424,7 +432,7 @@ class ProveSession:
                                  missing=self.run.missing(), replacing=self.baseline,
                                  max_errored=settings.max_errored, thin=thin)
             notes.append(note)
-            if note.startswith("baseline"):
+            if note.saved:
                 outcome.failed_gate = False  # the user accepted this run as the new baseline
             elif outcome.declaration_changed is not None:
                 outcome.failed_gate = True  # neither compared nor replaced
