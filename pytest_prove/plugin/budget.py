@@ -2,9 +2,10 @@
 
 The cap is watched in every process.  The controller sums the tokens of every
 episode it stores; once the run reaches the cap it stops the session (and, under
-xdist, the scheduler: see :mod:`pytest_prove.xdist`), so no new episode starts.
+xdist, the scheduler: see :mod:`pytest_prove.plugin.xdist`), so no new episode starts.
 Each xdist worker also stops itself once its own episodes reach the cap, which
-bounds what a worker spends even before the controller's word reaches it.
+bounds what a worker spends even before the controller's word reaches it (its watch is
+in :mod:`.worker`).
 """
 
 from __future__ import annotations
@@ -139,23 +140,19 @@ class CapWatch:
 
 def cost_lines(run: Any, prices: Prices) -> list[str]:
     """One line at the end of a session: the tokens the run used and their price."""
-    from ..report._format import terminal_text
+    from ..report._format import money, terminal_text
     from ..review.cost import cost_of
 
     cost = cost_of(run, prices)
     if not cost.models:
         return []
     models = ", ".join(terminal_text(m.model) for m in cost.models)
-    price = "" if cost.price is None else f", {_money(cost.price)}"
+    price = "" if cost.price is None else f", {money(cost.price)}"
     line = (f"tokens: {cost.input:,} input and {cost.output:,} output in {cost.calls:,} calls "
             f"({models}){price}")
     if cost.unpriced and prices:
         line += f"; no price declared for {', '.join(map(terminal_text, cost.unpriced))}"
     return [line]
-
-
-def _money(value: float) -> str:
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
 @final
