@@ -50,7 +50,7 @@ from .collect import pytest_collection_modifyitems as pytest_collection_modifyit
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .salts import FailedSalt, lf_salt
-from .session import SESSION_KEY
+from .session import SESSION_KEY, SESSION_NAME
 from .state import (
     PLANNED_KEY,
     SELECTED_KEY,
@@ -60,7 +60,6 @@ from .state import (
     own,
 )
 
-SESSION_NAME = "prove_session"
 #: Options that name a file or folder, and every option that takes a value (tests check
 #: these against ``pytest --help``): see arguments.py for why their separate form is refused.
 PATH_OPTIONS = ("--prove-store", "--prove-report")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .salts import FailedSalt
     from .sequential import SequentialControl
 
-__all__ = ["SESSION_KEY", "Outcome", "ProveSession"]
+__all__ = ["SESSION_KEY", "SESSION_NAME", "Outcome", "ProveSession"]
 
 #: Why the session stopped when the store failed (the message itself is in the summary).
 _STORE_STOP = "the store could not be written, so no new item started (see pytest-prove above)"
@@ -553,6 +553,8 @@ class ProveSession:
 
 #: The controller's session (absent on xdist workers and before configure).
 SESSION_KEY = pytest.StashKey[ProveSession]()
+#: The name the controller's session is registered under (``config.pluginmanager.getplugin``).
+SESSION_NAME = "prove_session"
 
 
 def _rel(path: Path) -> str:
