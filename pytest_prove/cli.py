@@ -530,9 +530,10 @@ def _merge(args: argparse.Namespace, out: Output) -> int:
                               max_errored=args.max_errored,
                               thin=lambda found: thin_baseline(found, q=args.q,
                                                                max_mde=args.max_mde))
-    out.document("merge", say.merge_document(run, saved))
-    out.lines(say.merge_lines(run, saved))
-    return EXIT_REFUSED if saved is not None and saved.startswith("not saved") else EXIT_OK
+    said = None if saved is None else saved.text
+    out.document("merge", say.merge_document(run, said))
+    out.lines(say.merge_lines(run, said))
+    return EXIT_REFUSED if saved is not None and not saved.saved else EXIT_OK
 
 
 # --------------------------------------------------------------------------- main

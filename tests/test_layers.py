@@ -3,7 +3,9 @@
 Every module of ``pytest_prove`` belongs to one layer; each layer may import only the layers
 the table allows, and no two modules import each other in a circle.  Imports are read with
 ``ast`` from the source, function-level imports and ``TYPE_CHECKING`` blocks included, so
-an import put off until it is needed still counts (for circles, only imports that run).
+an import put off until it is needed, or made only for a type checker, still counts (for the
+layers and for circles alike).  No module is over 600 lines, and the plugin's entry module
+holds hooks only.
 """
 
 from __future__ import annotations
@@ -52,8 +54,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "renderers": frozenset({"review", "statistics", "renderers", "declaration"}),
     "command line": frozenset({"declaration", "options", "episode record", "storage", "review",
                                "renderers", "statistics", "command line"}),
-    "traces": frozenset({"declaration", "traces", "running", "pytest glue", "the wire",
-                         "ext:pytest", "ext:opentelemetry"}),
+    "traces": frozenset({"declaration", "traces", "running", "the wire", "ext:opentelemetry"}),
     "pytest glue": frozenset({"public face", "declaration", "options", "running",
                               "episode record", "storage",
                               "statistics", "review", "renderers", "traces", "pytest glue",
@@ -88,8 +89,7 @@ def modules(root: Path = PACKAGE) -> dict[str, Path]:
     return found
 
 
-def imports(module: str, path: Path, known: Mapping[str, Path], *,
-            runtime_only: bool = False) -> Iterator[tuple[str, int]]:
+def imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[tuple[str, int]]:
     """(what, line) for every import in the file: a module of the package (dotted, without the
     package's name) or ``ext:NAME`` for an outside package of OUTSIDE."""
     is_package = path.name == "__init__.py"
@@ -97,13 +97,7 @@ def imports(module: str, path: Path, known: Mapping[str, Path], *,
     if module == "__init__":
         here = []
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {id(inner) for node in ast.walk(tree)
-                   if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
-                   and node.test.id == "TYPE_CHECKING"
-                   for inner in ast.walk(node)}
     for node in ast.walk(tree):
-        if runtime_only and id(node) in typing_only:
-            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -142,10 +136,11 @@ def forbidden(root: Path = PACKAGE) -> list[str]:
 
 
 def circles(root: Path = PACKAGE) -> list[list[str]]:
-    """Every import circle between modules (each as the path that closes it); an import
-    made only for type checkers runs never, so it closes no circle."""
+    """Every import circle between modules (each as the path that closes it).  An import
+    made only for type checkers closes a circle too: the two modules still each need the
+    other to be read, and the circle is one of roles, whether it runs or not."""
     known = modules(root)
-    graph = {m: sorted({t for t, _ in imports(m, p, known, runtime_only=True) if t in known})
+    graph = {m: sorted({t for t, _ in imports(m, p, known) if t in known})
              for m, p in known.items()}
     found: list[list[str]] = []
     state: dict[str, int] = {}
@@ -197,6 +192,103 @@ def test_the_test_catches_a_forbidden_import_and_a_circle(tmp_path: Path) -> Non
     episode = copy / "declare" / "episode.py"
     episode.write_text(episode.read_text() + "\n\nfrom .spec import Declaration  # noqa\n")
     assert any("declare.episode" in c and "declare.spec" in c for c in circles(copy)), circles(copy)
+
+
+def test_an_import_made_only_for_type_checkers_closes_a_circle(tmp_path: Path) -> None:
+    """A circle through a ``TYPE_CHECKING`` import is found too (before, it was let pass:
+    the plugin's state, session, budget and sequential modules and traces' capture were one)."""
+    import shutil
+
+    copy = tmp_path / "pytest_prove"
+    shutil.copytree(PACKAGE, copy)
+    assert circles(copy) == []
+    state = copy / "plugin" / "state.py"
+    state.write_text(state.read_text() + "\n\nif TYPE_CHECKING:\n"
+                     "    from .session import ProveSession  # noqa\n")
+    found = circles(copy)
+    assert any("plugin.state" in c and "plugin.session" in c for c in found), found
+
+
+#: The layers below the plugin: none of their modules imports ``plugin/``.
+BELOW_THE_PLUGIN = ("traces", "store", "stats", "review", "declare", "running")
+
+
+def arrows_up(root: Path = PACKAGE) -> list[str]:
+    """Every import of ``plugin/`` by a module of a layer below it (typing imports too)."""
+    known = modules(root)
+    return [f"{path.relative_to(root.parent)}:{line}: {module} imports {target}"
+            for module, path in known.items() if module.split(".")[0] in BELOW_THE_PLUGIN
+            for target, line in imports(module, path, known)
+            if target == "plugin" or target.startswith("plugin.")]
+
+
+def test_no_layer_below_the_plugin_imports_it(tmp_path: Path) -> None:
+    assert arrows_up() == []
+    # and the check can fail: traces' capture as it was, reading the plugin's state
+    import shutil
+
+    copy = tmp_path / "pytest_prove"
+    shutil.copytree(PACKAGE, copy)
+    capture = copy / "traces" / "capture.py"
+    capture.write_text(capture.read_text() + "\n\nfrom ..plugin.state import PLAN_KEY  # noqa\n")
+    assert [p for p in arrows_up(copy) if "traces.capture imports plugin.state" in p], \
+        arrows_up(copy)
+
+
+# ---------------------------------------------------------------------------
+# sizes: each module one role, the plugin's entry module hooks only
+
+MAX_LINES = 600
+#: Modules over MAX_LINES where this test was written, each with the helper of issue 35 who
+#: splits it (strict: once split, the mark must go).
+OVER: Mapping[str, str] = {
+    "stats._compare": "the stats helper splits it",
+    "stats._margin": "the stats helper splits it",
+    "report.html": "the reportcmd helper moves its CSS and JS to package data",
+    "report.commands": "the reportcmd helper splits it",
+}
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.mark.parametrize("module", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=OVER[m])) if m in OVER else m
+    for m in sorted(modules())])
+def test_no_module_is_over_600_lines(module: str) -> None:
+    path = modules()[module]
+    assert _lines(path) <= MAX_LINES, (
+        f"{path.relative_to(PACKAGE.parent)} has {_lines(path)} lines: split it along a role")
+
+
+def _function_lines(path: Path, name: str) -> int:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [node for node in tree.body
+             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name]
+    assert found, f"{path} defines no {name}"
+    start = min([found[0].lineno, *(d.lineno for d in found[0].decorator_list)])
+    return int(found[0].end_lineno or start) - start + 1
+
+
+ENTRY = PACKAGE / "plugin" / "__init__.py"
+
+
+def test_the_plugin_entry_module_holds_hooks_only() -> None:
+    assert _lines(ENTRY) <= 350
+
+
+def test_pytest_configure_is_wiring() -> None:
+    """Build the settings, choose the salt, own the session or a worker's side."""
+    assert _function_lines(ENTRY, "pytest_configure") <= 60
+
+
+def test_the_size_checks_can_fail(tmp_path: Path) -> None:
+    path = tmp_path / "entry.py"
+    path.write_text("import pytest\n\n\n@pytest.hookimpl\ndef pytest_configure(config):\n"
+                    + "    pass\n" * 60)
+    assert _function_lines(path, "pytest_configure") == 62
+    assert _lines(path) == 65
 
 
 @pytest.mark.parametrize("module", sorted(modules()))

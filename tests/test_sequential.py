@@ -123,7 +123,9 @@ def test_one_process_reports_plan_refusals_and_off(
     assert _stored(sweep) == Counter({t: 44 for t in "abcd"})
     # A run that stopped conditions early is no baseline: later runs pair by replicate.
     stopped = load(sweep)
-    note = save_baseline(Store(sweep.path / ".prove"), "x", stopped, missing=0)
+    saved = save_baseline(Store(sweep.path / ".prove"), "x", stopped, missing=0)
+    assert not saved.saved
+    note = saved.text
     assert note.startswith("not saved: baseline 'x' must hold every replicate"), note
     assert "stopped 4 condition(s) once decided" in note and "ticket=a" in note
     assert "--prove-save-baseline" in note

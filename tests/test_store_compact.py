@@ -135,7 +135,9 @@ def test_saving_again_replaces_the_json_lines_file(example: Store) -> None:
 def test_saving_over_a_json_lines_baseline_says_it_replaced_it(example: Store) -> None:
     from pytest_prove.store.baselines import save_baseline
     run = example.load_baseline("current")
-    said = save_baseline(example, "current", run, missing=0)
+    saved = save_baseline(example, "current", run, missing=0)
+    assert saved.saved
+    said = saved.text
     assert said.startswith("baseline 'current' replaced by run ") and "current.baseline" in said
     assert example.baselines() == ["current"]
 

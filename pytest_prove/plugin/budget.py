@@ -2,9 +2,10 @@
 
 The cap is watched in every process.  The controller sums the tokens of every
 episode it stores; once the run reaches the cap it stops the session (and, under
-xdist, the scheduler: see :mod:`pytest_prove.xdist`), so no new episode starts.
+xdist, the scheduler: see :mod:`pytest_prove.plugin.xdist`), so no new episode starts.
 Each xdist worker also stops itself once its own episodes reach the cap, which
-bounds what a worker spends even before the controller's word reaches it.
+bounds what a worker spends even before the controller's word reaches it (its watch is
+in :mod:`.worker`).
 """
 
 from __future__ import annotations
@@ -137,36 +138,21 @@ class CapWatch:
             self.on_cap(message)
 
 
-@final
-class WorkerCapWatch(CapWatch):
-    """An xdist worker's watch: counts its own episodes from its reports."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        episodes = wire.take(report).get("episodes")
-        if episodes:
-            self.add(episodes)
-
-
 def cost_lines(run: Any, prices: Prices) -> list[str]:
     """One line at the end of a session: the tokens the run used and their price."""
-    from ..report._format import terminal_text
+    from ..report._format import money, terminal_text
     from ..review.cost import cost_of
 
     cost = cost_of(run, prices)
     if not cost.models:
         return []
     models = ", ".join(terminal_text(m.model) for m in cost.models)
-    price = "" if cost.price is None else f", {_money(cost.price)}"
+    price = "" if cost.price is None else f", {money(cost.price)}"
     line = (f"tokens: {cost.input:,} input and {cost.output:,} output in {cost.calls:,} calls "
             f"({models}){price}")
     if cost.unpriced and prices:
         line += f"; no price declared for {', '.join(map(terminal_text, cost.unpriced))}"
     return [line]
-
-
-def _money(value: float) -> str:
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
 @final
@@ -219,53 +205,6 @@ def tell_workers(nodes: Iterable[Any], message: str) -> None:
     for node in list(nodes):
         with contextlib.suppress(OSError):  # execnet: the channel is closed
             node.sendcommand(name, **kwargs)
-
-
-def register_worker(config: pytest.Config) -> None:
-    """On an xdist worker: a watch that stops the worker once its own episodes reach the
-    cap, and skips items once the controller says the run's did (its command on xdist's
-    channel, or on the same machine its flag file)."""
-    cap = token_cap_of(config)
-    if cap:
-        sent = wire.worker_input(getattr(config, "workerinput", {}))["cap_flag"]
-        watch = WorkerCapWatch(cap, flag=Path(sent) if sent else None)
-        own(config, watch, "prove_cap")
-        _listen_for_cap(config, watch)
-
-
-def take_worker_commands(config: pytest.Config, take: Callable[[Any], bool]) -> None:
-    """Have xdist's worker offer each command it receives to ``take`` first.
-
-    xdist's worker reads each command with its ``handle_command`` (looked up when its loop
-    starts, after this) and ignores a name it does not know.  A command ``take`` returns
-    True for is the plugin's own (the token cap's, the sequential looks' decisions); every
-    other command goes on to xdist.  Without that worker object (another xdist), nothing is
-    taken: the scheduler's taking back of queued items is then what stops the worker."""
-    interactor = next((p for p in config.pluginmanager.get_plugins()
-                       if type(p).__name__ == "WorkerInteractor"
-                       and callable(getattr(p, "handle_command", None))), None)
-    if interactor is None:
-        return
-    handle = interactor.handle_command
-
-    def handle_command(command: Any) -> None:
-        if not take(command):
-            handle(command)
-
-    interactor.handle_command = handle_command
-
-
-def _listen_for_cap(config: pytest.Config, watch: CapWatch) -> None:
-    """Have the worker's ``watch`` take the cap's command."""
-    def take(command: Any) -> bool:
-        message = wire.cap_message(command)
-        if message is None:
-            return False
-        if watch.message is None:
-            watch.message = message
-        return True
-
-    take_worker_commands(config, take)
 
 
 def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) -> list[str]:

@@ -1,4 +1,5 @@
-"""--prove-sequential on the pytest side: looks on the controller, skips everywhere.
+"""--prove-sequential on the pytest side: looks on the controller, skips everywhere (a
+worker's skipper is in :mod:`.worker`).
 
 The controller hands every stored episode to :class:`~pytest_prove.review.sequential.Looks`,
 which takes each condition's looks and decides it (docs/statistics.md, "Sequential runs").
@@ -22,17 +23,17 @@ from typing import TYPE_CHECKING, Any, final
 import pytest
 
 from .. import wire
-from .budget import take_worker_commands
 from .settings import NOT_SEQUENTIAL
-from .state import PLAN_KEY, SETTINGS_KEY, own
+from .state import PLAN_KEY
 
 if TYPE_CHECKING:
     from ..declare.spec import Declaration
     from ..review.sequential import Looks
-    from .session import ProveSession
+    from ..store import Run
+    from ..store.recorder import RunRecorder
     from .settings import Settings
 
-__all__ = ["SequentialControl", "declared", "fixed_because", "register_worker",
+__all__ = ["SequentialControl", "Skipper", "decided_key", "declared", "fixed_because",
            "sequential_possible"]
 
 
@@ -112,12 +113,14 @@ def declared(config: pytest.Config, settings: Settings,
     return None, None
 
 
-def _key(rollout_id: str, condition_key: str) -> str:
+def decided_key(rollout_id: str, condition_key: str) -> str:
+    """How a condition is named in the map of decided conditions."""
     return f"{rollout_id}\x1f{condition_key}"
 
 
-class _Skipper:
-    """Skips an item of a decided condition before it starts (registered in every process)."""
+class Skipper:
+    """Skips an item of a decided condition before it starts (registered in every process:
+    the controller's is :class:`SequentialControl`, a worker's is in :mod:`.worker`)."""
 
     decided: dict[str, str]
 
@@ -129,25 +132,29 @@ class _Skipper:
         plan = item.stash.get(PLAN_KEY, None)
         if plan is None:
             return
-        found = self.reason(_key(plan.rollout_id, plan.condition_key))
+        found = self.reason(decided_key(plan.rollout_id, plan.condition_key))
         if found is not None:
             pytest.skip(f"sequential: {found}")
 
 
 @final
-class SequentialControl(_Skipper):
+class SequentialControl(Skipper):
     """The controller's side: the looks, the decided conditions, telling the workers."""
 
-    def __init__(self, config: pytest.Config, session: ProveSession) -> None:
+    def __init__(self, config: pytest.Config, run: RunRecorder, baseline: Run | None,
+                 settings: Settings, asked: Mapping[str, Any]) -> None:
         self.config = config
-        self.session = session
+        self.run = run
+        self.baseline = baseline
+        self.settings = settings
+        self.asked = asked  # the session's events and missing, as the options say
         self.looks: Looks | None = None
         self.decided = {}
         self.flag = Path(tempfile.mkdtemp(prefix="pytest-prove-seq-")) / "decided.json"
         self.failure: str | None = None
         #: Without --prove-sequential the rollouts' declarations decide (under xdist they
         #: come with the workers' reports): False once they are known and say fixed.
-        self.on: bool | None = True if session.settings.sequential else None
+        self.on: bool | None = True if settings.sequential else None
 
     def _start(self) -> Looks | None:
         """The looks, made once the plan is known (under xdist, with a worker's report)."""
@@ -155,9 +162,9 @@ class SequentialControl(_Skipper):
             return self.looks
         if self.on is False:
             return None
-        session = self.session
-        plan = session.run.plan
-        baseline = session.baseline
+        run, settings = self.run, self.settings
+        plan = run.plan
+        baseline = self.baseline
         if not plan or baseline is None:
             return None
         from ..declare.spec import Declaration, SpecError
@@ -165,7 +172,7 @@ class SequentialControl(_Skipper):
         from ..stats import sequential_design
 
         if self.on is None:
-            found = [session.run.rollouts.get(rid, {}).get("declaration") for rid in plan]
+            found = [run.rollouts.get(rid, {}).get("declaration") for rid in plan]
             if any(d is None for d in found):
                 return None  # a declaration comes with its rollout's first report
             # The workers' collection refused rollouts declaring it next to others that do
@@ -173,28 +180,28 @@ class SequentialControl(_Skipper):
             self.on = all(isinstance(d, dict) and d.get("sequential") is True for d in found)
             if not self.on:
                 return None
-        events = session.asked.get("events")
+        events = self.asked.get("events")
         m = 0
         sizes = set()
         for rollout_id, info in plan.items():
             try:
                 declaration = Declaration.from_json(
-                    session.run.rollouts[rollout_id]["declaration"])
+                    run.rollouts[rollout_id]["declaration"])
             except (KeyError, TypeError, SpecError):
                 return None  # its declaration comes with its first report
             wanted = [e for e in events if e in declaration.events] if events else None
             # The conditions the selection kept (-k may keep some conditions only).
             kept = [key for key in info["conditions"]
-                    if session.run.selected.get(rollout_id, {}).get(key)]
+                    if run.selected.get(rollout_id, {}).get(key)]
             m += len(kept or info["conditions"]) * len(declaration.tested(wanted))
             sizes.add(int(info["replicates"]))
         if not m or not sizes:
             return None
-        design = sequential_design(min(sizes), m, paired=True, q=session.settings.q,
-                                   max_mde=session.settings.max_mde)
-        self.looks = Looks(baseline, design, session.settings.salt,
-                           session.run.rollouts, events=events,
-                           missing=session.asked.get("missing", "test"))
+        design = sequential_design(min(sizes), m, paired=True, q=settings.q,
+                                   max_mde=settings.max_mde)
+        self.looks = Looks(baseline, design, settings.salt,
+                           run.rollouts, events=events,
+                           missing=self.asked.get("missing", "test"))
         return self.looks
 
     def add(self, stored: list[dict[str, Any]]) -> None:
@@ -206,7 +213,7 @@ class SequentialControl(_Skipper):
         if not newly:
             return
         for (rollout_id, condition_key), decision in newly:
-            self.decided[_key(rollout_id, condition_key)] = decision.reason
+            self.decided[decided_key(rollout_id, condition_key)] = decision.reason
         self._tell()
 
     def _tell(self) -> None:
@@ -225,57 +232,7 @@ class SequentialControl(_Skipper):
                 node.sendcommand(name, **kwargs)
 
     def is_decided(self, rollout_id: str, condition_key: str) -> bool:
-        return _key(rollout_id, condition_key) in self.decided
+        return decided_key(rollout_id, condition_key) in self.decided
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         shutil.rmtree(self.flag.parent, ignore_errors=True)
-
-
-@final
-class _WorkerSkipper(_Skipper):
-    """An xdist worker's side: the controller's file (same machine) or its command."""
-
-    def __init__(self, flag: Path | None, settings: Settings) -> None:
-        self.flag = flag
-        self.settings = settings
-        self.decided = {}
-        self.seen: float | None = None
-
-    @property
-    def sequential(self) -> bool:
-        return self.settings.sequential
-
-    def reason(self, key: str) -> str | None:
-        if not self.sequential:  # this worker's collection found the session fixed
-            return None
-        if self.flag is not None:
-            try:
-                stamp = self.flag.stat().st_mtime_ns
-            except OSError:
-                stamp = None
-            if stamp is not None and stamp != self.seen:
-                with contextlib.suppress(OSError, ValueError):
-                    found = json.loads(self.flag.read_text(encoding="utf-8"))
-                    if isinstance(found, dict):
-                        self.decided.update({str(k): str(v) for k, v in found.items()})
-                        self.seen = stamp
-        return self.decided.get(key)
-
-
-def register_worker(config: pytest.Config) -> None:
-    """On an xdist worker of a run that may be sequential: skip items of decided
-    conditions."""
-    if not sequential_possible(config):
-        return
-    sent = wire.worker_input(getattr(config, "workerinput", {}))["sequential_flag"]
-    skipper = _WorkerSkipper(Path(sent) if sent else None, config.stash[SETTINGS_KEY])
-    own(config, skipper, "prove_sequential")
-
-    def take(command: Any) -> bool:
-        decided = wire.decided_message(command)
-        if decided is None:
-            return False
-        skipper.decided.update(decided)
-        return True
-
-    take_worker_commands(config, take)

@@ -11,10 +11,10 @@ gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
@@ -23,20 +23,22 @@ from ..declare.prices import Prices
 from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
+from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
-from ..traces import capture
-from ..traces.capture import CaptureManager
+from . import capture
 from .budget import Budget, TokenCap, controller_budget
+from .capture import CaptureManager
 from .gate import GateReports
+from .salts import remember_failed
 from .settings import Settings
-from .state import own, plan_data
+from .state import PLAN_FAILS_KEY, own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
     from .salts import FailedSalt
     from .sequential import SequentialControl
 
-__all__ = ["Outcome", "ProveSession", "ReportProperties"]
+__all__ = ["SESSION_KEY", "SESSION_NAME", "Outcome", "ProveSession"]
 
 #: Why the session stopped when the store failed (the message itself is in the summary).
 _STORE_STOP = "the store could not be written, so no new item started (see pytest-prove above)"
@@ -52,6 +54,8 @@ class Outcome:
     refusal: str | None = None
     failed_gate: bool = False
     notes: tuple[str, ...] = ()
+    #: The baselines asked for and not saved: each one's line (also among ``notes``).
+    not_saved: tuple[str, ...] = ()
     #: --prove-update-baseline over a baseline declared otherwise: why nothing was compared
     #: (the baseline is replaced, or the session fails with the reason it was not).
     declaration_changed: str | None = None
@@ -105,7 +109,8 @@ class ProveSession:
         if sequential_possible(self.config) and self.replay is None:
             from .sequential import SequentialControl
 
-            self.sequential = SequentialControl(self.config, self)
+            self.sequential = SequentialControl(self.config, self.run, self.baseline,
+                                                self.settings, self.asked)
             own(self.config, self.sequential, "prove_sequential")
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -270,7 +275,9 @@ class ProveSession:
         if self.run.failure is not None:
             outcome.refusal = (f"{self.run.failure} (the {len(self.run.states)} episodes "
                                "stored before it are kept)")
-            outcome.notes = tuple(notes + self._not_saved(str(writer.manifest["name"])))
+            unsaved = self._not_saved(str(writer.manifest["name"]))
+            outcome.notes = tuple(notes + [n.text for n in unsaved])
+            outcome.not_saved = tuple(n.text for n in unsaved)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if self.baseline is not None and self.settings.shard is not None:
@@ -284,14 +291,51 @@ class ProveSession:
         elif self.baseline is not None:
             self._review(outcome)
         notes.extend(self._fixed_note())
-        notes.extend(self._save_baselines(outcome))
+        if outcome.declaration_changed is not None:
+            notes.append(outcome.declaration_changed)
+        saved = self._save_baselines(outcome)
+        notes.extend(n.text for n in saved)
         outcome.notes = tuple(notes)
+        outcome.not_saved = tuple(n.text for n in saved if not n.saved)
         self._write_report(outcome)
         if self.budget.capped is not None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if (outcome.refusal is not None or outcome.failed_gate
-                or any(n.startswith("not saved") for n in notes)):
+        if outcome.refusal is not None or outcome.failed_gate or outcome.not_saved:
             self._fail(session)
+
+    def end(self, session: pytest.Session, exitstatus: int) -> None:
+        """The end of the session (``pytest_sessionfinish``): finish and gate the run, make
+        a failed gate reports pytest counts, and keep the salt --lf reruns its failures on."""
+        config = self.config
+        self.run.merge_plan(plan_data(config))
+        self.finish(session, exitstatus)
+        self._gate_reports(session)
+        if self.ran_any:  # what --lf will rerun, and on which salt it failed
+            remember_failed(config, salt=self.settings.salt, run=self.run_label(),
+                            ran=self.ran_items())
+        if (self.settings.plan_only
+                and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = (pytest.ExitCode.USAGE_ERROR
+                                  if config.stash.get(PLAN_FAILS_KEY, False)
+                                  else pytest.ExitCode.OK)
+
+    def _gate_reports(self, session: pytest.Session) -> None:
+        """A session that fails for pytest-prove's reasons fails as pytest counts failures."""
+        outcome = self.outcome
+        if session.exitstatus != pytest.ExitCode.TESTS_FAILED or self.design_failure is not None:
+            if outcome.review is not None and not outcome.failed_gate:
+                self.gate_reports.clear_for_lf(session.config)
+            return
+        review = outcome.review
+        reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()),
+                               *outcome.not_saved,
+                               self.budget.capped) if r is not None]
+        if outcome.failed_gate or reasons:
+            self.gate_reports.emit(session.config, review if outcome.failed_gate else None,
+                                   reasons)
+            self.gate_reports.close_progress_line(session.config)
+        elif review is not None:
+            self.gate_reports.clear_for_lf(session.config)
 
     @staticmethod
     def _fail(session: pytest.Session) -> None:
@@ -340,7 +384,7 @@ class ProveSession:
         shown = ", ".join(asked[:5]) + (f" and {len(asked) - 5} more" if len(asked) > 5 else "")
         return [f"sequential=True ({shown}): every replicate ran, as in a fixed run: {why}"]
 
-    def _not_saved(self, run: str) -> list[str]:
+    def _not_saved(self, run: str) -> list[BaselineNote]:
         """The baselines asked for that a store which failed could not take, with the fix."""
         found = []
         if self.save_baseline is not None:
@@ -354,9 +398,11 @@ class ProveSession:
                          f"once there is room, pytest --prove-resume={run} --prove-baseline="
                          f"{self.baseline.name} --prove-update-baseline completes it and "
                          "updates the baseline")
-        return found
+        return [BaselineNote(saved=False, text=text) for text in found]
 
-    def _save_baselines(self, outcome: Outcome) -> list[str]:
+    def _save_baselines(self, outcome: Outcome) -> list[BaselineNote]:
+        """Save the baselines asked for, or say why not (``--prove-update-baseline`` over a
+        changed declaration: whether the gate fails follows from it)."""
         from ..store.baselines import save_baseline
 
         settings = self.settings
@@ -368,18 +414,16 @@ class ProveSession:
             return thin_baseline(run, q=settings.q, max_mde=settings.max_mde)
 
         notes = []
-        if outcome.declaration_changed is not None:
-            notes.append(outcome.declaration_changed)
         gated = self.baseline is not None and self.save_baseline == self.baseline.name
         if (self.save_baseline is not None and gated and not self.update_baseline
                 and (outcome.failed_gate or outcome.refusal is not None)):
             # Written over the baseline that just failed this run, the worse run would pass
             # the next gate of the same agent: accepting it is --prove-update-baseline's.
-            notes.append(
+            notes.append(BaselineNote(saved=False, text=(
                 f"not saved: baseline {self.save_baseline!r} is the one this run was gated "
                 "against, and the gate failed; it is left as it was. To accept this run as "
                 f"the new baseline on purpose, run --prove-baseline={self.save_baseline} "
-                "--prove-update-baseline after review")
+                "--prove-update-baseline after review")))
         elif self.save_baseline is not None:
             notes.append(save_baseline(self.store, self.save_baseline, self.ended_run(),
                                        missing=self.run.missing(),
@@ -389,7 +433,7 @@ class ProveSession:
                                  missing=self.run.missing(), replacing=self.baseline,
                                  max_errored=settings.max_errored, thin=thin)
             notes.append(note)
-            if note.startswith("baseline"):
+            if note.saved:
                 outcome.failed_gate = False  # the user accepted this run as the new baseline
             elif outcome.declaration_changed is not None:
                 outcome.failed_gate = True  # neither compared nor replaced
@@ -508,87 +552,10 @@ class ProveSession:
             else []
 
 
-#: The names of the properties a rollout item's reports carry (see execute.py).
-_PROPERTY_NAMES: Final = {name: name for name in
-                          ("prove_replicate", "prove_seed", "prove_outcome")}
-
-
-
-@final
-class ReportProperties:
-    """The controller keeps every test report to the end of the session (pytest's terminal
-    reporter does): three for each rollout item, each with its own copy of the item's node
-    id, location and keywords, and the call and teardown reports each with the item's
-    properties (on an xdist controller, lists of tuples of new strings).  Once every plugin
-    has seen a report (``--junitxml`` reads the teardown's properties), a rollout item's
-    call and teardown reports take the setup report's node id, location and keywords when
-    theirs are equal, and share one list of properties, whose names and outcomes are shared
-    by all items: about 1.5 KB less an item.  What anyone reads is unchanged."""
-
-    #: What a rollout item's three reports hold alike (``_id``: pytest 9's structured id).
-    SHARED: Final = ("nodeid", "location", "keywords", "_id")
-
-    def __init__(self) -> None:
-        #: Items whose setup was seen and teardown not yet: the setup report, and the
-        #: properties the call report shares (None: no call yet, or not a rollout's).
-        self._open: dict[str, tuple[pytest.TestReport, list[tuple[str, object]] | None]] = {}
-        self._pairs: dict[tuple[str, object], tuple[str, object]] = {}  # shared outcomes
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
-        try:
-            return (yield)
-        finally:
-            self._share(report)
-
-    def _share(self, report: pytest.TestReport) -> None:
-        when = report.when
-        if when == "setup":
-            self._open[report.nodeid] = (report, None)
-            return
-        if when == "call":
-            found = self._open.get(report.nodeid)
-            shared = self._properties(report.user_properties)
-            if found is None or shared is None:
-                self._open.pop(report.nodeid, None)  # not a rollout item's
-                return
-            report.user_properties = shared
-            self._open[report.nodeid] = (found[0], shared)
-            self._take_from(found[0], report)
-        elif when == "teardown":
-            found = self._open.pop(report.nodeid, None)
-            if found is None or found[1] is None:
-                return
-            if type(report.user_properties) is list and report.user_properties == found[1]:
-                report.user_properties = found[1]
-            self._take_from(found[0], report)
-
-    def _properties(self, found: object) -> list[tuple[str, object]] | None:
-        """The call report's properties as a list to share, or None when they are not the
-        plugin's own alone."""
-        names = _PROPERTY_NAMES
-        if not found or type(found) is not list:
-            return None
-        shared: list[tuple[str, object]] = []
-        for pair in found:
-            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in names):
-                return None
-            name, value = pair
-            if (name == "prove_outcome" and isinstance(value, str)
-                    and len(self._pairs) < 4096):
-                shared.append(self._pairs.setdefault(pair, (names[name], value)))
-            else:
-                shared.append((names[name], value))
-        return shared
-
-    def _take_from(self, setup: pytest.TestReport, report: pytest.TestReport) -> None:
-        mine, theirs = report.__dict__, setup.__dict__
-        for name in self.SHARED:
-            value = theirs.get(name)
-            if (value is not None and name in mine and type(mine[name]) is type(value)
-                    and mine[name] == value):
-                mine[name] = value
-
+#: The controller's session (absent on xdist workers and before configure).
+SESSION_KEY = pytest.StashKey[ProveSession]()
+#: The name the controller's session is registered under (``config.pluginmanager.getplugin``).
+SESSION_NAME = "prove_session"
 
 
 def _rel(path: Path) -> str:

@@ -3,7 +3,7 @@ settings themselves: settings.py), its per-item plans and the plugins it registe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 import pytest
 from msgspec import Struct
@@ -14,9 +14,6 @@ from ..declare.spec import Declaration, Scalar
 from ..wire import PlanData, spans
 from .settings import Settings
 
-if TYPE_CHECKING:
-    from .session import ProveSession
-
 __all__ = [
     "CAPTURE_KEY",
     "DESIGN_FAILURE_KEY",
@@ -25,7 +22,6 @@ __all__ = [
     "REGISTERED_KEY",
     "RESULTS_KEY",
     "SELECTED_KEY",
-    "SESSION_KEY",
     "SETTINGS_KEY",
     "SHARD_KEY",
     "SHARD_SLICE_KEY",
@@ -74,8 +70,6 @@ SHARD_SLICE_KEY = pytest.StashKey[dict[str, Any]]()
 PLAN_FAILS_KEY = pytest.StashKey[bool]()
 
 
-#: The controller's session (absent on xdist workers and before configure).
-SESSION_KEY: pytest.StashKey[ProveSession] = pytest.StashKey()
 #: Every plugin object pytest-prove registered, so that it unregisters exactly those.
 REGISTERED_KEY = pytest.StashKey[list[tuple[object, str]]]()
 

@@ -27,6 +27,14 @@ def q_text(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def money(value: float | None) -> str:
+    """A price in dollars: four decimals below $1 ($0.0165), else two with thousands
+    separated ($1,234.50); ``no price`` for None."""
+    if value is None:
+        return "no price"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
 def _escaped(char: str) -> str:
     return char if char.isprintable() else ascii(char)[1:-1]
 

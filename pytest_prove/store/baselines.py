@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, final
 
 from ..declare.spec import condition_label, quoted_label
 from ..record import has_outcome
 from . import Run, Store, StoreError
 from .merging import missing_slices
 
-__all__ = ["MAX_ERRORED", "save_baseline"]
+__all__ = ["MAX_ERRORED", "BaselineNote", "save_baseline"]
 
 #: The largest share of a condition's episodes that may have ended without an outcome
 #: (errors, crashes, timeouts, prove.NoOutcome) in a run saved as a baseline: above a
@@ -28,6 +29,21 @@ __all__ = ["MAX_ERRORED", "save_baseline"]
 #: what is left of the condition is what the fault let through, and every later gate would
 #: compare few twins there. --prove-max-errored (ini prove_max_errored) raises it on purpose.
 MAX_ERRORED: Final = 0.25
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class BaselineNote:
+    """What became of a baseline asked for, said once where it is decided: whether it was
+    ``saved``, and the line for the person who asked (``baseline 'NAME' saved from run ...``
+    or ``not saved: baseline 'NAME' ...`` with the reason and the fix)."""
+
+    saved: bool
+    text: str
+
+
+def _refused(text: str) -> BaselineNote:
+    return BaselineNote(saved=False, text=text)
 
 
 def _labels(run: Run, keys: set[tuple[str, str]]) -> list[str]:
@@ -45,9 +61,9 @@ def _shown(labels: list[str]) -> str:
 
 def save_baseline(store: Store, name: str, run: Run, *, missing: int,
                   replacing: Run | None = None, max_errored: float = MAX_ERRORED,
-                  thin: Callable[[Run], str | None] | None = None) -> str:
+                  thin: Callable[[Run], str | None] | None = None) -> BaselineNote:
     """Write ``run`` as baseline ``name`` (``replacing`` the one a gate compared with), or
-    say why not: a line starting ``baseline`` when saved, ``not saved`` when refused.
+    say why not: a :class:`BaselineNote`, saved or not, whose line says which and why.
 
     Refused besides: a condition more than ``max_errored`` of whose episodes ended without
     an outcome, and what ``thin`` says (the design check of the episodes with an outcome,
@@ -55,27 +71,31 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
     old baseline is left as it was."""
     merged = missing_slices(run.manifest, run.name)
     if merged is not None:
-        return f"not saved: baseline {name!r} is written only from a complete run, and {merged}"
+        return _refused(
+            f"not saved: baseline {name!r} is written only from a complete run, and {merged}")
     stopped = _labels(run, _stopped_early(run.manifest.get("sequential")))
     if stopped:
-        return (f"not saved: baseline {name!r} must hold every replicate of every condition "
-                f"for later runs to pair with by replicate, and run {run.name!r} is "
-                f"sequential: it stopped {len(stopped)} condition(s) once decided, before "
-                f"their last replicate ({_shown(stopped)}); save the baseline from a run "
-                "without --prove-sequential (pytest --prove-save-baseline NAME runs every "
-                "replicate, even of rollouts declaring sequential=True)")
+        return _refused(
+            f"not saved: baseline {name!r} must hold every replicate of every condition "
+            f"for later runs to pair with by replicate, and run {run.name!r} is "
+            f"sequential: it stopped {len(stopped)} condition(s) once decided, before "
+            f"their last replicate ({_shown(stopped)}); save the baseline from a run "
+            "without --prove-sequential (pytest --prove-save-baseline NAME runs every "
+            "replicate, even of rollouts declaring sequential=True)")
     if run.status != "complete":
-        return (f"not saved: baseline {name!r} is written only from a complete run, and run "
-                f"{run.name!r} is incomplete ({missing} replicates missing); finish it with "
-                f"--prove-resume={run.name}")
+        return _refused(
+            f"not saved: baseline {name!r} is written only from a complete run, and run "
+            f"{run.name!r} is incomplete ({missing} replicates missing); finish it with "
+            f"--prove-resume={run.name}")
     every = {(str(r["rollout"]), str(r["condition_key"])) for r in run.episodes}
     covered = {(str(r["rollout"]), str(r["condition_key"])) for r in run.episodes
                if has_outcome(r)}
     empty = _labels(run, every - covered)
     if empty:
-        return (f"not saved: baseline {name!r} would hold {len(empty)} condition(s) with no "
-                f"outcome to compare with ({_shown(empty)}); make them end with an outcome, "
-                "then save again")
+        return _refused(
+            f"not saved: baseline {name!r} would hold {len(empty)} condition(s) with no "
+            f"outcome to compare with ({_shown(empty)}); make them end with an outcome, "
+            "then save again")
     widened = ""
     ran: Counter[tuple[str, str]] = Counter()
     lost: Counter[tuple[str, str]] = Counter()
@@ -90,12 +110,13 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
     if over:
         labels = _labels(run, over)
         top = max(shares[k] for k in over)
-        return (f"not saved: baseline {name!r} would hold {len(over)} condition(s) where more "
-                f"than {max_errored:g} of the episodes ended without an outcome (errors, "
-                f"timeouts, no outcome; up to {top:.2f}: {_shown(labels)}), which looks like "
-                "an outage, and every later gate would compare few twins there; find why "
-                f"(pytest-prove show {run.name} -v), fix it and run again, or raise the bound "
-                "on purpose with --prove-max-errored (ini prove_max_errored)")
+        return _refused(
+            f"not saved: baseline {name!r} would hold {len(over)} condition(s) where more "
+            f"than {max_errored:g} of the episodes ended without an outcome (errors, "
+            f"timeouts, no outcome; up to {top:.2f}: {_shown(labels)}), which looks like "
+            "an outage, and every later gate would compare few twins there; find why "
+            f"(pytest-prove show {run.name} -v), fix it and run again, or raise the bound "
+            "on purpose with --prove-max-errored (ini prove_max_errored)")
     if max_errored > MAX_ERRORED and worst is not None:
         widened = (f"; --prove-max-errored {max_errored:g} widened the share of episodes "
                    f"without an outcome a baseline may hold (default {MAX_ERRORED:g}): up to "
@@ -104,16 +125,18 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
     # the engine).
     reason = thin(run) if thin is not None and any(lost.values()) else None
     if reason is not None:
-        return (f"not saved: baseline {name!r} would be too thin to gate with: {reason}; "
-                f"find why its episodes ended without an outcome (pytest-prove show "
-                f"{run.name} -v), fix it and run again")
+        return _refused(
+            f"not saved: baseline {name!r} would be too thin to gate with: {reason}; "
+            f"find why its episodes ended without an outcome (pytest-prove show "
+            f"{run.name} -v), fix it and run again")
     if replacing is not None:
         wanted = {(str(r["rollout"]), str(r["condition_key"])) for r in replacing.episodes}
         left = _labels(replacing, wanted - covered)
         if left:
-            return (f"not saved: baseline {name!r} was not replaced, because this run did not "
-                    f"cover {len(left)} of its conditions ({_shown(left)}); run them all, "
-                    "without -k or a shard")
+            return _refused(
+                f"not saved: baseline {name!r} was not replaced, because this run did not "
+                f"cover {len(left)} of its conditions ({_shown(left)}); run them all, "
+                "without -k or a shard")
     path = store.baseline_path(name)
     replaces = path.is_file() or path.with_suffix(".jsonl").is_file()
     dropped = _dropped(store, name, run, replacing) if replaces and replacing is None else ""
@@ -121,9 +144,10 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
         path = store.write_baseline(name, run)
     except (OSError, StoreError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        return f"not saved: baseline {name!r} could not be written: {reason}"
+        return _refused(f"not saved: baseline {name!r} could not be written: {reason}")
     verb = "replaced by" if replaces else "saved from"
-    return f"baseline {name!r} {verb} run {run.name!r}: {_rel(path)}{dropped}{widened}"
+    return BaselineNote(saved=True, text=f"baseline {name!r} {verb} run {run.name!r}: "
+                                         f"{_rel(path)}{dropped}{widened}")
 
 
 def _stopped_early(sequential: object) -> set[tuple[str, str]]:
