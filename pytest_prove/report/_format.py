@@ -1,12 +1,15 @@
-"""How every renderer writes a number (proportions with 3 decimals, signed changes, q) and
-a text that came from a rollout (on one line, with nothing a terminal would act on)."""
+"""How every renderer writes a number (proportions with 3 decimals, signed changes, q, a
+price), a table of text, and a text that came from a rollout (on one line, with nothing a
+terminal would act on)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from typing import Final
 
-__all__ = ["REPORT_SCHEMA_VERSION", "plain_text", "q_text", "rate", "signed", "terminal_text"]
+__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "q_text", "rate", "signed", "table",
+           "terminal_text"]
 
 #: The shape of every JSON document the reports and the command line write.
 REPORT_SCHEMA_VERSION: Final = 1
@@ -25,6 +28,27 @@ def signed(value: float) -> str:
 def q_text(value: float) -> str:
     """An adjusted p-value, as 0.012, or <0.001 below that."""
     return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def money(value: float | None, *, tiny: bool = False) -> str:
+    """A price in dollars: four decimals below $1 ($0.0165), else two with thousands
+    separated ($1,234.50); ``no price`` for None. With ``tiny``, a price above 0 but below
+    $0.0001 gets two significant digits ($0.000012) where four decimals would read $0.0000
+    (the HTML report's cost figure; the ``cost`` command's lines keep four decimals)."""
+    if value is None:
+        return "no price"
+    if tiny and 0 < value < 1e-4:
+        return f"${value:.{1 - math.floor(math.log10(value))}f}"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]],
+          numeric: frozenset[int] = frozenset()) -> list[str]:
+    """Columns padded to their widest cell; the ``numeric`` ones right-aligned."""
+    widths = [max(len(str(line[i])) for line in [header, *rows]) for i in range(len(header))]
+    return ["  ".join((str(c).rjust(w) if i in numeric else str(c).ljust(w))
+                      for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
+            for line in [header, *rows]]
 
 
 def _escaped(char: str) -> str:

@@ -25,9 +25,9 @@ from pytest_prove.review.figures import Figures, StepFigure
 from pytest_prove.review.steps import Where
 from pytest_prove.stats import Row
 
-from ._format import rate, signed
-from .commands import compare_steps_lines
+from ._format import money, rate, signed
 from .cost import format_comparison
+from .drilldown import compare_steps_lines
 
 __all__ = ["cost_figure", "forest_order", "forest_plot", "step_figures"]
 
@@ -414,14 +414,6 @@ def _steps_table(figure: StepFigure, before_label: str, after_label: str, uid: s
 # --------------------------------------------------------------------------- cost
 
 
-def _money(value: float) -> str:
-    """A price as ``cost`` writes it ($0.0165, $9.68), with two significant digits below
-    $0.0001 (where ``cost``'s four decimals would read $0.0000)."""
-    if 0 < value < 1e-4:
-        return f"${value:.{1 - math.floor(math.log10(value))}f}"
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
-
-
 def _cost_label(c: ConditionCost, multi: bool) -> str:
     return f"{c.rollout} {c.label}" if multi else c.label
 
@@ -504,7 +496,7 @@ def _cost_svg(groups: Sequence[tuple[str, _Bar | None, _Bar | None]], models: Se
                            f'height="{_n(row - 2)}"/>')
                 at += part
             shown = ("no price" if total is None else
-                     f"{total:,.0f}" if metric == "tokens" else _money(total))
+                     f"{total:,.0f}" if metric == "tokens" else money(total, tiny=True))
             out.append(f'<text class="val" x="{_n(x(at) + 4)}" y="{_n(y + row - 3)}">'
                        f"{'before' if bar.run == 'before' else 'after'} {shown}</text></g>")
         if before is not None and after is not None:
@@ -561,7 +553,7 @@ def cost_figure(cost: CostComparison) -> str:
             for model, tokens, price in bar.segments:
                 table.append(f"<tr><td>{_e(condition)}</td><td>{_e(bar.label)}</td>"
                              f"<td>{_e(model)}</td><td>{tokens:,.0f}</td>"
-                             f"<td>{'no price' if price is None else _money(price)}</td></tr>")
+                             f"<td>{money(price, tiny=True)}</td></tr>")
     table.append("</tbody></table>")
     return ('<section class="cost" aria-labelledby="cost-h"><h2 id="cost-h">Cost</h2>'
             + "".join(f"<p>{_e(line)}</p>" for line in head)
