@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "q_text", "rate", "signed", "table",
-           "terminal_text"]
+if TYPE_CHECKING:
+    from pytest_prove.stats import Row
+
+__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "q_text", "rate", "signed",
+           "status_text", "table", "terminal_text"]
 
 #: The shape of every JSON document the reports and the command line write.
 REPORT_SCHEMA_VERSION: Final = 1
@@ -28,6 +31,20 @@ def signed(value: float) -> str:
 def q_text(value: float) -> str:
     """An adjusted p-value, as 0.012, or <0.001 below that."""
     return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def status_text(row: Row, *, counted: str, leaning: str, blind: str, either: str) -> str:
+    """Where a row stands, in a renderer's words: counted by the verdict (``counted``, with
+    ``{direction}``), else flagged (``leaning``, with ``{leaning}``; plain ``flagged`` when
+    it leans neither way), else blind to a change of the size asked (``blind``, with
+    ``{blind}``: the directions it cannot see, joined by ``either``), else ``unchanged``."""
+    if row.counted:
+        return counted.format(direction=row.direction)
+    if row.flag:
+        return leaning.format(leaning=row.leaning) if row.leaning != "none" else "flagged"
+    if row.blind:
+        return blind.format(blind=either.join(row.blind))
+    return "unchanged"
 
 
 def money(value: float | None, *, tiny: bool = False) -> str:

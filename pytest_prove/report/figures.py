@@ -86,32 +86,35 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
     return [round(lo + k * step, 10) for k in range(count + 1)]
 
 
+def _axis(kind: str, scale: Scale, step: float, label: Callable[[float, int], str],
+          tick: Callable[[float, str], str]) -> str:
+    """An axis's grid: ``tick`` draws each tick's line and text at its value, given its
+    label (every label with the decimals the step needs)."""
+    digits = _decimals(step)
+    ticks = "".join(f'<g class="tick">{tick(value, label(value, digits))}</g>'
+                    for value in _ticks(scale.lo, scale.hi, step))
+    return f'<g class="axis {kind}">{ticks}</g>'
+
+
 def _x_axis(scale: Scale, step: float, y0: float, y1: float,
             label: Callable[[float, int], str], text_y: float) -> str:
-    """Vertical grid lines from y0 to y1 at each tick, labelled at text_y (every label with
-    the decimals the step needs)."""
-    out = ['<g class="axis x">']
-    digits = _decimals(step)
-    for value in _ticks(scale.lo, scale.hi, step):
+    """Vertical grid lines from y0 to y1 at each tick, labelled at text_y."""
+    def tick(value: float, text: str) -> str:
         x = _n(scale(value))
-        out.append(f'<g class="tick"><line x1="{x}" x2="{x}" y1="{_n(y0)}" y2="{_n(y1)}"/>'
-                   f'<text x="{x}" y="{_n(text_y)}" text-anchor="middle">'
-                   f"{label(value, digits)}</text></g>")
-    out.append("</g>")
-    return "".join(out)
+        return (f'<line x1="{x}" x2="{x}" y1="{_n(y0)}" y2="{_n(y1)}"/>'
+                f'<text x="{x}" y="{_n(text_y)}" text-anchor="middle">{text}</text>')
+    return _axis("x", scale, step, label, tick)
 
 
 def _y_axis(scale: Scale, step: float, x0: float, x1: float,
             label: Callable[[float, int], str]) -> str:
-    out = ['<g class="axis y">']
-    digits = _decimals(step)
-    for value in _ticks(scale.lo, scale.hi, step):
+    """Horizontal grid lines from x0 to x1 at each tick, labelled left of x0."""
+    def tick(value: float, text: str) -> str:
         y = _n(scale(value))
-        out.append(f'<g class="tick"><line x1="{_n(x0)}" x2="{_n(x1)}" y1="{y}" y2="{y}"/>'
-                   f'<text x="{_n(x0 - 4)}" y="{_n(scale(value) + 3.5)}" text-anchor="end">'
-                   f"{label(value, digits)}</text></g>")
-    out.append("</g>")
-    return "".join(out)
+        return (f'<line x1="{_n(x0)}" x2="{_n(x1)}" y1="{y}" y2="{y}"/>'
+                f'<text x="{_n(x0 - 4)}" y="{_n(scale(value) + 3.5)}" text-anchor="end">'
+                f"{text}</text>")
+    return _axis("y", scale, step, label, tick)
 
 
 def _short(text: str, limit: int) -> str:

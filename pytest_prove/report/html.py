@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import html
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -33,7 +33,7 @@ from pytest_prove.review.figures import Figures
 from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
-from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
+from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
 from .figures import cost_figure, forest_order, forest_plot, step_figures
 from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, verdict_line
@@ -77,13 +77,9 @@ def choose_axes(labels: Labels, x: str | None, y: str | None) -> tuple[str | Non
 
 
 def _status(row: Row) -> str:
-    if row.counted:
-        return f"{row.direction} (counted by the verdict)"
-    if row.flag:
-        return f"flagged, leaning {row.leaning}" if row.leaning != "none" else "flagged"
-    if row.blind:
-        return f"could not see a {' or '.join(row.blind)} of the size asked"
-    return "unchanged"
+    return status_text(row, counted="{direction} (counted by the verdict)",
+                       leaning="flagged, leaning {leaning}",
+                       blind="could not see a {blind} of the size asked", either=" or ")
 
 
 def _tone(row: Row) -> str:
@@ -332,6 +328,24 @@ def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence
 """
 
 
+def _every_row(header: Sequence[str], labels: Labels,
+               rows: Iterable[tuple[str, str, str]]) -> str:
+    """The table of every row under ``header``: each row's condition, its case and its event,
+    escaped, then the rest of its cells, given as ``(condition, event, cells)``."""
+    body = "".join(
+        f"<tr><td>{_e(condition)}</td><td>{'' if case is None else _e(case)}</td>"
+        f"<td>{_e(event)}</td>{cells}</tr>"
+        for condition, event, cells in rows
+        for case in [labels.cases.get(condition)])
+    return (f'<table class="full"><thead><tr>{"".join(f"<th>{h}</th>" for h in header)}'
+            f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _notes(said: Iterable[tuple[str, str]]) -> list[str]:
+    """What the review set aside, a paragraph each (the text is escaped already)."""
+    return [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>" for head, text in said]
+
+
 def _axes_note(x: str | None, y: str | None) -> str:
     return (f"grid: {_e(x or 'one condition')} across" + (f", {_e(y)} down" if y else "")
             + ", values in the order the sweep declared them (choose the axes with --x and "
@@ -403,28 +417,21 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
                          lambda i, focusable, start: _cell(i, rows[i], focusable, start), order,
                          figure=_forest(rows, order, level, margin))
-    table = ['<table class="full"><thead><tr>' + "".join(
-        f"<th>{h}</th>" for h in ("condition", "case", "event", "before", "after", "change",
-                                  "interval", "p", "q", "verdict", "rise", "fall"))
-             + ("<th>margin</th><th>margin p</th><th>bound</th>"
-                if comparison.margin is not None else "")
-             + "</tr></thead><tbody>"]
-    for r in rows:
-        case = labels.cases.get(r.condition)
-        extra = "" if r.margin is None else (
-            f"<td>{_e(_margin_word(r))}</td><td class=\"n\">{q_text(r.margin.p)}</td>"
-            f"<td class=\"n\">{_e(bound_text(r.margin.bound))}</td>")
-        table.append(
-            f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
-            f"<td>{_e(r.event)}</td><td class=\"n\">{rate(r.before)}</td>"
-            f"<td class=\"n\">{rate(r.after)}</td><td class=\"n\">{signed(r.change)}</td>"
-            f"<td class=\"n\">[{signed(r.interval.low)}, {signed(r.interval.high)}]</td>"
-            f"<td class=\"n\">{q_text(r.p)}</td><td class=\"n\">{q_text(r.q_value)}</td>"
-            f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
-            f"<td class=\"n\">{_e(r.fall)}</td>{extra}</tr>")
-    table.append("</tbody></table>")
-    notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
-             for head, text in set_aside(review, _e)]
+    columns: tuple[str, ...] = ("condition", "case", "event", "before", "after", "change",
+                                "interval", "p", "q", "verdict", "rise", "fall")
+    if comparison.margin is not None:
+        columns += ("margin", "margin p", "bound")
+    table = _every_row(columns, labels, ((r.condition, r.event, (
+        f"<td class=\"n\">{rate(r.before)}</td>"
+        f"<td class=\"n\">{rate(r.after)}</td><td class=\"n\">{signed(r.change)}</td>"
+        f"<td class=\"n\">[{signed(r.interval.low)}, {signed(r.interval.high)}]</td>"
+        f"<td class=\"n\">{q_text(r.p)}</td><td class=\"n\">{q_text(r.q_value)}</td>"
+        f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
+        f"<td class=\"n\">{_e(r.fall)}</td>"
+        + ("" if r.margin is None else
+           f"<td>{_e(_margin_word(r))}</td><td class=\"n\">{q_text(r.margin.p)}</td>"
+           f"<td class=\"n\">{_e(bound_text(r.margin.bound))}</td>"))) for r in rows))
+    notes = _notes(set_aside(review, _e))
     opens = ""
     if order:
         worst = rows[order[0]]
@@ -444,7 +451,7 @@ keys in a grid, or hover a cell, to read its details.</p>{opens}
 class="l-worse">flagged, leaning worse</span><span class="l-safer">flagged,
 leaning safer</span><span class="l-plain">not flagged</span></p>"""
     return _page(title=f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}",
-                 header=header, sections=sections, table="".join(table), notes=notes,
+                 header=header, sections=sections, table=table, notes=notes,
                  method=comparison.method + ("" if comparison.margin is None
                                              else f". {comparison.margin.method}"),
                  data=data, figures=_figures(figures, labels))
@@ -480,19 +487,13 @@ def render_run_html(found: Description, *, x: str | None = None,
                          lambda i, focusable, start: _rate_cell(i, rows[i], focusable, start),
                          order, empty="no rate")
     level = f"{100 * found.level:g}%"
-    table = ['<table class="full"><thead><tr>' + "".join(
-        f"<th>{h}</th>" for h in ("condition", "case", "event", "episodes", "rate",
-                                  f"{level} interval")) + "</tr></thead><tbody>"]
-    for r in rows:
-        case = labels.cases.get(r.condition)
-        table.append(
-            f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
-            f"<td>{_e(r.event)}</td><td class=\"n\">{r.x} of {r.n}</td>"
-            f"<td class=\"n\">{rate(r.rate)}</td>"
-            f"<td class=\"n\">[{rate(r.low)}, {rate(r.high)}]</td></tr>")
-    table.append("</tbody></table>")
-    notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
-             for head, text in run_set_aside(found, _e)]
+    table = _every_row(
+        ("condition", "case", "event", "episodes", "rate", f"{level} interval"), labels,
+        ((r.condition, r.event, f"<td class=\"n\">{r.x} of {r.n}</td>"
+                                f"<td class=\"n\">{rate(r.rate)}</td>"
+                                f"<td class=\"n\">[{rate(r.low)}, {rate(r.high)}]</td>")
+         for r in rows))
+    notes = _notes(run_set_aside(found, _e))
     opens = ""
     if order:
         worst = rows[order[0]]
@@ -507,4 +508,4 @@ cell is coloured; compare it with a baseline for a verdict.</p>
 <p class="muted">{_axes_note(x, y)}. Use the arrow keys in a grid, or hover a cell, to read its
 details.</p>{opens}"""
     return _page(title=f"pytest-prove: run {run}", header=header, sections=sections,
-                 table="".join(table), notes=notes, method=found.method, data=data)
+                 table=table, notes=notes, method=found.method, data=data)
