@@ -29,8 +29,10 @@ from typing import Any, Final, TextIO
 from .config.project import fill_defaults, project_settings
 from .config.values import error_rate, fail_on, gate_fails_on, margin, max_mde, missing_mode, share
 from .errors import ProveError
-from .report import commands as say
+from .report import baselines as baselines_text
 from .report import cost as cost_text
+from .report import drilldown, verdicts
+from .report import runs as runs_text
 from .report._format import REPORT_SCHEMA_VERSION, plain_text
 from .report.files import write_report
 from .report.json import comparison_document
@@ -190,7 +192,7 @@ def _runs(args: argparse.Namespace, out: Output) -> int:
     store = _store(args)
     runs, baselines = stored_runs(store, load_run)
     out.document("runs", {"store": str(store.root), "runs": runs, "baselines": baselines})
-    out.lines(say.runs_lines(store.root, runs, baselines))
+    out.lines(runs_text.runs_lines(store.root, runs, baselines))
     return EXIT_OK
 
 
@@ -203,8 +205,8 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 @command("show", "a run's manifest, tallies and errored episodes", _show_arguments)
 def _show(args: argparse.Namespace, out: Output) -> int:
     counted = tally(load_run(_store(args), args.run))
-    out.document("show", say.show_document(counted))
-    out.lines(say.show_lines(counted, args.verbose))
+    out.document("show", runs_text.show_document(counted))
+    out.lines(runs_text.show_lines(counted, args.verbose))
     return EXIT_OK
 
 
@@ -215,7 +217,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 def _diff(args: argparse.Namespace, out: Output) -> int:
     done = _review(args)
     out.document("diff", comparison_document(done))
-    out.lines(say.diff_lines(done, args.verbose))
+    out.lines(verdicts.diff_lines(done, args.verbose))
     _step_summary(done)
     return EXIT_OK
 
@@ -244,9 +246,9 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)
 def _check(args: argparse.Namespace, out: Output) -> int:
     done = _review(args)
-    out.document("check", say.check_document(done, partial_ok=args.partial))
-    out.lines(say.check_lines(done, args.verbose, partial_ok=args.partial))
-    if done.gate.reasons or (say.partial_text(done) is not None and not args.partial):
+    out.document("check", verdicts.check_document(done, partial_ok=args.partial))
+    out.lines(verdicts.check_lines(done, args.verbose, partial_ok=args.partial))
+    if done.gate.reasons or (verdicts.partial_text(done) is not None and not args.partial):
         return EXIT_FAILED
     _step_summary(done)
     return EXIT_FAILED if done.gate.failed else EXIT_OK
@@ -270,13 +272,13 @@ def _report(args: argparse.Namespace, out: Output) -> int:
         path = write_report(args.out, found, x=args.x, y=args.y)
         out.document("report", {"path": str(path), "kind": "run", "run": found.labels.after,
                                 "verdict": None})
-        out.lines(say.run_report_lines(found, path))
+        out.lines(verdicts.run_report_lines(found, path))
         return EXIT_OK
     done = _review(args)
     comparison = done.require_comparison()
     path = write_report(args.out, done, x=args.x, y=args.y)
     out.document("report", {"path": str(path), "verdict": comparison.verdict.word})
-    out.lines(say.report_lines(done, path))
+    out.lines(verdicts.report_lines(done, path))
     return EXIT_OK
 
 
@@ -291,8 +293,8 @@ def _where_arguments(parser: argparse.ArgumentParser) -> None:
 @command("where", "where failing episodes stop, by step", _where_arguments)
 def _where(args: argparse.Namespace, out: Output) -> int:
     found = where(load_run(_store(args), args.run), args.event)
-    out.document("where", say.where_document(found))
-    out.lines(say.where_lines(found))
+    out.document("where", drilldown.where_document(found))
+    out.lines(drilldown.where_lines(found))
     return EXIT_OK
 
 
@@ -311,8 +313,8 @@ def _steps_arguments(parser: argparse.ArgumentParser) -> None:
 def _compare_steps(args: argparse.Namespace, out: Output) -> int:
     before, after = _pair_of(args)
     done = compare_steps(before, after, args.event, q=args.q, max_hr=args.max_hr)
-    out.document("compare", say.compare_steps_document(done))
-    out.lines(say.compare_steps_lines(done))
+    out.document("compare", drilldown.compare_steps_document(done))
+    out.lines(drilldown.compare_steps_lines(done))
     return EXIT_OK
 
 
@@ -340,8 +342,8 @@ def _flips(args: argparse.Namespace, out: Output) -> int:
     before, after = _pair_of(args)
     found = flips(before, after, conditions=args.condition, events=args.event,
                   missing=args.missing)
-    out.document("flips", say.flips_document(found))
-    out.lines(say.flips_lines(found, args.verbose))
+    out.document("flips", drilldown.flips_document(found))
+    out.lines(drilldown.flips_lines(found, args.verbose))
     return EXIT_OK
 
 
@@ -363,8 +365,8 @@ def _fix_arguments(parser: argparse.ArgumentParser) -> None:
 def _fix_check(args: argparse.Namespace, out: Output) -> int:
     before, after = _pair_of(args)
     done = fix_check_runs(before, after, args.event, alpha=args.alpha, max_mde=args.max_mde)
-    out.document("fix-check", say.fix_check_document(done))
-    out.lines(say.fix_check_lines(done))
+    out.document("fix-check", drilldown.fix_check_document(done))
+    out.lines(drilldown.fix_check_lines(done))
     return EXIT_OK
 
 
@@ -433,7 +435,7 @@ def _prune(args: argparse.Namespace, out: Output) -> int:
     done = _store(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
     document = done.to_json()
     out.document("prune", document)
-    out.lines(say.prune_lines(document))
+    out.lines(runs_text.prune_lines(document))
     return EXIT_REFUSED if done.failed else EXIT_OK
 
 
@@ -462,8 +464,8 @@ def _baseline_diff_arguments(parser: argparse.ArgumentParser) -> None:
 def _baseline_diff(args: argparse.Namespace, out: Output) -> int:
     store = _store(args)
     done = diff_baselines(_baseline_of(store, args.old), _baseline_of(store, args.new))
-    out.document("baseline-diff", say.baseline_diff_document(done))
-    out.lines(say.baseline_diff_lines(done, args.verbose))
+    out.document("baseline-diff", baselines_text.baseline_diff_document(done))
+    out.lines(baselines_text.baseline_diff_lines(done, args.verbose))
     return EXIT_OK
 
 
@@ -480,9 +482,9 @@ def _baseline_text(args: argparse.Namespace, out: Output) -> int:
     except StoreError as exc:
         # git's textconv shows what it prints: the reason, then the file as it is.
         raw = path.read_bytes().decode("utf-8", "replace") if path.is_file() else ""
-        out.lines(say.baseline_text_lines(None, str(exc), raw))
+        out.lines(baselines_text.baseline_text_lines(None, str(exc), raw))
         return EXIT_OK if path.is_file() else EXIT_REFUSED
-    out.lines(say.baseline_text_lines(run))
+    out.lines(baselines_text.baseline_text_lines(run))
     return EXIT_OK
 
 
@@ -531,8 +533,8 @@ def _merge(args: argparse.Namespace, out: Output) -> int:
                               thin=lambda found: thin_baseline(found, q=args.q,
                                                                max_mde=args.max_mde))
     said = None if saved is None else saved.text
-    out.document("merge", say.merge_document(run, said))
-    out.lines(say.merge_lines(run, said))
+    out.document("merge", runs_text.merge_document(run, said))
+    out.lines(runs_text.merge_lines(run, said))
     return EXIT_REFUSED if saved is not None and not saved.saved else EXIT_OK
 
 

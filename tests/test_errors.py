@@ -283,13 +283,6 @@ def test_spec_values_are_checked_at_collection_by_line(pytester: pytest.Pytester
 
 # One base, listed in one place (pytest_prove/errors.py).
 
-#: Classes listed as user errors that do not derive from ProveError yet: each is being rebased
-#: on another branch of the same change (issue 35), and this allowance goes when they merge.
-NOT_YET_REBASED = {
-    "AxisError": "report/html.py, rebased by the reportcmd branch",
-}
-
-
 def _modules() -> list[str]:
     """Every module of the package by dotted name (``__main__`` runs the command: left out,
     as it defines no class)."""
@@ -336,7 +329,7 @@ def test_every_user_error_derives_from_prove_error() -> None:
     found = _exception_classes()
     outside = sorted(name for name in USER_ERRORS
                      if name in found and not issubclass(found[name], ProveError))
-    assert outside == sorted(NOT_YET_REBASED), (
+    assert outside == [], (
         f"user errors that do not derive from ProveError: {outside}; derive them from "
         "pytest_prove.errors.ProveError")
 

@@ -244,8 +244,6 @@ MAX_LINES = 600
 OVER: Mapping[str, str] = {
     "stats._compare": "the stats helper splits it",
     "stats._margin": "the stats helper splits it",
-    "report.html": "the reportcmd helper moves its CSS and JS to package data",
-    "report.commands": "the reportcmd helper splits it",
 }
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import tomllib
+from fnmatch import fnmatch
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from pytest_prove.cli import main
-from pytest_prove.report.html import render_html, render_run_html, worst_first
+from pytest_prove.errors import ProveError
+from pytest_prove.report.html import AxisError, render_html, render_run_html, worst_first
 from pytest_prove.report.json import comparison_document
 from pytest_prove.report.markdown import render_markdown
 from pytest_prove.review import Labels, Review
@@ -118,6 +122,26 @@ def test_html_escapes_everything_a_rollout_wrote() -> None:
     assert page.count('class="cell worse') == 1 and 'class="cell "' in page
 
 
+def test_the_page_copies_the_css_and_js_shipped_as_package_data() -> None:
+    """The HTML report's stylesheet and script are files of the package (report/static/),
+    read with importlib.resources, each copied whole into the page; pyproject.toml declares
+    every file there as package data, so that a wheel carries them."""
+    static = resources.files("pytest_prove.report") / "static"
+    css = (static / "report.css").read_text(encoding="utf-8")
+    js = (static / "report.js").read_text(encoding="utf-8")
+    assert css.startswith(":root{color-scheme:light dark;") and css.endswith("}\n")
+    assert "JSON.parse(document.getElementById('prove-data').textContent)" in js
+    head, _, body = render_html(_hostile()).partition("</head>")  # one run's page too: _page
+    assert head.count("<style>") == 1 and f"<style>\n{css}</style>" in head
+    assert body.count("<script>") == 1 and f"<script>\n{js}</script>" in body
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]
+    shipped = sorted(f.name for f in static.iterdir())
+    assert shipped == ["report.css", "report.js"]
+    assert all(any(fnmatch(f"static/{name}", pattern)
+                   for pattern in declared["pytest_prove.report"]) for name in shipped)
+
+
 def test_markdown_and_json_escape_and_carry_the_schema() -> None:
     found = _hostile()
     text = render_markdown(found, verbose=True)
@@ -142,6 +166,12 @@ def test_heat_map_axes_default_and_choice(tmp_path: Path) -> None:
     page = render_html(found, x="ticket", y="tone")
     head = page.split("<tbody>", 1)[0]
     assert ">refund</th>" in head and ">password</th>" in head and ">shipping</th>" in head
+    # An axis no condition has is the user's error (a ProveError: the command line says it
+    # and exits 1), and still a ValueError for a caller that caught that.
+    with pytest.raises(ProveError, match="--x 'size' is not an axis of these runs; axes: "
+                                         "tone, ticket") as refused:
+        render_html(found, x="size")
+    assert isinstance(refused.value, AxisError) and isinstance(refused.value, ValueError)
 
 
 def test_a_report_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_prove.cli import main
-from pytest_prove.report.commands import where_document
+from pytest_prove.report.drilldown import where_document
 from pytest_prove.report.html import render_html
 from pytest_prove.review import review
 from pytest_prove.review.figures import figures_of

@@ -1,12 +1,18 @@
-"""How every renderer writes a number (proportions with 3 decimals, signed changes, q) and
-a text that came from a rollout (on one line, with nothing a terminal would act on)."""
+"""How every renderer writes a number (proportions with 3 decimals, signed changes, q, a
+price), a table of text, and a text that came from a rollout (on one line, with nothing a
+terminal would act on)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["REPORT_SCHEMA_VERSION", "plain_text", "q_text", "rate", "signed", "terminal_text"]
+if TYPE_CHECKING:
+    from pytest_prove.stats import Row
+
+__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "q_text", "rate", "signed",
+           "status_text", "table", "terminal_text"]
 
 #: The shape of every JSON document the reports and the command line write.
 REPORT_SCHEMA_VERSION: Final = 1
@@ -27,12 +33,39 @@ def q_text(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def money(value: float | None) -> str:
+def status_text(row: Row, *, counted: str, leaning: str, blind: str, either: str) -> str:
+    """Where a row stands, in a renderer's words: counted by the verdict (``counted``, with
+    ``{direction}``), else flagged (``leaning``, with ``{leaning}``; plain ``flagged`` when
+    it leans neither way), else blind to a change of the size asked (``blind``, with
+    ``{blind}``: the directions it cannot see, joined by ``either``), else ``unchanged``."""
+    if row.counted:
+        return counted.format(direction=row.direction)
+    if row.flag:
+        return leaning.format(leaning=row.leaning) if row.leaning != "none" else "flagged"
+    if row.blind:
+        return blind.format(blind=either.join(row.blind))
+    return "unchanged"
+
+
+def money(value: float | None, *, tiny: bool = False) -> str:
     """A price in dollars: four decimals below $1 ($0.0165), else two with thousands
-    separated ($1,234.50); ``no price`` for None."""
+    separated ($1,234.50); ``no price`` for None. With ``tiny``, a price above 0 but below
+    $0.0001 gets two significant digits ($0.000012) where four decimals would read $0.0000
+    (the HTML report's cost figure; the ``cost`` command's lines keep four decimals)."""
     if value is None:
         return "no price"
+    if tiny and 0 < value < 1e-4:
+        return f"${value:.{1 - math.floor(math.log10(value))}f}"
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]],
+          numeric: frozenset[int] = frozenset()) -> list[str]:
+    """Columns padded to their widest cell; the ``numeric`` ones right-aligned."""
+    widths = [max(len(str(line[i])) for line in [header, *rows]) for i in range(len(header))]
+    return ["  ".join((str(c).rjust(w) if i in numeric else str(c).ljust(w))
+                      for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
+            for line in [header, *rows]]
 
 
 def _escaped(char: str) -> str:

@@ -10,16 +10,10 @@ from typing import Any
 from pytest_prove.declare.prices import Prices
 from pytest_prove.review.cost import CostComparison, ModelUsage, PlanEstimate, RunCost
 
-from ._format import terminal_text
+from ._format import money, terminal_text
 
 __all__ = ["cost_document", "costs_document", "format_comparison", "format_cost", "format_plan",
            "plan_document"]
-
-
-def _money(value: float | None) -> str:
-    if value is None:
-        return "no price"
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
 def _n(value: float) -> str:
@@ -50,16 +44,16 @@ def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
     lines = [
         f"run {cost.run!r} ({cost.status}): {_n(cost.input)} input and {_n(cost.output)} "
         f"output tokens in {_n(cost.calls)} calls over {cost.episodes} episodes, "
-        f"{_money(cost.price)}",
+        f"{money(cost.price)}",
         f"per episode: {_n(cost.input / per)} input, {_n(cost.output / per)} output, "
-        f"{_money(None if cost.price is None else cost.price / per)}",
+        f"{money(None if cost.price is None else cost.price / per)}",
         "by model:",
     ]
     models = [terminal_text(m.model) for m in cost.models]
     width = max(map(len, models))
     for model, m in zip(models, cost.models, strict=True):
         lines.append(f"  {model:<{width}}  {_n(m.input):>12} in  {_n(m.output):>10} out  "
-                     f"{_n(m.calls):>7} calls  {_money(m.price)}")
+                     f"{_n(m.calls):>7} calls  {money(m.price)}")
     lines.append("by condition (per episode):")
     multi = len({c.rollout for c in cost.conditions}) > 1
     labels = [terminal_text(f"{c.rollout} {c.label}" if multi else c.label)
@@ -68,7 +62,7 @@ def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
     for label, c in zip(labels, cost.conditions, strict=True):
         n = c.episodes or 1
         lines.append(f"  {label:<{width}}  {_n(c.input / n):>9} in  {_n(c.output / n):>7} out  "
-                     f"{_money(None if c.price is None else c.price / n)}  ({c.episodes} "
+                     f"{money(None if c.price is None else c.price / n)}  ({c.episodes} "
                      "episodes)")
     if cost.with_tokens < cost.episodes:
         lines.append(f"{cost.episodes - cost.with_tokens} episode(s) recorded no tokens")
@@ -92,9 +86,9 @@ def format_comparison(comparison: CostComparison) -> list[str]:
         b, a = before.price, after.price
         assert a is not None and b is not None
         per_b, per_a = b / (before.episodes or 1), a / (after.episodes or 1)
-        lines.append(f"price per episode {_money(per_b)} -> {_money(per_a)} "
+        lines.append(f"price per episode {money(per_b)} -> {money(per_a)} "
                      f"({(per_a - per_b) / per_b:+.0%})" if per_b else
-                     f"price per episode {_money(per_b)} -> {_money(per_a)}")
+                     f"price per episode {money(per_b)} -> {money(per_a)}")
     for cost in (before, after):
         lines.append("")
         lines.extend(format_cost(cost))
@@ -104,7 +98,7 @@ def format_comparison(comparison: CostComparison) -> list[str]:
 def format_plan(plan: PlanEstimate, prices: Prices) -> list[str]:
     """The expected cost of a sweep, with what it rests on."""
     lines = [f"expected cost: {_n(plan.input)} input and {_n(plan.output)} output tokens over "
-             f"{plan.episodes:,} episodes, {_money(plan.price)} (per-condition means of run "
+             f"{plan.episodes:,} episodes, {money(plan.price)} (per-condition means of run "
              f"{plan.source!r})"]
     guessed = [c for c in plan.conditions if not c.measured]
     if guessed:

@@ -25,9 +25,9 @@ from pytest_prove.review.figures import Figures, StepFigure
 from pytest_prove.review.steps import Where
 from pytest_prove.stats import Row
 
-from ._format import rate, signed
-from .commands import compare_steps_lines
+from ._format import money, rate, signed
 from .cost import format_comparison
+from .drilldown import compare_steps_lines
 
 __all__ = ["cost_figure", "forest_order", "forest_plot", "step_figures"]
 
@@ -86,32 +86,35 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
     return [round(lo + k * step, 10) for k in range(count + 1)]
 
 
+def _axis(kind: str, scale: Scale, step: float, label: Callable[[float, int], str],
+          tick: Callable[[float, str], str]) -> str:
+    """An axis's grid: ``tick`` draws each tick's line and text at its value, given its
+    label (every label with the decimals the step needs)."""
+    digits = _decimals(step)
+    ticks = "".join(f'<g class="tick">{tick(value, label(value, digits))}</g>'
+                    for value in _ticks(scale.lo, scale.hi, step))
+    return f'<g class="axis {kind}">{ticks}</g>'
+
+
 def _x_axis(scale: Scale, step: float, y0: float, y1: float,
             label: Callable[[float, int], str], text_y: float) -> str:
-    """Vertical grid lines from y0 to y1 at each tick, labelled at text_y (every label with
-    the decimals the step needs)."""
-    out = ['<g class="axis x">']
-    digits = _decimals(step)
-    for value in _ticks(scale.lo, scale.hi, step):
+    """Vertical grid lines from y0 to y1 at each tick, labelled at text_y."""
+    def tick(value: float, text: str) -> str:
         x = _n(scale(value))
-        out.append(f'<g class="tick"><line x1="{x}" x2="{x}" y1="{_n(y0)}" y2="{_n(y1)}"/>'
-                   f'<text x="{x}" y="{_n(text_y)}" text-anchor="middle">'
-                   f"{label(value, digits)}</text></g>")
-    out.append("</g>")
-    return "".join(out)
+        return (f'<line x1="{x}" x2="{x}" y1="{_n(y0)}" y2="{_n(y1)}"/>'
+                f'<text x="{x}" y="{_n(text_y)}" text-anchor="middle">{text}</text>')
+    return _axis("x", scale, step, label, tick)
 
 
 def _y_axis(scale: Scale, step: float, x0: float, x1: float,
             label: Callable[[float, int], str]) -> str:
-    out = ['<g class="axis y">']
-    digits = _decimals(step)
-    for value in _ticks(scale.lo, scale.hi, step):
+    """Horizontal grid lines from x0 to x1 at each tick, labelled left of x0."""
+    def tick(value: float, text: str) -> str:
         y = _n(scale(value))
-        out.append(f'<g class="tick"><line x1="{_n(x0)}" x2="{_n(x1)}" y1="{y}" y2="{y}"/>'
-                   f'<text x="{_n(x0 - 4)}" y="{_n(scale(value) + 3.5)}" text-anchor="end">'
-                   f"{label(value, digits)}</text></g>")
-    out.append("</g>")
-    return "".join(out)
+        return (f'<line x1="{_n(x0)}" x2="{_n(x1)}" y1="{y}" y2="{y}"/>'
+                f'<text x="{_n(x0 - 4)}" y="{_n(scale(value) + 3.5)}" text-anchor="end">'
+                f"{text}</text>")
+    return _axis("y", scale, step, label, tick)
 
 
 def _short(text: str, limit: int) -> str:
@@ -414,14 +417,6 @@ def _steps_table(figure: StepFigure, before_label: str, after_label: str, uid: s
 # --------------------------------------------------------------------------- cost
 
 
-def _money(value: float) -> str:
-    """A price as ``cost`` writes it ($0.0165, $9.68), with two significant digits below
-    $0.0001 (where ``cost``'s four decimals would read $0.0000)."""
-    if 0 < value < 1e-4:
-        return f"${value:.{1 - math.floor(math.log10(value))}f}"
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
-
-
 def _cost_label(c: ConditionCost, multi: bool) -> str:
     return f"{c.rollout} {c.label}" if multi else c.label
 
@@ -504,7 +499,7 @@ def _cost_svg(groups: Sequence[tuple[str, _Bar | None, _Bar | None]], models: Se
                            f'height="{_n(row - 2)}"/>')
                 at += part
             shown = ("no price" if total is None else
-                     f"{total:,.0f}" if metric == "tokens" else _money(total))
+                     f"{total:,.0f}" if metric == "tokens" else money(total, tiny=True))
             out.append(f'<text class="val" x="{_n(x(at) + 4)}" y="{_n(y + row - 3)}">'
                        f"{'before' if bar.run == 'before' else 'after'} {shown}</text></g>")
         if before is not None and after is not None:
@@ -561,7 +556,7 @@ def cost_figure(cost: CostComparison) -> str:
             for model, tokens, price in bar.segments:
                 table.append(f"<tr><td>{_e(condition)}</td><td>{_e(bar.label)}</td>"
                              f"<td>{_e(model)}</td><td>{tokens:,.0f}</td>"
-                             f"<td>{'no price' if price is None else _money(price)}</td></tr>")
+                             f"<td>{money(price, tiny=True)}</td></tr>")
     table.append("</tbody></table>")
     return ('<section class="cost" aria-labelledby="cost-h"><h2 id="cost-h">Cost</h2>'
             + "".join(f"<p>{_e(line)}</p>" for line in head)

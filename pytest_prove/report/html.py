@@ -6,7 +6,8 @@ Two pages: the comparison of two runs (:func:`render_html`, from a
 its exact interval). Both compute nothing statistical. Axis values are laid out in the order
 the sweep declared them, and the page opens on its worst cell (see :func:`worst_first`).
 
-The page loads nothing (inline CSS and JS, a Content-Security-Policy that forbids every
+The page loads nothing (its CSS and JS inline, copied from the package data files
+``report/static/report.css`` and ``report.js``; a Content-Security-Policy that forbids every
 request). Every text that came from a rollout is escaped with :func:`html.escape`; the data
 the script reads is JSON inside a ``<script type="application/json">`` with ``<``, ``>``
 and ``&`` written as ``\\u003c``, ``\\u003e`` and ``\\u0026``, and the script writes it
@@ -18,18 +19,21 @@ solid when the verdict counts the row): an unflagged cell is not a finding, so i
 
 from __future__ import annotations
 
+import functools
 import html
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
 from typing import Any
 
+from pytest_prove.errors import ProveError
 from pytest_prove.review import Review
 from pytest_prove.review.describe import Description, Rate
 from pytest_prove.review.figures import Figures
 from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
-from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed
+from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
 from .figures import cost_figure, forest_order, forest_plot, step_figures
 from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, verdict_line
@@ -38,7 +42,7 @@ __all__ = ["AxisError", "choose_axes", "render_html", "render_run_html", "worst_
            "worst_rate_first"]
 
 
-class AxisError(ValueError):
+class AxisError(ProveError, ValueError):
     """An axis asked for (--x, --y) that no condition has."""
 
 
@@ -73,13 +77,9 @@ def choose_axes(labels: Labels, x: str | None, y: str | None) -> tuple[str | Non
 
 
 def _status(row: Row) -> str:
-    if row.counted:
-        return f"{row.direction} (counted by the verdict)"
-    if row.flag:
-        return f"flagged, leaning {row.leaning}" if row.leaning != "none" else "flagged"
-    if row.blind:
-        return f"could not see a {' or '.join(row.blind)} of the size asked"
-    return "unchanged"
+    return status_text(row, counted="{direction} (counted by the verdict)",
+                       leaning="flagged, leaning {leaning}",
+                       blind="could not see a {blind} of the size asked", either=" or ")
 
 
 def _tone(row: Row) -> str:
@@ -274,220 +274,12 @@ def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], l
 #: Nothing may load: no request leaves the page, whatever a rollout wrote into it.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
-_CSS = """
-:root{color-scheme:light dark;--fg:#1d1d1f;--bg:#fff;--muted:#555;--line:#e3e3e6;
- --cell:#f2f2f4;--worse:#fbe3e1;--worse-c:#e8928a;--safer:#dff3e5;--safer-c:#8fd0a4;
- --flag:#fff3cd;--focus:#2452c9;--sel:#dbe5ff;--word-worse:#b3261e;--word-safer:#1b6e3a;
- --pt:#3a3a3c;--pt-worse:#c62828;--pt-safer:#1b7a3e;--pt-flag:#a66a00;--tick:#7a7a80;
- --axis:#ececf0;--zero:#6e6e73;--margin:#7b3fb3;--before:#7a7a80;--after:#1f5fd1;
- --band-before:rgba(122,122,128,.16);--band-after:rgba(31,95,209,.16);
- --m0:#1f5fd1;--m1:#e07b00;--m2:#2e8b57;--m3:#a23bb0;--m4:#c0392b;--m5:#5f6b7a;
- font-family:system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);
- background:var(--bg)}
-@media (prefers-color-scheme: dark){:root{--fg:#e8e8ed;--bg:#161618;--muted:#a1a1a8;
- --line:#2f2f33;--cell:#26262a;--worse:#4a2422;--worse-c:#8e3b33;--safer:#1f3a28;
- --safer-c:#2f7047;--flag:#453a17;--focus:#7aa2ff;--sel:#23345c;--word-worse:#ff8a80;
- --word-safer:#7fd69b;--pt:#d6d6dc;--pt-worse:#ff7b72;--pt-safer:#6fdc8c;--pt-flag:#f2c14e;
- --tick:#9a9aa2;--axis:#2c2c31;--zero:#a1a1a8;--margin:#c79bf2;--before:#a1a1a8;
- --after:#7aa2ff;--band-before:rgba(161,161,168,.18);--band-after:rgba(122,162,255,.2);
- --m0:#7aa2ff;--m1:#f5a54a;--m2:#5fcf8f;--m3:#d68be0;--m4:#ff7b72;--m5:#a7b1be}}
-body{max-width:72rem;margin:1.5rem auto;padding:0 1rem;line-height:1.4;background:var(--bg)}
-h1{font-size:1.3rem;margin:.2rem 0}.verdict{font-size:1.05rem;margin:.4rem 0 1rem}
-h3{font-size:1rem;margin:.6rem 0 .3rem}
-.word-worse{color:var(--word-worse)}.word-safer{color:var(--word-safer)}
-section.event{margin:1.5rem 0;display:grid;grid-template-columns:minmax(0,1fr) 20rem;gap:1rem}
-section.event h2{grid-column:1/-1;font-size:1.1rem;margin:0}
-table.grid{border-collapse:separate;border-spacing:3px;margin-bottom:.8rem}
-table.grid caption{text-align:left;font-weight:600;padding:.2rem 0}
-table.grid th{font-weight:600;font-size:.85rem;padding:.2rem .4rem;text-align:left}
-td.cell{background:var(--cell);border:2px solid transparent;border-radius:6px;
- padding:.35rem .5rem;min-width:8.5rem;font-variant-numeric:tabular-nums;font-size:.85rem;
- cursor:default;vertical-align:top}
-td.cell span{display:block}td.cell .ch{font-weight:600}
-td.cell .lim,td.cell .qq,td.cell .mg{color:var(--muted);font-size:.78rem}
-td.cell.empty{color:var(--muted);font-style:italic}
-td.cell.worse{background:var(--worse)}td.cell.safer{background:var(--safer)}
-td.cell.flag{background:var(--flag)}
-td.cell.worse.counted{background:var(--worse-c)}td.cell.safer.counted{background:var(--safer-c)}
-td.cell.sel{border-color:var(--focus)}
-td.cell:focus,td.cell:hover{border-color:var(--focus);outline:2px solid var(--focus);
- outline-offset:1px}
-.details{border:1px solid var(--line);border-radius:8px;padding:.7rem .9rem;font-size:.88rem;
- align-self:start;position:sticky;top:1rem}
-.details dl{display:grid;grid-template-columns:auto 1fr;gap:.15rem .7rem;margin:0}
-.details dt{color:var(--muted)}.details dd{margin:0;overflow-wrap:anywhere}
-table.full{border-collapse:collapse;font-size:.82rem;width:100%}
-table.full th,table.full td{border-bottom:1px solid var(--line);padding:.25rem .4rem;
- text-align:left}
-table.full td.n{text-align:right;font-variant-numeric:tabular-nums}
-.legend span{display:inline-block;padding:.05rem .45rem;border-radius:4px;margin-right:.4rem}
-.legend .l-worse-c{background:var(--worse-c)}.legend .l-worse{background:var(--worse)}
-.legend .l-safer{background:var(--safer)}.legend .l-plain{background:var(--cell)}
-.muted{color:var(--muted);font-size:.85rem}
-.sr-only{position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;
- clip:rect(0,0,0,0);white-space:nowrap;border:0}
-svg{max-width:100%;height:auto;font-size:11px;font-family:inherit;display:block}
-svg text{fill:var(--fg)}
-.axis line{stroke:var(--axis);stroke-width:1}.axis text{fill:var(--muted);font-size:10px}
-.axl{fill:var(--muted);font-size:10px}
-.forest{margin:.2rem 0 .8rem}
-body.big .forest-box,body.big section.steps,body.big section.cost,body.big div.every{
- content-visibility:auto;contain-intrinsic-size:auto 30rem}
-figcaption code{white-space:nowrap}
-.forest-box{max-height:34rem;overflow:auto;border:1px solid var(--line);border-radius:8px;
- padding:.3rem}
-.forest-box:focus{outline:2px solid var(--focus);outline-offset:2px}
-.forest .legend{margin:.2rem 0}.forest .legend span{padding:0;margin-right:.8rem}
-line.zero{stroke:var(--zero);stroke-width:1.2}
-.margin line{stroke:var(--margin);stroke-width:1.5;stroke-dasharray:5 3}
-.margin text{fill:var(--margin);font-size:10px}
-g.fr{cursor:pointer}rect.hl{fill:var(--sel)}g.fr:hover .lab{text-decoration:underline}
-g.fr .lab{font-size:11px}g.fr.counted .lab{font-weight:700}
-g.fr .ci{stroke:var(--pt);stroke-width:2;stroke-linecap:round}
-g.fr .tk{stroke:var(--tick);stroke-width:1.5}
-g.fr .pt{fill:var(--pt)}
-g.fr.worse .ci,g.fr.worse .cm{stroke:var(--pt-worse)}g.fr.worse .pt{fill:var(--pt-worse)}
-g.fr.safer .ci,g.fr.safer .cm{stroke:var(--pt-safer)}g.fr.safer .pt{fill:var(--pt-safer)}
-g.fr.flag .ci,g.fr.flag .cm{stroke:var(--pt-flag)}g.fr.flag .pt{fill:var(--pt-flag)}
-g.fr .cm{fill:none;stroke-width:1.8}
-.figures h2{font-size:1.1rem;margin:1.6rem 0 .2rem}
-section.steps{margin:0 0 1.4rem}
-.steps-row{display:flex;flex-wrap:wrap;gap:1rem;align-items:flex-start}
-.steps-row figure.pooled{margin:0;flex:0 1 30rem}
-.logrank{flex:1 1 18rem;font-size:.88rem}.logrank p{margin:.2rem 0 .5rem}
-.logrank p:first-child{font-weight:600}
-figure{margin:0}figcaption{font-size:.8rem;color:var(--muted)}
-.smalls{display:flex;flex-wrap:wrap;gap:.6rem;margin-top:.6rem}
-.smalls figure{flex:0 0 14.5rem}
-path.cv{fill:none;stroke-width:2}path.cv.before{stroke:var(--before);stroke-dasharray:5 3}
-path.cv.after{stroke:var(--after)}
-circle.end.before{fill:var(--before)}circle.end.after{fill:var(--after)}
-path.band.before{fill:var(--band-before)}path.band.after{fill:var(--band-after)}
-.key{margin-right:.8rem;white-space:nowrap}
-.sw{display:inline-block;width:1.4rem;height:.7rem;margin-right:.3rem;vertical-align:middle;
- border-radius:2px}
-svg.sw-line{display:inline-block;vertical-align:middle;margin-right:.3rem}
-.sw.seg.m0,rect.m0{background:var(--m0);fill:var(--m0)}
-.sw.seg.m1,rect.m1{background:var(--m1);fill:var(--m1)}
-.sw.seg.m2,rect.m2{background:var(--m2);fill:var(--m2)}
-.sw.seg.m3,rect.m3{background:var(--m3);fill:var(--m3)}
-.sw.seg.m4,rect.m4{background:var(--m4);fill:var(--m4)}
-.sw.seg.m5,rect.m5{background:var(--m5);fill:var(--m5)}
-.val{font-size:10px;fill:var(--muted)}
-.ratio{font-weight:700}
-section.cost p{margin:.2rem 0}section.cost figure{margin:.6rem 0}
-section.cost figcaption{margin-left:11rem}
-"""
 
-_JS = """
-(function(){
-  var data = JSON.parse(document.getElementById('prove-data').textContent);
-  var fields = data.fields;
-  function show(panel, row){
-    var dl = document.createElement('dl');
-    fields.forEach(function(f){
-      var v = row[f[0]]; if (v === null || v === undefined) { return; }
-      var dt = document.createElement('dt'); dt.textContent = f[1];
-      var dd = document.createElement('dd'); dd.textContent = String(v);
-      dd.setAttribute('data-field', f[0]);
-      dl.appendChild(dt); dl.appendChild(dd);
-    });
-    panel.replaceChildren(dl);
-  }
-  document.querySelectorAll('section.event').forEach(function(section){
-    var panel = section.querySelector('.details');
-    var cells = Array.prototype.slice.call(section.querySelectorAll('td.cell[data-i]'));
-    var box = section.querySelector('.forest-box');
-    var marks = box ? Array.prototype.slice.call(box.querySelectorAll('g.fr[data-i]')) : [];
-    var cellOf = {}, markOf = {}, current = null;
-    cells.forEach(function(c){ cellOf[c.getAttribute('data-i')] = c; });
-    marks.forEach(function(g){ markOf[g.getAttribute('data-i')] = g; });
-    // One selection per event, shown in the grid (a ring, and the cell Tab reaches) and in
-    // the forest plot (a band), and read out in the details panel.
-    function select(i, from){
-      i = String(i);
-      if (current !== null && current !== i) {
-        if (cellOf[current]) { cellOf[current].classList.remove('sel');
-          cellOf[current].setAttribute('aria-selected', 'false'); }
-        if (markOf[current]) { markOf[current].classList.remove('sel'); }
-      }
-      current = i;
-      var cell = cellOf[i], mark = markOf[i];
-      if (cell) {
-        cell.classList.add('sel'); cell.setAttribute('aria-selected', 'true');
-        // The chosen cell is the one Tab reaches in its grid.
-        cell.closest('table.grid').querySelectorAll('td.cell[tabindex="0"]').forEach(
-          function(c){ if (c !== cell) { c.setAttribute('tabindex', '-1'); } });
-        cell.setAttribute('tabindex', '0');
-      }
-      if (mark) {
-        mark.classList.add('sel');
-        var band = box.querySelector('rect.hl'), dot = mark.querySelector('circle.pt');
-        band.setAttribute('y', String(Number(dot.getAttribute('cy')) - 9));
-        if (from !== 'init') {
-          var r = mark.getBoundingClientRect(), b = box.getBoundingClientRect();
-          if (r.top < b.top) { box.scrollTop -= b.top - r.top + 6; }
-          else if (r.bottom > b.bottom) { box.scrollTop += r.bottom - b.bottom + 6; }
-        }
-      }
-      if (box) { box.setAttribute('data-selected', i); }
-      show(panel, data.rows[Number(i)]);
-    }
-    cells.forEach(function(cell){
-      cell.addEventListener('focus', function(){ select(cell.getAttribute('data-i'), 'grid'); });
-      cell.addEventListener('mouseenter', function(){
-        show(panel, data.rows[Number(cell.getAttribute('data-i'))]); });
-    });
-    marks.forEach(function(g){
-      g.addEventListener('click', function(){ select(g.getAttribute('data-i'), 'forest');
-        box.focus({preventScroll: true}); });
-      g.addEventListener('mouseenter', function(){
-        show(panel, data.rows[Number(g.getAttribute('data-i'))]); });
-    });
-    if (box) {
-      box.addEventListener('keydown', function(ev){
-        var at = current !== null && markOf[current] ? marks.indexOf(markOf[current]) : -1;
-        var page = Math.max(1, Math.floor(box.clientHeight / 20));
-        var moves = {ArrowDown: 1, ArrowUp: -1, PageDown: page, PageUp: -page};
-        var next;
-        if (ev.key in moves) { next = at < 0 ? 0 : at + moves[ev.key]; }
-        else if (ev.key === 'Home') { next = 0; }
-        else if (ev.key === 'End') { next = marks.length - 1; }
-        else { return; }
-        ev.preventDefault();
-        next = Math.min(Math.max(next, 0), marks.length - 1);
-        if (marks[next]) { select(marks[next].getAttribute('data-i'), 'forest'); }
-      });
-    }
-    var start = section.querySelector('td.cell[data-start]') || cells[0];
-    if (start) { select(start.getAttribute('data-i'), 'init'); }
-    section.querySelectorAll('table.grid').forEach(function(grid){
-      grid.addEventListener('keydown', function(ev){
-        var cell = ev.target.closest('td'); if (!cell) { return; }
-        var tr = cell.parentElement, rows = Array.prototype.slice.call(grid.tBodies[0].rows);
-        var r = rows.indexOf(tr), c = Array.prototype.indexOf.call(tr.cells, cell);
-        var moves = {ArrowRight:[0,1],ArrowLeft:[0,-1],ArrowDown:[1,0],ArrowUp:[-1,0]};
-        var m = moves[ev.key];
-        if (ev.key === 'Home') { m = [0, 1 - c]; } else if (ev.key === 'End') {
-          m = [0, tr.cells.length - 1 - c]; }
-        if (!m) { return; }
-        ev.preventDefault();
-        var nr = Math.min(Math.max(r + m[0], 0), rows.length - 1);
-        var nc = Math.min(Math.max(c + m[1], 1), rows[nr].cells.length - 1);
-        var next = rows[nr].cells[nc];
-        if (next && next !== cell) {
-          cell.setAttribute('tabindex', '-1'); next.setAttribute('tabindex', '0'); next.focus();
-        }
-      });
-    });
-  });
-  // The page opens on its worst cell (see worst_first): focused, so the arrows start there.
-  if (data.worst !== null) {
-    var worst = document.querySelector('td.cell[data-i="' + data.worst + '"]');
-    if (worst) { worst.focus(); }
-  }
-})();
-"""
+@functools.cache
+def _static(name: str) -> str:
+    """The page's CSS or script, shipped beside this module as package data
+    (``report/static/``, declared in pyproject.toml so that a wheel carries it)."""
+    return (resources.files("pytest_prove.report") / "static" / name).read_text(encoding="utf-8")
 
 #: The details panel of a comparison's cell: (field, name shown).
 _FIELDS = [["condition", "condition"], ["case", "case"], ["event", "event"],
@@ -520,7 +312,8 @@ def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
 <meta name="color-scheme" content="light dark">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_e(title)}</title><style>{_CSS}</style></head>
+<title>{_e(title)}</title><style>
+{_static("report.css")}</style></head>
 <body{big}>
 <header>{header}</header>
 <main>{sections}{figures}
@@ -529,9 +322,28 @@ def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence
 <p class="muted">{_e(method)}</p>
 </main>
 <script type="application/json" id="prove-data">{_script_json(data)}</script>
-<script>{_JS}</script>
+<script>
+{_static("report.js")}</script>
 </body></html>
 """
+
+
+def _every_row(header: Sequence[str], labels: Labels,
+               rows: Iterable[tuple[str, str, str]]) -> str:
+    """The table of every row under ``header``: each row's condition, its case and its event,
+    escaped, then the rest of its cells, given as ``(condition, event, cells)``."""
+    body = "".join(
+        f"<tr><td>{_e(condition)}</td><td>{'' if case is None else _e(case)}</td>"
+        f"<td>{_e(event)}</td>{cells}</tr>"
+        for condition, event, cells in rows
+        for case in [labels.cases.get(condition)])
+    return (f'<table class="full"><thead><tr>{"".join(f"<th>{h}</th>" for h in header)}'
+            f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _notes(said: Iterable[tuple[str, str]]) -> list[str]:
+    """What the review set aside, a paragraph each (the text is escaped already)."""
+    return [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>" for head, text in said]
 
 
 def _axes_note(x: str | None, y: str | None) -> str:
@@ -605,28 +417,21 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
                          lambda i, focusable, start: _cell(i, rows[i], focusable, start), order,
                          figure=_forest(rows, order, level, margin))
-    table = ['<table class="full"><thead><tr>' + "".join(
-        f"<th>{h}</th>" for h in ("condition", "case", "event", "before", "after", "change",
-                                  "interval", "p", "q", "verdict", "rise", "fall"))
-             + ("<th>margin</th><th>margin p</th><th>bound</th>"
-                if comparison.margin is not None else "")
-             + "</tr></thead><tbody>"]
-    for r in rows:
-        case = labels.cases.get(r.condition)
-        extra = "" if r.margin is None else (
-            f"<td>{_e(_margin_word(r))}</td><td class=\"n\">{q_text(r.margin.p)}</td>"
-            f"<td class=\"n\">{_e(bound_text(r.margin.bound))}</td>")
-        table.append(
-            f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
-            f"<td>{_e(r.event)}</td><td class=\"n\">{rate(r.before)}</td>"
-            f"<td class=\"n\">{rate(r.after)}</td><td class=\"n\">{signed(r.change)}</td>"
-            f"<td class=\"n\">[{signed(r.interval.low)}, {signed(r.interval.high)}]</td>"
-            f"<td class=\"n\">{q_text(r.p)}</td><td class=\"n\">{q_text(r.q_value)}</td>"
-            f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
-            f"<td class=\"n\">{_e(r.fall)}</td>{extra}</tr>")
-    table.append("</tbody></table>")
-    notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
-             for head, text in set_aside(review, _e)]
+    columns: tuple[str, ...] = ("condition", "case", "event", "before", "after", "change",
+                                "interval", "p", "q", "verdict", "rise", "fall")
+    if comparison.margin is not None:
+        columns += ("margin", "margin p", "bound")
+    table = _every_row(columns, labels, ((r.condition, r.event, (
+        f"<td class=\"n\">{rate(r.before)}</td>"
+        f"<td class=\"n\">{rate(r.after)}</td><td class=\"n\">{signed(r.change)}</td>"
+        f"<td class=\"n\">[{signed(r.interval.low)}, {signed(r.interval.high)}]</td>"
+        f"<td class=\"n\">{q_text(r.p)}</td><td class=\"n\">{q_text(r.q_value)}</td>"
+        f"<td>{_e(_status(r))}</td><td class=\"n\">{_e(r.rise)}</td>"
+        f"<td class=\"n\">{_e(r.fall)}</td>"
+        + ("" if r.margin is None else
+           f"<td>{_e(_margin_word(r))}</td><td class=\"n\">{q_text(r.margin.p)}</td>"
+           f"<td class=\"n\">{_e(bound_text(r.margin.bound))}</td>"))) for r in rows))
+    notes = _notes(set_aside(review, _e))
     opens = ""
     if order:
         worst = rows[order[0]]
@@ -646,7 +451,7 @@ keys in a grid, or hover a cell, to read its details.</p>{opens}
 class="l-worse">flagged, leaning worse</span><span class="l-safer">flagged,
 leaning safer</span><span class="l-plain">not flagged</span></p>"""
     return _page(title=f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}",
-                 header=header, sections=sections, table="".join(table), notes=notes,
+                 header=header, sections=sections, table=table, notes=notes,
                  method=comparison.method + ("" if comparison.margin is None
                                              else f". {comparison.margin.method}"),
                  data=data, figures=_figures(figures, labels))
@@ -682,19 +487,13 @@ def render_run_html(found: Description, *, x: str | None = None,
                          lambda i, focusable, start: _rate_cell(i, rows[i], focusable, start),
                          order, empty="no rate")
     level = f"{100 * found.level:g}%"
-    table = ['<table class="full"><thead><tr>' + "".join(
-        f"<th>{h}</th>" for h in ("condition", "case", "event", "episodes", "rate",
-                                  f"{level} interval")) + "</tr></thead><tbody>"]
-    for r in rows:
-        case = labels.cases.get(r.condition)
-        table.append(
-            f"<tr><td>{_e(r.condition)}</td><td>{_e(case) if case is not None else ''}</td>"
-            f"<td>{_e(r.event)}</td><td class=\"n\">{r.x} of {r.n}</td>"
-            f"<td class=\"n\">{rate(r.rate)}</td>"
-            f"<td class=\"n\">[{rate(r.low)}, {rate(r.high)}]</td></tr>")
-    table.append("</tbody></table>")
-    notes = [f"<p><b>{_e(head.capitalize())}</b>: {text}</p>"
-             for head, text in run_set_aside(found, _e)]
+    table = _every_row(
+        ("condition", "case", "event", "episodes", "rate", f"{level} interval"), labels,
+        ((r.condition, r.event, f"<td class=\"n\">{r.x} of {r.n}</td>"
+                                f"<td class=\"n\">{rate(r.rate)}</td>"
+                                f"<td class=\"n\">[{rate(r.low)}, {rate(r.high)}]</td>")
+         for r in rows))
+    notes = _notes(run_set_aside(found, _e))
     opens = ""
     if order:
         worst = rows[order[0]]
@@ -709,4 +508,4 @@ cell is coloured; compare it with a baseline for a verdict.</p>
 <p class="muted">{_axes_note(x, y)}. Use the arrow keys in a grid, or hover a cell, to read its
 details.</p>{opens}"""
     return _page(title=f"pytest-prove: run {run}", header=header, sections=sections,
-                 table="".join(table), notes=notes, method=found.method, data=data)
+                 table=table, notes=notes, method=found.method, data=data)

@@ -15,7 +15,7 @@ from pytest_prove.review import Review
 from pytest_prove.review.describe import Description
 from pytest_prove.stats import Row
 
-from ._format import q_text, rate, signed, terminal_text
+from ._format import q_text, rate, signed, status_text, terminal_text
 from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, margin_next, verdict_line
 
@@ -42,13 +42,8 @@ def escape(text: object, limit: int = 200) -> str:
 
 
 def _status(row: Row) -> str:
-    if row.counted:
-        return f"**{row.direction}**"
-    if row.flag:
-        return f"flagged ({row.leaning})" if row.leaning != "none" else "flagged"
-    if row.blind:
-        return f"blind to {'+'.join(row.blind)}"
-    return "unchanged"
+    return status_text(row, counted="**{direction}**", leaning="flagged ({leaning})",
+                       blind="blind to {blind}", either="+")
 
 
 def render_markdown(review: Review, *, verbose: bool = False) -> str:

@@ -34,6 +34,28 @@ def _by_reason(counts: Mapping[str, int], esc: Callable[[str], str]) -> str:
     return ", ".join(f"{n} {esc(reason)}" for reason, n in sorted(counts.items()))
 
 
+def _no_outcome(counts: Mapping[str, int], esc: Callable[[str], str],
+                fate: str) -> tuple[str, str]:
+    """The conditions none of whose episodes had an outcome; ``fate``: what became of them."""
+    shown = [f"{esc(label)} ran {n} episode(s), none had an outcome"
+             for label, n in list(counts.items())[:_SHOWN]]
+    more = len(counts) - len(shown)
+    return ("no outcome", f"{'; '.join(shown)}{f'; and {more} more' if more > 0 else ''}"
+                          f" ({fate}: missing outcomes are ignored)")
+
+
+def _without_outcome(left_out: Mapping[str, int], missing: str, esc: Callable[[str], str],
+                     read: str) -> tuple[str, str]:
+    """The episodes without an outcome, by reason: left out on request (``--missing
+    ignore``), else ``read`` says how they were read."""
+    reasons = _by_reason(left_out, esc)
+    total = sum(left_out.values())
+    if missing == "ignore":
+        return ("missing outcomes ignored", f"{total} episode(s) without an outcome were "
+                                            f"left out on request ({reasons})")
+    return "without an outcome", f"{total} episode(s) ({reasons}); {read}"
+
+
 def _kinds(by_kind: Mapping[str, int]) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in by_kind.items() if n) or "none"
 
@@ -89,11 +111,7 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
                                    f"in {after}, which did not leave them out on purpose; "
                                    f"nothing vouches for them: {_some(never, esc)}"))
     if prepared.no_outcome:
-        shown = [f"{esc(label)} ran {n} episode(s), none had an outcome"
-                 for label, n in list(prepared.no_outcome.items())[:_SHOWN]]
-        more = len(prepared.no_outcome) - len(shown)
-        lines.append(("no outcome", f"{'; '.join(shown)}{f'; and {more} more' if more > 0 else ''}"
-                                    " (not compared: missing outcomes are ignored)"))
+        lines.append(_no_outcome(prepared.no_outcome, esc, "not compared"))
     if prepared.new:
         lines.append(("new", f"{len(prepared.new)} condition(s) only in {after}, not "
                              f"compared: {_some(prepared.new, esc)}"))
@@ -107,15 +125,9 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
                                   "replicates (--prove-replicates, and no -k that picks "
                                   "replicates)"))
     if prepared.left_out:
-        reasons = _by_reason(prepared.left_out, esc)
-        total = sum(prepared.left_out.values())
-        if prepared.missing == "ignore":
-            lines.append(("missing outcomes ignored", f"{total} episode(s) without an outcome "
-                                                      f"were left out on request ({reasons})"))
-        else:
-            lines.append(("without an outcome", f"{total} episode(s) ({reasons}); a rise in "
-                                                "their share is tested as the event 'no "
-                                                "outcome' of their condition"))
+        lines.append(_without_outcome(prepared.left_out, prepared.missing, esc,
+                                      "a rise in their share is tested as the event 'no "
+                                      "outcome' of their condition"))
     return lines
 
 
@@ -133,20 +145,10 @@ def run_set_aside(found: Description, esc: Callable[[str], str]) -> list[tuple[s
     """What a single run's description left out or read apart, as ``(head, text)``."""
     lines: list[tuple[str, str]] = []
     if found.no_outcome:
-        shown = [f"{esc(label)} ran {n} episode(s), none had an outcome"
-                 for label, n in list(found.no_outcome.items())[:_SHOWN]]
-        more = len(found.no_outcome) - len(shown)
-        lines.append(("no outcome", f"{'; '.join(shown)}{f'; and {more} more' if more > 0 else ''}"
-                                    " (not shown: missing outcomes are ignored)"))
+        lines.append(_no_outcome(found.no_outcome, esc, "not shown"))
     if found.left_out:
-        reasons = _by_reason(found.left_out, esc)
-        total = sum(found.left_out.values())
-        if found.missing == "ignore":
-            lines.append(("missing outcomes ignored", f"{total} episode(s) without an outcome "
-                                                      f"were left out on request ({reasons})"))
-        else:
-            lines.append(("without an outcome", f"{total} episode(s) ({reasons}); each event's "
-                                                "rate is over the episodes with an outcome, "
-                                                "and their share is the event 'no outcome' "
-                                                "of their condition"))
+        lines.append(_without_outcome(found.left_out, found.missing, esc,
+                                      "each event's rate is over the episodes with an "
+                                      "outcome, and their share is the event 'no outcome' of "
+                                      "their condition"))
     return lines

@@ -1,4 +1,7 @@
-"""What a ``--prove-replay`` session prints: each episode it ran against the one stored.
+"""What a ``--prove-replay`` session prints: each episode it ran against the one stored;
+and the words of a replay anywhere else: the command line that replays one episode
+(:func:`replay_command`, which ``flips`` and ``show`` print) and how an episode ended
+(:func:`ending_text`).
 
 Imports no engine: a replay compares nothing, it only says, for every episode it ran,
 whether the seed and the ending are the ones the replayed run stored.
@@ -6,20 +9,35 @@ whether the seed and the ending are the ones the replayed run stored.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_prove.declare.spec import condition_label
 
 from ._format import terminal_text
 
-__all__ = ["replay_lines"]
+if TYPE_CHECKING:  # the review's engine is not imported by a replay session
+    from pytest_prove.review.flips import Replay
+
+__all__ = ["ending_text", "replay_command", "replay_lines"]
 
 #: Episodes listed without -v.
 _SHOWN = 20
 
 
-def _ending(record: Mapping[str, Any]) -> str:
+def replay_command(replay: Replay) -> str:
+    """The command line that replays one episode on its seed (quoted for a POSIX shell)."""
+    words = ["pytest", shlex.quote(replay.item)]
+    if replay.keyword is not None:
+        words += ["-k", shlex.quote(replay.keyword)]
+    words.append(f"--prove-replay={shlex.quote(replay.run)}")
+    return terminal_text(" ".join(words), 600)
+
+
+def ending_text(record: Mapping[str, Any]) -> str:
+    """How an episode ended, on one line: its outcome, or ``no outcome (KIND: TYPE:
+    MESSAGE)``; ``record`` is a stored episode or its ending (``review.flips.ending_of``)."""
     error = record.get("error")
     if error is None:
         return terminal_text(str(record.get("outcome")))
@@ -49,13 +67,13 @@ def replay_lines(run: str, salt: str, stored: Iterable[Mapping[str, Any]],
                 f"r{record['replicate']} seed {record['seed']}")
         if was is None:
             absent += 1
-            text = (f"{head}: {_ending(record)}; run {label!r} holds no such episode, so "
+            text = (f"{head}: {ending_text(record)}; run {label!r} holds no such episode, so "
                     "this is the seed its salt gives that replicate")
         elif was["seed"] != record["seed"]:  # cannot happen while seeds come from the salt
             differ += 1
             text = f"{head}: the stored episode ran on seed {was['seed']}, not this one"
         else:
-            now, then = _ending(record), _ending(was)
+            now, then = ending_text(record), ending_text(was)
             if now == then:
                 same += 1
                 text = f"{head}: {now}, as stored"

@@ -10,12 +10,12 @@ at most 80 characters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
 from pytest_prove.stats import Comparison, Limit, Row, outward
 
-from ._format import plain_text, q_text, rate, signed, terminal_text
+from ._format import plain_text, q_text, rate, signed, status_text, terminal_text
 
 __all__ = ["bound_text", "condition_failure", "format_comparison", "margin_line",
            "margin_next", "verdict_line"]
@@ -46,8 +46,9 @@ def _move(row: Row) -> str:
     return f"{terminal_text(row.condition)} {terminal_text(row.event)} {change}"
 
 
-def _moves(rows: Sequence[Row]) -> str:
-    shown = [_move(r) for r in rows[:_LIST_AT_MOST]]
+def _listed(rows: Sequence[Row], said: Callable[[Row], str] = _move) -> str:
+    """The first rows, each as ``said`` words it, then how many more."""
+    shown = [said(r) for r in rows[:_LIST_AT_MOST]]
     more = len(rows) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
@@ -70,24 +71,20 @@ def verdict_line(comparison: Comparison) -> str:
             f"Holm q {comparison.q:g} over {comparison.m} tests")
     if verdict.word == "worse":
         conditions = len({r.condition for r in verdict.worse})
-        head = f"worse: {_plural(conditions, 'condition')} got worse ({_moves(verdict.worse)})"
+        head = f"worse: {_plural(conditions, 'condition')} got worse ({_listed(verdict.worse)})"
         if verdict.safer:
-            head += f"; {len(verdict.safer)} got better ({_moves(verdict.safer)})"
+            head += f"; {len(verdict.safer)} got better ({_listed(verdict.safer)})"
         return f"{head}; {tail}"
     if verdict.word == "safer":
         conditions = len({r.condition for r in verdict.safer})
         return (f"safer: {_plural(conditions, 'condition')} got better "
-                f"({_moves(verdict.safer)}) and none got worse; {tail}")
+                f"({_listed(verdict.safer)}) and none got worse; {tail}")
     mde = rate(comparison.max_mde)
     if verdict.word == "no significant change":
         return (f"no significant change: nothing changed significantly, and every condition "
                 f"could have shown a change of {mde}; {tail}")
     blind = verdict.blind
-    names = ", ".join(f"{terminal_text(r.condition)} {terminal_text(r.event)} "
-                      f"({'/'.join(r.blind)})"
-                      for r in blind[:_LIST_AT_MOST])
-    if len(blind) > _LIST_AT_MOST:
-        names += f" and {len(blind) - _LIST_AT_MOST} more"
+    names = _listed(blind, lambda r: f"{_row_name(r)} ({'/'.join(r.blind)})")
     return (f"too small to tell: nothing changed significantly, but "
             f"{_plural(len(blind), 'row')} could not have shown a change of {mde}: {names}; "
             f"{tail}")
@@ -113,21 +110,15 @@ def margin_line(comparison: Comparison) -> str | None:
                 f"claim for all of them together holds at level {comparison.q:g}); the "
                 f"largest upper bound is {bound} ({_row_name(widest)})")
     if found.word == "beyond margin":
-        names = ", ".join(
+        names = _listed(found.beyond, lambda r: (
             f"{_row_name(r)} {signed(_toward_worse(r))} (its interval starts at "
-            f"{signed(r.interval.low if r.worse_when == 'rise' else -r.interval.high)})"
-            for r in found.beyond[:_LIST_AT_MOST])
-        more = len(found.beyond) - _LIST_AT_MOST
-        names += f" and {more} more" if more > 0 else ""
+            f"{signed(r.interval.low if r.worse_when == 'rise' else -r.interval.high)})"))
         return (f"beyond margin {d}: {_plural(len(found.beyond), 'test')} got worse by more "
                 f"than {d}: {names}")
-    names = ", ".join(
+    names = _listed(found.not_within, lambda r: (
         f"{_row_name(r)} (the data support a margin of "
         f"{bound_text(r.margin.bound) if r.margin else '?'}, "
-        f"p {q_text(r.margin.p if r.margin else 1.0)})"
-        for r in found.not_within[:_LIST_AT_MOST])
-    more = len(found.not_within) - _LIST_AT_MOST
-    names += f" and {more} more" if more > 0 else ""
+        f"p {q_text(r.margin.p if r.margin else 1.0)})"))
     return (f"not shown within margin {d}: {len(found.not_within)} of {_plural(m, 'test')} "
             f"could not be shown below {d}: {names}")
 
@@ -170,13 +161,8 @@ def _toward_worse(row: Row) -> float:
 
 
 def _status(row: Row, max_mde: float) -> str:
-    if row.counted:
-        return row.direction
-    if row.flag:
-        return f"flagged ({row.leaning})" if row.leaning != "none" else "flagged"
-    if row.blind:
-        return f"blind to {'+'.join(row.blind)} of {rate(max_mde)}"
-    return "unchanged"
+    return status_text(row, counted="{direction}", leaning="flagged ({leaning})",
+                       blind=f"blind to {{blind}} of {rate(max_mde)}", either="+")
 
 
 def _order(row: Row) -> tuple[int, str, str]:
