@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from scipy import stats as _sps  # type: ignore[import-untyped]
 
 from ._limits import outward
+from ._roots import bisect, smallest
 
 __all__ = ["Case", "CaseTest", "FixCheck", "Limit", "fix_check", "power_at", "repeats_needed"]
 
@@ -223,14 +224,12 @@ def _limit(direction: Literal["rise", "fall"], base: Float, n_old: Float, n_new:
         return Limit(None, "no room")
     if power_at(sign * room, base, n_old, n_new, alpha) < power:
         return Limit(None, "none detectable")
-    low, high = 0.0, room
-    for _ in range(50):
-        mid = (low + high) / 2
-        if power_at(sign * mid, base, n_old, n_new, alpha) >= power:
-            high = mid
-        else:
-            low = mid
-    return Limit(high, "ok")
+
+    def reaches(rows: NDArray[np.int64], change: Float) -> NDArray[np.bool_]:
+        return np.array([power_at(sign * float(change[0]), base, n_old, n_new, alpha) >= power])
+
+    _, high = bisect(reaches, np.array([0.0]), np.array([room]), steps=50)
+    return Limit(float(high[0]), "ok")
 
 
 def repeats_needed(base: Sequence[float], *, max_mde: float, alpha: float = 0.05,
@@ -253,14 +252,7 @@ def repeats_needed(base: Sequence[float], *, max_mde: float, alpha: float = 0.05
         high *= 2
         if high > MAX_REPEATS:
             return None
-    low = high // 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        if enough(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return smallest(enough, high // 2, high)
 
 
 def fix_check(
