@@ -219,12 +219,6 @@ class MarginDesign:
         test rejects exactly the outcomes ordered at or below it."""
         return _critical(self, alpha)
 
-    def power(self, alpha: float, nuisance: FloatArray, change: float) -> FloatArray:
-        """P(shown within the margin) at each nuisance value with the true change
-        ``change`` (the before rate unpaired, the before-only rate paired)."""
-        return _region_probability(self.paired, self.n0, self.n1,
-                                   self.counts(self.critical(alpha)), nuisance, change)
-
 
 @functools.lru_cache(maxsize=256)
 def _critical(design: MarginDesign, alpha: float) -> float:

@@ -42,10 +42,6 @@ class Pairs:
     before_only: int  # event in before only
     after_only: int  # event in after only
 
-    @property
-    def neither(self) -> int:
-        return self.n - self.both - self.before_only - self.after_only
-
 
 @dataclass(frozen=True, slots=True)
 class RowInput(RowCounts):
