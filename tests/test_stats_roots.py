@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_prove.stats._roots import bisect, smallest
+from pytest_prove.stats._roots import bisect, boundary, smallest
 
 
 def test_float_rows_close_on_their_roots_to_the_stated_width() -> None:
@@ -62,6 +62,15 @@ def test_one_integer_and_the_inputs_left_as_they_were() -> None:
     start = np.array([0.0, 0.0])
     bisect(lambda rows, x: np.asarray(x >= 0.5), start, np.ones(2), steps=3)
     assert start.tolist() == [0.0, 0.0]
+
+
+def test_one_number_to_a_width_or_a_number_of_halvings() -> None:
+    root = 2.0**0.5
+    by_width = boundary(lambda x: x * x >= 2.0, 0.0, 2.0, width=1e-12)
+    assert root <= by_width <= root + 1e-12
+    by_steps = boundary(lambda x: x * x >= 2.0, 0.0, 2.0, steps=10)
+    assert root <= by_steps <= root + 2.0 / 2**10
+    assert by_steps != pytest.approx(by_width, abs=1e-6)  # ten halvings stop well short
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"steps": 3, "width": 0.1}])

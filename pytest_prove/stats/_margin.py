@@ -49,7 +49,7 @@ import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
 
 from ._check import check_count, check_counts, check_q
-from ._roots import bisect, smallest
+from ._roots import bisect, boundary, smallest
 from ._scores import mn_scores, tango_scores
 
 __all__ = [
@@ -339,12 +339,12 @@ def _bound(paired: bool, n0: int, n1: int, first: int, second: int, alpha: float
 
     z = float(special.ndtri(alpha))
 
-    def leans_beyond(rows: IntArray, margin: FloatArray) -> BoolArray:
-        """The asymptotic test: the score at the margin still above the normal quantile."""
-        return _scores(paired, n0, n1, _round_margin(float(margin[0])),
-                       np.array([float(first)]), np.array([float(second)])) > z
+    def passes_asymptotically(margin: float) -> bool:
+        """The score at the margin at or below the normal quantile."""
+        return not _scores(paired, n0, n1, _round_margin(margin), np.array([float(first)]),
+                           np.array([float(second)]))[0] > z
 
-    hi = float(bisect(leans_beyond, np.array([1.0]), np.array([-1.0]), steps=50)[0][0])
+    hi = boundary(passes_asymptotically, -1.0, 1.0, steps=50)
     width = 0.01
     lo, hi = max(-1.0, hi - width), min(1.0, hi + width)
     while lo > -1.0 and passes(lo):
@@ -353,9 +353,7 @@ def _bound(paired: bool, n0: int, n1: int, first: int, second: int, alpha: float
     while hi < 1.0 and not passes(hi):
         width *= 2.0
         hi = min(1.0, hi + width)
-    shown = bisect(lambda rows, margin: np.array([passes(float(margin[0]))]),
-                   np.array([lo]), np.array([hi]), width=_BOUND_WIDTH)[1]
-    return float(shown[0])
+    return boundary(passes, lo, hi, width=_BOUND_WIDTH)
 
 
 def _round_margin(value: float) -> float:

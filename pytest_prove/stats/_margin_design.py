@@ -21,7 +21,7 @@ from scipy import special  # type: ignore[import-untyped]
 
 from ._check import check_count, check_q
 from ._margin import _check_margin, _grid, _nuisance_range, _quick_counts, _region_probability, _sup
-from ._roots import bisect, smallest
+from ._roots import boundary, smallest
 
 __all__ = [
     "EXACT_SEARCH_UP_TO",
@@ -90,9 +90,7 @@ def _critical_counts(paired: bool, n: int, margin: float, alpha: float, grid: Fl
     while passes(hi):
         step *= 2.0
         lo, hi = hi, hi + step
-    z = bisect(lambda rows, z: np.array([passes(float(z[0]))]), np.array([hi]),
-               np.array([lo]), width=1e-7)[1]
-    return _quick_counts(paired, n, n, margin, float(z[0]))
+    return _quick_counts(paired, n, n, margin, boundary(passes, hi, lo, width=1e-7))
 
 
 def unchanged_nuisance(paired: bool, base: FloatArray) -> FloatArray:

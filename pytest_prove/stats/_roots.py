@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["bisect", "smallest"]
+__all__ = ["bisect", "boundary", "smallest"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -70,6 +70,16 @@ def bisect(holds: Callable[[IntArray, Numbers], BoolArray], fails_at: Numbers,
         hit = holds(rows, mid)
         hold[rows] = np.where(hit, mid, b)
         fail[rows] = np.where(hit, a, mid)
+
+
+def boundary(passes: Callable[[float], bool], fails_at: float, holds_at: float, *,
+             steps: int | None = None, width: float | None = None) -> float:
+    """The end on the "yes" side of one number's narrowed bracket: :func:`bisect` on a row
+    of one, with its tolerance."""
+    _, hold = bisect(lambda rows, mid: np.array([passes(float(mid[0]))]),
+                     np.array([fails_at], dtype=np.float64),
+                     np.array([holds_at], dtype=np.float64), steps=steps, width=width)
+    return float(hold[0])
 
 
 def smallest(passes: Callable[[int], bool], fails_at: int, holds_at: int) -> int:

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from scipy import stats as _sps  # type: ignore[import-untyped]
 
 from ._limits import outward
-from ._roots import bisect, smallest
+from ._roots import boundary, smallest
 
 __all__ = ["Case", "CaseTest", "FixCheck", "Limit", "fix_check", "power_at", "repeats_needed"]
 
@@ -224,12 +224,9 @@ def _limit(direction: Literal["rise", "fall"], base: Float, n_old: Float, n_new:
         return Limit(None, "no room")
     if power_at(sign * room, base, n_old, n_new, alpha) < power:
         return Limit(None, "none detectable")
-
-    def reaches(rows: NDArray[np.int64], change: Float) -> NDArray[np.bool_]:
-        return np.array([power_at(sign * float(change[0]), base, n_old, n_new, alpha) >= power])
-
-    _, high = bisect(reaches, np.array([0.0]), np.array([room]), steps=50)
-    return Limit(float(high[0]), "ok")
+    high = boundary(lambda change: power_at(sign * change, base, n_old, n_new, alpha) >= power,
+                    0.0, room, steps=50)
+    return Limit(high, "ok")
 
 
 def repeats_needed(base: Sequence[float], *, max_mde: float, alpha: float = 0.05,
