@@ -43,24 +43,26 @@ def bisect(holds: Callable[[IntArray, Numbers], BoolArray], fails_at: Numbers,
            holds_at: Numbers, *, steps: int | None = None,
            width: float | None = None) -> tuple[Numbers, Numbers]:
     """Narrow each row's bracket (``fails_at``, ``holds_at``) around its turn; returns the
-    narrowed pair (new arrays). ``holds(rows, mid)`` answers for the rows at positions
+    narrowed pair (new arrays: those given are never written). ``holds(rows, mid)`` answers for the rows at positions
     ``rows`` (into the arrays given) at the points ``mid``, one per row asked.
 
     Give exactly one of ``steps`` (every row halved that many times, every row asked each
     time) or ``width`` (each row halved until |holds_at - fails_at| <= width)."""
     if (steps is None) == (width is None):
         raise ValueError("bisect() takes exactly one of steps and width")
-    fail = np.array(fails_at, copy=True)
-    hold = np.array(holds_at, copy=True)
-    integer = np.issubdtype(fail.dtype, np.integer)
+    integer = np.issubdtype(np.asarray(fails_at).dtype, np.integer)
     if steps is not None:
-        every = np.arange(fail.size, dtype=np.int64)
+        # np.where makes new arrays: the brackets given are never written
+        fail, hold = fails_at, holds_at
+        every = np.arange(np.size(fail), dtype=np.int64)
         for _ in range(steps):
             mid = _halfway(fail, hold, integer)
             hit = holds(every, mid)
             hold = np.where(hit, mid, hold)
             fail = np.where(hit, fail, mid)
         return fail, hold
+    fail = np.array(fails_at, copy=True)
+    hold = np.array(holds_at, copy=True)
     while True:
         rows = np.flatnonzero(np.abs(hold - fail) > width)
         if rows.size == 0:
