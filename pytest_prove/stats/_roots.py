@@ -43,8 +43,9 @@ def bisect(holds: Callable[[IntArray, Numbers], BoolArray], fails_at: Numbers,
            holds_at: Numbers, *, steps: int | None = None,
            width: float | None = None) -> tuple[Numbers, Numbers]:
     """Narrow each row's bracket (``fails_at``, ``holds_at``) around its turn; returns the
-    narrowed pair (new arrays: those given are never written). ``holds(rows, mid)`` answers for the rows at positions
-    ``rows`` (into the arrays given) at the points ``mid``, one per row asked.
+    narrowed pair (new arrays: those given are never written). ``holds(rows, mid)``
+    answers for the rows at positions ``rows`` (into the arrays given) at the points
+    ``mid``, one per row asked.
 
     Give exactly one of ``steps`` (every row halved that many times, every row asked each
     time) or ``width`` (each row halved until |holds_at - fails_at| <= width)."""
