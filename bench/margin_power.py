@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from pytest_prove.stats._margin import _quick_region, margin_design_check, margin_replicates
+from pytest_prove.stats._margin_design import _quick_region, margin_design_check, margin_replicates
 
 Q = 0.05
 TESTS = (1, 16)

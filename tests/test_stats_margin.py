@@ -1,5 +1,6 @@
-"""The margin test (stats/_margin.py): its score statistics against independent
-computations, its exact size at the margin by enumeration, and its one-sided bound."""
+"""The margin test (stats/_margin.py, _margin_design.py, _scores.py): its score statistics
+against independent computations, its exact size at the margin by enumeration, and its
+one-sided bound."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from scipy import optimize
 
 from pytest_prove.stats import margin_test, margin_test_paired, margin_test_unpaired
-from pytest_prove.stats._margin import _quick_p, margin_design, mn_score, tango_scores_grid
+from pytest_prove.stats._margin import _quick_p, margin_design
+from pytest_prove.stats._scores import mn_score, tango_scores
 
 _SPEC = importlib.util.spec_from_file_location(
     "prove_bench_margin_size", Path(__file__).resolve().parent.parent / "bench" / "margin_size.py")
@@ -127,7 +129,7 @@ def _brute_tango(b: int, c: int, n: int, d: float) -> float:
 def test_paired_score_is_tangos_statistic(n: int, d: float) -> None:
     for b, c in ((0, 0), (1, 0), (0, 3), (n // 10, n // 10), (n // 4, n // 5), (n // 2, 0),
                  (3, n // 3)):
-        ours = float(tango_scores_grid(np.array([float(b)]), np.array([float(c)]), n, d)[0])
+        ours = float(tango_scores(np.array([float(b)]), np.array([float(c)]), n, d)[0])
         assert ours == pytest.approx(_brute_tango(b, c, n, d), abs=1e-7), (b, c)
 
 
@@ -245,7 +247,7 @@ def test_design_replicates_give_the_sweep_claim_four_times_in_five(paired: bool,
 def test_design_check_region_is_the_tests_region() -> None:
     """The design check's region (found without the whole outcome grid) is the one the
     comparison's p-values reject."""
-    from pytest_prove.stats._margin import _quick_region
+    from pytest_prove.stats._margin_design import _quick_region
 
     for paired in (False, True):
         design = margin_design(paired, 80, 80, 0.1)

@@ -6,16 +6,7 @@ the plugin, so the command line and any renderer can use it on stored runs.
 
 from __future__ import annotations
 
-from ._compare import (
-    SCHEMA_VERSION,
-    Comparison,
-    EventTally,
-    Pairs,
-    Row,
-    RowInput,
-    Verdict,
-    compare,
-)
+from ._compare import compare
 from ._exact import fisher_exact_p, mcnemar_exact_p, mcnemar_midp
 from ._fragility import Flip, Fragility
 from ._intervals import (
@@ -23,19 +14,11 @@ from ._intervals import (
     clopper_pearson_interval,
     newcombe_interval,
     tango_interval,
-    tango_score,
     wilson_interval,
 )
 from ._limits import outward
-from ._margin import (
-    MarginDesignCheck,
-    MarginTest,
-    margin_design_check,
-    margin_replicates,
-    margin_test,
-    margin_test_paired,
-    margin_test_unpaired,
-)
+from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
+from ._margin_design import MarginDesignCheck, margin_design_check, margin_replicates
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -49,6 +32,16 @@ from ._power import (
     replicates_for,
     rise_limit,
 )
+from ._results import (
+    SCHEMA_VERSION,
+    Comparison,
+    EventTally,
+    Pairs,
+    Row,
+    RowInput,
+    Verdict,
+)
+from ._scores import tango_score
 from ._sequential import (
     FUTILITY_LEVEL,
     LOOKS,

@@ -27,6 +27,7 @@ from ._check import check_count, check_power, check_q
 from ._exact_power import PAIRED_MODEL, _evaluator
 from ._limits import _BISECTIONS, _bisect, _cached_limits
 from ._replicates import MAX_REPLICATES_PAIRED, MAX_REPLICATES_UNPAIRED, _sees_all, _smallest_n
+from ._roots import smallest
 
 __all__ = ["DesignCheck", "design_check"]
 
@@ -146,14 +147,7 @@ def _worst_rise(
 
     if not reaches(last):
         # Power at p1 = 1 falls as p0 rises: bisect for the first rate that cannot reach it.
-        lo, hi = -1, last
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if reaches(mid):
-                lo = mid
-            else:
-                hi = mid
-        return None, float(rates[hi])
+        return None, float(rates[smallest(lambda k: not reaches(k), -1, last)])
 
     def limits_at(ks: IntArray, steps: int) -> FloatArray:
         p0 = rates[ks]

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
 
 from ._exact import fisher_p
+from ._roots import bisect, smallest
 from ._rows import RowCounts
 
 __all__ = ["Flip", "Fragility", "RowState", "fragility"]
@@ -137,14 +138,7 @@ def _fewest(test: Callable[[int], bool], ceiling: int) -> int | None:
     """Smallest k in [1, ceiling] with test(k), assuming test is monotone in k."""
     if ceiling < 1 or not test(ceiling):
         return None
-    lo, hi = 0, ceiling
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if test(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest(test, 0, ceiling)
 
 
 def _holm_counted(p: FloatArray, q: float) -> npt.NDArray[np.bool_]:
@@ -246,19 +240,11 @@ def _fewest_many(
     if live.size == 0:
         return found
     reached = live[test(live, ceilings[live])]
-    lo = np.zeros(n, dtype=np.int64)
-    hi = ceilings.astype(np.int64).copy()
-    live = reached
-    while True:
-        live = live[hi[live] - lo[live] > 1]
-        if live.size == 0:
-            break
-        mid = (lo[live] + hi[live]) // 2
-        hit = test(live, mid)
-        hi[live[hit]] = mid[hit]
-        lo[live[~hit]] = mid[~hit]
-    for t in reached:
-        found[int(t)] = int(hi[t])
+    _, hi = bisect(lambda rows, mid: test(reached[rows], mid),
+                   np.zeros(reached.size, dtype=np.int64),
+                   ceilings[reached].astype(np.int64), width=1)
+    for t, k in zip(reached, hi, strict=True):
+        found[int(t)] = int(k)
     return found
 
 

@@ -9,7 +9,6 @@ Wald interval collapses.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +16,8 @@ import numpy.typing as npt
 from scipy import optimize, stats  # type: ignore[import-untyped]
 
 from ._check import check_count, check_counts, check_level
+from ._roots import bisect
+from ._scores import tango_score, tango_scores
 
 __all__ = [
     "Interval",
@@ -25,11 +26,12 @@ __all__ = [
     "newcombe_intervals",
     "tango_interval",
     "tango_intervals",
-    "tango_score",
     "wilson_interval",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +60,8 @@ def wilson_interval(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
     level = check_level(level)
     if n == 0:
         return 0.0, 1.0
-    z = _z(level)
-    centre = 2.0 * x + z * z
-    half = z * math.sqrt(z * z + 4.0 * x * (n - x) / n)
-    denominator = 2.0 * (n + z * z)
-    low = 0.0 if x == 0 else (centre - half) / denominator
-    high = 1.0 if x == n else (centre + half) / denominator
-    return low, high
+    low, high = _wilson_many(np.array([float(x)]), np.array([float(n)]), _z(level))
+    return float(low[0]), float(high[0])
 
 
 def clopper_pearson_interval(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -98,41 +95,9 @@ def newcombe_interval(x1: int, n1: int, x2: int, n2: int, level: float = 0.95) -
     level = check_level(level)
     if n1 == 0 or n2 == 0:
         raise ValueError(f"n1 and n2 must be positive to compare two arms, got n1={n1}, n2={n2}")
-    p1 = x1 / n1
-    p2 = x2 / n2
-    l1, u1 = wilson_interval(x1, n1, level)
-    l2, u2 = wilson_interval(x2, n2, level)
-    d = p2 - p1
-    # Squares as products: one rounding each, as in newcombe_intervals.
-    low = d - math.sqrt((p2 - l2) * (p2 - l2) + (u1 - p1) * (u1 - p1))
-    high = d + math.sqrt((u2 - p2) * (u2 - p2) + (p1 - l1) * (p1 - l1))
-    return Interval(max(-1.0, low), min(1.0, high), level)
-
-
-def tango_score(b: int, c: int, n: int, delta: float) -> float:
-    """Tango's score statistic for H0: change = delta on n pairs (Tango 1998, Stat Med 17:891-908,
-    eqs. 3-5), in this module's orientation.
-
-    ``b`` counts pairs with the event before only, ``c`` after only; the change is
-    pi_c - pi_b, estimated by (c - b)/n. Then
-
-        Z(delta) = (c - b - n delta) / sqrt(n (2 q + delta (1 - delta)))
-
-    where q is the restricted maximum-likelihood estimate of pi_b under the null,
-    q = (sqrt(B^2 - 4 A C) - B) / (2 A), A = 2n, B = -c - b + (2n - c + b) delta,
-    C = -b delta (1 - delta). At delta = 0, Z is McNemar's (c - b)/sqrt(b + c).
-    """
-    discriminant = (-c - b + (2 * n - c + b) * delta) ** 2 + 8.0 * n * b * delta * (1.0 - delta)
-    big_b = -c - b + (2 * n - c + b) * delta
-    # The discriminant is a sum of squares in exact arithmetic; clamp rounding below zero.
-    q = (math.sqrt(max(discriminant, 0.0)) - big_b) / (4.0 * n)
-    variance = n * (2.0 * q + delta * (1.0 - delta))
-    numerator = c - b - n * delta
-    if variance <= 0.0:
-        if numerator == 0.0:
-            return 0.0
-        return math.copysign(math.inf, numerator)
-    return numerator / math.sqrt(variance)
+    low, high = newcombe_intervals(np.array([float(x1)]), np.array([float(n1)]),
+                                   np.array([float(x2)]), np.array([float(n2)]), level)
+    return Interval(float(low[0]), float(high[0]), level)
 
 
 def tango_interval(both: int, before_only: int, after_only: int, n: int,
@@ -181,7 +146,7 @@ def tango_interval(both: int, before_only: int, after_only: int, n: int,
 
 
 def _wilson_many(x: FloatArray, n: FloatArray, z: float) -> tuple[FloatArray, FloatArray]:
-    """:func:`wilson_interval` for arrays, with the same floating-point steps."""
+    """:func:`wilson_interval` for arrays (all n positive)."""
     centre = 2.0 * x + z * z
     half = z * np.sqrt(z * z + 4.0 * x * (n - x) / n)
     denominator = 2.0 * (n + z * z)
@@ -200,24 +165,10 @@ def newcombe_intervals(
     l1, u1 = _wilson_many(x1, n1, z)
     l2, u2 = _wilson_many(x2, n2, z)
     d = p2 - p1
+    # Squares as products: one rounding each.
     low = d - np.sqrt((p2 - l2) * (p2 - l2) + (u1 - p1) * (u1 - p1))
     high = d + np.sqrt((u2 - p2) * (u2 - p2) + (p1 - l1) * (p1 - l1))
     return np.maximum(-1.0, low), np.minimum(1.0, high)
-
-
-def _tango_scores(b: FloatArray, c: FloatArray, n: FloatArray, delta: FloatArray) -> FloatArray:
-    """:func:`tango_score` for arrays."""
-    big_b = -c - b + (2 * n - c + b) * delta
-    discriminant = big_b**2 + 8.0 * n * b * delta * (1.0 - delta)
-    q = (np.sqrt(np.maximum(discriminant, 0.0)) - big_b) / (4.0 * n)
-    variance = n * (2.0 * q + delta * (1.0 - delta))
-    numerator = c - b - n * delta
-    positive = variance > 0.0
-    degenerate = np.where(numerator == 0.0, 0.0, np.copysign(np.inf, numerator))
-    return np.asarray(
-        np.where(positive, numerator / np.sqrt(np.where(positive, variance, 1.0)), degenerate),
-        dtype=np.float64,
-    )
 
 
 # Bisection steps for the ends of Tango's interval: a bracket of width at most 2 shrinks to
@@ -241,16 +192,22 @@ def tango_intervals(
         # upper end: Z(delta) + z on [estimate, edge].
         outer = np.full(b.shape, -sign * edge)
         need = (sign * estimate > -edge) & (
-            sign * (_tango_scores(b, c, n, outer) - sign * z) > 0.0)
+            sign * (tango_scores(b, c, n, outer) - sign * z) > 0.0)
         rows = np.flatnonzero(need)
-        if rows.size == 0:
-            continue
-        bb, cc, nn = b[rows], c[rows], n[rows]
-        lo, hi = outer[rows], estimate[rows]  # the score is above (sign) the target at lo
-        for _ in range(_TANGO_BISECTIONS):
-            mid = 0.5 * (lo + hi)
-            above = sign * (_tango_scores(bb, cc, nn, mid) - sign * z) > 0.0
-            lo = np.where(above, mid, lo)
-            hi = np.where(above, hi, mid)
-        end[rows] = 0.5 * (lo + hi)
+        if rows.size:
+            end[rows] = _tango_ends(b[rows], c[rows], n[rows], sign, z, outer[rows],
+                                    estimate[rows])
     return low, high
+
+
+def _tango_ends(b: FloatArray, c: FloatArray, n: FloatArray, sign: float, z: float,
+                outer: FloatArray, estimate: FloatArray) -> FloatArray:
+    """Where Tango's score falls through ``sign * z`` (the lower end: sign 1; the upper:
+    -1) between ``outer``, where it is beyond (on sign's side), and the estimate, to 2**-49
+    of the bracket."""
+
+    def beyond(rows: IntArray, delta: FloatArray) -> BoolArray:
+        return np.asarray(sign * (tango_scores(b, c, n, delta) - sign * z) > 0.0)
+
+    short, past = bisect(beyond, estimate, outer, steps=_TANGO_BISECTIONS)
+    return np.asarray(0.5 * (past + short), dtype=np.float64)

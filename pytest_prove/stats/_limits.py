@@ -17,10 +17,13 @@ import numpy.typing as npt
 
 from ._check import check_counts, check_design, check_power, check_q
 from ._exact_power import Direction, PowerAt, _evaluator
+from ._roots import bisect
 
 __all__ = ["Limit", "Limits", "fall_limit", "limits", "outward", "rise_limit"]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 def outward(value: float) -> str:
@@ -82,14 +85,11 @@ def _bisect(
 ) -> FloatArray:
     """Smallest change in [0, top] (to top / 2**steps, from above) with power_at >= power, for
     every base rate at once; power must reach ``power`` at ``top``."""
-    lo = np.zeros(p0.size)
-    hi = top.copy()
-    for _ in range(steps):
-        mid = 0.5 * (lo + hi)
-        hit = power_at(np.minimum(np.maximum(p0 + sign * mid, 0.0), 1.0)) >= power
-        hi = np.where(hit, mid, hi)
-        lo = np.where(hit, lo, mid)
-    return hi
+
+    def reaches(rows: IntArray, change: FloatArray) -> BoolArray:
+        return power_at(np.minimum(np.maximum(p0 + sign * change, 0.0), 1.0)) >= power
+
+    return bisect(reaches, np.zeros(p0.size), top, steps=steps)[1]
 
 
 def _limits_batch(

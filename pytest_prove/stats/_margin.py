@@ -8,7 +8,7 @@ The statistic is the score statistic at the margin, with the nuisance rate repla
 maximum-likelihood estimate under H0 (restricted to change = D):
 
 * paired twins: Tango's score statistic (Tango 1998, Stat Med 17:891-908), the statistic
-  whose inversion is the paired interval in ``_intervals``;
+  whose inversion is the paired interval in ``_intervals`` (both in ``_scores``);
 * unpaired arms: the Miettinen-Nurminen score statistic (Miettinen & Nurminen 1985, Stat Med
   4:213-226), Farrington and Manning's (1990, Stat Med 9:1447-1454) with the variance
   multiplied by N/(N - 1); equal to statsmodels' ``test_proportions_2indep(method="score")``.
@@ -33,7 +33,8 @@ count, a run of after counts from 0: each tail is one sum of binomial CDFs. Any 
 ordering gives a valid exact test; this one equals the score statistic wherever that is
 already monotone, which is almost everywhere.
 
-For a success (``worse_when == "fall"``) the counts of its absence are tested.
+For a success (``worse_when == "fall"``) the counts of its absence are tested. The design
+check (how many replicates the margin needs) is in ``_margin_design``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
 
 from ._check import check_count, check_counts, check_q
+from ._roots import bisect, boundary, smallest
+from ._scores import mn_scores, tango_scores
 
 __all__ = [
     "MarginDesign",
@@ -56,13 +59,11 @@ __all__ = [
     "margin_test",
     "margin_test_paired",
     "margin_test_unpaired",
-    "mn_score",
-    "mn_scores",
-    "tango_scores_grid",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 PAIRED_METHOD = ("exact unconditional test on Tango's score statistic at the margin "
                  "(sup over the discordance rate)")
@@ -81,73 +82,6 @@ _REFINE_POINTS = 32
 _WHOLE_GRID_UP_TO = 1_002_001
 # The one-sided bound is found to this width (it prints with three decimals, rounded up).
 _BOUND_WIDTH = 1e-4
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def mn_scores(x0: FloatArray, n0: int, x1: FloatArray, n1: int, margin: float) -> FloatArray:
-    """Miettinen-Nurminen score statistics for H0: p1 - p0 = margin, for arrays of counts.
-
-    Arm 0 is before (x0 of n0), arm 1 after (x1 of n1). The restricted estimates solve the
-    likelihood equations under p1 = p0 + margin: a cubic, solved in closed form
-    (Farrington & Manning 1990, appendix; Miettinen & Nurminen 1985), then
-
-        Z = (x1/n1 - x0/n0 - margin) / sqrt((p1~(1 - p1~)/n1 + p0~(1 - p0~)/n0) N / (N - 1))
-
-    with N = n0 + n1. Negative Z is evidence that the change is below the margin.
-    """
-    if margin < 0:
-        # The closed form picks its root for a positive margin; a negative one is the
-        # positive margin with the arms swapped, and the sign of the statistic with them.
-        return -mn_scores(x1, n1, x0, n0, -margin)
-    d = margin
-    p1h = x1 / n1
-    p0h = x0 / n0
-    n_all = n0 + n1
-    total = x0 + x1
-    l3 = float(n_all)
-    l2 = (n1 + 2.0 * n0) * d - n_all - total
-    # n0 * d, as Miettinen and Nurminen have it: statsmodels 0.15 has x0 * d here, whose
-    # root does not maximise the restricted likelihood (statsmodels issue 10269).
-    l1 = (n0 * d - n_all - 2.0 * x0) * d + total
-    l0 = x0 * d * (1.0 - d)
-    v = (l2 / (3.0 * l3)) ** 3 - l1 * l2 / (6.0 * l3**2) + l0 / (2.0 * l3)
-    inner = np.maximum((l2 / (3.0 * l3)) ** 2 - l1 / (3.0 * l3), 0.0)
-    u = np.where(v >= 0.0, 1.0, -1.0) * np.sqrt(inner)
-    u3 = u**3
-    ratio = np.where(u3 == 0.0, 1.0, np.clip(v / np.where(u3 == 0.0, 1.0, u3), -1.0, 1.0))
-    w = (math.pi + np.arccos(ratio)) / 3.0
-    p0t = np.clip(2.0 * u * np.cos(w) - l2 / (3.0 * l3), max(0.0, -d), min(1.0, 1.0 - d))
-    p1t = p0t + d
-    n_all = n0 + n1
-    variance = (p1t * (1.0 - p1t) / n1 + p0t * (1.0 - p0t) / n0) * n_all / (n_all - 1.0)
-    numerator = p1h - p0h - d
-    positive = variance > 0.0
-    degenerate = np.where(numerator == 0.0, 0.0, np.copysign(np.inf, numerator))
-    return np.asarray(
-        np.where(positive, numerator / np.sqrt(np.where(positive, variance, 1.0)), degenerate),
-        dtype=np.float64)
-
-
-def mn_score(x0: int, n0: int, x1: int, n1: int, margin: float) -> float:
-    """:func:`mn_scores` of one row."""
-    return float(mn_scores(np.array([float(x0)]), n0, np.array([float(x1)]), n1, margin)[0])
-
-
-def tango_scores_grid(b: FloatArray, c: FloatArray, n: int, margin: float) -> FloatArray:
-    """Tango's score statistic (``_intervals.tango_score``) for arrays of discordant counts:
-    ``b`` twins with the worse event before only, ``c`` after only, n twins."""
-    big_b = -c - b + (2 * n - c + b) * margin
-    discriminant = big_b**2 + 8.0 * n * b * margin * (1.0 - margin)
-    qq = (np.sqrt(np.maximum(discriminant, 0.0)) - big_b) / (4.0 * n)
-    variance = n * (2.0 * qq + margin * (1.0 - margin))
-    numerator = c - b - n * margin
-    positive = variance > 0.0
-    degenerate = np.where(numerator == 0.0, 0.0, np.copysign(np.inf, numerator))
-    return np.asarray(
-        np.where(positive, numerator / np.sqrt(np.where(positive, variance, 1.0)), degenerate),
-        dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- designs
@@ -193,8 +127,6 @@ def _region_probability(paired: bool, n0: int, n1: int, counts: IntArray,
 
 
 _BLOCK = 32
-# The design check's search for its region asks alpha times this at the peaks it looks at.
-_SEARCH_SLACK = 1.0 - 1e-4
 
 
 def _block_probability(paired: bool, n0: int, n1: int, counts: IntArray, nu: FloatArray,
@@ -250,7 +182,7 @@ def _scores(paired: bool, n0: int, n1: int, margin: float, first: FloatArray,
     """The score statistic at the margin for outcomes (first, second); +inf for a paired
     outcome that cannot happen (b + c > n)."""
     if paired:
-        score = tango_scores_grid(first, second, n0, margin)
+        score = tango_scores(first, second, n0, margin)
         return np.asarray(np.where(first + second <= n0, score, np.inf), dtype=np.float64)
     return mn_scores(first, n0, second, n1, margin)
 
@@ -287,24 +219,13 @@ class MarginDesign:
         test rejects exactly the outcomes ordered at or below it."""
         return _critical(self, alpha)
 
-    def power(self, alpha: float, nuisance: FloatArray, change: float) -> FloatArray:
-        """P(shown within the margin) at each nuisance value with the true change
-        ``change`` (the before rate unpaired, the before-only rate paired)."""
-        return _region_probability(self.paired, self.n0, self.n1,
-                                   self.counts(self.critical(alpha)), nuisance, change)
-
 
 @functools.lru_cache(maxsize=256)
 def _critical(design: MarginDesign, alpha: float) -> float:
     values = np.unique(design.order[np.isfinite(design.order)])
-    lo, hi = -1, values.size  # sup_tail(values[lo]) <= alpha < sup_tail(values[hi])
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if design.sup_tail(float(values[mid])) <= alpha:
-            lo = mid
-        else:
-            hi = mid
-    return float(values[lo]) if lo >= 0 else -math.inf
+    # The first value whose p-value is above alpha; the one before it is the critical one.
+    above = smallest(lambda k: not design.sup_tail(float(values[k])) <= alpha, -1, values.size)
+    return float(values[above - 1]) if above >= 1 else -math.inf
 
 
 @functools.lru_cache(maxsize=16)
@@ -326,29 +247,32 @@ def margin_design(paired: bool, n0: int, n1: int, margin: float) -> MarginDesign
     return MarginDesign(paired, n0, n1, margin, score, order, grid)
 
 
+def _quick_counts(paired: bool, n0: int, n1: int, margin: float, z: float) -> IntArray:
+    """For each first count, how many second counts score at or below z, without the whole
+    outcome grid: each row's first score above z, by bisection over all rows at once (each
+    row's score rising in the second count, as it does on every design the tests and the
+    bench enumerate)."""
+    first = np.arange(n0 + 1, dtype=np.float64)
+    width = (n0 - np.arange(n0 + 1, dtype=np.int64) + 1) if paired else np.full(
+        n0 + 1, n1 + 1, dtype=np.int64)
+
+    def above(rows: IntArray, second: IntArray) -> BoolArray:
+        return _scores(paired, n0, n1, margin, first[rows], second.astype(np.float64)) > z
+
+    return bisect(above, np.full(n0 + 1, -1, dtype=np.int64), width, width=1)[1]
+
+
 def _quick_p(paired: bool, n0: int, n1: int, first: int, second: int,
              margin: float) -> float:
     """The p-value at one margin without the whole outcome grid (for the bound's
-    bisection): the observed row's running maximum, and each row's count found by binary
-    search for its first score above it. The same as the design's p-value wherever the
-    score rises with the second count, which it does on every design the tests and the
-    bench enumerate."""
+    bisection and large designs): the observed row's running maximum, and each row's count
+    by :func:`_quick_counts`. The same as the design's p-value wherever the score rises
+    with the second count."""
     row = _scores(paired, n0, n1, margin, np.full(second + 1, float(first)),
                   np.arange(second + 1, dtype=np.float64))
-    z = float(row.max())
-    i = np.arange(n0 + 1, dtype=np.float64)
-    width = (n0 - np.arange(n0 + 1) + 1) if paired else np.full(n0 + 1, n1 + 1)
-    lo = np.zeros(n0 + 1, dtype=np.int64)  # the first score above z lies in [lo, hi]
-    hi = width.astype(np.int64)
-    while (hi > lo).any():
-        mid = (lo + hi) // 2
-        probe = np.minimum(mid, width - 1)
-        above = _scores(paired, n0, n1, margin, i, probe.astype(np.float64)) > z
-        above = above | (mid >= width)
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid + 1)
+    counts = _quick_counts(paired, n0, n1, margin, float(row.max()))
     grid = _grid(*_nuisance_range(paired, margin), max(n0, n1))
-    return _sup(paired, n0, n1, margin, lo, grid)
+    return _sup(paired, n0, n1, margin, counts, grid)
 
 
 # --------------------------------------------------------------------------- one row
@@ -414,12 +338,13 @@ def _bound(paired: bool, n0: int, n1: int, first: int, second: int, alpha: float
         return _quick_p(paired, n0, n1, first, second, _round_margin(value)) <= alpha
 
     z = float(special.ndtri(alpha))
-    lo, hi = -1.0, 1.0
-    for _ in range(50):  # the asymptotic bound: score(margin) falls through z
-        mid = 0.5 * (lo + hi)
-        score = _scores(paired, n0, n1, _round_margin(mid), np.array([float(first)]),
-                        np.array([float(second)]))[0]
-        lo, hi = (mid, hi) if score > z else (lo, mid)
+
+    def passes_asymptotically(margin: float) -> bool:
+        """The score at the margin at or below the normal quantile."""
+        return not _scores(paired, n0, n1, _round_margin(margin), np.array([float(first)]),
+                           np.array([float(second)]))[0] > z
+
+    hi = boundary(passes_asymptotically, -1.0, 1.0, steps=50)
     width = 0.01
     lo, hi = max(-1.0, hi - width), min(1.0, hi + width)
     while lo > -1.0 and passes(lo):
@@ -428,10 +353,7 @@ def _bound(paired: bool, n0: int, n1: int, first: int, second: int, alpha: float
     while hi < 1.0 and not passes(hi):
         width *= 2.0
         hi = min(1.0, hi + width)
-    while hi - lo > _BOUND_WIDTH:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if passes(mid) else (mid, hi)
-    return hi
+    return boundary(passes, lo, hi, width=_BOUND_WIDTH)
 
 
 def _round_margin(value: float) -> float:
@@ -499,218 +421,3 @@ def margin_test(x_before: int, n_before: int, x_after: int, n_after: int, margin
         raise ValueError(f"a paired row has one count of twins, got {n_before} and {n_after}")
     return margin_test_paired(before_only, after_only, n_before, margin, alpha=alpha,
                               worse_when=worse_when)
-
-
-# --------------------------------------------------------------------------- the design check
-# Large designs (thousands of replicates) are handled without the whole outcome grid: each
-# row's count is found by binary search (the score rises with the second count on every
-# design enumerated), and the critical value by bisection on the statistic.
-
-
-def _quick_counts(paired: bool, n0: int, n1: int, margin: float, z: float) -> IntArray:
-    """For each first count, how many second counts score at or below z (each row's score
-    rising in the second count: the first one above z, by binary search)."""
-    i = np.arange(n0 + 1, dtype=np.float64)
-    width = (n0 - np.arange(n0 + 1, dtype=np.int64) + 1) if paired else np.full(
-        n0 + 1, n1 + 1, dtype=np.int64)
-    lo = np.zeros(n0 + 1, dtype=np.int64)
-    hi = width.copy()
-    while (hi > lo).any():
-        mid = (lo + hi) // 2
-        probe = np.minimum(mid, width - 1)
-        above = (_scores(paired, n0, n1, margin, i, probe.astype(np.float64)) > z) | (
-            mid >= width)
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid + 1)
-    return lo
-
-
-@functools.lru_cache(maxsize=256)
-def _quick_region(paired: bool, n: int, margin: float, alpha: float) -> IntArray:
-    """The rejection region of the design with n replicates in each run (n twins), as each
-    first count's number of second counts: every outcome scoring at or below the largest z
-    whose p-value is at most alpha. Bisection on z, from the normal quantile outward."""
-    grid = _grid(*_nuisance_range(paired, margin), n)
-    start = float(special.ndtri(alpha))
-    # The supremum sits at nearly the same nuisance values for every z near the normal
-    # quantile: the bisection looks only around the peaks of the full grid's tail, asking
-    # a hair less than alpha there (the peaks lie between its points), and the result is
-    # checked on the full grid, refined; a peak it misses joins the search.
-    counts = _quick_counts(paired, n, n, margin, start)
-    local = np.zeros(0)
-    last = grid.size - 1
-    for _ in range(6):
-        # The peaks of the full grid's tail for the region at hand, finely, join the search.
-        values = _region_probability(paired, n, n, counts, grid, margin)
-        padded = np.concatenate(([-1.0], values, [-1.0]))
-        peaks = np.flatnonzero((values >= padded[:-2]) & (values >= padded[2:]))
-        high = peaks[values[peaks] >= 0.9 * values.max()]
-        top = high[np.argsort(-values[high], kind="stable")[:64]]
-        local = np.unique(np.concatenate([local, *[
-            np.linspace(grid[max(i - 1, 0)], grid[min(i + 1, last)], 9) for i in top]]))
-        counts = _critical_counts(paired, n, margin, alpha * _SEARCH_SLACK, local, start)
-        if _sup(paired, n, n, margin, counts, grid) <= alpha:
-            break
-    else:
-        counts = _critical_counts(paired, n, margin, alpha, grid, start)
-    counts.setflags(write=False)
-    return counts
-
-
-def _critical_counts(paired: bool, n: int, margin: float, alpha: float, grid: FloatArray,
-                     start: float) -> IntArray:
-    """The region of the largest z (to 1e-7) whose supremum over ``grid`` is at most alpha."""
-
-    def passes(z: float) -> bool:
-        return _sup(paired, n, n, margin, _quick_counts(paired, n, n, margin, z),
-                    grid, refine=False) <= alpha
-
-    lo, hi = start - 0.5, start + 0.5
-    step = 0.5
-    while not passes(lo):
-        step *= 2.0
-        hi, lo = lo, lo - step
-        if lo < -1e3:
-            return np.zeros(n + 1, dtype=np.int64)
-    while passes(hi):
-        step *= 2.0
-        lo, hi = hi, hi + step
-    while hi - lo > 1e-7:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if passes(mid) else (lo, mid)
-    return _quick_counts(paired, n, n, margin, lo)
-
-
-def unchanged_nuisance(paired: bool, base: FloatArray) -> FloatArray:
-    """The nuisance value when nothing changed at each base rate: the base rate itself, or
-    (paired, twins independent given the rate) the before-only rate p (1 - p)."""
-    return np.asarray(base * (1.0 - base) if paired else base, dtype=np.float64)
-
-
-def within_power(paired: bool, n: int, margin: float, alpha: float,
-                 base: FloatArray) -> FloatArray:
-    """P(a row is shown within the margin at level alpha) when nothing changed, at each
-    base rate, with n replicates in each run (paired: n independent twins)."""
-    counts = _quick_region(paired, n, margin, alpha)
-    return _region_probability(paired, n, n, counts, unchanged_nuisance(paired, base), 0.0)
-
-
-def _weakest(paired: bool, n: int, margin: float, alpha: float) -> tuple[float, float]:
-    """The smallest power over base rates k/n when nothing changed, and where: a coarse
-    grid, then every k/n near its weakest point. (Power is the same at p and 1 - p, by
-    swapping the runs and counting non-events, and weakest near 1/2.)"""
-    coarse = np.linspace(0.0, 1.0, 41)
-    values = within_power(paired, n, margin, alpha, coarse)
-    centre = float(coarse[int(np.argmin(values))])
-    k = np.arange(n + 1)
-    near = k[np.abs(k / n - centre) <= max(0.03, 2.0 / n)] / n
-    fine = within_power(paired, n, margin, alpha, near)
-    i = int(np.argmin(fine))
-    if fine[i] <= values.min():
-        return float(fine[i]), float(near[i])
-    j = int(np.argmin(values))
-    return float(values[j]), float(coarse[j])
-
-
-@dataclass(frozen=True, slots=True)
-class MarginDesignCheck:
-    """Whether n replicates per condition let the sweep-wide claim "every row within the
-    margin" hold with probability ``power`` when nothing changed, and how many would."""
-
-    replicates: int
-    m: int
-    paired: bool
-    q: float
-    margin: float
-    power: float  # for the whole sweep
-    row_power: float  # asked of each row: power ** (1 / m)
-    weakest_power: float  # the row power at the weakest base rate with these replicates
-    weakest_base_rate: float
-    ok: bool
-    replicates_needed: int | None  # None when ok, or beyond the search's ceiling
-    method: str
-    replicates_exact: bool = True  # False: the normal approximation (a large design)
-
-
-MARGIN_CEILING = 20_000
-#: Above this many replicates (by the normal approximation) the replicates needed are given
-#: by the approximation, not searched exactly (each exact size costs seconds there).
-EXACT_SEARCH_UP_TO = 600
-
-
-def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float) -> int:
-    """The replicates a normal approximation asks at base rate 1/2 (a starting point)."""
-    z = float(special.ndtri(1.0 - alpha) + special.ndtri(row_power))
-    variance = 0.5  # 2 p (1 - p) at p = 1/2: unpaired, and twins' discordance 2 p (1 - p)
-    return max(2, math.ceil(z * z * variance / (margin * margin)))
-
-
-def margin_replicates(paired: bool, m: int, q: float, margin: float,
-                      power: float = 0.8) -> int | None:
-    """The fewest replicates per condition (in each run) at which, when nothing changed,
-    every row of m is shown within the margin at level q with probability at least
-    ``power`` at every base rate, rows independent: each row with power ** (1 / m)."""
-    row_power = power ** (1.0 / m)
-
-    def passes(n: int) -> bool:
-        return bool(_weakest(paired, n, margin, q)[0] >= row_power)
-
-    guess = min(MARGIN_CEILING, _normal_guess(paired, margin, q, row_power))
-    step = max(1, guess // 50)
-    lo = hi = guess
-    if passes(guess):
-        while True:  # step down until a size fails
-            lo = max(0, hi - step)
-            if lo == 0 or not passes(lo):
-                break
-            hi = lo
-            step *= 2
-    else:
-        while True:
-            lo, hi = hi, min(MARGIN_CEILING, hi + step)
-            if passes(hi):
-                break
-            if hi >= MARGIN_CEILING:
-                return None
-            step *= 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if passes(mid) else (mid, hi)
-    return max(hi, 1)
-
-
-def margin_design_check(replicates: int, m: int, *, paired: bool, margin: float,
-                        q: float = 0.05, power: float = 0.8) -> MarginDesignCheck:
-    """Check a design for the margin claim before it runs: with ``replicates`` per condition
-    and nothing changed, is every one of the m rows shown within ``margin`` (each at level
-    q, the intersection-union test) with probability ``power``? Rows taken as independent,
-    each row needs power ** (1 / m); the power is computed exactly at the weakest base rate
-    (k / replicates, near 1/2)."""
-    n = check_count("replicates", replicates)
-    m = check_count("m", m)
-    if n == 0 or m == 0:
-        raise ValueError(f"replicates and m must be positive, got replicates={n}, m={m}")
-    margin = _check_margin(margin)
-    q = check_q(q)
-    power = check_q(power, "power")
-    row_power = power ** (1.0 / m)
-    weakest, where = _weakest(paired, n, margin, q)
-    ok = weakest >= row_power
-    needed: int | None = None
-    exact = True
-    if not ok:
-        guess = _normal_guess(paired, margin, q, row_power)
-        if guess <= EXACT_SEARCH_UP_TO:
-            needed = margin_replicates(paired, m, q, margin, power)
-        else:
-            needed, exact = guess, False
-    test = "Tango score, exact unconditional" if paired else (
-        "Miettinen-Nurminen score, exact unconditional")
-    model = "; twins independent given the rate" if paired else ""
-    return MarginDesignCheck(
-        replicates=n, m=m, paired=paired, q=q, margin=margin, power=power,
-        row_power=row_power, weakest_power=weakest, weakest_base_rate=where, ok=ok,
-        replicates_needed=needed, replicates_exact=exact,
-        method=(f"{test} at margin {margin:g}, each row at level q = {q:g} (intersection-"
-                f"union); power {power:g} for all {m} rows = {row_power:.4f} per row "
-                f"(rows independent){model}, exact"))

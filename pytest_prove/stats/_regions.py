@@ -23,8 +23,10 @@ from scipy import stats  # type: ignore[import-untyped]
 
 from ._binomial import _log_factorials
 from ._exact import fisher_margin_pvalues
+from ._roots import bisect
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -212,13 +214,9 @@ def _mcnemar_region(n: int, alpha: float) -> IntArray:
         found = g[near] - 1 + (f2 + f1 <= alpha) + ((f3 + f2 <= alpha) & (g[near] + 1 < hi[near]))
         lo[rows] = found[settled]
         hi[rows] = lo[rows] + 1
-    while True:
-        active = np.flatnonzero(hi - lo > 1)
-        if active.size == 0:
-            break
-        mid = (lo[active] + hi[active]) // 2
-        midp = stats.binom.cdf(mid, d[active], 0.5) + stats.binom.cdf(mid - 1, d[active], 0.5)
-        ok = midp <= alpha
-        lo[active] = np.where(ok, mid, lo[active])
-        hi[active] = np.where(ok, hi[active], mid)
-    return lo
+
+    def kept(rows: IntArray, b: IntArray) -> BoolArray:  # mid-p above alpha: not rejected
+        midp = stats.binom.cdf(b, d[rows], 0.5) + stats.binom.cdf(b - 1, d[rows], 0.5)
+        return np.asarray(~(midp <= alpha))
+
+    return bisect(kept, lo, hi, width=1)[0]

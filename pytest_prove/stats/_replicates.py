@@ -16,6 +16,7 @@ from scipy import stats  # type: ignore[import-untyped]
 
 from ._check import check_direction, check_power, check_probability, check_q
 from ._exact_power import Direction, _power_batch
+from ._roots import smallest
 
 __all__ = ["replicates_for"]
 
@@ -39,18 +40,6 @@ def _sees_all(
     return bool((_power_batch(paired, n, n, alpha, p0s, p1, direction) >= power).all())
 
 
-def _bisect_sizes(passes: Callable[[int], bool], lo: int, hi: int) -> int:
-    """An n in (lo, hi] that passes with n - 1 failing, by bisection; lo fails (or is assumed
-    to) and hi passes."""
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def _smallest_n(passes: Callable[[int], bool], start: int, ceiling: int) -> int | None:
     """Smallest n in [start, ceiling] with passes(n), by doubling then bisection.
 
@@ -64,7 +53,7 @@ def _smallest_n(passes: Callable[[int], bool], start: int, ceiling: int) -> int 
         if hi >= ceiling:
             return None
         hi = min(ceiling, hi * 2)
-    return _bisect_sizes(passes, lo, hi)
+    return smallest(passes, lo, hi)
 
 
 def replicates_for(
@@ -142,4 +131,4 @@ def replicates_for_all(
     lo = max(known_fail, int(hi * 0.85))
     if lo > known_fail and passes(lo):
         lo = known_fail
-    return _bisect_sizes(passes, lo, hi)
+    return smallest(passes, lo, hi)

@@ -44,11 +44,11 @@ import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
 
 from ._check import check_count, check_power, check_q
-from ._compare import RowInput
+from ._compare import interval_bounds
 from ._design import design_check
 from ._exact import fisher_p, midp
-from ._intervals import newcombe_intervals, tango_intervals
 from ._multiplicity import holm
+from ._results import RowInput
 
 __all__ = [
     "FUTILITY_LEVEL",
@@ -376,33 +376,6 @@ def _row_p(row: RowInput) -> float:
     return fisher_p(row.x_before, row.n_before, row.x_after, row.n_after)
 
 
-def _futility_intervals(rows: Sequence[RowInput]) -> tuple[FloatArray, FloatArray]:
-    low = np.empty(len(rows))
-    high = np.empty(len(rows))
-    paired = [i for i, r in enumerate(rows) if r.pairs is not None]
-    unpaired = [i for i, r in enumerate(rows) if r.pairs is None]
-    if paired:
-        twins = [rows[i].pairs for i in paired]
-        lo, hi = tango_intervals(
-            np.array([t.before_only for t in twins if t is not None], dtype=np.float64),
-            np.array([t.after_only for t in twins if t is not None], dtype=np.float64),
-            np.array([t.n for t in twins if t is not None], dtype=np.float64),
-            FUTILITY_LEVEL,
-        )
-        low[paired], high[paired] = lo, hi
-    if unpaired:
-        sel = [rows[i] for i in unpaired]
-        lo, hi = newcombe_intervals(
-            np.array([r.x_before for r in sel], dtype=np.float64),
-            np.array([r.n_before for r in sel], dtype=np.float64),
-            np.array([r.x_after for r in sel], dtype=np.float64),
-            np.array([r.n_after for r in sel], dtype=np.float64),
-            FUTILITY_LEVEL,
-        )
-        low[unpaired], high[unpaired] = lo, hi
-    return low, high
-
-
 def decide(
     design: SequentialDesign, rows: Sequence[SequentialRow],
     *, margin: float | None = None,
@@ -439,7 +412,7 @@ def decide(
     high = np.full(len(rows), 1.0)
     if present:
         index = [i for i, r in enumerate(current) if r is not None]
-        lo, hi = _futility_intervals(present)
+        lo, hi = interval_bounds(present, FUTILITY_LEVEL)
         low[index], high[index] = lo, hi
     decisions: list[RowDecision] = []
     for i, row in enumerate(rows):

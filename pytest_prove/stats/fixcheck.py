@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from scipy import stats as _sps  # type: ignore[import-untyped]
 
 from ._limits import outward
+from ._roots import boundary, smallest
 
 __all__ = ["Case", "CaseTest", "FixCheck", "Limit", "fix_check", "power_at", "repeats_needed"]
 
@@ -223,13 +224,8 @@ def _limit(direction: Literal["rise", "fall"], base: Float, n_old: Float, n_new:
         return Limit(None, "no room")
     if power_at(sign * room, base, n_old, n_new, alpha) < power:
         return Limit(None, "none detectable")
-    low, high = 0.0, room
-    for _ in range(50):
-        mid = (low + high) / 2
-        if power_at(sign * mid, base, n_old, n_new, alpha) >= power:
-            high = mid
-        else:
-            low = mid
+    high = boundary(lambda change: power_at(sign * change, base, n_old, n_new, alpha) >= power,
+                    0.0, room, steps=50)
     return Limit(high, "ok")
 
 
@@ -253,14 +249,7 @@ def repeats_needed(base: Sequence[float], *, max_mde: float, alpha: float = 0.05
         high *= 2
         if high > MAX_REPEATS:
             return None
-    low = high // 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        if enough(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return smallest(enough, high // 2, high)
 
 
 def fix_check(
