@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import textwrap
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from _pytest.reports import BaseReport
 
 # The plugin imports the engine (numpy, scipy) only when a session has something to
 # compare.  pytester's in-process runs drop modules first imported inside them, and
@@ -59,6 +62,82 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot"
 #: whose project leaves its fixture loop scope unset, and those warnings filled this suite's
 #: summary.  (A test may still name either plugin on its own command line.)
 INNER_ADDOPTS = "-p no:hypothesispytest -o asyncio_default_fixture_loop_scope=function"
+
+
+#: What the package and its test extra declare (pyproject.toml: dependencies and the ``test``
+#: extra), by distribution, with the module each is imported as.  In CI (``CI`` set, as
+#: ``.ci/run`` runs) a test skipped because one of them cannot be imported FAILS: a broken
+#: install must not pass green.  tests/test_suite_rules.py checks this table against
+#: pyproject.toml.
+DECLARED = {
+    "pytest": "pytest", "pluggy": "pluggy", "numpy": "numpy", "scipy": "scipy",
+    "filelock": "filelock", "opentelemetry-sdk": "opentelemetry.sdk",
+    "pytest-xdist": "xdist", "msgspec": "msgspec",
+    # the test extra
+    "statsmodels": "statsmodels", "hypothesis": "hypothesis", "openai": "openai",
+    "httpx": "httpx",
+    "opentelemetry-instrumentation-openai-v2": "opentelemetry.instrumentation.openai_v2",
+    "opentelemetry-util-genai": "opentelemetry.util.genai", "requests": "requests",
+    "pydantic-ai-slim": "pydantic_ai", "playwright": "playwright", "lifelines": "lifelines",
+    "pytest-asyncio": "pytest_asyncio", "pytest-timeout": "pytest_timeout",
+    "pytest-rerunfailures": "pytest_rerunfailures", "pyyaml": "yaml",
+}
+
+#: Where the HTML report's tests find headless Chromium (Debian's package), and the reason
+#: they skip without it: outside CI only (a developer without Chromium); in CI a failure.
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+NO_CHROMIUM = "headless Chromium is not installed (apt-get install -y chromium; .ci/run does)"
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=NO_CHROMIUM)
+
+
+def in_ci() -> bool:
+    """Whether this is a CI run: ``CI`` set to anything but empty, 0 or false."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_in_ci(reason: str) -> str | None:
+    """Why a skip with this ``reason`` is a failure in CI, or None if it stays a skip: a
+    declared module that cannot be imported (``pytest.importorskip``'s "could not import
+    'M'"), or Chromium missing."""
+    if NO_CHROMIUM in reason:
+        return f"{NO_CHROMIUM}: in CI the HTML report's browser tests must run"
+    found = re.search(r"could not import '([\w.]+)'", reason)
+    if found is None:
+        return None
+    name = found.group(1)
+    for dist, module in DECLARED.items():
+        if name == module or name.startswith(module + ".") or module.startswith(name + "."):
+            return (f"{name} (from {dist}, which pyproject.toml declares) cannot be imported: "
+                    f'in CI this fails instead of skipping; pip install -e ".[test]"')
+    return None
+
+
+def _failed_in_ci(report: BaseReport) -> None:
+    """Turn ``report``, if skipped for something CI must have, into a failure saying what."""
+    if not report.skipped or not in_ci() or getattr(report, "wasxfail", None) is not None:
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    why = missing_in_ci(reason)
+    if why is not None:
+        report.outcome = "failed"
+        report.longrepr = why
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    _failed_in_ci(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector
+                               ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    _failed_in_ci(report)
+    return report
 
 
 @pytest.fixture

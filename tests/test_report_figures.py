@@ -30,12 +30,11 @@ from pytest_prove.review.figures import figures_of
 from pytest_prove.review.steps import where as where_of
 from pytest_prove.store import Store
 
-from .test_report_html import ARGS, CHROMIUM
+from .conftest import CHROMIUM, needs_chromium
+from .test_report_html import ARGS
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(CHROMIUM),
-    reason="headless Chromium is not installed (apt-get install -y chromium; .ci/run does)",
-)
+# Skipped without Chromium outside CI; in CI a failure (tests/conftest.py).
+pytestmark = needs_chromium
 
 #: Two axes (ticket x tone), steps and token usage recorded; with WORSE=1 refund/terse fails
 #: far more often and every condition switches to another model (terse ones add a judge).
