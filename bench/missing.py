@@ -4,9 +4,12 @@ printed limit, through the read side's own pairing (``review.pairing.prepare``) 
 engine (``stats.compare``), with fixed seeds.
 
     python bench/missing.py                 # 2,000 comparisons each, paired and unpaired
-    python bench/missing.py --sims 300      # what CI runs (tests/test_missing_simulation.py)
+    python bench/missing.py --sims 200      # what CI runs (tests/test_missing_simulation.py)
 
-Prints each share with its standard error and the target it must meet.
+Prints each share with its standard error and the target it must meet.  Each comparison is
+counted from arrays of outcomes; the first few also go through ``prepare`` and ``compare``,
+which must give the same rows and verdict (8 times less CPU than building every run's
+records, for the same shares).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ sys.path.insert(0, str(HERE))
 from pytest_prove.declare.spec import Declaration  # noqa: E402
 from pytest_prove.review.pairing import NO_OUTCOME, prepare  # noqa: E402
 from pytest_prove.stats import (  # noqa: E402
+    Pairs,
     RowInput,
     compare,
     fisher_exact_p,
@@ -90,20 +94,85 @@ def _moved(rows: list[RowInput]) -> bool:
                for p, r in zip(adjusted, rows, strict=True))
 
 
+CODES = {"resolved": 0, "unresolved": 1, "escalated": 2}
+
+
+def _outcomes(missing: np.ndarray, fail: np.ndarray, escalated: np.ndarray) -> np.ndarray:
+    """Each episode's outcome as a code of :data:`CODES` (-1: no outcome), as ``_run``
+    records it."""
+    return np.where(missing, -1, np.where(fail, CODES["unresolved"],
+                                          np.where(escalated, CODES["escalated"],
+                                                   CODES["resolved"])))
+
+
+def _rows(before: np.ndarray, after: np.ndarray, paired: bool,
+          events: tuple[str, ...]) -> list[RowInput]:
+    """The rows ``prepare`` makes of two runs of ``_run``, from their outcome codes alone
+    (conditions by replicates): per condition each event in ``events``, counted among the
+    episodes with an outcome (paired: twins that both have one), and ``no outcome`` among
+    every episode.  The first comparisons check it against ``prepare``."""
+    rows = []
+    for event in events:
+        if event == NO_OUTCOME:
+            fb, fa = before < 0, after < 0
+            vb = va = np.ones(before.shape, dtype=bool)
+        else:
+            fb, fa = before == CODES[event], after == CODES[event]
+            vb, va = before >= 0, after >= 0
+        if paired:
+            twins = vb & va
+            counts = [((fb & fa & twins).sum(1)), ((fb & ~fa & twins).sum(1)),
+                      ((~fb & fa & twins).sum(1)), twins.sum(1)]
+            for c, (both, b_only, a_only, n) in enumerate(zip(*counts, strict=True)):
+                rows.append(RowInput(
+                    condition=f"c={c}", event=event,
+                    worse_when="fall" if event == "resolved" else "rise",
+                    x_before=int(both + b_only), n_before=int(n),
+                    x_after=int(both + a_only), n_after=int(n),
+                    pairs=Pairs(n=int(n), both=int(both), before_only=int(b_only),
+                                after_only=int(a_only))))
+        else:
+            counts = [(fb & vb).sum(1), vb.sum(1), (fa & va).sum(1), va.sum(1)]
+            for c, (xb, nb, xa, na) in enumerate(zip(*counts, strict=True)):
+                rows.append(RowInput(
+                    condition=f"c={c}", event=event,
+                    worse_when="fall" if event == "resolved" else "rise",
+                    x_before=int(xb), n_before=int(nb), x_after=int(xa), n_after=int(na)))
+    return rows
+
+
+def _same(rows: list[RowInput], prepared: tuple[RowInput, ...]) -> bool:
+    """Whether ``rows`` are the rows ``prepare`` made, in any order."""
+    def key(row: RowInput) -> tuple[Any, ...]:
+        pairs = row.pairs
+        return (row.condition, row.event, row.worse_when, row.x_before, row.n_before,
+                row.x_after, row.n_after,
+                pairs and (pairs.n, pairs.both, pairs.before_only, pairs.after_only))
+    return sorted(map(key, rows)) == sorted(map(key, prepared))
+
+
 def false_alarms(sims: int, paired: bool, seed: int = 20261202) -> tuple[float, int]:
     """Share of comparisons of two identical agents, each losing 10% of outcomes at random,
-    whose verdict is worse or safer; and m."""
+    whose verdict is worse or safer; and m.  Counted from arrays of outcomes; the first
+    comparisons also go through ``prepare`` (the same rows) and ``compare`` (the same
+    verdict)."""
     rng = np.random.default_rng(seed)
     flagged = 0
     m = 0
     rate = np.full(CONDITIONS, MISSING)
+    events: tuple[str, ...] = ()
     for i in range(sims):
-        before = _run("before", "s" if paired else "a", *_arm(rng, rate))
-        after = _run("after", "s" if paired else "b", *_arm(rng, rate))
-        rows = list(prepare(before, after).rows)
+        arms = _arm(rng, rate), _arm(rng, rate)
+        if i < CHECKED:
+            before = _run("before", "s" if paired else "a", *arms[0])
+            after = _run("after", "s" if paired else "b", *arms[1])
+            prepared = prepare(before, after).rows
+            events = tuple(dict.fromkeys(r.event for r in prepared))
+        rows = _rows(_outcomes(*arms[0]), _outcomes(*arms[1]), paired, events)
         m = len(rows)
         moved = _moved(rows)
         if i < CHECKED:
+            assert _same(rows, prepared), i
             word = compare(rows, q=Q).verdict.word
             assert moved == (word in ("worse", "safer")), (i, word)
         flagged += moved
@@ -113,7 +182,8 @@ def false_alarms(sims: int, paired: bool, seed: int = 20261202) -> tuple[float, 
 def power_at_limit(sims: int, paired: bool, seed: int = 1202) -> tuple[float, str]:
     """Share of comparisons in which condition 0's ``no outcome`` row, its missing share
     raised from 0.10 by its printed rise limit, is flagged by its own test at level q/m (the
-    limit's promise: 4 times in 5); and the printed limit."""
+    limit's promise: 4 times in 5); and the printed limit.  Counted from arrays of
+    outcomes, the first comparisons checked against ``prepare``."""
     rng = np.random.default_rng(seed)
     # The limit the engine prints for that row when its base rate is 19/190 = 0.10.
     base = np.zeros((CONDITIONS, N), dtype=bool)
@@ -127,11 +197,15 @@ def power_at_limit(sims: int, paired: bool, seed: int = 1202) -> tuple[float, st
     moved = np.full(CONDITIONS, MISSING)
     moved[0] = MISSING + float(shown)
     hits = 0
-    for _ in range(sims):
-        before = _run("before", salts[0], *_arm(rng, np.full(CONDITIONS, MISSING)))
-        after = _run("after", salts[1], *_arm(rng, moved))
-        rows = prepare(before, after).rows
-        found = next(r for r in rows if r.event == NO_OUTCOME and r.condition == "c=0")
+    for i in range(sims):
+        arms = _arm(rng, np.full(CONDITIONS, MISSING)), _arm(rng, moved)
+        found = _rows(_outcomes(*arms[0])[:1], _outcomes(*arms[1])[:1], paired,
+                      (NO_OUTCOME,))[0]
+        if i < CHECKED:
+            rows = prepare(_run("before", salts[0], *arms[0]),
+                           _run("after", salts[1], *arms[1])).rows
+            assert _same([found], tuple(r for r in rows if r.event == NO_OUTCOME
+                                        and r.condition == "c=0")), i
         p = _p_values([found])[0]
         hits += p <= alpha and found.x_after / found.n_after > found.x_before / found.n_before
     return hits / sims, shown

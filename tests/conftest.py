@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import re
 import shutil
+import sys
 import textwrap
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from _pytest.reports import BaseReport
 
 # The plugin imports the engine (numpy, scipy) only when a session has something to
 # compare.  pytester's in-process runs drop modules first imported inside them, and
@@ -61,11 +67,113 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot"
 INNER_ADDOPTS = "-p no:hypothesispytest -o asyncio_default_fixture_loop_scope=function"
 
 
+#: What the package and its test extra declare (pyproject.toml: dependencies and the ``test``
+#: extra), by distribution, with the module each is imported as.  In CI (``CI`` set, as
+#: ``.ci/run`` runs) a test skipped because one of them cannot be imported FAILS: a broken
+#: install must not pass green.  tests/test_suite_rules.py checks this table against
+#: pyproject.toml.
+DECLARED = {
+    "pytest": "pytest", "pluggy": "pluggy", "numpy": "numpy", "scipy": "scipy",
+    "filelock": "filelock", "opentelemetry-sdk": "opentelemetry.sdk",
+    "pytest-xdist": "xdist", "msgspec": "msgspec",
+    # the test extra
+    "statsmodels": "statsmodels", "hypothesis": "hypothesis", "openai": "openai",
+    "httpx": "httpx",
+    "opentelemetry-instrumentation-openai-v2": "opentelemetry.instrumentation.openai_v2",
+    "opentelemetry-util-genai": "opentelemetry.util.genai", "requests": "requests",
+    "pydantic-ai-slim": "pydantic_ai", "playwright": "playwright", "lifelines": "lifelines",
+    "pytest-asyncio": "pytest_asyncio", "pytest-timeout": "pytest_timeout",
+    "pytest-rerunfailures": "pytest_rerunfailures", "pyyaml": "yaml",
+}
+
+#: Where the HTML report's tests find headless Chromium (Debian's package), and the reason
+#: they skip without it: outside CI only (a developer without Chromium); in CI a failure.
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+NO_CHROMIUM = "headless Chromium is not installed (apt-get install -y chromium; .ci/run does)"
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=NO_CHROMIUM)
+
+
+def in_ci() -> bool:
+    """Whether this is a CI run: ``CI`` set to anything but empty, 0 or false."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_in_ci(reason: str) -> str | None:
+    """Why a skip with this ``reason`` is a failure in CI, or None if it stays a skip: a
+    declared module that cannot be imported (``pytest.importorskip``'s "could not import
+    'M'"), or Chromium missing."""
+    if NO_CHROMIUM in reason:
+        return f"{NO_CHROMIUM}: in CI the HTML report's browser tests must run"
+    found = re.search(r"could not import '([\w.]+)'", reason)
+    if found is None:
+        return None
+    name = found.group(1)
+    for dist, module in DECLARED.items():
+        if name == module or name.startswith(module + ".") or module.startswith(name + "."):
+            return (f"{name} (from {dist}, which pyproject.toml declares) cannot be imported: "
+                    f'in CI this fails instead of skipping; pip install -e ".[test]"')
+    return None
+
+
+def _failed_in_ci(report: BaseReport) -> None:
+    """Turn ``report``, if skipped for something CI must have, into a failure saying what."""
+    if not report.skipped or not in_ci() or getattr(report, "wasxfail", None) is not None:
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    why = missing_in_ci(reason)
+    if why is not None:
+        report.outcome = "failed"
+        report.longrepr = why
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    _failed_in_ci(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector
+                               ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    _failed_in_ci(report)
+    return report
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's own ``pytester``, with :data:`INNER_ADDOPTS` for the sessions it runs."""
     monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
     return pytester
+
+
+def inline_session(root: Path, *argv: str, env: Mapping[str, str] | None = None
+                   ) -> tuple[int, str]:
+    """A pytest session in this process, in ``root`` (its rootdir), with ``env`` set and no
+    ``PYTEST_*`` variable for its length, and :data:`INNER_ADDOPTS`: its exit code and what it
+    printed.  For module-scoped fixtures, which cannot use pytester; a subprocess would cost
+    an interpreter's, the plugins' and scipy's start-up again (about 1.5 s of CPU)."""
+    saved = dict(os.environ)
+    modules, path = set(sys.modules), list(sys.path)
+    for key in [k for k in os.environ if k.startswith("PYTEST_")]:
+        del os.environ[key]
+    os.environ.update(env or {})
+    buffer = io.StringIO()
+    try:
+        with contextlib.chdir(root), contextlib.redirect_stdout(buffer):
+            code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                                *INNER_ADDOPTS.split(), f"--rootdir={root}", str(root), *argv])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:  # the project's test modules, not the engine
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(root)):
+                del sys.modules[name]
+    return int(code), buffer.getvalue()
 
 
 @pytest.fixture

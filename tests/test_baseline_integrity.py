@@ -7,19 +7,16 @@ rollout runs (exit 4) and by ``pytest-prove check`` (exit 1), naming the file, w
 header says, what its body holds and the fix.  Before, each was read as a thinner or rosier
 baseline, and the gate passed a worse agent.
 
-One real sweep is made per module, in a subprocess (pytester's projects live for one test,
-and every test here starts from the same files): baseline 'b' of a sound agent, and run
-'worse' of one whose failures in condition ``a`` rise from 0.2 to 0.5.
+One real sweep is made per module, in process (``inline_session``: pytester's projects live
+for one test, and every test here starts from the same files): baseline 'b' of a sound agent,
+and run 'worse' of one whose failures in condition ``a`` rise from 0.2 to 0.5.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 import warnings
 from collections.abc import Callable
@@ -35,6 +32,8 @@ from pytest_prove.config.values import DEFAULT_FAIL_ON
 from pytest_prove.review import review
 from pytest_prove.store import Run, Store, StoreError
 from pytest_prove.store.episodes import plain
+
+from .conftest import inline_session
 
 AGENT = textwrap.dedent(
     """
@@ -63,17 +62,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("integrity")
     (root / "pytest.ini").write_text("[pytest]\nprove_allow_underpowered = true\n")
     (root / "test_bot.py").write_text(AGENT)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    common = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-              "-p", "no:randomly"]
-    done = subprocess.run([*common, "--prove-save-baseline", "b"], cwd=root, env=clean,
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = subprocess.run([*common, "--prove-baseline", "b", "--prove-name", "worse"],
-                          cwd=root, env={**clean, "WORSE": "1"}, capture_output=True,
-                          text=True, timeout=300, check=False)
+    code, out = inline_session(root, "-p", "no:xdist", "--prove-save-baseline", "b")
+    assert code == 0, out
+    code, out = inline_session(root, "-p", "no:xdist", "--prove-baseline", "b",
+                               "--prove-name", "worse", env={"WORSE": "1"})
     # The gate is sound on the untouched baseline: the worse agent fails it.
-    assert done.returncode == 1 and "worse" in done.stdout, done.stdout + done.stderr
+    assert code == 1 and "worse" in out, out
     return root
 
 

@@ -110,6 +110,7 @@ def _check(pytester: pytest.Pytester, how: str = "installed") -> None:
     assert run.manifest["capture"] == {"global": how, "instrumented": [], "missing": {}}
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"]],
                          ids=["one-process", "xdist-blocks"])
 def test_spans_through_the_global_api_are_stored_per_episode(pytester: pytest.Pytester,
@@ -124,6 +125,7 @@ def test_spans_through_the_global_api_are_stored_per_episode(pytester: pytest.Py
         "*tokens: * input and * output in 48 calls (sim-model)*"])
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_the_ini_can_switch_capture_on_for_every_rollout(pytester: pytest.Pytester) -> None:
     _agent(pytester, capture="id=None", ini="prove_capture = true\n")
     result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
@@ -157,6 +159,7 @@ USER_PROVIDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_the_users_provider_gets_the_processor(pytester: pytest.Pytester) -> None:
     _agent(pytester)
     pytester.makeconftest(USER_PROVIDER)
@@ -169,6 +172,7 @@ def test_the_users_provider_gets_the_processor(pytester: pytest.Pytester) -> Non
     assert (pytester.path / "exported.txt").read_text() == str(3 * 26)
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_provider_that_takes_no_processor_is_said_and_the_run_goes_on(
         pytester: pytest.Pytester) -> None:
     _agent(pytester)
@@ -218,6 +222,7 @@ TWICE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_two_sessions_in_one_process_share_one_inert_processor(
         pytester: pytest.Pytester) -> None:
     _agent(pytester)
@@ -247,6 +252,7 @@ SDK_PROBE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize(("capture", "imported"), [("id=None", "False"), ("capture={}", "True")],
                          ids=["without-capture", "with-capture"])
 def test_a_session_without_capture_never_imports_the_sdk(pytester: pytest.Pytester,
@@ -342,6 +348,7 @@ def test_bad_capture_ini_values_stop_the_session_before_it_runs(
 # what keeps spans from episodes is said, never a silent loss of tokens
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_sampler_in_the_environment_does_not_thin_the_provider_pytest_prove_installs(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """OTEL_TRACES_SAMPLER, set for the user's exporters, is not for the provider that only
@@ -354,6 +361,7 @@ def test_a_sampler_in_the_environment_does_not_thin_the_provider_pytest_prove_in
     _check(pytester)
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_the_sdk_switched_off_is_said(pytester: pytest.Pytester,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """OTEL_SDK_DISABLED=true: no provider records a span (before: pytest-prove installed
@@ -374,6 +382,7 @@ def test_the_sdk_switched_off_is_said(pytester: pytest.Pytester,
     assert capture["missing"]["openai"].startswith("not recording: OTEL_SDK_DISABLED")
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_provider_whose_processors_run_in_threads_is_said(
         pytester: pytest.Pytester) -> None:
     """The SDK's ConcurrentMultiSpanProcessor calls processors in threads of its own, where
@@ -397,6 +406,7 @@ def test_a_provider_whose_processors_run_in_threads_is_said(
     assert "ConcurrentMultiSpanProcessor" in load(pytester).manifest["capture"]["global"]
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_sampler_of_the_users_provider_that_drops_spans_is_said(
         pytester: pytest.Pytester) -> None:
     _agent(pytester)
@@ -463,6 +473,7 @@ POOL = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2"]],
                          ids=["one-process", "xdist"])
 def test_usage_spans_no_episode_took_are_counted_and_said(pytester: pytest.Pytester,

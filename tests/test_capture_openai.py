@@ -118,6 +118,7 @@ def _check_store(pytester: pytest.Pytester, how: str = "installed") -> None:
             assert SECRET.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2"],
                                   ["-n", "2", "--prove-concurrency", "4"]],
                          ids=["one-process", "xdist", "xdist-blocks"])
@@ -138,6 +139,7 @@ def _seeds(pytester: pytest.Pytester) -> list[int]:
     return [int(r["seed"]) for r in load(pytester).episodes]
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_missing_instrumentor_is_named(pytester: pytest.Pytester,
                                          server: ThreadingHTTPServer) -> None:
     _project(pytester, server, "openai no-such-instrumentor")
@@ -153,6 +155,7 @@ def test_a_missing_instrumentor_is_named(pytester: pytest.Pytester,
     assert all(r["tokens"]["input"] == INPUT * r["meta"]["calls"] for r in run.episodes)
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor(
         pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     """A global provider of another kind: the instrumentor's spans go to a provider of the
@@ -197,6 +200,7 @@ SPEC_AGENT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
         pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     """A ``[capture]`` table in a sweep spec (it was refused for every spec: the parsed
@@ -231,6 +235,7 @@ def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
     assert run.manifest["capture"]["instrumented"] == ["openai"]
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize("content", ["true", "false"])
 def test_content_is_kept_only_when_asked(pytester: pytest.Pytester,
                                          server: ThreadingHTTPServer, content: str) -> None:

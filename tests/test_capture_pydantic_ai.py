@@ -102,6 +102,7 @@ AGENT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize(("instrument", "summed", "args"), [
     ([], False, ["-p", "no:xdist"]),
     ([], True, ["-p", "no:xdist"]),

@@ -224,17 +224,17 @@ def test_lf_finds_a_failed_block_after_the_blocks_change(pytester: pytest.Pytest
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_lf=LF)
     monkeypatch.setenv("BAD", "5")
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "--prove-concurrency=4")
+    result = pytester.runpytest("-p", "no:randomly", "--prove-concurrency=4")
     result.assert_outcomes(passed=3, failed=1)
     assert _lastfailed(pytester) == ["test_lf.py::test_lf[refund-r004-007]"]
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "--lf", "-v", *workers)
+    result = pytester.runpytest("-p", "no:randomly", "--lf", "-v", *workers)
     result.assert_outcomes(passed=3, failed=1)
     assert sorted(set(re.findall(r"test_lf\[[^\]]*\]", result.stdout.str()))) == [
         f"test_lf[refund-r00{r}]" for r in (4, 5, 6, 7)]
     assert _lastfailed(pytester) == ["test_lf.py::test_lf[refund-r005]"]
     monkeypatch.setenv("BAD", "")
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "--lf", "-v",
-                                           "--prove-concurrency=2", *workers)
+    result = pytester.runpytest("-p", "no:randomly", "--lf", "-v",
+                                "--prove-concurrency=2", *workers)
     result.assert_outcomes(passed=1)
     assert set(re.findall(r"test_lf\[[^\]]*\]", result.stdout.str())) == {
         "test_lf[refund-r004-005]"}

@@ -95,8 +95,8 @@ def test_cost_of_two_runs_gives_the_ratio_per_episode(agent: pytest.Pytester,
     assert agent.runpytest("-p", "no:xdist", "--prove-name", "before",
                            "--prove-save-baseline", "before").ret == 0
     agent._monkeypatch.setenv("SMALL_ONLY", "1")
-    assert agent.runpytest_subprocess("-p", "no:xdist", "--prove-name", "after",
-                                      "--prove-baseline", "before").ret == 0
+    assert agent.runpytest("-p", "no:xdist", "--prove-name", "after",
+                           "--prove-baseline", "before").ret == 0
     out = _cli(agent, capsys, "cost", "baseline:before", "after")
     # refund episodes 660 -> 110 tokens (1/6), password ones unchanged: median of the 20.
     assert out.splitlines()[0] == ("'after' uses 0.58x the tokens of 'baseline:before' per episode "

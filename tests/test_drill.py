@@ -247,7 +247,7 @@ def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_mai
     # Blocks of 4 in threads, each under a timeout: where no debugger can stop.
     monkeypatch.setenv("BOT_BLOCK", "4")
     monkeypatch.setenv("BOT_TIMEOUT", "30")
-    drill.runpytest_subprocess("--prove-name=blocked", *workers)
+    drill.runpytest("--prove-name=blocked", *workers)
     stored = {(r["condition"]["ticket"], r["replicate"]): r for r in
               _store(drill).open("blocked").episodes}
     assert stored[("refund", 5)]["item"] == "test_bot.py::test_bot[refund-r004-007]"
@@ -260,9 +260,9 @@ def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_mai
     assert replay_target(blocked, older) == Replay("blocked", "test_bot.py::test_bot", "r005")
     assert not any(main for *_, main in _log(drill))
     (drill.path / "seeds.log").unlink()
-    result = drill.runpytest_subprocess("test_bot.py::test_bot[refund-r005]",
-                                        "test_bot.py::test_bot[password-r031]",
-                                        "--prove-replay=blocked", *workers)
+    result = drill.runpytest("test_bot.py::test_bot[refund-r005]",
+                             "test_bot.py::test_bot[password-r031]",
+                             "--prove-replay=blocked", *workers)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     result.stdout.fnmatch_lines(["*replayed 2 episode(s) of run 'blocked' on their seeds*"])
     assert sorted(_log(drill)) == sorted(
@@ -329,13 +329,13 @@ def test_replay_refuses_a_report(drill: pytest.Pytester) -> None:
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
         drill: pytest.Pytester, capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
-    drill.runpytest_subprocess("--prove-name=first", *workers)
+    drill.runpytest("--prove-name=first", *workers)
     first = _store(drill).open("first")
     failed = sorted((r["condition"]["ticket"], r["replicate"], r["seed"])
                     for r in first.episodes if r.get("error"))
     assert failed
     (drill.path / "seeds.log").unlink()
-    result = drill.runpytest_subprocess("--lf", "--prove-name=again", *workers)
+    result = drill.runpytest("--lf", "--prove-name=again", *workers)
     # Every failure comes back: it reran on the seed it failed on.
     result.stdout.fnmatch_lines([f"*= {len(failed)} failed*"])
     assert sorted((t, r, s) for t, r, s, _ in _log(drill)) == failed
@@ -349,14 +349,14 @@ def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
     # A replay of that narrowed run says which episodes it does not hold.
     passed = next(r for r in first.episodes if not r.get("error"))
     ticket, replicate = passed["condition"]["ticket"], passed["replicate"]
-    result = drill.runpytest_subprocess(f"test_bot.py::test_bot[{ticket}-r{replicate:03d}]",
-                                        "--prove-replay=again", *workers)
+    result = drill.runpytest(f"test_bot.py::test_bot[{ticket}-r{replicate:03d}]",
+                             "--prove-replay=again", *workers)
     result.stdout.fnmatch_lines([
         "*replayed 1 episode(s) of run 'again' *: 0 ended as stored, 1 not in the run; *",
         f"  ticket={ticket} r{replicate} seed {passed['seed']}: {passed['outcome']}; run "
         "'again' holds no such episode, so this is the seed its salt gives that replicate"])
     # Without --lf the next run draws a salt of its own, as before.
-    drill.runpytest_subprocess("--prove-name=third", *workers)
+    drill.runpytest("--prove-name=third", *workers)
     assert _store(drill).open("third").salt != first.salt
 
 

@@ -51,7 +51,7 @@ def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: st
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
     marker = "@pytest.mark.asyncio" if mode == "strict" else ""
     pytester.makepyfile(test_async=ASYNC.replace("{marker}", marker))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers)
+    result = pytester.runpytest("-p", "no:cacheprovider", *workers)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     run = load(pytester)
     assert run.manifest["status"] == "complete"
@@ -78,9 +78,11 @@ STOPPED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_stopped=STOPPED)
+    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
@@ -111,6 +113,7 @@ ASYNC_STOPPED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 @pytest.mark.parametrize("args", [
     [], ["-n", "2"], ["--prove-concurrency=2"], ["-o", "asyncio_mode=auto"],
     ["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
@@ -163,6 +166,7 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 @pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
@@ -223,8 +227,7 @@ def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: s
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_anyio=ANYIO.replace(
         "{backend}", ASYNCIO_ONLY if backend == "fixture" else ""))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           *args)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     run = load(pytester)
     assert run.manifest["status"] == "complete"
@@ -253,7 +256,7 @@ def test_anyio_rollout_on_another_backend_is_refused(pytester: pytest.Pytester) 
         async def test_trio(prove_seed):
             return prove.Episode("resolved")
         """))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*pytest-prove runs async rollouts on asyncio*'trio'*"])
     result.stdout.no_fnmatch_line("*Traceback*")
@@ -294,8 +297,8 @@ def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
     baseline count the same.  Before, every attempt was a line of its own."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_flaky=FLAKY)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--reruns=2", "--prove-save-baseline=b", *args)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly",
+                                "--reruns=2", "--prove-save-baseline=b", *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*4 episodes, 3 with an outcome, 0 with none, 1 errored*"])
     run = load(pytester)
@@ -359,8 +362,7 @@ def test_rerun_cut_short_keeps_the_attempt_that_ended(pytester: pytest.Pytester)
                 pytest.exit("stopped during the rerun")
             return prove.Episode("resolved")
         """))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--reruns=1")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--reruns=1")
     result.stdout.fnmatch_lines(["*(incomplete): 2 episodes, 1 with an outcome, 0 with none, "
                                  "1 errored*"])
     run = load(pytester)
@@ -396,15 +398,13 @@ def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester
         bot.makeconftest(SHUFFLE)
         first, second = ["-p", "no:randomly"], ["-p", "no:randomly"]
     monkeypatch.setenv("SHUFFLE", "1")
-    result = bot.runpytest_subprocess("-p", "no:cacheprovider", *first,
-                                      "--prove-save-baseline=b")
+    result = bot.runpytest("-p", "no:cacheprovider", *first, "--prove-save-baseline=b")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     before = load(bot, "latest")
     order = [(r["condition_key"], r["replicate"]) for r in before.episodes]
     assert order != sorted(order)  # the items did run out of order
     monkeypatch.setenv("SHUFFLE", "2")
-    result = bot.runpytest_subprocess("-p", "no:cacheprovider", *second, "-n", "2",
-                                      "--prove-baseline=b")
+    result = bot.runpytest("-p", "no:cacheprovider", *second, "-n", "2", "--prove-baseline=b")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["*nothing changed significantly*"])
     result.stdout.no_fnmatch_line("*unpaired*")
@@ -436,11 +436,13 @@ HANGS_ONCE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 def test_pytest_timeout_thread_method_in_one_process(pytester: pytest.Pytester) -> None:
     """The thread method ends the process at a timeout (os._exit): the session says so
     before the tests, the run is left incomplete, and --prove-resume finishes it."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_hangs=HANGS_ONCE)
+    # A subprocess: the thread method ends the process it runs in (os._exit).
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
                                            "--timeout=1", "--timeout-method=thread")
     assert result.ret == 1
@@ -449,8 +451,8 @@ def test_pytest_timeout_thread_method_in_one_process(pytester: pytest.Pytester) 
     run = load(pytester)
     assert run.manifest["status"] == "incomplete"
     assert [r["replicate"] for r in run.episodes] == [0]
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--prove-resume=latest")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly",
+                                "--prove-resume=latest")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     run = load(pytester)
     assert run.manifest["status"] == "complete"
@@ -462,8 +464,9 @@ def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> 
     crashed worker's, and the sweep goes on."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_hangs=HANGS_ONCE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--timeout=1", "--timeout-method=thread", "-n", "2")
+    # In process: the thread method ends the worker it fires in, a process of its own.
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly",
+                                "--timeout=1", "--timeout-method=thread", "-n", "2")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.no_fnmatch_line("pytest-prove: pytest-timeout's thread method*")
     result.stdout.fnmatch_lines(["*(complete): 4 episodes, 3 with an outcome, 0 with none, "
@@ -504,6 +507,7 @@ IN_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 @pytest.mark.parametrize("load_pytester", ["conftest", "option"])
 def test_a_project_runs_two_in_process_sessions_with_pytester(pytester: pytest.Pytester,
                                                               load_pytester: str) -> None:

@@ -30,12 +30,11 @@ from pytest_prove.review.figures import figures_of
 from pytest_prove.review.steps import where as where_of
 from pytest_prove.store import Store
 
-from .test_report_html import ARGS, CHROMIUM
+from .conftest import CHROMIUM, INNER_ADDOPTS, needs_chromium
+from .test_report_html import ARGS
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(CHROMIUM),
-    reason="headless Chromium is not installed (apt-get install -y chromium; .ci/run does)",
-)
+# Skipped without Chromium outside CI; in CI a failure (tests/conftest.py).
+pytestmark = needs_chromium
 
 #: Two axes (ticket x tone), steps and token usage recorded; with WORSE=1 refund/terse fails
 #: far more often and every condition switches to another model (terse ones add a judge).
@@ -115,8 +114,11 @@ def _pytest(root: Path, *argv: str, worse: bool) -> int:
         os.environ["WORSE"] = "1"
     try:
         with contextlib.chdir(root), contextlib.redirect_stdout(io.StringIO()):
+            # INNER_ADDOPTS: the pytest-asyncio warning and hypothesis' plugin left out, as
+            # for every inner session (pytester's get them through PYTEST_ADDOPTS).
             return int(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                                    "-n", "0", f"--rootdir={root}", str(root), *argv]))
+                                    *INNER_ADDOPTS.split(), "-n", "0", f"--rootdir={root}",
+                                    str(root), *argv]))
     finally:
         os.environ.pop("WORSE", None)
         if saved is not None:

@@ -129,7 +129,7 @@ def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pyteste
     what --junitxml wrote, and the setup report's location, keywords and id; no report keeps
     an emptied ``prove`` attribute (together about 1.5 KB an item on the controller)."""
     bot.makeconftest(INSPECT)
-    result = bot.runpytest_subprocess("--junitxml=j.xml", "-p", "no:randomly", *workers)
+    result = bot.runpytest("--junitxml=j.xml", "-p", "no:randomly", *workers)
     assert result.ret == 0, result.stdout.str()
     kept = json.loads((bot.path / "kept.json").read_text())
     assert len(kept) == 80

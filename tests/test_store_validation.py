@@ -4,17 +4,14 @@ A baseline is loaded in ``pytest_configure``, so a bad one stops the session wit
 usage error before any rollout runs, instead of being compared silently or breaking
 with a traceback once the sweep is over.
 
-One real sweep is made per module, in a subprocess (pytester's projects live for one test
-and every test here starts from the same files); each test damages its own copy.
+One real sweep is made per module, in process (``inline_session``: pytester's projects live
+for one test and every test here starts from the same files); each test damages its own copy.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 import warnings
 from collections.abc import Callable
@@ -27,6 +24,8 @@ from hypothesis import strategies as st
 
 from pytest_prove.cli import main
 from pytest_prove.store import Store, StoreError, StoreWarning
+
+from .conftest import inline_session
 
 #: Two conditions, three replicates each, every kind of ending: the baseline's episodes
 #: are lines 2 to 7, sorted (password r0, r1, r2, refund r0, r1 errored, r2 no outcome).
@@ -61,16 +60,13 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("validation")
     (root / "pytest.ini").write_text("[pytest]\nprove_allow_underpowered = true\n")
     (root / "test_bot.py").write_text(AGENT)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-         "--prove-name", "first", "--prove-save-baseline", "b",
-         # Every kind of ending in a baseline: refund's share without an outcome (2 of 3)
-         # is far above what a baseline may hold, so the bound is raised on purpose.
-         "--prove-max-errored=1"],
-        cwd=root, env=clean, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 1, done.stdout + done.stderr  # the errored replicate fails
-    assert "4 passed, 1 skipped" in done.stdout and "1 failed" in done.stdout
+    code, out = inline_session(
+        root, "-p", "no:xdist", "--prove-name", "first", "--prove-save-baseline", "b",
+        # Every kind of ending in a baseline: refund's share without an outcome (2 of 3)
+        # is far above what a baseline may hold, so the bound is raised on purpose.
+        "--prove-max-errored=1")
+    assert code == 1, out  # the errored replicate fails
+    assert "4 passed, 1 skipped" in out and "1 failed" in out
     # The damage below is done to JSON lines: keep 'b' in format 1 (it is still read), and
     # the baseline as saved, compact, as 'c' (tests/test_store_compact.py damages those).
     store = Store(root / ".prove")

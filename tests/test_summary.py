@@ -26,8 +26,8 @@ def _section(text: str) -> list[str]:
 def test_quiet_says_the_verdict_and_where_and_nothing_else(
         example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
-    result = example.runpytest_subprocess("-q", "-p", "no:randomly", "--prove-baseline=current",
-                                          "--prove-report=r.html", *workers)
+    result = example.runpytest("-q", "-p", "no:randomly", "--prove-baseline=current",
+                               "--prove-report=r.html", *workers)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     section = _section(result.stdout.str())
     assert len(section) == 3, section
@@ -44,8 +44,8 @@ def test_quiet_says_the_verdict_and_where_and_nothing_else(
 
 @pytest.mark.slow
 def test_quiet_never_hides_why_the_gate_failed(example: pytest.Pytester) -> None:
-    result = example.runpytest_subprocess("-q", "-p", "no:cacheprovider",
-                                          "--prove-baseline=current", "-k", "no_such_test")
+    result = example.runpytest("-q", "-p", "no:cacheprovider",
+                               "--prove-baseline=current", "-k", "no_such_test")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     section = _section(result.stdout.str())
     assert len(section) == 1, section
@@ -54,8 +54,8 @@ def test_quiet_never_hides_why_the_gate_failed(example: pytest.Pytester) -> None
 
 @pytest.mark.slow
 def test_quiet_on_a_gate_that_passes_and_a_saved_baseline(example: pytest.Pytester) -> None:
-    result = example.runpytest_subprocess("-q", "-p", "no:randomly", "--prove-baseline=current",
-                                          "--prove-save-baseline=again")
+    result = example.runpytest("-q", "-p", "no:randomly", "--prove-baseline=current",
+                               "--prove-save-baseline=again")
     assert result.ret == pytest.ExitCode.OK
     section = _section(result.stdout.str())
     assert [line.split(":")[0].split(" ")[0] for line in section] == [
@@ -69,7 +69,7 @@ def test_quiet_on_a_gate_that_passes_and_a_saved_baseline(example: pytest.Pytest
 def test_default_and_verbose_say_more(example: pytest.Pytester,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
-    result = example.runpytest_subprocess("-p", "no:randomly", "--prove-baseline=current")
+    result = example.runpytest("-p", "no:randomly", "--prove-baseline=current")
     section = _section(result.stdout.str())
     assert section[0].startswith("worse: ")
     assert any(line.startswith("method: ") for line in section)
@@ -77,7 +77,7 @@ def test_default_and_verbose_say_more(example: pytest.Pytester,
     assert sum(line.startswith("ticket=") for line in section) == 2  # the rows that moved
     assert "%]F" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*?100%?", "pytest-prove gate F", "", "*= FAILURES =*"])
-    result = example.runpytest_subprocess("-v", "-p", "no:randomly", "--prove-baseline=current")
+    result = example.runpytest("-v", "-p", "no:randomly", "--prove-baseline=current")
     section = _section(result.stdout.str())
     assert sum(line.startswith("ticket=") for line in section) == 9  # every row
     result.stdout.fnmatch_lines(["*::prove-gate?ticket=refund? FAILED*"])

@@ -26,11 +26,11 @@ SLEEPER = textwrap.dedent(
 
 
     def sleeps(replicate):
-        return replicate % 10 == 0  # five of the fifty, whatever the run's salt
+        return replicate % 5 == 0  # two of the ten, whatever the run's salt
 
 
     if ASYNC:
-        @prove.rollout(replicates=50, failures=["unresolved"], successes=["resolved"],
+        @prove.rollout(replicates=10, failures=["unresolved"], successes=["resolved"],
                        outcomes=["resolved", "unresolved", "escalated"], timeout=TIMEOUT)
         async def test_sleepy(prove_replicate):
             with prove.step("start"):
@@ -39,7 +39,7 @@ SLEEPER = textwrap.dedent(
                 await asyncio.sleep(600)
             return prove.Episode("resolved")
     else:
-        @prove.rollout(replicates=50, failures=["unresolved"], successes=["resolved"],
+        @prove.rollout(replicates=10, failures=["unresolved"], successes=["resolved"],
                        outcomes=["resolved", "unresolved", "escalated"], timeout=TIMEOUT)
         def test_sleepy(prove_replicate):
             with prove.step("start"):
@@ -61,7 +61,8 @@ def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float) -> None:
+def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float,
+           after: int = 1) -> None:
     # Not a speed check: a sleeper sleeps 600 s, so a session that waited for any of them
     # (instead of storing it as timed out and going on) takes at least that long. The bound
     # is far from both, so a loaded machine cannot fail it.
@@ -69,21 +70,22 @@ def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float) -> 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     run = load(pytester)
     assert run.manifest["status"] == "complete"
-    assert len(run.episodes) == 50
+    assert len(run.episodes) == 10
     timed = [r for r in run.episodes if (r["error"] or {}).get("kind") == "episode_timeout"]
-    # Decided by the replicate, not the seed: with a random salt, a run whose fifty seeds
-    # held no multiple of ten (one in two hundred) had no sleeper and passed.
-    sleeping = [r for r in run.episodes if r["replicate"] % 10 == 0]
+    # Decided by the replicate, not the seed: with a random salt, a run whose seeds held no
+    # sleeper had none, and passed.
+    sleeping = [r for r in run.episodes if r["replicate"] % 5 == 0]
     assert sorted(r["replicate"] for r in timed) == sorted(r["replicate"] for r in sleeping)
     assert timed, "some replicate should have slept"
     for record in timed:
-        assert record["outcome"] is None and record["duration"] >= 0.9
+        assert record["outcome"] is None and record["duration"] >= 0.9 * after
         assert [s["name"] for s in record["steps"]] == ["start"]
     assert all(r["outcome"] == "resolved" for r in run.episodes if r not in timed)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     assert f"{len(timed)} failed" in text or "failed" in text
-    result.stdout.fnmatch_lines(["*Timeout: *still running after 1 s (--prove-episode-timeout)*"])
+    result.stdout.fnmatch_lines([f"*Timeout: *still running after {after} s "
+                                 "(--prove-episode-timeout)*"])
 
 
 @pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=5"]],
@@ -95,27 +97,37 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
     monkeypatch.setenv("ASYNC", "1" if mode == "async" else "0")
     monkeypatch.setenv("BUSY", "1" if mode == "busy" else "0")
     start = time.monotonic()
-    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider",
-                                         "--prove-episode-timeout=1", *args)
+    # A subprocess for sync in one process: a sleeper blocked in C is left running in its
+    # thread, for 600 s, in the process that ran it (an xdist worker is a process already).
+    in_c = mode == "sync" and "-n" not in args
+    run = sleepy.runpytest_subprocess if in_c else sleepy.runpytest
+    result = run("-p", "no:cacheprovider", "--prove-episode-timeout=1", *args)
     _check(sleepy, result, time.monotonic() - start)
 
 
 def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which timeout applies: the decorator's alone, the ini's alone, and the command line's
+    over the decorator's.  In process: a busy sleeper is stopped at its next bytecode (the
+    sync one blocked in C, left running in its thread, is test_sleeping_replicates...'s); one
+    block of ten, so the sleepers time out together."""
+    monkeypatch.setenv("BUSY", "1")
     monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
     start = time.monotonic()
-    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider")
+    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
     _check(sleepy, result, time.monotonic() - start)
     monkeypatch.delenv("DECORATOR_TIMEOUT")
     sleepy.makeini("[pytest]\nprove_allow_underpowered = true\nprove_episode_timeout = 1\n")
     start = time.monotonic()
-    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider")
+    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
     _check(sleepy, result, time.monotonic() - start)
-    # The command line beats both (one block of 50, so the sleepers time out together).
+    # The command line beats both.
     monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
-    result = sleepy.runpytest_subprocess("-p", "no:cacheprovider", "--prove-episode-timeout=2",
-                                         "--prove-concurrency=50")
+    start = time.monotonic()
+    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=2",
+                              "--prove-concurrency=10")
     result.stdout.fnmatch_lines(["*still running after 2 s*"])
+    _check(sleepy, result, time.monotonic() - start, after=2)
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])  # 0: no timeout, on purpose
@@ -165,13 +177,16 @@ HOSTILE = textwrap.dedent(
 )
 
 
-def _hostile(pytester: pytest.Pytester, mode: str, n: int, *args: str) -> pytest.RunResult:
+def _hostile(pytester: pytest.Pytester, mode: str, n: int, *args: str,
+             subprocess: bool = True) -> pytest.RunResult:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_hostile=HOSTILE)
     import os
 
     os.environ["MODE"], os.environ["N"] = mode, str(n)
     try:
+        if not subprocess:
+            return pytester.runpytest("-p", "no:cacheprovider", *args)
         return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
     finally:
         del os.environ["MODE"], os.environ["N"]
@@ -181,9 +196,13 @@ def _kinds(pytester: pytest.Pytester) -> list[str]:
     return [(r["error"] or {}).get("kind", "outcome") for r in load(pytester).episodes]
 
 
+@pytest.mark.slow  # 40 s of CPU: 150 replicates spinning in logging until stopped
 def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Pytester) -> None:
     """The timeout is raised only into the rollout's own frames: raised inside logging, it
     left logging's lock held and the session hung for good."""
+    # A subprocess: should the lock be left held again, the session hangs, and only a process
+    # of its own can be ended (timeout=240) without hanging this one.
+    # 150 replicates: a timeout raised anywhere hung the session in 150 of them, not in 30.
     result = _hostile(pytester, "log", 150, "--prove-episode-timeout=0.02")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _kinds(pytester) == ["episode_timeout"] * 150
@@ -191,14 +210,14 @@ def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Py
 
 def test_a_rollout_that_catches_the_timeout_is_still_timed_out(pytester: pytest.Pytester) -> None:
     result = _hostile(pytester, "swallow", 3, "--prove-episode-timeout=0.5",
-                      "--prove-concurrency=3")
+                      "--prove-concurrency=3", subprocess=False)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _kinds(pytester) == ["episode_timeout"] * 3
 
 
 def test_a_huge_timeout_is_no_timeout_in_effect(pytester: pytest.Pytester) -> None:
     """Above threading.TIMEOUT_MAX, join() raised OverflowError and every item crashed."""
-    result = _hostile(pytester, "quick", 4, "--prove-episode-timeout=1e10")
+    result = _hostile(pytester, "quick", 4, "--prove-episode-timeout=1e10", subprocess=False)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert _kinds(pytester) == ["outcome"] * 4
 
@@ -221,6 +240,8 @@ def test_another_plugins_timeout_keeps_every_episode(pytester: pytest.Pytester) 
             finally:
                 signal.alarm(0)
     """)
+    # A subprocess: the alarm is a real signal to the process, and the replicates it stops
+    # sleep on in their threads (30 s) in the process that ran them.
     result = _hostile(pytester, "sleep", 2, "--prove-episode-timeout=5")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     run = load(pytester)

@@ -138,7 +138,7 @@ def test_a_worker_on_another_pytest_prove_is_refused_before_anything_runs(
     import pytest_prove
 
     bot.makeconftest(OTHER_VERSION_ON_WORKERS)
-    result = bot.runpytest_subprocess("-n", "2", "--prove-replicates", "4")
+    result = bot.runpytest("-n", "2", "--prove-replicates", "4")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([
         f"*this xdist worker runs pytest-prove 0.0.9 and the controller pytest-prove "
