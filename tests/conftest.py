@@ -83,7 +83,8 @@ DECLARED = {
     "opentelemetry-util-genai": "opentelemetry.util.genai", "requests": "requests",
     "pydantic-ai-slim": "pydantic_ai", "playwright": "playwright", "lifelines": "lifelines",
     "pytest-asyncio": "pytest_asyncio", "pytest-timeout": "pytest_timeout",
-    "pytest-rerunfailures": "pytest_rerunfailures", "pyyaml": "yaml",
+    "pytest-rerunfailures": "pytest_rerunfailures", "pyyaml": "yaml", "mypy": "mypy",
+    "mkdocs": "mkdocs",
 }
 
 #: Where the HTML report's tests find headless Chromium (Debian's package), and the reason

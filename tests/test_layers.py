@@ -242,8 +242,6 @@ MAX_LINES = 600
 #: Modules over MAX_LINES where this test was written, each with the helper of issue 35 who
 #: splits it (strict: once split, the mark must go).
 OVER: Mapping[str, str] = {
-    "stats._compare": "the stats helper splits it",
-    "stats._margin": "the stats helper splits it",
 }
 
 
