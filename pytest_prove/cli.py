@@ -95,6 +95,11 @@ class Output:
         for text in texts:
             self.line(text)
 
+    def answer(self, command_name: str, body: dict[str, Any], texts: Sequence[str]) -> None:
+        """A command's answer: ``body`` as its JSON document with ``--json``, else ``texts``."""
+        self.document(command_name, body)
+        self.lines(texts)
+
     def document(self, command_name: str, body: dict[str, Any]) -> None:
         if self.as_json:
             doc = {"schema_version": REPORT_SCHEMA_VERSION, "command": command_name, **body}
@@ -191,8 +196,8 @@ def _one_event(parser: argparse.ArgumentParser) -> None:
 def _runs(args: argparse.Namespace, out: Output) -> int:
     store = _store(args)
     runs, baselines = stored_runs(store, load_run)
-    out.document("runs", {"store": str(store.root), "runs": runs, "baselines": baselines})
-    out.lines(runs_text.runs_lines(store.root, runs, baselines))
+    out.answer("runs", {"store": str(store.root), "runs": runs, "baselines": baselines},
+               runs_text.runs_lines(store.root, runs, baselines))
     return EXIT_OK
 
 
@@ -205,8 +210,8 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 @command("show", "a run's manifest, tallies and errored episodes", _show_arguments)
 def _show(args: argparse.Namespace, out: Output) -> int:
     counted = tally(load_run(_store(args), args.run))
-    out.document("show", runs_text.show_document(counted))
-    out.lines(runs_text.show_lines(counted, args.verbose))
+    out.answer("show", runs_text.show_document(counted),
+               runs_text.show_lines(counted, args.verbose))
     return EXIT_OK
 
 
@@ -216,8 +221,8 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 @command("diff", "compare two runs condition by condition", _engine_options)
 def _diff(args: argparse.Namespace, out: Output) -> int:
     done = _review(args)
-    out.document("diff", comparison_document(done))
-    out.lines(verdicts.diff_lines(done, args.verbose))
+    out.answer("diff", comparison_document(done),
+               verdicts.diff_lines(done, args.verbose))
     _step_summary(done)
     return EXIT_OK
 
@@ -246,8 +251,8 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)
 def _check(args: argparse.Namespace, out: Output) -> int:
     done = _review(args)
-    out.document("check", verdicts.check_document(done, partial_ok=args.partial))
-    out.lines(verdicts.check_lines(done, args.verbose, partial_ok=args.partial))
+    out.answer("check", verdicts.check_document(done, partial_ok=args.partial),
+               verdicts.check_lines(done, args.verbose, partial_ok=args.partial))
     if done.gate.reasons or (verdicts.partial_text(done) is not None and not args.partial):
         return EXIT_FAILED
     _step_summary(done)
@@ -270,15 +275,14 @@ def _report(args: argparse.Namespace, out: Output) -> int:
                          missing=args.missing)
         found.require_rows()
         path = write_report(args.out, found, x=args.x, y=args.y)
-        out.document("report", {"path": str(path), "kind": "run", "run": found.labels.after,
-                                "verdict": None})
-        out.lines(verdicts.run_report_lines(found, path))
+        out.answer("report", {"path": str(path), "kind": "run", "run": found.labels.after,
+                              "verdict": None}, verdicts.run_report_lines(found, path))
         return EXIT_OK
     done = _review(args)
     comparison = done.require_comparison()
     path = write_report(args.out, done, x=args.x, y=args.y)
-    out.document("report", {"path": str(path), "verdict": comparison.verdict.word})
-    out.lines(verdicts.report_lines(done, path))
+    out.answer("report", {"path": str(path), "verdict": comparison.verdict.word},
+               verdicts.report_lines(done, path))
     return EXIT_OK
 
 
@@ -293,8 +297,7 @@ def _where_arguments(parser: argparse.ArgumentParser) -> None:
 @command("where", "where failing episodes stop, by step", _where_arguments)
 def _where(args: argparse.Namespace, out: Output) -> int:
     found = where(load_run(_store(args), args.run), args.event)
-    out.document("where", drilldown.where_document(found))
-    out.lines(drilldown.where_lines(found))
+    out.answer("where", drilldown.where_document(found), drilldown.where_lines(found))
     return EXIT_OK
 
 
@@ -313,8 +316,8 @@ def _steps_arguments(parser: argparse.ArgumentParser) -> None:
 def _compare_steps(args: argparse.Namespace, out: Output) -> int:
     before, after = _pair_of(args)
     done = compare_steps(before, after, args.event, q=args.q, max_hr=args.max_hr)
-    out.document("compare", drilldown.compare_steps_document(done))
-    out.lines(drilldown.compare_steps_lines(done))
+    out.answer("compare", drilldown.compare_steps_document(done),
+               drilldown.compare_steps_lines(done))
     return EXIT_OK
 
 
@@ -342,8 +345,8 @@ def _flips(args: argparse.Namespace, out: Output) -> int:
     before, after = _pair_of(args)
     found = flips(before, after, conditions=args.condition, events=args.event,
                   missing=args.missing)
-    out.document("flips", drilldown.flips_document(found))
-    out.lines(drilldown.flips_lines(found, args.verbose))
+    out.answer("flips", drilldown.flips_document(found),
+               drilldown.flips_lines(found, args.verbose))
     return EXIT_OK
 
 
@@ -365,8 +368,8 @@ def _fix_arguments(parser: argparse.ArgumentParser) -> None:
 def _fix_check(args: argparse.Namespace, out: Output) -> int:
     before, after = _pair_of(args)
     done = fix_check_runs(before, after, args.event, alpha=args.alpha, max_mde=args.max_mde)
-    out.document("fix-check", drilldown.fix_check_document(done))
-    out.lines(drilldown.fix_check_lines(done))
+    out.answer("fix-check", drilldown.fix_check_document(done),
+               drilldown.fix_check_lines(done))
     return EXIT_OK
 
 
@@ -385,9 +388,9 @@ def _cost(args: argparse.Namespace, out: Output) -> int:
     runs = [load_run(store, name) for name in (args.run, args.run2) if name]
     costs = [cost.cost_of(run, cost.prices_for(run, Path.cwd())) for run in runs]
     both = cost.compare_costs(costs[0], costs[1]) if len(costs) == 2 else None
-    out.document("cost", cost_text.costs_document(costs, both))
-    out.lines(cost_text.format_cost(costs[0]) if both is None else
-              cost_text.format_comparison(both))
+    out.answer("cost", cost_text.costs_document(costs, both),
+               cost_text.format_cost(costs[0]) if both is None else
+               cost_text.format_comparison(both))
     return EXIT_OK
 
 
@@ -410,8 +413,8 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
                                  args.replicates)
     prices = cost.prices_for(source, Path.cwd())
     plan = cost.estimate_plan(source, planned, prices)
-    out.document("plan", cost_text.plan_document(plan))
-    out.lines(cost_text.format_plan(plan, prices))
+    out.answer("plan", cost_text.plan_document(plan),
+               cost_text.format_plan(plan, prices))
     return EXIT_OK
 
 
@@ -434,8 +437,7 @@ def _prune_arguments(parser: argparse.ArgumentParser) -> None:
 def _prune(args: argparse.Namespace, out: Output) -> int:
     done = _store(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
     document = done.to_json()
-    out.document("prune", document)
-    out.lines(runs_text.prune_lines(document))
+    out.answer("prune", document, runs_text.prune_lines(document))
     return EXIT_REFUSED if done.failed else EXIT_OK
 
 
@@ -464,8 +466,8 @@ def _baseline_diff_arguments(parser: argparse.ArgumentParser) -> None:
 def _baseline_diff(args: argparse.Namespace, out: Output) -> int:
     store = _store(args)
     done = diff_baselines(_baseline_of(store, args.old), _baseline_of(store, args.new))
-    out.document("baseline-diff", baselines_text.baseline_diff_document(done))
-    out.lines(baselines_text.baseline_diff_lines(done, args.verbose))
+    out.answer("baseline-diff", baselines_text.baseline_diff_document(done),
+               baselines_text.baseline_diff_lines(done, args.verbose))
     return EXIT_OK
 
 
@@ -533,8 +535,8 @@ def _merge(args: argparse.Namespace, out: Output) -> int:
                               thin=lambda found: thin_baseline(found, q=args.q,
                                                                max_mde=args.max_mde))
     said = None if saved is None else saved.text
-    out.document("merge", runs_text.merge_document(run, said))
-    out.lines(runs_text.merge_lines(run, said))
+    out.answer("merge", runs_text.merge_document(run, said),
+               runs_text.merge_lines(run, said))
     return EXIT_REFUSED if saved is not None and not saved.saved else EXIT_OK
 
 

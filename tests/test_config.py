@@ -147,3 +147,20 @@ def test_without_a_file_the_rootdir_is_where_setup_py_or_pyproject_is(tmp_path: 
     (tmp_path / "pyproject.toml").write_text("[tool.black]\n")
     (tmp_path / "sub").mkdir()
     assert project_settings(tmp_path / "sub").store() == tmp_path / ".prove"
+
+
+def test_both_front_doors_read_an_option_by_one_rule() -> None:
+    """config.ini.given_or_ini: a value given wins and its ini value is not even read (a bad
+    one there cannot refuse it); a value left unsaid (None) is the ini value's."""
+    from pytest_prove.config.ini import FROM_INI, INI, given_or_ini
+
+    read: list[str] = []
+
+    def ini(name: str) -> float:
+        read.append(name)
+        return 0.3
+
+    found = given_or_ini([("prove_q", 0.01), ("prove_margin", None)], ini)
+    assert found == {"prove_q": 0.01, "prove_margin": 0.3}
+    assert read == ["prove_margin"]
+    assert set(FROM_INI) <= set(INI)  # each names a row of the one ini table

@@ -8,7 +8,7 @@ by the same parser and has the same default on both sides.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, final
 
@@ -24,7 +24,7 @@ from .values import (
     switch,
 )
 
-__all__ = ["INI", "PARSED", "IniValue"]
+__all__ = ["FROM_INI", "INI", "PARSED", "IniValue", "given_or_ini"]
 
 
 class _Parsed:
@@ -95,3 +95,18 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
     IniValue("prove_sequential", "default for --prove-sequential", default=False,
              parse=switch, kind="bool"),
 )}
+
+
+#: The options whose default is the ini value of the same name, on both front doors (the
+#: plugin reads ``--prove-max-mde`` into ``prove_max_mde``, the command line ``--max-mde`` into
+#: ``max_mde``), in the order a session reads them (the first bad one is the one named).
+FROM_INI: Final = ("prove_q", "prove_max_mde", "prove_margin", "prove_fail_on",
+                   "prove_max_errored", "prove_missing", "prove_chaos",
+                   "prove_allow_underpowered")
+
+
+def given_or_ini(given: Iterable[tuple[str, Any]], read: Callable[[str], Any]) -> dict[str, Any]:
+    """Each option ``given`` names (by its ini value's name) as it was given, else (None: left
+    unsaid) its ini value as ``read`` reads it: the one rule both front doors read a value by.
+    ``read`` raises what its front door says of a bad value; a value given is not read."""
+    return {name: value if value is not None else read(name) for name, value in given}

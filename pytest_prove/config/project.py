@@ -18,10 +18,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 from ..errors import ProveError
-from .ini import INI
+from .ini import FROM_INI, INI, given_or_ini
 
 __all__ = ["IniError", "ProjectSettings", "fill_defaults", "project_settings"]
 
@@ -170,30 +170,22 @@ def project_settings(start: Path | None = None) -> ProjectSettings:
     return ProjectSettings(rootdir=here)
 
 
-#: The command line's options whose default is the project's ini value, as the session reads
-#: it (the attribute the option is parsed into, and the ini value's row of the table).
-_FROM_INI: tuple[tuple[str, str], ...] = (
-    ("q", "prove_q"),
-    ("max_mde", "prove_max_mde"),
-    ("missing", "prove_missing"),
-    ("margin", "prove_margin"),
-    ("fail_on", "prove_fail_on"),  # None: the defaults (values.gate_fails_on)
-    ("allow_underpowered", "prove_allow_underpowered"),
-    ("max_errored", "prove_max_errored"),
-)
-
-
 def fill_defaults(args: argparse.Namespace, project: ProjectSettings) -> None:
     """Fill what the command line left unsaid (``None``) from the project's configuration,
     so that both front doors give one answer; a bad value names its file."""
     if getattr(args, "store", None) is None:
         args.store = str(project.store())
-    for name, option in _FROM_INI:
-        if not hasattr(args, name) or getattr(args, name) is not None:
-            continue
+
+    def read(option: str) -> Any:
         try:
-            setattr(args, name, INI[option].value(project.addopts.get(option,
-                                                                      project.get(option))))
+            return INI[option].value(project.addopts.get(option, project.get(option)))
         except argparse.ArgumentTypeError as exc:
             raise IniError(f"{project.where(option)}: {exc}; fix it there, or give the "
                            "option on the command line") from None
+
+    # The command's options among them (--max-mde is read into max_mde): fail_on left None
+    # means the defaults (values.gate_fails_on).
+    asked = [(option, getattr(args, option.removeprefix("prove_"))) for option in FROM_INI
+             if hasattr(args, option.removeprefix("prove_"))]
+    for option, value in given_or_ini(asked, read).items():
+        setattr(args, option.removeprefix("prove_"), value)

@@ -12,10 +12,10 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, TypeVar, final
 
 from ..errors import ProveError
 from .capture import CaptureConfig, CaptureError
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 Scalar = str | int | float | bool | None
+_Config = TypeVar("_Config")
 
 
 class SpecError(ProveError, ValueError):
@@ -183,17 +184,11 @@ class Declaration:
                 raise SpecError(f"the rollout's {label} {text!r} holds a lone surrogate, which "
                                 "UTF-8 cannot store; use plain text")
         if self.capture is not None and not isinstance(self.capture, CaptureConfig):
-            try:
-                found = CaptureConfig.from_mapping(self.capture, "capture=")
-            except CaptureError as exc:
-                raise SpecError(str(exc)) from None
-            object.__setattr__(self, "capture", found)
+            object.__setattr__(self, "capture",
+                               _table(CaptureConfig.from_mapping, self.capture, "capture="))
         if self.chaos is not None and not isinstance(self.chaos, ChaosConfig):
-            try:
-                chaos = ChaosConfig.from_mapping(self.chaos, "chaos=")
-            except ChaosError as exc:
-                raise SpecError(str(exc)) from None
-            object.__setattr__(self, "chaos", chaos)
+            object.__setattr__(self, "chaos",
+                               _table(ChaosConfig.from_mapping, self.chaos, "chaos="))
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
@@ -391,20 +386,15 @@ def load_spec(path: Path) -> SweepSpec:
             axes.append(Axis(name, tuple(values), kind))
         except SpecError as exc:
             raise SpecError(f"{where(f'axes.{name}')}: {exc}") from None
-    capture: CaptureConfig | None = None
-    if "capture" in data:
-        try:
-            line = where("[capture]") if "[capture]" in text else where("capture")
-            capture = CaptureConfig.from_mapping(data["capture"], f"{line}: [capture]")
-        except CaptureError as exc:
-            raise SpecError(str(exc)) from None
-    chaos: ChaosConfig | None = None
-    if "chaos" in data:
-        try:
-            line = where("[chaos]") if "[chaos]" in text else where("chaos")
-            chaos = ChaosConfig.from_mapping(data["chaos"], f"{line}: [chaos]")
-        except ChaosError as exc:
-            raise SpecError(str(exc)) from None
+
+    def table_at(key: str) -> str:
+        line = where(f"[{key}]") if f"[{key}]" in text else where(key)
+        return f"{line}: [{key}]"
+
+    capture = (None if "capture" not in data else
+               _table(CaptureConfig.from_mapping, data["capture"], table_at("capture")))
+    chaos = (None if "chaos" not in data else
+             _table(ChaosConfig.from_mapping, data["chaos"], table_at("chaos")))
     try:
         declaration = Declaration(
             failures=tuple(_seq(declare.get("failures"))),
@@ -433,6 +423,15 @@ def load_spec(path: Path) -> SweepSpec:
                            if message.startswith((f"{k} must ", f"{k} names "))), None)
         raise SpecError(f"{where(key) if key else path}: {exc}") from None
     return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
+
+
+def _table(read: Callable[[object, str], _Config], data: object, where: str) -> _Config:
+    """A ``[capture]`` or ``[chaos]`` table (or its keyword's mapping) as ``read`` reads it;
+    its error, with the same words, a :class:`SpecError`."""
+    try:
+        return read(data, where)
+    except (CaptureError, ChaosError) as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _seq(value: object) -> Sequence[str]:

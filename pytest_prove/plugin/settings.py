@@ -19,7 +19,7 @@ import pytest
 
 from .. import wire
 from ..config import values
-from ..config.ini import INI
+from ..config.ini import FROM_INI, INI, given_or_ini
 from ..config.paths import space_form_problem
 from ..config.values import (
     DEFAULT_FAIL_ON,
@@ -158,7 +158,10 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def _ini(config: pytest.Config, name: str) -> Any:
-    """Ini value ``name`` as the table reads it, or a usage error naming it."""
+    """Ini value ``name`` as the table reads it (a bool one as pytest reads it), or a usage
+    error naming it."""
+    if INI[name].kind == "bool":
+        return _ini_switch(config, name)
     try:
         return INI[name].value(str(config.getini(name)))
     except argparse.ArgumentTypeError as exc:
@@ -232,14 +235,10 @@ class Settings:
         error, before anything runs, for a value out of its range and for options that cannot
         go together. An xdist worker's also hold what its controller decided and sent."""
         opt = config.option
-        q = opt.prove_q or _ini(config, "prove_q")
-        max_mde = opt.prove_max_mde or _ini(config, "prove_max_mde")
-        margin = opt.prove_margin or _ini(config, "prove_margin")
-        asked_words = opt.prove_fail_on or _ini(config, "prove_fail_on")
-        max_errored = (opt.prove_max_errored if opt.prove_max_errored is not None
-                       else _ini(config, "prove_max_errored"))
-        missing = opt.prove_missing or _ini(config, "prove_missing")
-        chaos_on = opt.prove_chaos if opt.prove_chaos is not None else _ini(config, "prove_chaos")
+        found = given_or_ini([(name, getattr(opt, name)) for name in FROM_INI],
+                             lambda name: _ini(config, name))
+        margin = found["prove_margin"]
+        asked_words = found["prove_fail_on"]
         default_timeout = _ini(config, "prove_episode_timeout")
         store_root = Path(opt.prove_store) if opt.prove_store else (
             config.rootpath / _ini(config, "prove_store"))
@@ -252,16 +251,17 @@ class Settings:
             opt.dist = "no"
         settings = cls(
             store=store_root.resolve(), replicates=opt.prove_replicates,
-            concurrency=opt.prove_concurrency or 1, q=q, max_mde=max_mde, margin=margin,
-            allow_underpowered=bool(opt.prove_allow_underpowered
-                                    or _ini_switch(config, "prove_allow_underpowered")),
-            max_errored=max_errored,
+            concurrency=opt.prove_concurrency or 1, q=found["prove_q"],
+            max_mde=found["prove_max_mde"], margin=margin,
+            allow_underpowered=bool(found["prove_allow_underpowered"]),
+            max_errored=found["prove_max_errored"],
             paired=opt.prove_baseline is not None or opt.prove_resume is not None,
             sequential=sequential, plan_only=opt.prove_plan,
             episode_timeout=opt.prove_episode_timeout, default_timeout=default_timeout,
-            builtin_timeout=_builtin_timeout(config), shard=opt.prove_shard, chaos=chaos_on,
-            chaos_asked=opt.prove_chaos is not None, events=tuple(opt.prove_event) or None,
-            missing=missing, fail_on=gate_fails_on(asked_words, margin=margin is not None),
+            builtin_timeout=_builtin_timeout(config), shard=opt.prove_shard,
+            chaos=found["prove_chaos"], chaos_asked=opt.prove_chaos is not None,
+            events=tuple(opt.prove_event) or None, missing=found["prove_missing"],
+            fail_on=gate_fails_on(asked_words, margin=margin is not None),
             fail_on_asked=asked_words)
         workerinput = getattr(config, "workerinput", None)
         if workerinput is None:
