@@ -63,8 +63,13 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_bot"
 #: hypothesis at the end of every session, seconds in each subprocess and xdist worker on a
 #: loaded machine, and none of these projects uses it; pytest-asyncio warns in every session
 #: whose project leaves its fixture loop scope unset, and those warnings filled this suite's
-#: summary.  (A test may still name either plugin on its own command line.)
-INNER_ADDOPTS = "-p no:hypothesispytest -o asyncio_default_fixture_loop_scope=function"
+#: summary; pytest's unraisableexception plugin ends every configuration it was set up in with
+#: a full garbage collection (pytester's inline runs turn that off, its parseconfig and
+#: pytest.main in a test do not), which walks the whole heap of the worker running the test:
+#: 0.2 s a configuration in a fresh process, up to 26 s for one test late in a full run.
+#: (A test may still name any of these plugins on its own command line.)
+INNER_ADDOPTS = ("-p no:hypothesispytest -p no:unraisableexception "
+                 "-o asyncio_default_fixture_loop_scope=function")
 
 
 #: What the package and its test extra declare (pyproject.toml: dependencies and the ``test``
