@@ -150,26 +150,40 @@ def test_nothing_changed_is_flagged_at_most_alpha_of_the_time(paired: bool) -> N
 @pytest.mark.parametrize("paired, better", [(True, "lower"), (False, "higher")])
 def test_a_shift_at_the_printed_limit_is_flagged_four_times_in_five(paired: bool,
                                                                      better: str) -> None:
+    """A limit is a power over the runs a design gives: each simulated comparison draws its
+    own baseline (lognormal, a heavy tail), reads the limit printed for it, and shifts its
+    after run by that much in the worse direction."""
     rng = np.random.default_rng(77)
-    n, alpha = 60, 0.01
-    baseline = rng.lognormal(0, 0.6, n)
-    limit = metric_limit(baseline, n, paired=paired, better=better,  # type: ignore[arg-type]
-                         alpha=alpha)
-    assert limit.value is not None and limit.relative is not None
-    assert (limit.value > 0) == (better == "lower")
-    assert limit.relative == pytest.approx(abs(limit.value) / np.median(baseline))
-    printed = float(outward_units(limit.value))
-    assert abs(printed) >= abs(limit.value)
-    sims, hits = 1000, 0
-    for _ in range(sims):  # fresh after runs, not the limit's own draws
-        after = rng.choice(baseline, n) + printed
+    # At 30 episodes a condition the calibration falls short (0.74 of 300 unpaired, issue 30's
+    # note): baselines that small read limits too noisy for the correction's one-number model.
+    n, alpha, sims = 50, 0.01, 200
+    hits = 0
+    for _ in range(sims):
+        baseline = rng.lognormal(0, 0.6, n)
+        limit = metric_limit(baseline, n, paired=paired, better=better,  # type: ignore[arg-type]
+                             alpha=alpha, runs=300, seed=int(rng.integers(2**32)))
+        assert limit.value is not None and limit.relative is not None
+        assert (limit.value > 0) == (better == "lower")
+        assert limit.relative == pytest.approx(abs(limit.value) / np.median(baseline))
+        printed = float(outward_units(limit.value))
+        assert abs(printed) >= abs(limit.value)
+        after = rng.lognormal(0, 0.6, n) + printed
         row = metric_test(baseline, after, paired=paired)
         worse_p = row.test.p_up if better == "lower" else row.test.p_down
         hits += worse_p <= alpha / 2
     assert hits / sims >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), hits / sims
-    # the same baseline gives the same limit, on any machine
-    assert metric_limit(baseline, n, paired=paired, better=better,  # type: ignore[arg-type]
-                        alpha=alpha) == limit
+
+
+def test_the_same_baseline_gives_the_same_limit_on_any_machine() -> None:
+    baseline = np.random.default_rng(3).lognormal(0, 0.6, 40)
+    first = metric_limit(baseline, 40, paired=False, better="lower", alpha=0.01)
+    assert first == metric_limit(baseline, 40, paired=False, better="lower", alpha=0.01)
+    assert first.value is not None and first.value > 0
+    # more episodes after the change see a smaller shift
+    more = metric_limit(baseline, 160, paired=False, better="lower", alpha=0.01)
+    assert more.value is not None and more.value < first.value
+    paired = metric_limit(baseline, 40, paired=True, better="higher", alpha=0.01)
+    assert paired.value is not None and paired.value < 0
 
 
 def test_a_constant_baseline_has_a_limit_from_its_level() -> None:

@@ -19,11 +19,13 @@ distribution-free interval around it that inverts the same test, in the metric's
 
 A row's detection limit is the smallest shift, in the metric's units, that its test at level
 alpha would flag in the worse direction 4 times in 5, computed from the baseline's own values
-before anything runs: the after run is simulated as the baseline's values (drawn with
-replacement) plus the shift, each twin independent of its partner. Twins that agree more than
-independent draws (the usual case: one seed, one task) make the real test more powerful, so
-the limit never promises more than the design delivers. The simulation draws a fixed number of
-runs on a fixed seed, so a limit is the same on every machine.
+before anything runs: both runs are simulated from the baseline's values (drawn with
+replacement), the after run's plus the shift, each twin independent of its partner. Twins
+that agree more than independent draws (the usual case: one seed, one task) make the real
+test more powerful, so the limit never promises more than the design delivers. Like every
+power, it is an average over the runs a design could give, the baseline's among them (see
+:func:`metric_limit` for how a baseline's own sampling error is allowed for). The simulation
+draws a fixed number of runs on a fixed seed, so a limit is the same on every machine.
 """
 
 from __future__ import annotations
@@ -265,11 +267,11 @@ def _signed_rank_z(d: FloatArray) -> FloatArray:
 
 
 def _rank_sum_z(x: FloatArray, y: FloatArray) -> FloatArray:
-    """The rank-sum statistic's z (tie-corrected, no continuity correction) for ``x`` against
-    each row of ``y``."""
-    runs, n2 = y.shape
-    n1 = len(x)
-    both = np.concatenate([np.broadcast_to(x, (runs, n1)), y], axis=1)
+    """The rank-sum statistic's z (tie-corrected, no continuity correction) for each row of
+    ``x`` against the same row of ``y``."""
+    n2 = y.shape[1]
+    n1 = x.shape[1]
+    both = np.concatenate([x, y], axis=1)
     ranks = stats.rankdata(both, axis=1)
     u = ranks[:, n1:].sum(axis=1) - n2 * (n2 + 1) / 2.0
     n = n1 + n2
@@ -315,32 +317,90 @@ def metric_limit(baseline: npt.ArrayLike, n_after: int, *, paired: bool, better:
                  alpha: float, power: float = 0.8, runs: int = METRIC_LIMIT_RUNS,
                  seed: int = 20261204) -> MetricLimit:
     """The detection limit of one metric row whose baseline values are ``baseline`` and whose
-    after run will have ``n_after`` episodes (paired: the first ``n_after`` of the baseline
-    are their twins), at two-sided level ``alpha``.
+    after run will have ``n_after`` episodes (paired: as many twins), at two-sided level
+    ``alpha``.
 
-    The after runs are simulated by drawing the baseline's values with replacement and adding
-    the shift; the same draws serve every shift tried (so the estimated power rises with the
-    shift), and the shift is found by bisection to a thousandth of the baseline's spread."""
+    Both runs are simulated by drawing the baseline's values with replacement, the after run's
+    with the shift added (:func:`_plug_in_limit`). The baseline is itself a sample, so a limit
+    read from it is off by a share that shrinks with its size, and a shift at a limit read too
+    small is flagged less often than promised, more than one read too large makes up for. So
+    the limit is read at a power above ``power``, chosen so that over baselines of this size a
+    shift at the limit is flagged ``power`` of the time: if the power is Phi(a * shift - z) in
+    the shift and log a is off by s (its spread over :data:`_LIMIT_RESAMPLES` resamples of the
+    baseline), a limit read at power Phi(w) is flagged Phi(w / sqrt(1 + (z + w)**2 * s**2)) of
+    the time on average, and w is solved for."""
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise ValueError(f"alpha and power must be between 0 and 1, got {alpha!r}, {power!r}")
     x = _values("baseline", baseline)
     if n_after < 1 or len(x) == 0:
         return MetricLimit(None, None, alpha, power, runs)
+    if paired and n_after > len(x):
+        raise ValueError(f"a paired row has at most {len(x)} twins, asked for {n_after}")
     rng = np.random.default_rng(seed)
-    draws = x[rng.integers(0, len(x), size=(runs, n_after))]
     sign = 1.0 if better == "lower" else -1.0
     z_needed = float(special.ndtri(1.0 - alpha / 2.0))
+    wanted = float(special.ndtri(power))
+    resampled = [_plug_in_limit(x[rng.integers(0, len(x), len(x))], n_after, paired, sign,
+                                z_needed, power, _RESAMPLE_RUNS, rng)
+                 for _ in range(_LIMIT_RESAMPLES)]
+    found = [v for v in resampled if v is not None and v > 0.0]
+    if len(found) < _LIMIT_RESAMPLES:
+        # Some resamples of the baseline see no shift at all: too few distinct values to say.
+        return MetricLimit(None, None, alpha, power, runs)
+    spread = float(np.std(np.log(found), ddof=1))
+    w = _calibrated_power(wanted, z_needed, spread)
+    if w is None:
+        return MetricLimit(None, None, alpha, power, runs)
+    high = _plug_in_limit(x, n_after, paired, sign, z_needed, float(special.ndtr(w)), runs, rng)
+    if high is None:
+        return MetricLimit(None, None, alpha, power, runs)
+    median = float(np.median(x))
+    return MetricLimit(sign * high, None if median == 0.0 else high / abs(median), alpha,
+                       power, runs)
+
+
+#: Resamples of the baseline whose limits measure how far a limit read from it may be off, and
+#: the simulated runs behind each.
+_LIMIT_RESAMPLES: Final = 12
+_RESAMPLE_RUNS: Final = 200
+
+
+def _calibrated_power(wanted: float, z: float, s: float) -> float | None:
+    """The w with w / sqrt(1 + (z + w)**2 * s**2) == wanted (None when no power reaches it:
+    the left side never exceeds 1 / s)."""
+    def average(w: float) -> float:
+        return w / math.sqrt(1.0 + (z + w) ** 2 * s ** 2)
+
+    low, high = wanted, 8.0  # Phi(8) is 1 - 6e-16: no simulated power tells it from 1
+    if average(high) < wanted:
+        return None
+    for _ in range(60):
+        mid = (low + high) / 2.0
+        if average(mid) >= wanted:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_needed: float,
+                   power: float, runs: int, rng: np.random.Generator) -> float | None:
+    """The size of the smallest shift flagged ``power`` of the time when both runs are drawn
+    from ``x`` (the after run's shifted by ``sign`` times it): the same draws serve every
+    shift tried, so the estimated power rises with the shift, and the shift is found by
+    bisection to a five-hundredth of the values' spread. None past 1,000 spreads."""
+    after = x[rng.integers(0, len(x), size=(runs, n_after))]
     if paired:
-        if n_after > len(x):
-            raise ValueError(f"a paired row has at most {len(x)} twins, asked for {n_after}")
-        twins = x[:n_after]
+        twins = x[rng.integers(0, len(x), size=(runs, n_after))]
 
         def flagged(shift: float) -> float:
-            z = _signed_rank_z(draws + sign * shift - twins)
+            z = _signed_rank_z(after + sign * shift - twins)
             return float(np.mean(sign * z >= z_needed))
     else:
+        before = x[rng.integers(0, len(x), size=(runs, len(x)))]
+
         def flagged(shift: float) -> float:
-            z = _rank_sum_z(x, draws + sign * shift)
+            z = _rank_sum_z(before, after + sign * shift)
             return float(np.mean(sign * z >= z_needed))
 
     spread = float(np.subtract(*np.percentile(x, [75, 25]))) or float(np.ptp(x))
@@ -350,7 +410,7 @@ def metric_limit(baseline: npt.ArrayLike, n_after: int, *, paired: bool, better:
     while flagged(high) < power:
         high *= 2.0
         if high > 1000.0 * spread:
-            return MetricLimit(None, None, alpha, power, runs)
+            return None
     low = 0.0
     while high - low > spread / 500.0:
         mid = (low + high) / 2.0
@@ -358,9 +418,7 @@ def metric_limit(baseline: npt.ArrayLike, n_after: int, *, paired: bool, better:
             high = mid
         else:
             low = mid
-    median = float(np.median(x))
-    value = sign * high
-    return MetricLimit(value, None if median == 0.0 else high / abs(median), alpha, power, runs)
+    return high
 
 
 def outward_units(value: float, digits: int = 2) -> str:
