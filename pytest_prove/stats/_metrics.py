@@ -341,7 +341,7 @@ def metric_limit(baseline: npt.ArrayLike, n_after: int, *, paired: bool, better:
     z_needed = float(special.ndtri(1.0 - alpha / 2.0))
     wanted = float(special.ndtri(power))
     resampled = [_plug_in_limit(x[rng.integers(0, len(x), len(x))], n_after, paired, sign,
-                                z_needed, power, _RESAMPLE_RUNS, rng)
+                                z_needed, power, _RESAMPLE_RUNS, rng, steps=_RESAMPLE_STEPS)
                  for _ in range(_LIMIT_RESAMPLES)]
     found = [v for v in resampled if v is not None and v > 0.0]
     if len(found) < _LIMIT_RESAMPLES:
@@ -359,10 +359,14 @@ def metric_limit(baseline: npt.ArrayLike, n_after: int, *, paired: bool, better:
                        power, runs)
 
 
-#: Resamples of the baseline whose limits measure how far a limit read from it may be off, and
-#: the simulated runs behind each.
+#: Resamples of the baseline whose limits measure how far a limit read from it may be off, the
+#: simulated runs behind each and how finely each is found (in parts of the values' spread):
+#: the noise of so few runs only widens the spread measured, which raises the limit.
 _LIMIT_RESAMPLES: Final = 12
-_RESAMPLE_RUNS: Final = 200
+_RESAMPLE_RUNS: Final = 100
+_RESAMPLE_STEPS: Final = 50
+#: How finely the limit itself is found, in parts of the baseline values' spread.
+_LIMIT_STEPS: Final = 500
 
 
 def _calibrated_power(wanted: float, z: float, s: float) -> float | None:
@@ -384,11 +388,12 @@ def _calibrated_power(wanted: float, z: float, s: float) -> float | None:
 
 
 def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_needed: float,
-                   power: float, runs: int, rng: np.random.Generator) -> float | None:
+                   power: float, runs: int, rng: np.random.Generator, *,
+                   steps: int = _LIMIT_STEPS) -> float | None:
     """The size of the smallest shift flagged ``power`` of the time when both runs are drawn
     from ``x`` (the after run's shifted by ``sign`` times it): the same draws serve every
     shift tried, so the estimated power rises with the shift, and the shift is found by
-    bisection to a five-hundredth of the values' spread. None past 1,000 spreads."""
+    bisection to a ``steps``-th of the values' spread. None past 1,000 spreads."""
     after = x[rng.integers(0, len(x), size=(runs, n_after))]
     if paired:
         twins = x[rng.integers(0, len(x), size=(runs, n_after))]
@@ -412,7 +417,7 @@ def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_nee
         if high > 1000.0 * spread:
             return None
     low = 0.0
-    while high - low > spread / 500.0:
+    while high - low > spread / steps:
         mid = (low + high) / 2.0
         if flagged(mid) >= power:
             high = mid
