@@ -1,0 +1,208 @@
+"""Metric rows' statistics (stats/_metrics.py), checked against scipy where it computes the
+same thing, against exact enumeration where scipy does not (ties), and by simulation on fixed
+seeds (the false-alarm rate, the interval's coverage, the power at a printed limit)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pytest_prove.stats._metrics import (
+    metric_limit,
+    metric_test,
+    outward_units,
+    rank_sum_test,
+    signed_rank_null,
+    signed_rank_test,
+)
+
+
+def _enumerated(d: np.ndarray) -> tuple[float, float]:
+    """P(T+ >= t) and P(T+ <= t) by listing every sign assignment of the nonzero |d|."""
+    d = d[d != 0]
+    ranks = stats.rankdata(np.abs(d))
+    observed = ranks[d > 0].sum()
+    sums = np.array([ranks[np.array(signs, dtype=bool)].sum()
+                     for signs in itertools.product((0, 1), repeat=len(d))])
+    return float(np.mean(sums >= observed - 1e-9)), float(np.mean(sums <= observed + 1e-9))
+
+
+@pytest.mark.parametrize("n", [1, 4, 9, 17, 40])
+def test_without_ties_the_signed_rank_test_is_scipys_exact_test(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        d = rng.normal(0.2, 1.0, n)
+        ours = signed_rank_test(d)
+        assert ours.exact
+        for p, alternative in ((ours.p, "two-sided"), (ours.p_up, "greater"),
+                               (ours.p_down, "less")):
+            theirs = stats.wilcoxon(d, method="exact", alternative=alternative).pvalue
+            assert p == pytest.approx(theirs, rel=1e-12, abs=1e-15), (n, alternative)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_with_ties_and_zeros_the_signed_rank_test_is_exact_enumeration(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    d = rng.integers(-3, 4, 13).astype(float)  # a judge's 1-5 scores differ on few values
+    ours = signed_rank_test(d)
+    up, down = _enumerated(d)
+    assert ours.p_up == pytest.approx(up, rel=1e-12)
+    assert ours.p_down == pytest.approx(down, rel=1e-12)
+    assert ours.p == pytest.approx(min(1.0, 2 * min(up, down)), rel=1e-12)
+    assert ours.n == int(np.count_nonzero(d))
+
+
+def test_scipys_exact_method_is_not_exact_with_ties_which_is_why_we_count() -> None:
+    d = np.array([1, 2, 2, 3, -1, 4, 5, -2, 2, 1, 3, 3], dtype=float)
+    up, _ = _enumerated(d)
+    assert signed_rank_test(d).p_up == pytest.approx(up, rel=1e-12)
+    assert stats.wilcoxon(d, method="exact", alternative="greater").pvalue != pytest.approx(
+        up, rel=1e-6)
+
+
+def test_large_rows_use_scipys_normal_approximation_with_the_tie_correction() -> None:
+    rng = np.random.default_rng(7)
+    d = np.round(rng.normal(0.05, 1.0, 3000), 1)  # ties and zeros
+    ours = signed_rank_test(d)
+    assert not ours.exact
+    for p, alternative in ((ours.p, "two-sided"), (ours.p_up, "greater"),
+                           (ours.p_down, "less")):
+        theirs = stats.wilcoxon(d, method="approx", alternative=alternative).pvalue
+        assert p == pytest.approx(theirs, rel=1e-9)
+
+
+def test_the_null_distribution_is_a_symmetric_distribution() -> None:
+    weights = np.array([2, 3, 3, 8, 10], dtype=np.int64)  # midranks 1, 1.5, 1.5, 4, 5 doubled
+    dist = signed_rank_null(weights)
+    assert dist.sum() == pytest.approx(1.0, abs=1e-15)
+    assert np.allclose(dist, dist[::-1])
+    assert dist[0] == pytest.approx(1 / 32)
+
+
+def test_the_rank_sum_test_is_scipys() -> None:
+    rng = np.random.default_rng(11)
+    for n1, n2 in ((5, 6), (30, 40), (200, 180)):
+        x = np.round(rng.lognormal(0, 1, n1), 1)
+        y = np.round(rng.lognormal(0.3, 1, n2), 1)
+        ours = rank_sum_test(x, y)
+        for p, alternative in ((ours.p, "two-sided"), (ours.p_up, "greater"),
+                               (ours.p_down, "less")):
+            assert p == pytest.approx(stats.mannwhitneyu(y, x, alternative=alternative).pvalue,
+                                      rel=1e-12)
+
+
+def test_no_differences_is_no_evidence() -> None:
+    same = signed_rank_test(np.zeros(10))
+    assert (same.p, same.p_up, same.p_down, same.n) == (1.0, 1.0, 1.0, 0)
+
+
+def test_the_hodges_lehmann_estimate_is_the_median_of_the_walsh_averages() -> None:
+    rng = np.random.default_rng(5)
+    before = rng.lognormal(0, 0.5, 25)
+    after = before + rng.normal(0.4, 0.3, 25)
+    row = metric_test(before, after, paired=True)
+    d = after - before
+    walsh = [(d[i] + d[j]) / 2 for i in range(25) for j in range(i, 25)]
+    assert row.shift == pytest.approx(float(np.median(walsh)), rel=1e-12)
+    assert row.low <= row.shift <= row.high
+    assert row.relative == pytest.approx(row.shift / np.median(before))
+    unpaired = metric_test(before, after, paired=False)
+    pairwise = (after[:, None] - before[None, :]).ravel()
+    assert unpaired.shift == pytest.approx(float(np.median(pairwise)), rel=1e-12)
+    assert "rank-sum" in unpaired.method and "signed-rank" in row.method
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paired", [True, False])
+def test_the_interval_covers_the_shift_as_often_as_it_says(paired: bool) -> None:
+    rng = np.random.default_rng(2024 if paired else 2025)
+    sims, n, shift = 400, 30, 0.5
+    covered = 0
+    for _ in range(sims):
+        before = rng.lognormal(0, 1, n)
+        after = rng.lognormal(0, 1, n)  # twins' differences symmetric about 0, then shifted
+        row = metric_test(before, after + shift, paired=paired, level=0.9)
+        covered += row.low <= shift <= row.high
+    se = math.sqrt(0.9 * 0.1 / sims)
+    assert covered / sims >= 0.9 - 2 * se, covered / sims
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paired", [True, False])
+def test_nothing_changed_is_flagged_at_most_alpha_of_the_time(paired: bool) -> None:
+    rng = np.random.default_rng(31 if paired else 32)
+    sims, n, alpha = 800, 40, 0.05
+    flagged = 0
+    for _ in range(sims):
+        seed_effect = rng.normal(0, 1, n)  # twins on one seed agree
+        before = np.round(np.exp(seed_effect + rng.normal(0, 0.5, n)), 1)
+        after = np.round(np.exp(seed_effect + rng.normal(0, 0.5, n)), 1)
+        flagged += metric_test(before, after, paired=paired).test.p <= alpha
+    se = math.sqrt(alpha * (1 - alpha) / sims)
+    assert flagged / sims <= alpha + 2 * se, flagged / sims
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paired, better", [(True, "lower"), (False, "higher")])
+def test_a_shift_at_the_printed_limit_is_flagged_four_times_in_five(paired: bool,
+                                                                     better: str) -> None:
+    """A limit is a power over the runs a design gives: each simulated comparison draws its
+    own baseline (lognormal, a heavy tail), reads the limit printed for it, and shifts its
+    after run by that much in the worse direction."""
+    rng = np.random.default_rng(77)
+    # At 30 episodes a condition the calibration falls short (0.74 of 300 unpaired, issue 30's
+    # note): baselines that small read limits too noisy for the correction's one-number model.
+    n, alpha, sims = 50, 0.01, 100  # bench/metrics.py runs the full calibration
+    hits = 0
+    for _ in range(sims):
+        baseline = rng.lognormal(0, 0.6, n)
+        limit = metric_limit(baseline, n, paired=paired, better=better,  # type: ignore[arg-type]
+                             alpha=alpha, runs=200, seed=int(rng.integers(2**32)))
+        assert limit.value is not None and limit.relative is not None
+        assert (limit.value > 0) == (better == "lower")
+        assert limit.relative == pytest.approx(abs(limit.value) / np.median(baseline))
+        printed = float(outward_units(limit.value))
+        assert abs(printed) >= abs(limit.value)
+        after = rng.lognormal(0, 0.6, n) + printed
+        row = metric_test(baseline, after, paired=paired)
+        worse_p = row.test.p_up if better == "lower" else row.test.p_down
+        hits += worse_p <= alpha / 2
+    assert hits / sims >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), hits / sims
+
+
+def test_the_same_baseline_gives_the_same_limit_on_any_machine() -> None:
+    baseline = np.random.default_rng(3).lognormal(0, 0.6, 40)
+    first = metric_limit(baseline, 40, paired=False, better="lower", alpha=0.01)
+    assert first == metric_limit(baseline, 40, paired=False, better="lower", alpha=0.01)
+    assert first.value is not None and first.value > 0
+    # more episodes after the change see a smaller shift
+    more = metric_limit(baseline, 160, paired=False, better="lower", alpha=0.01)
+    assert more.value is not None and more.value < first.value
+    paired = metric_limit(baseline, 40, paired=True, better="higher", alpha=0.01)
+    assert paired.value is not None and paired.value < 0
+
+
+def test_a_constant_baseline_has_a_limit_from_its_level() -> None:
+    limit = metric_limit(np.full(30, 4.0), 30, paired=True, better="higher", alpha=0.05)
+    assert limit.value is not None and limit.value < 0
+
+
+def test_bad_values_are_refused_with_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="not a finite number"):
+        metric_test([1.0, math.nan], [1.0, 2.0], paired=True)
+    with pytest.raises(ValueError, match="one after value per before value"):
+        metric_test([1.0, 2.0], [1.0], paired=True)
+    with pytest.raises(ValueError, match="level"):
+        metric_test([1.0], [1.0], paired=False, level=1.0)
+
+
+@pytest.mark.parametrize("value, printed", [(0.41385, "0.42"), (-12.31, "-13"),
+                                            (1234.5, "1300"), (0.000123, "0.00013"),
+                                            (0.0999, "0.10"), (5.0, "5.0")])
+def test_limits_print_rounded_away_from_zero(value: float, printed: str) -> None:
+    assert outward_units(value) == printed
+    assert abs(float(printed)) >= abs(value)
