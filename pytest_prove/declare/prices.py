@@ -4,8 +4,8 @@ There is no built-in price list: a price is what the user declared, per model, p
 million input and per million output tokens, in ini (``prove_prices``, one
 ``MODEL = INPUT OUTPUT`` a line) or in ``pyproject.toml`` as
 ``[tool.pytest-prove.prices]``, ``MODEL = [INPUT, OUTPUT]``.  Kept apart from
-:mod:`pytest_prove.cost` so that a session reads its prices without loading the
-cost reports.
+:mod:`pytest_prove.review.cost` and :mod:`pytest_prove.report.cost` so that a session reads
+its prices without loading the cost reports.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     with, ``store.baselines.MAX_ERRORED``).
 
     Refuses with :class:`CaseMixError` (a condition ran more than one case),
-    :class:`~pytest_prove.spec.SpecError` (an event no rollout declares) or ``ValueError``.
+    :class:`~pytest_prove.declare.spec.SpecError` (an event no rollout declares) or ``ValueError``.
 
     ``sequential``: the looks of a sequential run (:mod:`.sequential`); the comparison is then
     theirs (each condition at the look it stopped at, on sequential p-values), and the review

@@ -111,7 +111,7 @@ def _best_p_after_cached(
 
 
 def _midp_many(b: IntArray, c: IntArray) -> FloatArray:
-    """:func:`mcnemar_midp_array` without the bounds its general binomial CDF checks, which
+    """:func:`._exact.mcnemar_midp_array` without the bounds its general binomial CDF checks, which
     cannot bind here (0 <= min(b, c) <= d / 2): the same special-function calls on the same
     integers, summed in the same order, so the same doubles (a test checks it)."""
     k = np.minimum(b, c)

@@ -63,7 +63,7 @@ class EpisodeSpanProcessor(SpanProcessor):
     and keeps the log by span id until ``on_end``, so that a span ended from another
     context still reaches the episode that started it.  ``on_end`` stores the span and
     its token usage; which usage counts is decided when the episode ends (see
-    ``running.runner._tokens``).  A closed episode (its record made) takes nothing more.
+    ``running.endings._tokens``).  A closed episode (its record made) takes nothing more.
 
     Spans with token usage that no episode takes are counted in ``lost``: ``"outside"``,
     started while a capturing item runs where no episode's context reached and under no
