@@ -90,10 +90,17 @@ def _assert_safe_terminal(text: str) -> None:
 
 def _sweeps(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
             *worse_args: str) -> pytest.RunResult:
-    """A baseline, then a worse run of the hostile agent; the worse run's result."""
+    """A baseline, then a worse run of the hostile agent; the worse run's result.
+
+    The baseline is made on a fixed salt: with ERRORS set, a tenth of the episodes error,
+    and on a fresh salt about one baseline in 18 had a condition past --prove-max-errored
+    (6 or more of 20), was not saved, and the worse run found no baseline (seen in a loaded
+    run of the suite)."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_bot=HOSTILE_BOT)
-    pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base")
+    saved = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=escaping",
+                               "--prove-save-baseline", "base")
+    assert "not saved" not in saved.stdout.str(), saved.stdout.str()
     monkeypatch.setenv("FAIL", "0.9")
     return pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
                               "--prove-name", "worse", *worse_args)
