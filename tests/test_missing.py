@@ -44,10 +44,16 @@ INI = "[pytest]\nprove_allow_underpowered = true\n"
 
 @pytest.fixture
 def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The agent, with the baseline 'base' saved from it on a fixed salt (the runs paired
+    with it take its salt): on a fresh salt, about one run in 470 had more than half of
+    refund's 190 episodes (each with a chance of 0.4) end without an outcome when
+    test_ignoring_missing_outcomes_is_said raised --prove-max-errored to 0.5, and failed."""
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
-    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=base")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=missing",
+                                "--prove-save-baseline=base")
     assert result.ret == 0, result.stdout.str()
+    assert "not saved" not in result.stdout.str(), result.stdout.str()
     return pytester
 
 
