@@ -38,6 +38,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special, stats  # type: ignore[import-untyped]
 
+from ._roots import boundary
+
 __all__ = ["METRIC_LIMIT_RUNS", "MetricLimit", "MetricTest", "RankTest", "metric_limit",
            "metric_test", "outward_units", "rank_sum_test", "signed_rank_null",
            "signed_rank_test"]
@@ -375,16 +377,10 @@ def _calibrated_power(wanted: float, z: float, s: float) -> float | None:
     def average(w: float) -> float:
         return w / math.sqrt(1.0 + (z + w) ** 2 * s ** 2)
 
-    low, high = wanted, 8.0  # Phi(8) is 1 - 6e-16: no simulated power tells it from 1
-    if average(high) < wanted:
+    top = 8.0  # Phi(8) is 1 - 6e-16: no simulated power tells it from 1
+    if average(top) < wanted:
         return None
-    for _ in range(60):
-        mid = (low + high) / 2.0
-        if average(mid) >= wanted:
-            high = mid
-        else:
-            low = mid
-    return high
+    return boundary(lambda w: average(w) >= wanted, wanted, top, steps=60)
 
 
 def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_needed: float,
@@ -416,14 +412,7 @@ def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_nee
         high *= 2.0
         if high > 1000.0 * spread:
             return None
-    low = 0.0
-    while high - low > spread / steps:
-        mid = (low + high) / 2.0
-        if flagged(mid) >= power:
-            high = mid
-        else:
-            low = mid
-    return high
+    return boundary(lambda shift: flagged(shift) >= power, 0.0, high, width=spread / steps)
 
 
 def outward_units(value: float, digits: int = 2) -> str:
