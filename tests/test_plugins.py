@@ -6,6 +6,7 @@ is complete."""
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -127,23 +128,32 @@ def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
     timed-out replicate (with its block) was not stored ("unhandled exception during
     asyncio.run() shutdown ... Stopped(KeyboardInterrupt())"). It is an episode_timeout, as
     for a sync rollout."""
+    result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args)
+    text = result.stdout.str()
+    assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
+    assert timed["duration"] >= 1.9
+
+
+def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
+                             args: list[str]) -> tuple[pytest.RunResult, dict[str, Any]]:
+    """Run ``source`` (4 replicates, the second outlasting it) under pytest-timeout's 2 s:
+    the session fails, the run is complete, only replicate 1 timed out (after its first
+    step); that session's result and replicate 1's record."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
-    pytester.makepyfile(test_stopped=ASYNC_STOPPED)
+    pytester.makepyfile(test_stopped=source)
     # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
                                            "--timeout=2", *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    text = result.stdout.str()
-    assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
     result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
     run = load(pytester)
     assert run.manifest["status"] == "complete"
     ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
-                    for r in run.episodes)
+                   for r in run.episodes)
     assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"), (3, "outcome")]
     timed = next(r for r in run.episodes if r["replicate"] == 1)
     assert [s["name"] for s in timed["steps"]] == ["start"]
-    assert timed["duration"] >= 1.9
+    return result, dict(timed)
 
 
 SYNC_BLOCK_STOPPED = textwrap.dedent(
@@ -172,20 +182,7 @@ def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """The signal lands in the thread that waits for a block's threads: the whole block was
     lost, the replicate that had finished with it."""
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
-    pytester.makepyfile(test_stopped=SYNC_BLOCK_STOPPED)
-    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--timeout=2", *args)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
-    run = load(pytester)
-    assert run.manifest["status"] == "complete"
-    ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
-                   for r in run.episodes)
-    assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"), (3, "outcome")]
-    timed = next(r for r in run.episodes if r["replicate"] == 1)
-    assert [s["name"] for s in timed["steps"]] == ["start"]
+    _replicate_one_timed_out(pytester, SYNC_BLOCK_STOPPED, args)
 
 
 ANYIO = textwrap.dedent(
