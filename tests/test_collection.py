@@ -255,13 +255,15 @@ def test_a_rollouts_fixtures_do_not_change_what_the_manifest_records(
 
 @pytest.mark.slow
 def test_a_warm_session_that_compares_nothing_never_imports_the_engine(
-        pytester: pytest.Pytester) -> None:
-    """numpy and scipy cost about 2.5 s to import. A session that compares nothing imports
-    them only for a design check it has not cached yet; printing a cached check's limit
-    used to import them in every session (the overhead bench caught it)."""
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy and scipy cost about 1 s of CPU to import. A session that compares nothing imports
+    them only for a design check it has not cached yet, and only when the check is read: by
+    the plan, or by a run that does not allow an underpowered design. Printing a cached
+    check's limit used to import them in every session (the overhead bench caught it), and
+    every xdist worker imported them for a check a run allowing underpowered designs never
+    reads."""
     from .conftest import BOT
 
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_bot=BOT)
     pytester.makeconftest("""
         import sys
@@ -270,11 +272,17 @@ def test_a_warm_session_that_compares_nothing_never_imports_the_engine(
             with open("engine.txt", "a") as fh:
                 fh.write(f"{'numpy' in sys.modules} {'scipy' in sys.modules}\\n")
     """)
+    # A subprocess each: whether a module was imported is a question about a fresh process.
+    monkeypatch.setenv("BOT_REPLICATES", "400")  # a design that passes the check
     for _ in range(2):
-        assert pytester.runpytest_subprocess("-p", "no:xdist").ret == 0
-    cold, warm = (pytester.path / "engine.txt").read_text().splitlines()
-    assert cold == "True True"  # the first session computed the design check
+        assert pytester.runpytest_subprocess("-p", "no:xdist", "--prove-plan").ret == 0
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    monkeypatch.setenv("BOT_REPLICATES", "3")
+    assert pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider").ret == 0
+    cold, warm, allowed = (pytester.path / "engine.txt").read_text().splitlines()
+    assert cold == "True True"  # the first plan computed the design check
     assert warm == "False False", "a warm session imported the engine"
+    assert allowed == "False False", "a run that never reads the design check imported the engine"
 
 
 SAMPLE = """
