@@ -29,13 +29,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
-from pytest_prove.stats import holm
-from pytest_prove.stats._metrics import (
-    metric_limit,
-    outward_units,
-    rank_sum_test,
-    signed_rank_test,
-)
+from pytest_prove.stats import holm, metric_limit, outward_units, rank_sum_test, signed_rank_test
 
 Q = 0.05
 ROWS = 16
