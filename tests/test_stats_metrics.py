@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_prove.stats._metrics import (
+from pytest_prove.stats import (
     metric_limit,
     metric_test,
     outward_units,
@@ -19,6 +19,7 @@ from pytest_prove.stats._metrics import (
     signed_rank_null,
     signed_rank_test,
 )
+from pytest_prove.stats._metrics import _RankSums
 
 
 def _enumerated(d: np.ndarray) -> tuple[float, float]:
@@ -172,6 +173,33 @@ def test_a_shift_at_the_printed_limit_is_flagged_four_times_in_five(paired: bool
         worse_p = row.test.p_up if better == "lower" else row.test.p_down
         hits += worse_p <= alpha / 2
     assert hits / sims >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), hits / sims
+
+
+def _rank_sum_z_by_ranking(before: np.ndarray, after: np.ndarray) -> float:
+    """The rank-sum z (tie-corrected, no continuity correction) of one run, by midranks."""
+    pooled = np.concatenate([before, after])
+    n1, n2, n = len(before), len(after), len(pooled)
+    u = stats.rankdata(pooled)[n1:].sum() - n2 * (n2 + 1) / 2
+    _, t = np.unique(pooled, return_counts=True)
+    var = n1 * n2 / 12 * ((n + 1) - float(np.sum(t ** 3 - t)) / (n * (n - 1)))
+    return 0.0 if var <= 0 else float((u - n1 * n2 / 2) / math.sqrt(var))
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.5, 1.0, -1.0, 0.3, 1e-17, 2.0])
+def test_the_limits_rank_sums_from_counts_are_those_of_ranking_the_runs(shift: float) -> None:
+    """The detection limit's simulation (unpaired) counts each run's values instead of
+    ranking it again at every shift tried; it must give ranking's z, ties included: shifts
+    that make after values tie before values (0.5, 1, -1, 1e-17) and one that makes two
+    distinct values one float (1e-17 + 1.0 and 2e-17 + 1.0 are both 1.0)."""
+    values = np.array([1e-17, 2e-17, 0.5, 1.0, 1.5, 3.0])
+    rng = np.random.default_rng(9)
+    before = rng.integers(0, len(values), (40, 12))
+    after = rng.integers(0, len(values), (40, 9))
+    sums = _RankSums(values, before, after)
+    ours = sums.z(shift)
+    for r in range(40):
+        theirs = _rank_sum_z_by_ranking(values[before[r]], values[after[r]] + shift)
+        assert ours[r] == pytest.approx(theirs, rel=1e-12, abs=1e-12), (r, shift)
 
 
 def test_the_same_baseline_gives_the_same_limit_on_any_machine() -> None:
