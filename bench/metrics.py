@@ -272,7 +272,8 @@ def main() -> None:
                      f"-${c.limit[1:]}" if c.limit.startswith("-") else f"${c.limit}")
             print(f"{name:<22} {design:<13} {c.size:>6.3f} {c.power:>6.3f} {limit:>12} "
                   f"{c.relative:>13.3f} {c.cpu:>6.1f}  {'yes' if ok else 'NO'}"
-                  + (f" ({c.no_limit} baselines gave no limit)" if c.no_limit else ""),
+                  + (f" (no limit from {c.no_limit} of {args.sims} baselines: missed)"
+                     if c.no_limit else ""),
                   flush=True)
     print("every cell within its bounds" if not failed else
           f"outside the bounds: {', '.join(failed)}")
