@@ -4,8 +4,11 @@ seeds (the false-alarm rate, the interval's coverage, the power at a printed lim
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -234,3 +237,60 @@ def test_bad_values_are_refused_with_what_is_wrong() -> None:
 def test_limits_print_rounded_away_from_zero(value: float, printed: str) -> None:
     assert outward_units(value) == printed
     assert abs(float(printed)) >= abs(value)
+
+
+# ---------------------------------------------------------------------------
+# the smaller CI version of bench/metrics.py (issue 30's calibration), on its own code
+
+_SPEC = importlib.util.spec_from_file_location(
+    "prove_bench_metrics", Path(__file__).resolve().parent.parent / "bench" / "metrics.py")
+assert _SPEC is not None and _SPEC.loader is not None
+bench = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = bench  # its dataclass looks its module up there
+_SPEC.loader.exec_module(bench)
+
+
+@pytest.mark.parametrize("metric", list(bench.METRICS))
+def test_the_benchs_batched_tests_are_the_public_tests_row_for_row(metric: str) -> None:
+    """bench/metrics.py tests all its rows at once; each row's three p-values must be what
+    signed_rank_test or rank_sum_test gives for it, bit for bit (ties, zeros and all)."""
+    draw = bench.METRICS[metric][0]
+    rng = np.random.default_rng(41)
+    latent = rng.normal(size=(60, 30))
+    before = draw(rng, latent)
+    after = draw(rng, 0.7 * latent + 0.71 * rng.normal(size=latent.shape))
+    nulls = bench.SignedRankNulls()
+    paired = nulls.ps(after - before)
+    unpaired = bench.rank_sum_ps(before, after)
+    assert len(nulls) >= 1
+    for i in range(len(before)):
+        for batch, test in ((paired, signed_rank_test(after[i] - before[i])),
+                            (unpaired, rank_sum_test(before[i], after[i]))):
+            assert (batch[0][i], batch[1][i], batch[2][i]) == (test.p, test.p_up,
+                                                               test.p_down), (metric, i)
+
+
+@pytest.mark.parametrize("metric", list(bench.METRICS))
+@pytest.mark.parametrize("correlation", [0.7, None], ids=["paired", "unpaired"])
+def test_sixteen_unchanged_conditions_rarely_flag_a_metric(metric: str,
+                                                           correlation: float | None) -> None:
+    sims = 400  # bench/metrics.py runs 2,000 per cell; these 400, batched, take under a second
+    rng = np.random.default_rng(2026)
+    share = bench.size(bench.METRICS[metric][0], correlation, 50, sims, rng,
+                       bench.SignedRankNulls())
+    assert share <= bench.Q + 2 * math.sqrt(bench.Q * (1 - bench.Q) / sims), share
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("metric", ["judge (1-5, ties)", "cost (zero-inflated)"])
+def test_a_shift_at_the_printed_limit_of_a_tied_metric_is_found_four_times_in_five(
+        metric: str) -> None:
+    """Unpaired (the design whose limit is not conservative): the judge's few values and the
+    cost's zeros, where a baseline sometimes gives no limit at all (counted as a miss)."""
+    sims = 120
+    draw, better, _ = bench.METRICS[metric]
+    power, relative, printed, _ = bench.power(draw, better, None, 50, sims,
+                                              np.random.default_rng(2027),
+                                              bench.SignedRankNulls())
+    assert relative > 0 and (printed < 0) == (better == "higher")
+    assert power >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), power
