@@ -22,7 +22,7 @@ from pytest_prove.stats import (
     signed_rank_null,
     signed_rank_test,
 )
-from pytest_prove.stats._metrics import _RankSums
+from pytest_prove.stats._metrics import _rank_sum_null, _RankSums
 
 
 def _enumerated(d: np.ndarray) -> tuple[float, float]:
@@ -118,6 +118,41 @@ def test_the_hodges_lehmann_estimate_is_the_median_of_the_walsh_averages() -> No
     pairwise = (after[:, None] - before[None, :]).ravel()
     assert unpaired.shift == pytest.approx(float(np.median(pairwise)), rel=1e-12)
     assert "rank-sum" in unpaired.method and "signed-rank" in row.method
+
+
+@pytest.mark.parametrize("paired, sizes, dropped", [
+    (True, (5, 5), None), (True, (6, 6), 0), (True, (10, 10), 8), (True, (20, 20), 52),
+    (False, (1, 1), None), (False, (5, 5), 2), (False, (10, 10), 23), (False, (20, 20), 127),
+    (False, (4, 9), 4)])
+def test_small_intervals_leave_out_what_the_exact_tables_say(paired: bool,
+                                                             sizes: tuple[int, int],
+                                                             dropped: int | None) -> None:
+    """Bug: the ends came from the normal approximation at every size, so 5 twins, or one
+    episode against one, got a "95%" interval that covers the shift 94% or 0% of the time
+    (the whole range of the differences). Now, below a few hundred, they leave out as many
+    Walsh averages (differences) at each end as the classic tables' critical values (paired
+    n = 10: 8, 20: 52; unpaired 10 and 10: 23, 20 and 20: 127, 4 and 9: 4), and an interval
+    no finite one reaches is unbounded."""
+    rng = np.random.default_rng(sum(sizes))
+    before, after = rng.normal(size=sizes[0]), rng.normal(size=sizes[1])
+    row = metric_test(before, after, paired=paired)
+    if dropped is None:
+        assert (row.low, row.high) == (-math.inf, math.inf)
+        return
+    if paired:
+        d = after - before
+        every = np.sort([(d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d))])
+    else:
+        every = np.sort((after[:, None] - before[None, :]).ravel())
+    assert (row.low, row.high) == (every[dropped], every[len(every) - 1 - dropped])
+
+
+def test_the_exact_rank_sum_null_is_enumeration() -> None:
+    for m, n in ((3, 4), (2, 7), (5, 5)):
+        counts = np.zeros(m * n + 1)
+        for chosen in itertools.combinations(range(m + n), m):
+            counts[sum(1 for y in set(range(m + n)) - set(chosen) for x in chosen if y > x)] += 1
+        assert np.allclose(_rank_sum_null(m, n), counts / counts.sum(), rtol=0, atol=1e-15)
 
 
 @pytest.mark.slow

@@ -144,21 +144,52 @@ def rank_sum_test(before: npt.ArrayLike, after: npt.ArrayLike) -> RankTest:
     return RankTest(min(1.0, 2.0 * min(up, down)), up, down, len(x) + len(y), exact)
 
 
-def _order_statistic_rank(count: int, sd: float, level: float) -> int:
+#: Up to these sizes an interval's ends come from the exact null distribution of the rank
+#: statistic (as without ties); past them, from its normal approximation.
+_EXACT_INTERVAL_PAIRS: Final = 300
+_EXACT_INTERVAL_CELLS: Final = 40_000
+
+
+def _order_statistic_rank(count: int, sd: float, level: float,
+                          null: FloatArray | None = None) -> int:
     """How many of ``count`` sorted Walsh averages (or differences) each end of a
-    level-``level`` interval leaves out, from the normal approximation of the rank statistic
-    (mean count/2, standard deviation ``sd``): at least 0."""
-    z = float(special.ndtri(1.0 - (1.0 - level) / 2.0))
+    level-``level`` interval leaves out: the largest d with P(statistic <= d) <= (1 - level)
+    / 2 under ``null`` (entry s: P(statistic == s)), which leaves the interval covering the
+    shift 1 - 2 P(statistic <= d) of the time; -1 when even d = 0 covers less than
+    ``level`` (too few values for any finite interval). Without ``null``, from the normal
+    approximation of the statistic (mean count/2, standard deviation ``sd``)."""
+    tail = (1.0 - level) / 2.0
+    if null is not None:
+        within = np.flatnonzero(np.cumsum(null) <= tail * (1.0 + 1e-9))
+        return int(within[-1]) if within.size else -1
+    z = float(special.ndtri(1.0 - tail))
     return max(0, math.floor(count / 2.0 - z * sd))
+
+
+def _rank_sum_null(m: int, n: int) -> FloatArray:
+    """The exact null distribution of the Mann-Whitney U of samples of ``m`` and ``n``
+    distinct values: entry u is P(U == u), the Gaussian binomial coefficient's coefficients
+    over C(m + n, m), built as the product over i of (1 - q**(n + i)) / (1 - q**i)."""
+    size = m * n + 1
+    poly = np.zeros(size)
+    poly[0] = 1.0
+    for i in range(1, m + 1):
+        top = n + i
+        if top < size:
+            poly[top:] -= poly[:size - top].copy()
+        for start in range(i):  # dividing by 1 - q**i: a running sum at stride i
+            poly[start::i] = np.cumsum(poly[start::i])
+    dist: FloatArray = poly / poly.sum()
+    return dist
 
 
 def _hodges_lehmann(differences: FloatArray, drop: int) -> tuple[float, float, float]:
     """The median of ``differences`` and the interval that leaves ``drop`` of them out at each
-    end (the whole range of values when ``drop`` is 0)."""
+    end (the whole range of values when ``drop`` is 0, unbounded when it is -1)."""
     count = len(differences)
     estimate = float(np.median(differences))
     low_k, high_k = drop, count - 1 - drop
-    if low_k > high_k:
+    if drop < 0 or low_k > high_k:
         return estimate, -math.inf, math.inf
     part = np.partition(differences, (low_k, high_k))
     return estimate, float(part[low_k]), float(part[high_k])
@@ -218,7 +249,10 @@ def metric_test(before: npt.ArrayLike, after: npt.ArrayLike, *, paired: bool,
             i, j = np.triu_indices(n)
             walsh = (d[i] + d[j]) / 2.0
             sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
-            shift, low, high = _hodges_lehmann(walsh, _order_statistic_rank(count, sd, level))
+            null = (signed_rank_null(np.arange(1, n + 1, dtype=np.int64))
+                    if n <= _EXACT_INTERVAL_PAIRS else None)
+            shift, low, high = _hodges_lehmann(walsh,
+                                               _order_statistic_rank(count, sd, level, null))
         else:
             shift, low, high = _normal_interval(d, level)
         return MetricTest(True, n, n, shift, low, high, level, test, median)
@@ -230,7 +264,10 @@ def metric_test(before: npt.ArrayLike, after: npt.ArrayLike, *, paired: bool,
     if count <= _MAX_DIFFERENCES:
         differences = (y[:, None] - x[None, :]).ravel()
         sd = math.sqrt(len(x) * len(y) * (len(x) + len(y) + 1) / 12.0)
-        shift, low, high = _hodges_lehmann(differences, _order_statistic_rank(count, sd, level))
+        null = (_rank_sum_null(min(len(x), len(y)), max(len(x), len(y)))
+                if count <= _EXACT_INTERVAL_CELLS else None)  # symmetric in the two sizes
+        shift, low, high = _hodges_lehmann(differences,
+                                           _order_statistic_rank(count, sd, level, null))
     else:
         shift, low, high = _normal_interval(y, level, x)
     return MetricTest(False, len(x), len(y), shift, low, high, level, test, median)
