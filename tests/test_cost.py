@@ -111,8 +111,8 @@ def test_cost_of_two_runs_gives_the_ratio_per_episode(agent: pytest.Pytester,
         "significant (p=0.004, Holm)",
         "how: paired on twins (the runs share their salt, so each replicate ran on one seed "
         "before and after): Wilcoxon signed-rank per condition; the shift is the "
-        "Hodges-Lehmann estimate, as a share of the baseline's median; an episode without "
-        "tokens spent nothing",
+        "Hodges-Lehmann estimate, its share of the baseline's mean per episode; an episode "
+        "without tokens spent nothing",
         ""]
     # refund episodes 660 -> 110 tokens (1/6), password ones unchanged: median of the 20.
     assert lines[5] == ("'after' uses 0.58x the tokens of 'baseline:before' per episode "
@@ -176,7 +176,7 @@ def test_cost_of_twins_says_which_condition_got_costlier(noisy: pytest.Pytester,
                                    "conditions (Holm over 2 conditions at q=0.05)")
     found = _condition_lines(out)
     assert found["ticket=password"].startswith("no significant change, 0% ($0, ")
-    # the shift (Hodges-Lehmann) over the baseline's median: 30%, give or take the two
+    # the shift (Hodges-Lehmann) over the baseline's mean: 30%, give or take the two
     # estimates' difference on 30 episodes
     assert re.fullmatch(r"costlier, \+(29|30|31)% \(\+\$0\.00\d\d, 95% interval "
                         r"\+\$0\.00\d\d to \+\$0\.00\d\d\), significant \(p<0\.001, Holm\)",

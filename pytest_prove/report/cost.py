@@ -175,7 +175,7 @@ def _p(value: float) -> str:
 
 def _share(value: float | None) -> str:
     if value is None:
-        return "of a baseline median of 0"
+        return "of a baseline of 0"
     if value == 0.0:
         return "0%"
     return f"{value:+.0%}" if abs(value) >= 0.01 else f"{value:+.1%}"
@@ -186,13 +186,13 @@ def _condition(shift: CostShift, unit: str, multi: bool) -> str:
     label = terminal_text(f"{shift.rollout} {shift.label}" if multi else shift.label)
     said = "significant" if shift.verdict != "no significant change" else "not significant"
     interval = f"{t.level:.0%} interval {_amount(t.low, unit)} to {_amount(t.high, unit)}"
-    return (f"  {label}: {shift.verdict}, {_share(t.relative)} ({_amount(t.shift, unit)}, "
+    return (f"  {label}: {shift.verdict}, {_share(shift.relative)} ({_amount(t.shift, unit)}, "
             f"{interval}), {said} ({_p(shift.p_holm)}, Holm)")
 
 
 def format_cost_test(test: CostTest) -> list[str]:
     """Whether each condition's cost per episode changed: the verdict, a line a condition
-    (the shift as a share of the baseline's median, in dollars or tokens, its interval and
+    (the shift as a share of the baseline's mean, in dollars or tokens, its interval and
     Holm's p), and how it was tested."""
     what = "cost per episode" if test.unit == "price" else "tokens per episode"
     m = len(test.conditions)
@@ -217,8 +217,8 @@ def format_cost_test(test: CostTest) -> list[str]:
            "before and after): Wilcoxon signed-rank" if test.paired else
            "unpaired (the runs have different salts, so no episode has a twin): "
            "Wilcoxon-Mann-Whitney rank-sum")
-    lines.append(f"how: {how} per condition; the shift is the Hodges-Lehmann estimate, as a "
-                 "share of the baseline's median; an episode without tokens spent nothing")
+    lines.append(f"how: {how} per condition; the shift is the Hodges-Lehmann estimate, its share "
+                 "of the baseline's mean per episode; an episode without tokens spent nothing")
     if test.unit == "tokens":
         lines.append("tokens, not price: " + (
             f"no price declared for {', '.join(map(terminal_text, test.unpriced))}"
@@ -238,7 +238,7 @@ def cost_test_document(test: CostTest) -> dict[str, Any]:
             "conditions": [{"rollout": c.rollout, "condition": c.label, "verdict": c.verdict,
                             "shift": _finite(c.test.shift), "low": _finite(c.test.low),
                             "high": _finite(c.test.high), "level": c.test.level,
-                            "relative": c.test.relative, "p": c.test.test.p,
+                            "relative": c.relative, "p": c.test.test.p,
                             "p_holm": c.p_holm, "n_before": c.test.n_before,
                             "n_after": c.test.n_after} for c in test.conditions],
             "not_compared": [{"rollout": r, "condition": label}

@@ -245,13 +245,15 @@ Verdict = Literal["costlier", "cheaper", "no significant change"]
 @dataclass(frozen=True, slots=True)
 class CostShift:
     """One condition's cost per episode, after against before: the metric test's shift
-    (Hodges-Lehmann, in dollars or tokens) with its interval and p-values, and its p-value
-    adjusted by Holm over the conditions compared."""
+    (Hodges-Lehmann, in dollars or tokens) with its interval and p-values, the shift as a
+    share of the baseline's mean cost per episode (``relative``: what the bill is made of;
+    None when that mean is 0), and its p-value adjusted by Holm over the conditions."""
 
     rollout: str
     condition_key: str
     label: str
     test: MetricTest
+    relative: float | None
     p_holm: float
     alpha: float
 
@@ -318,11 +320,13 @@ def cost_shifts(before: RunCost, after: RunCost, *, alpha: float = 0.05,
     compared = sorted(k for k, (b, a) in values.items() if b and a)
     tests = [metric_test(values[k][0], values[k][1], paired=paired, level=level)
              for k in compared]
+    means = [sum(values[k][0]) / len(values[k][0]) for k in compared]
     adjusted = [float(q) for q in holm([t.test.p for t in tests])]
     return CostTest(
         paired=paired, unit="price" if priced else "tokens", alpha=alpha,
-        conditions=tuple(CostShift(k[0], k[1], labels[k], t, q, alpha)
-                         for k, t, q in zip(compared, tests, adjusted, strict=True)),
+        conditions=tuple(CostShift(k[0], k[1], labels[k], t, t.shift / m if m else None, q,
+                                   alpha)
+                         for k, t, m, q in zip(compared, tests, means, adjusted, strict=True)),
         not_compared=tuple((k[0], labels[k]) for k in sorted(labels) if k not in compared),
         unpriced=unpriced)
 
