@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import textwrap
@@ -334,3 +335,32 @@ def test_token_totals_past_2_to_the_53_are_printed_exactly() -> None:
     text = "\n".join(format_cost(_run_cost("big", {"c": 2**60 + 1})))
     assert f"run 'big' (complete): {total:,} input and 0 output tokens in 10 calls" in text
     assert f"  m  {total:,} in" in text
+
+
+def test_cost_test_names_what_it_could_not_compare_and_an_interval_it_cannot_bound() -> None:
+    """Conditions in one run only are named, not tested; two episodes a side give no finite
+    95% interval, which reads unbounded (and null in JSON), not as a range of two values."""
+    from pytest_prove.report.cost import cost_test_document, format_cost_test
+    from pytest_prove.review.cost import cost_shifts
+
+    before = _run_cost("a", {"same": 100, "gone": 200})
+    after = _run_cost("b", {"same": 100, "new": 50})
+    test = cost_shifts(before, after)
+    assert test is not None and not test.paired and test.unit == "tokens"
+    lines = format_cost_test(test)
+    assert lines[0] == ("tokens per episode: no significant change in 1 condition (Holm over 1 "
+                        "condition at q=0.05)")
+    assert lines[1].startswith("  case=same: no significant change, 0% (0 tokens, ")
+    assert "not compared (in one run only, or no twin in the other): case=gone, case=new" \
+        in lines
+    assert lines[-1] == ("tokens, not price: no prices declared (declare them in prove_prices "
+                         "to test the price per episode)")
+    few = {("agent", "same", r): (tokens, 0) for r, tokens in enumerate((10, 20))}
+    small = cost_shifts(dataclasses.replace(before, per_episode=few),
+                        dataclasses.replace(after, per_episode={
+                            k: (v[0] * 3, 0) for k, v in few.items()}))
+    assert small is not None
+    assert "95% interval unbounded to unbounded" in format_cost_test(small)[1]
+    row = cost_test_document(small)["conditions"][0]
+    assert (row["low"], row["high"], row["verdict"]) == (None, None, "no significant change")
+    json.dumps(cost_test_document(small), allow_nan=False)
