@@ -270,10 +270,10 @@ class CostTest:
     """Whether each condition's cost per episode changed between two runs: its price per
     episode (``unit`` "price") when every model both runs used has a price, else its tokens
     per episode (input and output; ``unpriced`` names the models without a price, empty when
-    no price is declared at all). Paired on
-    twins when the runs share a salt (Wilcoxon signed-rank), else unpaired (rank-sum); Holm
-    over the conditions at ``alpha``. An episode that recorded no tokens counts as one that
-    spent nothing, as in the runs' per-episode figures."""
+    no price is declared at all). Paired on twins when the runs share a salt (Wilcoxon
+    signed-rank), else unpaired (rank-sum); Holm over the conditions at ``alpha``. An episode
+    that recorded no tokens counts as one that spent nothing, as in the runs' per-episode
+    figures."""
 
     paired: bool
     unit: Literal["price", "tokens"]
