@@ -378,19 +378,21 @@ def _fix_check(args: argparse.Namespace, out: Output) -> int:
 
 def _cost_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="a run name, run id, latest, or baseline:NAME")
-    parser.add_argument("run2", nargs="?", help="a second run: its ratio per episode")
+    parser.add_argument("run2", nargs="?", help="a second run: did the cost per episode change")
+    parser.add_argument("--alpha", type=error_rate, default=0.05, help="Holm's q (two runs)")
 
 
 @command("cost", "tokens in and out, calls and price by model and condition (with a second "
-         "run: the ratio per episode)", _cost_arguments)
+         "run: did the cost per episode change, and the ratio)", _cost_arguments)
 def _cost(args: argparse.Namespace, out: Output) -> int:
     store = _store(args)
     runs = [load_run(store, name) for name in (args.run, args.run2) if name]
     costs = [cost.cost_of(run, cost.prices_for(run, Path.cwd())) for run in runs]
     both = cost.compare_costs(costs[0], costs[1]) if len(costs) == 2 else None
-    out.answer("cost", cost_text.costs_document(costs, both),
+    shifts = cost.cost_shifts(costs[0], costs[1], alpha=args.alpha) if both else None
+    out.answer("cost", cost_text.costs_document(costs, both, shifts),
                cost_text.format_cost(costs[0]) if both is None else
-               cost_text.format_comparison(both))
+               cost_text.format_comparison(both, shifts))
     return EXIT_OK
 
 

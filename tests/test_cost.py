@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import textwrap
 
 import pytest
@@ -98,10 +100,139 @@ def test_cost_of_two_runs_gives_the_ratio_per_episode(agent: pytest.Pytester,
     assert agent.runpytest("-p", "no:xdist", "--prove-name", "after",
                            "--prove-baseline", "before").ret == 0
     out = _cli(agent, capsys, "cost", "baseline:before", "after")
+    lines = out.splitlines()
+    # The verdict first: refund's 10 twins each cost $0.0078 -> $0.00012 (all 10 differences
+    # negative: exact two-sided p = 2/2**10, x2 by Holm = 0.0039); password's are unchanged.
+    assert lines[:5] == [
+        "cost per episode changed significantly: cheaper in 1 of 2 conditions (Holm over 2 "
+        "conditions at q=0.05)",
+        "  ticket=password: no significant change, 0% ($0, 95% interval $0 to $0), not "
+        "significant (p=1.000, Holm)",
+        "  ticket=refund: cheaper, -98% (-$0.0077, 95% interval -$0.0077 to -$0.0077), "
+        "significant (p=0.004, Holm)",
+        "how: paired on twins (the runs share their salt, so each replicate ran on one seed "
+        "before and after): Wilcoxon signed-rank per condition; the shift is the "
+        "Hodges-Lehmann estimate, its share of the baseline's mean per episode; an episode "
+        "without tokens spent nothing",
+        ""]
     # refund episodes 660 -> 110 tokens (1/6), password ones unchanged: median of the 20.
-    assert out.splitlines()[0] == ("'after' uses 0.58x the tokens of 'baseline:before' per episode "
-                                   "(median over 20 shared episodes; 0.17x to 1.00x)")
+    assert lines[5] == ("'after' uses 0.58x the tokens of 'baseline:before' per episode "
+                        "(median over 20 shared episodes; 0.17x to 1.00x)")
     assert "price per episode $0.0040 -> $0.0001 (-97%)" in out
+
+
+#: Each episode asks big-model for 200 to 400 input tokens (a tenth of that out), drawn from
+#: its seed, so twins on one seed use the same; LONGER stretches refund's.
+NOISY_AGENT = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    LONGER = float(os.environ.get("LONGER", "1"))
+
+
+    @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        tokens = random.Random(prove_seed).randint(200, 400)
+        if ticket == "refund":
+            tokens = round(tokens * LONGER)
+        prove.usage("big-model", input=tokens, output=tokens // 10)
+        return prove.Episode("resolved", meta={"case_id": ticket})
+    """
+)
+
+
+@pytest.fixture
+def noisy(pytester: pytest.Pytester) -> pytest.Pytester:
+    """The noisy agent's baseline 'before', on a fixed salt; then refund made 30% longer."""
+    pytester.makeini(INI + PRICES)
+    pytester.makepyfile(test_agent=NOISY_AGENT)
+    assert pytester.runpytest("-p", "no:xdist", "--prove-salt=cost", "--prove-name", "before",
+                              "--prove-save-baseline", "before").ret == 0
+    pytester._monkeypatch.setenv("LONGER", "1.3")
+    return pytester
+
+
+def _condition_lines(out: str) -> dict[str, str]:
+    return {line.split(":")[0].strip(): line.split(":", 1)[1].strip()
+            for line in out.splitlines() if line.startswith("  ticket=")
+            and ("changed" in line or "costlier" in line or "cheaper" in line
+                 or "no significant change" in line)}
+
+
+@pytest.mark.slow
+def test_cost_of_twins_says_which_condition_got_costlier(noisy: pytest.Pytester,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """Paired (the second run takes the baseline's salt): refund's 30 twins each cost 30%
+    more, password's the same: one condition costlier, named, with its share and interval."""
+    assert noisy.runpytest("-p", "no:xdist", "--prove-name", "after",
+                           "--prove-baseline", "before").ret == 0
+    out = _cli(noisy, capsys, "cost", "baseline:before", "after")
+    assert out.splitlines()[0] == ("cost per episode changed significantly: costlier in 1 of 2 "
+                                   "conditions (Holm over 2 conditions at q=0.05)")
+    found = _condition_lines(out)
+    assert found["ticket=password"].startswith("no significant change, 0% ($0, ")
+    # the shift (Hodges-Lehmann) over the baseline's mean: 30%, give or take the two
+    # estimates' difference on 30 episodes
+    assert re.fullmatch(r"costlier, \+(29|30|31)% \(\+\$0\.00\d\d, 95% interval "
+                        r"\+\$0\.00\d\d to \+\$0\.00\d\d\), significant \(p<0\.001, Holm\)",
+                        found["ticket=refund"]), found
+    assert "how: paired on twins" in out
+    doc = json.loads(_cli(noisy, capsys, "cost", "baseline:before", "after", "--json"))
+    test = doc["test"]
+    assert (test["unit"], test["paired"], test["alpha"]) == ("price", True, 0.05)
+    rows = {row["condition"]: row for row in test["conditions"]}
+    assert rows["ticket=refund"]["verdict"] == "costlier"
+    assert rows["ticket=refund"]["relative"] == pytest.approx(0.3, abs=0.015)
+    assert rows["ticket=refund"]["low"] <= rows["ticket=refund"]["shift"] \
+        <= rows["ticket=refund"]["high"]
+    assert rows["ticket=refund"]["n_before"] == rows["ticket=refund"]["n_after"] == 30
+    assert rows["ticket=password"]["verdict"] == "no significant change"
+    assert rows["ticket=password"]["p_holm"] == 1.0
+
+
+@pytest.mark.slow
+def test_cost_of_runs_on_other_seeds_is_tested_unpaired(noisy: pytest.Pytester,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """Another salt: no twins, so each condition's episodes are compared as two samples; a
+    stricter --alpha is the family's; without prices, tokens are tested and it says why."""
+    assert noisy.runpytest("-p", "no:xdist", "--prove-salt=elsewhere",
+                           "--prove-name", "after").ret == 0
+    out = _cli(noisy, capsys, "cost", "baseline:before", "after", "--alpha", "0.01")
+    assert out.splitlines()[0] == ("cost per episode changed significantly: costlier in 1 of 2 "
+                                   "conditions (Holm over 2 conditions at q=0.01)")
+    found = _condition_lines(out)
+    assert found["ticket=refund"].startswith("costlier, +")
+    assert found["ticket=password"].startswith("no significant change, ")
+    assert "how: unpaired (the runs have different salts, so no episode has a twin): " \
+           "Wilcoxon-Mann-Whitney rank-sum per condition" in out
+
+
+@pytest.mark.slow
+def test_cost_without_prices_tests_tokens_per_episode(pytester: pytest.Pytester,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=NOISY_AGENT)
+    assert pytester.runpytest("-p", "no:xdist", "--prove-salt=cost", "--prove-name",
+                              "before").ret == 0
+    pytester._monkeypatch.setenv("LONGER", "1.3")
+    assert pytester.runpytest("-p", "no:xdist", "--prove-salt=cost", "--prove-name",
+                              "after").ret == 0
+    out = _cli(pytester, capsys, "cost", "before", "after")
+    assert out.splitlines()[0] == ("tokens per episode changed significantly: costlier in 1 "
+                                   "of 2 conditions (Holm over 2 conditions at q=0.05)")
+    refund = _condition_lines(out)["ticket=refund"]
+    assert re.fullmatch(r"costlier, \+(29|30|31)% \(\+\d\d tokens, 95% interval \+\d\d "
+                        r"tokens to \+\d\d\d? tokens\), significant \(p<0\.001, Holm\)",
+                        refund), refund
+    assert "tokens, not price: no prices declared (declare them in prove_prices" in out
 
 
 def test_plan_from_an_earlier_run(agent: pytest.Pytester,
@@ -204,3 +335,32 @@ def test_token_totals_past_2_to_the_53_are_printed_exactly() -> None:
     text = "\n".join(format_cost(_run_cost("big", {"c": 2**60 + 1})))
     assert f"run 'big' (complete): {total:,} input and 0 output tokens in 10 calls" in text
     assert f"  m  {total:,} in" in text
+
+
+def test_cost_test_names_what_it_could_not_compare_and_an_interval_it_cannot_bound() -> None:
+    """Conditions in one run only are named, not tested; two episodes a side give no finite
+    95% interval, which reads unbounded (and null in JSON), not as a range of two values."""
+    from pytest_prove.report.cost import cost_test_document, format_cost_test
+    from pytest_prove.review.cost import cost_shifts
+
+    before = _run_cost("a", {"same": 100, "gone": 200})
+    after = _run_cost("b", {"same": 100, "new": 50})
+    test = cost_shifts(before, after)
+    assert test is not None and not test.paired and test.unit == "tokens"
+    lines = format_cost_test(test)
+    assert lines[0] == ("tokens per episode: no significant change in 1 condition (Holm over 1 "
+                        "condition at q=0.05)")
+    assert lines[1].startswith("  case=same: no significant change, 0% (0 tokens, ")
+    assert "not compared (in one run only, or no twin in the other): case=gone, case=new" \
+        in lines
+    assert lines[-1] == ("tokens, not price: no prices declared (declare them in prove_prices "
+                         "to test the price per episode)")
+    few = {("agent", "same", r): (tokens, 0) for r, tokens in enumerate((10, 20))}
+    small = cost_shifts(dataclasses.replace(before, per_episode=few),
+                        dataclasses.replace(after, per_episode={
+                            k: (v[0] * 3, 0) for k, v in few.items()}))
+    assert small is not None
+    assert "95% interval unbounded to unbounded" in format_cost_test(small)[1]
+    row = cost_test_document(small)["conditions"][0]
+    assert (row["low"], row["high"], row["verdict"]) == (None, None, "no significant change")
+    json.dumps(cost_test_document(small), allow_nan=False)

@@ -4,14 +4,17 @@ seeds (the false-alarm rate, the interval's coverage, the power at a printed lim
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_prove.stats._metrics import (
+from pytest_prove.stats import (
     metric_limit,
     metric_test,
     outward_units,
@@ -19,6 +22,7 @@ from pytest_prove.stats._metrics import (
     signed_rank_null,
     signed_rank_test,
 )
+from pytest_prove.stats._metrics import _rank_sum_null, _RankSums
 
 
 def _enumerated(d: np.ndarray) -> tuple[float, float]:
@@ -116,6 +120,41 @@ def test_the_hodges_lehmann_estimate_is_the_median_of_the_walsh_averages() -> No
     assert "rank-sum" in unpaired.method and "signed-rank" in row.method
 
 
+@pytest.mark.parametrize("paired, sizes, dropped", [
+    (True, (5, 5), None), (True, (6, 6), 0), (True, (10, 10), 8), (True, (20, 20), 52),
+    (False, (1, 1), None), (False, (5, 5), 2), (False, (10, 10), 23), (False, (20, 20), 127),
+    (False, (4, 9), 4)])
+def test_small_intervals_leave_out_what_the_exact_tables_say(paired: bool,
+                                                             sizes: tuple[int, int],
+                                                             dropped: int | None) -> None:
+    """Bug: the ends came from the normal approximation at every size, so 5 twins, or one
+    episode against one, got a "95%" interval that covers the shift 94% or 0% of the time
+    (the whole range of the differences). Now, below a few hundred, they leave out as many
+    Walsh averages (differences) at each end as the classic tables' critical values (paired
+    n = 10: 8, 20: 52; unpaired 10 and 10: 23, 20 and 20: 127, 4 and 9: 4), and an interval
+    no finite one reaches is unbounded."""
+    rng = np.random.default_rng(sum(sizes))
+    before, after = rng.normal(size=sizes[0]), rng.normal(size=sizes[1])
+    row = metric_test(before, after, paired=paired)
+    if dropped is None:
+        assert (row.low, row.high) == (-math.inf, math.inf)
+        return
+    if paired:
+        d = after - before
+        every = np.sort([(d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d))])
+    else:
+        every = np.sort((after[:, None] - before[None, :]).ravel())
+    assert (row.low, row.high) == (every[dropped], every[len(every) - 1 - dropped])
+
+
+def test_the_exact_rank_sum_null_is_enumeration() -> None:
+    for m, n in ((3, 4), (2, 7), (5, 5)):
+        counts = np.zeros(m * n + 1)
+        for chosen in itertools.combinations(range(m + n), m):
+            counts[sum(1 for y in set(range(m + n)) - set(chosen) for x in chosen if y > x)] += 1
+        assert np.allclose(_rank_sum_null(m, n), counts / counts.sum(), rtol=0, atol=1e-15)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("paired", [True, False])
 def test_the_interval_covers_the_shift_as_often_as_it_says(paired: bool) -> None:
@@ -174,6 +213,33 @@ def test_a_shift_at_the_printed_limit_is_flagged_four_times_in_five(paired: bool
     assert hits / sims >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), hits / sims
 
 
+def _rank_sum_z_by_ranking(before: np.ndarray, after: np.ndarray) -> float:
+    """The rank-sum z (tie-corrected, no continuity correction) of one run, by midranks."""
+    pooled = np.concatenate([before, after])
+    n1, n2, n = len(before), len(after), len(pooled)
+    u = stats.rankdata(pooled)[n1:].sum() - n2 * (n2 + 1) / 2
+    _, t = np.unique(pooled, return_counts=True)
+    var = n1 * n2 / 12 * ((n + 1) - float(np.sum(t ** 3 - t)) / (n * (n - 1)))
+    return 0.0 if var <= 0 else float((u - n1 * n2 / 2) / math.sqrt(var))
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.5, 1.0, -1.0, 0.3, 1e-17, 2.0])
+def test_the_limits_rank_sums_from_counts_are_those_of_ranking_the_runs(shift: float) -> None:
+    """The detection limit's simulation (unpaired) counts each run's values instead of
+    ranking it again at every shift tried; it must give ranking's z, ties included: shifts
+    that make after values tie before values (0.5, 1, -1, 1e-17) and one that makes two
+    distinct values one float (1e-17 + 1.0 and 2e-17 + 1.0 are both 1.0)."""
+    values = np.array([1e-17, 2e-17, 0.5, 1.0, 1.5, 3.0])
+    rng = np.random.default_rng(9)
+    before = rng.integers(0, len(values), (40, 12))
+    after = rng.integers(0, len(values), (40, 9))
+    sums = _RankSums(values, before, after)
+    ours = sums.z(shift)
+    for r in range(40):
+        theirs = _rank_sum_z_by_ranking(values[before[r]], values[after[r]] + shift)
+        assert ours[r] == pytest.approx(theirs, rel=1e-12, abs=1e-12), (r, shift)
+
+
 def test_the_same_baseline_gives_the_same_limit_on_any_machine() -> None:
     baseline = np.random.default_rng(3).lognormal(0, 0.6, 40)
     first = metric_limit(baseline, 40, paired=False, better="lower", alpha=0.01)
@@ -206,3 +272,60 @@ def test_bad_values_are_refused_with_what_is_wrong() -> None:
 def test_limits_print_rounded_away_from_zero(value: float, printed: str) -> None:
     assert outward_units(value) == printed
     assert abs(float(printed)) >= abs(value)
+
+
+# ---------------------------------------------------------------------------
+# the smaller CI version of bench/metrics.py (issue 30's calibration), on its own code
+
+_SPEC = importlib.util.spec_from_file_location(
+    "prove_bench_metrics", Path(__file__).resolve().parent.parent / "bench" / "metrics.py")
+assert _SPEC is not None and _SPEC.loader is not None
+bench = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = bench  # its dataclass looks its module up there
+_SPEC.loader.exec_module(bench)
+
+
+@pytest.mark.parametrize("metric", list(bench.METRICS))
+def test_the_benchs_batched_tests_are_the_public_tests_row_for_row(metric: str) -> None:
+    """bench/metrics.py tests all its rows at once; each row's three p-values must be what
+    signed_rank_test or rank_sum_test gives for it, bit for bit (ties, zeros and all)."""
+    draw = bench.METRICS[metric][0]
+    rng = np.random.default_rng(41)
+    latent = rng.normal(size=(60, 30))
+    before = draw(rng, latent)
+    after = draw(rng, 0.7 * latent + 0.71 * rng.normal(size=latent.shape))
+    nulls = bench.SignedRankNulls()
+    paired = nulls.ps(after - before)
+    unpaired = bench.rank_sum_ps(before, after)
+    assert len(nulls) >= 1
+    for i in range(len(before)):
+        for batch, test in ((paired, signed_rank_test(after[i] - before[i])),
+                            (unpaired, rank_sum_test(before[i], after[i]))):
+            assert (batch[0][i], batch[1][i], batch[2][i]) == (test.p, test.p_up,
+                                                               test.p_down), (metric, i)
+
+
+@pytest.mark.parametrize("metric", list(bench.METRICS))
+@pytest.mark.parametrize("correlation", [0.7, None], ids=["paired", "unpaired"])
+def test_sixteen_unchanged_conditions_rarely_flag_a_metric(metric: str,
+                                                           correlation: float | None) -> None:
+    sims = 400  # bench/metrics.py runs 2,000 per cell; these 400, batched, take under a second
+    rng = np.random.default_rng(2026)
+    share = bench.size(bench.METRICS[metric][0], correlation, 50, sims, rng,
+                       bench.SignedRankNulls())
+    assert share <= bench.Q + 2 * math.sqrt(bench.Q * (1 - bench.Q) / sims), share
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("metric", ["judge (1-5, ties)", "cost (zero-inflated)"])
+def test_a_shift_at_the_printed_limit_of_a_tied_metric_is_found_four_times_in_five(
+        metric: str) -> None:
+    """Unpaired (the design whose limit is not conservative): the judge's few values and the
+    cost's zeros, where a baseline sometimes gives no limit at all (counted as a miss)."""
+    sims = 120
+    draw, better, _ = bench.METRICS[metric]
+    power, relative, printed, _ = bench.power(draw, better, None, 50, sims,
+                                              np.random.default_rng(2027),
+                                              bench.SignedRankNulls())
+    assert relative > 0 and (printed < 0) == (better == "higher")
+    assert power >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), power

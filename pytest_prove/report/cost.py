@@ -4,16 +4,24 @@ computes the figures); every model and condition shown with
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from pytest_prove.declare.prices import Prices
-from pytest_prove.review.cost import CostComparison, ModelUsage, PlanEstimate, RunCost
+from pytest_prove.review.cost import (
+    CostComparison,
+    CostShift,
+    CostTest,
+    ModelUsage,
+    PlanEstimate,
+    RunCost,
+)
 
 from ._format import money, terminal_text
 
-__all__ = ["cost_document", "costs_document", "format_comparison", "format_cost", "format_plan",
-           "plan_document"]
+__all__ = ["cost_document", "cost_test_document", "costs_document", "format_comparison",
+           "format_cost", "format_cost_test", "format_plan", "plan_document"]
 
 
 def _n(value: float) -> str:
@@ -70,10 +78,13 @@ def format_cost(cost: RunCost, *, verbose: bool = False) -> list[str]:
     return lines
 
 
-def format_comparison(comparison: CostComparison) -> list[str]:
-    """Two runs: what the second costs relative to the first, then each run's figures."""
+def format_comparison(comparison: CostComparison, test: CostTest | None = None) -> list[str]:
+    """Two runs: whether the cost per episode changed, condition by condition (``test``),
+    what the second costs relative to the first, then each run's figures."""
     before, after = comparison.before, comparison.after
-    lines: list[str] = []
+    lines: list[str] = format_cost_test(test) if test is not None else []
+    if lines:
+        lines.append("")
     ratio = comparison.median_ratio
     if ratio is None:
         lines.append(f"runs {before.run!r} and {after.run!r} share no episode with tokens, so "
@@ -127,12 +138,112 @@ def cost_document(cost: RunCost) -> dict[str, Any]:
             "prices": cost.prices.to_json(), "prices_from": cost.prices.source}
 
 
-def costs_document(costs: Sequence[RunCost], both: CostComparison | None) -> dict[str, Any]:
-    """``cost``'s document: one run's cost, or two runs' and their ratios."""
+def costs_document(costs: Sequence[RunCost], both: CostComparison | None,
+                   test: CostTest | None = None) -> dict[str, Any]:
+    """``cost``'s document: one run's cost, or two runs' and their ratios (and, with
+    ``test``, whether each condition's cost per episode changed)."""
     if both is None:
         return cost_document(costs[0])
-    return {"runs": [cost_document(c) for c in costs], "median_ratio": both.median_ratio,
-            "total_ratio": both.total_ratio, "price_ratio": both.price_ratio}
+    document: dict[str, Any] = {
+        "runs": [cost_document(c) for c in costs], "median_ratio": both.median_ratio,
+        "total_ratio": both.total_ratio, "price_ratio": both.price_ratio}
+    if test is not None:
+        document["test"] = cost_test_document(test)
+    return document
+
+
+# ---------------------------------------------------------------------------
+# did the cost per episode change?
+
+
+def _amount(value: float, unit: str) -> str:
+    """A shift with its sign: dollars (to two significant digits below $0.0001) or tokens;
+    an interval's open end reads ``unbounded``."""
+    if not math.isfinite(value):
+        return "unbounded"
+    if value == 0.0:
+        return "$0" if unit == "price" else "0 tokens"
+    sign = "+" if value > 0 else "-"
+    if unit == "price":
+        return sign + money(abs(value), tiny=True)
+    return f"{sign}{abs(value):,.0f} tokens" if abs(value) >= 10 else f"{value:+.1f} tokens"
+
+
+def _p(value: float) -> str:
+    return "p<0.001" if value < 0.001 else f"p={value:.3f}"
+
+
+def _share(value: float | None) -> str:
+    if value is None:
+        return "of a baseline of 0"
+    if value == 0.0:
+        return "0%"
+    return f"{value:+.0%}" if abs(value) >= 0.01 else f"{value:+.1%}"
+
+
+def _condition(shift: CostShift, unit: str, multi: bool) -> str:
+    t = shift.test
+    label = terminal_text(f"{shift.rollout} {shift.label}" if multi else shift.label)
+    said = "significant" if shift.verdict != "no significant change" else "not significant"
+    interval = f"{t.level:.0%} interval {_amount(t.low, unit)} to {_amount(t.high, unit)}"
+    return (f"  {label}: {shift.verdict}, {_share(shift.relative)} ({_amount(t.shift, unit)}, "
+            f"{interval}), {said} ({_p(shift.p_holm)}, Holm)")
+
+
+def format_cost_test(test: CostTest) -> list[str]:
+    """Whether each condition's cost per episode changed: the verdict, a line a condition
+    (the shift as a share of the baseline's mean, in dollars or tokens, its interval and
+    Holm's p), and how it was tested."""
+    what = "cost per episode" if test.unit == "price" else "tokens per episode"
+    m = len(test.conditions)
+    family = f"Holm over {m} condition{'s' if m != 1 else ''} at q={test.alpha:g}"
+    if not m:
+        lines = [f"{what}: not tested, no condition ran in both runs"]
+    elif test.changed:
+        up = sum(c.verdict == "costlier" for c in test.changed)
+        down = len(test.changed) - up
+        words = [f"costlier in {up}"] * bool(up) + [f"cheaper in {down}"] * bool(down)
+        lines = [f"{what} changed significantly: {' and '.join(words)} of {m} condition"
+                 f"{'s' if m != 1 else ''} ({family})"]
+    else:
+        lines = [f"{what}: no significant change in {'any of the ' if m > 1 else ''}{m} "
+                 f"condition{'s' if m != 1 else ''} ({family})"]
+    multi = len({c.rollout for c in test.conditions}) > 1
+    lines.extend(_condition(c, test.unit, multi) for c in test.conditions)
+    if test.not_compared:
+        lines.append("not compared (in one run only, or no twin in the other): "
+                     + ", ".join(terminal_text(label) for _, label in test.not_compared))
+    how = ("paired on twins (the runs share their salt, so each replicate ran on one seed "
+           "before and after): Wilcoxon signed-rank" if test.paired else
+           "unpaired (the runs have different salts, so no episode has a twin): "
+           "Wilcoxon-Mann-Whitney rank-sum")
+    lines.append(f"how: {how} per condition; the shift is the Hodges-Lehmann estimate, its share "
+                 "of the baseline's mean per episode; an episode without tokens spent nothing")
+    if test.unit == "tokens":
+        lines.append("tokens, not price: " + (
+            f"no price declared for {', '.join(map(terminal_text, test.unpriced))}"
+            if test.unpriced else "no prices declared") + " (declare them in prove_prices to "
+            "test the price per episode)")
+    return lines
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def cost_test_document(test: CostTest) -> dict[str, Any]:
+    """Whether each condition's cost per episode changed, as plain data."""
+    return {"unit": test.unit, "paired": test.paired, "alpha": test.alpha,
+            "method": "Wilcoxon signed-rank" if test.paired else "Wilcoxon-Mann-Whitney",
+            "conditions": [{"rollout": c.rollout, "condition": c.label, "verdict": c.verdict,
+                            "shift": _finite(c.test.shift), "low": _finite(c.test.low),
+                            "high": _finite(c.test.high), "level": c.test.level,
+                            "relative": c.relative, "p": c.test.test.p,
+                            "p_holm": c.p_holm, "n_before": c.test.n_before,
+                            "n_after": c.test.n_after} for c in test.conditions],
+            "not_compared": [{"rollout": r, "condition": label}
+                             for r, label in test.not_compared],
+            "unpriced": list(test.unpriced)}
 
 
 def plan_document(plan: PlanEstimate) -> dict[str, Any]:

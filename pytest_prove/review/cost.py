@@ -12,18 +12,21 @@ or in ``pyproject.toml`` as ``[tool.pytest-prove.prices]``, ``MODEL = [INPUT, OU
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import Any, Literal, final
 
 from ..declare.prices import Price, PriceError, Prices, find_prices, parse_price_lines, price_of
 from ..declare.spec import condition_label
+from ..stats import MetricTest, holm, metric_test
 from ..store import Run
 from .labels import label_of
 
 __all__ = [
     "ConditionCost",
     "CostComparison",
+    "CostShift",
+    "CostTest",
     "ModelUsage",
     "PlanEstimate",
     "Price",
@@ -32,6 +35,7 @@ __all__ = [
     "RunCost",
     "compare_costs",
     "cost_of",
+    "cost_shifts",
     "estimate_plan",
     "find_prices",
     "parse_price_lines",
@@ -111,6 +115,10 @@ class RunCost(_Totals):
     per_episode: Mapping[tuple[str, str, int], tuple[int, int]]
     prices: Prices
     unpriced: tuple[str, ...]
+    #: each episode's price (0 when it recorded no tokens; None when a model it used has
+    #: no price), by the same keys as ``per_episode``
+    episode_prices: Mapping[tuple[str, str, int], float | None] = field(default_factory=dict)
+    salt: str = ""  # the run's salt: runs that share one ran each replicate on one seed
 
 
 
@@ -153,6 +161,7 @@ def cost_of(run: Run, prices: Prices) -> RunCost:
     counts: dict[tuple[str, str], int] = {}
     labels: dict[tuple[str, str], str] = {}
     per_episode: dict[tuple[str, str, int], tuple[int, int]] = {}
+    episode_prices: dict[tuple[str, str, int], float | None] = {}
     with_tokens = 0
     for record in run.episodes:
         key = (str(record["rollout"]), str(record["condition_key"]))
@@ -163,9 +172,10 @@ def cost_of(run: Run, prices: Prices) -> RunCost:
             with_tokens += 1
         _add(totals, by_model)
         _add(per_condition.setdefault(key, {}), by_model)
-        per_episode[(key[0], key[1], int(record["replicate"]))] = (
-            sum(u["input"] for u in by_model.values()),
-            sum(u["output"] for u in by_model.values()))
+        episode = (key[0], key[1], int(record["replicate"]))
+        per_episode[episode] = (sum(u["input"] for u in by_model.values()),
+                                sum(u["output"] for u in by_model.values()))
+        episode_prices[episode] = _sum_prices(_models(by_model, prices)) if by_model else 0.0
     conditions = tuple(
         ConditionCost(rollout=k[0], condition_key=k[1], label=labels[k], episodes=counts[k],
                       models=_models(per_condition.get(k, {}), prices))
@@ -174,7 +184,8 @@ def cost_of(run: Run, prices: Prices) -> RunCost:
     return RunCost(run=label_of(run), status=run.status, episodes=len(run.episodes),
                    with_tokens=with_tokens, models=models, conditions=conditions,
                    per_episode=per_episode, prices=prices,
-                   unpriced=tuple(m.model for m in models if m.price is None))
+                   unpriced=tuple(m.model for m in models if m.price is None),
+                   episode_prices=episode_prices, salt=run.salt)
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +233,102 @@ def compare_costs(before: RunCost, after: RunCost) -> CostComparison:
         if b_in + b_out > 0:
             ratios.append((a_in + a_out) / (b_in + b_out))
     return CostComparison(before, after, shared, tuple(ratios))
+
+
+# ---------------------------------------------------------------------------
+# did the cost per episode change?
+
+Verdict = Literal["costlier", "cheaper", "no significant change"]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CostShift:
+    """One condition's cost per episode, after against before: the metric test's shift
+    (Hodges-Lehmann, in dollars or tokens) with its interval and p-values, the shift as a
+    share of the baseline's mean cost per episode (``relative``: what the bill is made of;
+    None when that mean is 0), and its p-value adjusted by Holm over the conditions."""
+
+    rollout: str
+    condition_key: str
+    label: str
+    test: MetricTest
+    relative: float | None
+    p_holm: float
+    alpha: float
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.p_holm > self.alpha:
+            return "no significant change"
+        return "costlier" if self.test.test.p_up <= self.test.test.p_down else "cheaper"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CostTest:
+    """Whether each condition's cost per episode changed between two runs: its price per
+    episode (``unit`` "price") when every model both runs used has a price, else its tokens
+    per episode (input and output; ``unpriced`` names the models without a price, empty when
+    no price is declared at all). Paired on twins when the runs share a salt (Wilcoxon
+    signed-rank), else unpaired (rank-sum); Holm over the conditions at ``alpha``. An episode
+    that recorded no tokens counts as one that spent nothing, as in the runs' per-episode
+    figures."""
+
+    paired: bool
+    unit: Literal["price", "tokens"]
+    alpha: float
+    conditions: tuple[CostShift, ...]
+    not_compared: tuple[tuple[str, str], ...]  # (rollout, label) of conditions one run lacks
+    unpriced: tuple[str, ...]
+
+    @property
+    def changed(self) -> tuple[CostShift, ...]:
+        return tuple(c for c in self.conditions if c.verdict != "no significant change")
+
+
+def cost_shifts(before: RunCost, after: RunCost, *, alpha: float = 0.05,
+                level: float = 0.95) -> CostTest | None:
+    """Test each condition's cost per episode, ``after`` against ``before`` (see
+    :class:`CostTest`); None when neither run recorded any tokens."""
+    if not before.models and not after.models:
+        return None
+    unpriced = tuple(sorted(set(before.unpriced) | set(after.unpriced)))
+    priced = bool(before.prices) and bool(after.prices) and not unpriced
+    if not before.prices and not after.prices:
+        unpriced = ()  # no price declared at all, which the renderer says as such
+    paired = bool(before.salt) and before.salt == after.salt
+
+    def value(cost: RunCost, episode: tuple[str, str, int]) -> float:
+        if priced:
+            return cost.episode_prices.get(episode) or 0.0
+        used = cost.per_episode[episode]
+        return float(used[0] + used[1])
+
+    labels = {(c.rollout, c.condition_key): c.label
+              for cost in (before, after) for c in cost.conditions}
+    values: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    if paired:
+        for episode in sorted(before.per_episode.keys() & after.per_episode.keys()):
+            pair = values.setdefault(episode[:2], ([], []))
+            pair[0].append(value(before, episode))
+            pair[1].append(value(after, episode))
+    else:
+        for side, cost in enumerate((before, after)):
+            for episode in sorted(cost.per_episode):
+                values.setdefault(episode[:2], ([], []))[side].append(value(cost, episode))
+    compared = sorted(k for k, (b, a) in values.items() if b and a)
+    tests = [metric_test(values[k][0], values[k][1], paired=paired, level=level)
+             for k in compared]
+    means = [sum(values[k][0]) / len(values[k][0]) for k in compared]
+    adjusted = [float(q) for q in holm([t.test.p for t in tests])]
+    return CostTest(
+        paired=paired, unit="price" if priced else "tokens", alpha=alpha,
+        conditions=tuple(CostShift(k[0], k[1], labels[k], t, t.shift / m if m else None, q,
+                                   alpha)
+                         for k, t, m, q in zip(compared, tests, means, adjusted, strict=True)),
+        not_compared=tuple((k[0], labels[k]) for k in sorted(labels) if k not in compared),
+        unpriced=unpriced)
 
 
 # ---------------------------------------------------------------------------

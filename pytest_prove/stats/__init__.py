@@ -19,6 +19,18 @@ from ._intervals import (
 from ._limits import outward
 from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
 from ._margin_design import MarginDesignCheck, margin_design_check, margin_replicates
+from ._metrics import (
+    METRIC_LIMIT_RUNS,
+    MetricLimit,
+    MetricTest,
+    RankTest,
+    metric_limit,
+    metric_test,
+    outward_units,
+    rank_sum_test,
+    signed_rank_null,
+    signed_rank_test,
+)
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -61,6 +73,7 @@ from ._sequential import (
 __all__ = [
     "FUTILITY_LEVEL",
     "LOOKS",
+    "METRIC_LIMIT_RUNS",
     "PAIRED_MODEL",
     "SCHEMA_VERSION",
     "Comparison",
@@ -74,7 +87,10 @@ __all__ = [
     "Limits",
     "MarginDesignCheck",
     "MarginTest",
+    "MetricLimit",
+    "MetricTest",
     "Pairs",
+    "RankTest",
     "Row",
     "RowDecision",
     "RowInput",
@@ -101,13 +117,19 @@ __all__ = [
     "margin_test_unpaired",
     "mcnemar_exact_p",
     "mcnemar_midp",
+    "metric_limit",
+    "metric_test",
     "newcombe_interval",
     "obf_spending",
     "outward",
+    "outward_units",
+    "rank_sum_test",
     "replicates_for",
     "rise_limit",
     "sequential_design",
     "sequential_p",
+    "signed_rank_null",
+    "signed_rank_test",
     "tango_interval",
     "tango_score",
     "wilson_interval",

@@ -144,21 +144,52 @@ def rank_sum_test(before: npt.ArrayLike, after: npt.ArrayLike) -> RankTest:
     return RankTest(min(1.0, 2.0 * min(up, down)), up, down, len(x) + len(y), exact)
 
 
-def _order_statistic_rank(count: int, sd: float, level: float) -> int:
+#: Up to these sizes an interval's ends come from the exact null distribution of the rank
+#: statistic (as without ties); past them, from its normal approximation.
+_EXACT_INTERVAL_PAIRS: Final = 300
+_EXACT_INTERVAL_CELLS: Final = 40_000
+
+
+def _order_statistic_rank(count: int, sd: float, level: float,
+                          null: FloatArray | None = None) -> int:
     """How many of ``count`` sorted Walsh averages (or differences) each end of a
-    level-``level`` interval leaves out, from the normal approximation of the rank statistic
-    (mean count/2, standard deviation ``sd``): at least 0."""
-    z = float(special.ndtri(1.0 - (1.0 - level) / 2.0))
+    level-``level`` interval leaves out: the largest d with P(statistic <= d) <= (1 - level)
+    / 2 under ``null`` (entry s: P(statistic == s)), which leaves the interval covering the
+    shift 1 - 2 P(statistic <= d) of the time; -1 when even d = 0 covers less than
+    ``level`` (too few values for any finite interval). Without ``null``, from the normal
+    approximation of the statistic (mean count/2, standard deviation ``sd``)."""
+    tail = (1.0 - level) / 2.0
+    if null is not None:
+        within = np.flatnonzero(np.cumsum(null) <= tail * (1.0 + 1e-9))
+        return int(within[-1]) if within.size else -1
+    z = float(special.ndtri(1.0 - tail))
     return max(0, math.floor(count / 2.0 - z * sd))
+
+
+def _rank_sum_null(m: int, n: int) -> FloatArray:
+    """The exact null distribution of the Mann-Whitney U of samples of ``m`` and ``n``
+    distinct values: entry u is P(U == u), the Gaussian binomial coefficient's coefficients
+    over C(m + n, m), built as the product over i of (1 - q**(n + i)) / (1 - q**i)."""
+    size = m * n + 1
+    poly = np.zeros(size)
+    poly[0] = 1.0
+    for i in range(1, m + 1):
+        top = n + i
+        if top < size:
+            poly[top:] -= poly[:size - top].copy()
+        for start in range(i):  # dividing by 1 - q**i: a running sum at stride i
+            poly[start::i] = np.cumsum(poly[start::i])
+    dist: FloatArray = poly / poly.sum()
+    return dist
 
 
 def _hodges_lehmann(differences: FloatArray, drop: int) -> tuple[float, float, float]:
     """The median of ``differences`` and the interval that leaves ``drop`` of them out at each
-    end (the whole range of values when ``drop`` is 0)."""
+    end (the whole range of values when ``drop`` is 0, unbounded when it is -1)."""
     count = len(differences)
     estimate = float(np.median(differences))
     low_k, high_k = drop, count - 1 - drop
-    if low_k > high_k:
+    if drop < 0 or low_k > high_k:
         return estimate, -math.inf, math.inf
     part = np.partition(differences, (low_k, high_k))
     return estimate, float(part[low_k]), float(part[high_k])
@@ -218,7 +249,10 @@ def metric_test(before: npt.ArrayLike, after: npt.ArrayLike, *, paired: bool,
             i, j = np.triu_indices(n)
             walsh = (d[i] + d[j]) / 2.0
             sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
-            shift, low, high = _hodges_lehmann(walsh, _order_statistic_rank(count, sd, level))
+            null = (signed_rank_null(np.arange(1, n + 1, dtype=np.int64))
+                    if n <= _EXACT_INTERVAL_PAIRS else None)
+            shift, low, high = _hodges_lehmann(walsh,
+                                               _order_statistic_rank(count, sd, level, null))
         else:
             shift, low, high = _normal_interval(d, level)
         return MetricTest(True, n, n, shift, low, high, level, test, median)
@@ -230,7 +264,10 @@ def metric_test(before: npt.ArrayLike, after: npt.ArrayLike, *, paired: bool,
     if count <= _MAX_DIFFERENCES:
         differences = (y[:, None] - x[None, :]).ravel()
         sd = math.sqrt(len(x) * len(y) * (len(x) + len(y) + 1) / 12.0)
-        shift, low, high = _hodges_lehmann(differences, _order_statistic_rank(count, sd, level))
+        null = (_rank_sum_null(min(len(x), len(y)), max(len(x), len(y)))
+                if count <= _EXACT_INTERVAL_CELLS else None)  # symmetric in the two sizes
+        shift, low, high = _hodges_lehmann(differences,
+                                           _order_statistic_rank(count, sd, level, null))
     else:
         shift, low, high = _normal_interval(y, level, x)
     return MetricTest(False, len(x), len(y), shift, low, high, level, test, median)
@@ -268,37 +305,78 @@ def _signed_rank_z(d: FloatArray) -> FloatArray:
     return np.where(var > 0.0, z, 0.0)
 
 
-def _rank_sum_z(x: FloatArray, y: FloatArray) -> FloatArray:
-    """The rank-sum statistic's z (tie-corrected, no continuity correction) for each row of
-    ``x`` against the same row of ``y``."""
-    n2 = y.shape[1]
-    n1 = x.shape[1]
-    both = np.concatenate([x, y], axis=1)
-    ranks = stats.rankdata(both, axis=1)
-    u = ranks[:, n1:].sum(axis=1) - n2 * (n2 + 1) / 2.0
-    n = n1 + n2
-    _, counts = _tie_counts(ranks)
-    var = n1 * n2 / 12.0 * ((n + 1) - counts / (n * (n - 1)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = (u - n1 * n2 / 2.0) / np.sqrt(var)
-    return np.where(var > 0.0, z, 0.0)
+class _RankSums:
+    """The rank-sum statistic's z (tie-corrected, no continuity correction) of many simulated
+    runs at once, for any shift of the after runs, when every value is one of a few values.
+
+    Both runs of a simulated comparison draw the baseline's values, so a run is its counts of
+    each distinct value (``before`` and ``after``: runs by values, ``values`` sorted and
+    distinct). At a shift s, U counts the pairs with after + s above before, a half for a
+    tie, and the tie correction sums t**3 - t over the pooled sample's groups of equal
+    values: both come from the counts and from where each shifted value falls among the
+    values, without ranking the runs again at each shift. The floats compared are those
+    ranking would compare (each after value plus the one shift), so U and the correction are
+    the ones midranks give, exactly: small integers and halves."""
+
+    __slots__ = ("_after", "_before", "_below", "_n1", "_n2", "_values")
+
+    def __init__(self, values: FloatArray, before: npt.NDArray[np.int64],
+                 after: npt.NDArray[np.int64]) -> None:
+        self._values = values
+        self._before = _counts(before, len(values))
+        self._after = _counts(after, len(values))
+        # _below[:, i]: how many of a run's before values are among the i smallest values
+        self._below = np.concatenate([np.zeros((len(before), 1)),
+                                      np.cumsum(self._before, axis=1)], axis=1)
+        self._n1 = before.shape[1]
+        self._n2 = after.shape[1]
+
+    def z(self, shift: float) -> FloatArray:
+        """Each run's z with ``shift`` added to its after values."""
+        values, before, after = self._values, self._before, self._after
+        shifted = values + shift
+        low = np.searchsorted(values, shifted, side="left")
+        high = np.searchsorted(values, shifted, side="right")  # low + 1 on a tie
+        beaten = self._below[:, low] + 0.5 * (self._below[:, high] - self._below[:, low])
+        u = np.einsum("rk,rk->r", after, beaten)
+        tied = high > low
+        if len(np.unique(shifted)) == len(shifted):
+            # each shifted value ties at most one value, and no other shifted value
+            pooled = before.copy()
+            pooled[:, low[tied]] += after[:, tied]
+            ties = _cubes(pooled) + _cubes(after[:, ~tied])
+        else:  # the shift made two values one float: group the pooled values as they are
+            ties = _cubes(_pooled_groups(values, shifted, before, after))
+        n1, n2 = self._n1, self._n2
+        n = n1 + n2
+        var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = (u - n1 * n2 / 2.0) / np.sqrt(var)
+        return np.where(var > 0.0, z, 0.0)
 
 
-def _tie_counts(ranks: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per row of midranks, the sum over tie groups of t**3 - t (as the sum over values of
-    t**2 - 1, t the size of the value's group)."""
-    ordered = np.sort(ranks, axis=1)
-    runs, n = ordered.shape
-    index = np.broadcast_to(np.arange(n), (runs, n))
-    starts = np.ones((runs, n), dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    first = np.maximum.accumulate(np.where(starts, index, 0), axis=1)
-    ends = np.ones((runs, n), dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, index, n), axis=1), axis=1),
-                   axis=1)
-    size = (last - first + 1).astype(np.float64)
-    return ordered, (size ** 2 - 1.0).sum(axis=1)
+def _cubes(t: FloatArray) -> FloatArray:
+    """Per row, the sum of t**3 - t over its entries (a tie group of t values each)."""
+    cubes: FloatArray = (t ** 3 - t).sum(axis=1)
+    return cubes
+
+
+def _pooled_groups(values: FloatArray, shifted: FloatArray, before: FloatArray,
+                   after: FloatArray) -> FloatArray:
+    """Per run, how many of its pooled values are each distinct float among ``values`` (the
+    before run's) and ``shifted`` (the after run's)."""
+    _, where = np.unique(np.concatenate([shifted, values]), return_inverse=True)
+    groups = np.zeros((2 * len(values), int(where.max()) + 1))
+    groups[np.arange(2 * len(values)), where] = 1.0
+    result: FloatArray = after @ groups[:len(values)] + before @ groups[len(values):]
+    return result
+
+
+def _counts(codes: npt.NDArray[np.int64], size: int) -> FloatArray:
+    """Per row of ``codes`` (indices into ``size`` values), how often each value occurs."""
+    runs = codes.shape[0]
+    flat = (codes + size * np.arange(runs)[:, None]).ravel()
+    return np.bincount(flat, minlength=runs * size).reshape(runs, size).astype(np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,18 +468,21 @@ def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_nee
     from ``x`` (the after run's shifted by ``sign`` times it): the same draws serve every
     shift tried, so the estimated power rises with the shift, and the shift is found by
     bisection to a ``steps``-th of the values' spread. None past 1,000 spreads."""
-    after = x[rng.integers(0, len(x), size=(runs, n_after))]
+    drawn = rng.integers(0, len(x), size=(runs, n_after))
     if paired:
+        after = x[drawn]
         twins = x[rng.integers(0, len(x), size=(runs, n_after))]
 
         def flagged(shift: float) -> float:
             z = _signed_rank_z(after + sign * shift - twins)
             return float(np.mean(sign * z >= z_needed))
     else:
-        before = x[rng.integers(0, len(x), size=(runs, len(x)))]
+        values, codes = np.unique(x, return_inverse=True)
+        sums = _RankSums(values, codes[rng.integers(0, len(x), size=(runs, len(x)))],
+                         codes[drawn])
 
         def flagged(shift: float) -> float:
-            z = _rank_sum_z(before, after + sign * shift)
+            z = sums.z(sign * shift)
             return float(np.mean(sign * z >= z_needed))
 
     spread = float(np.subtract(*np.percentile(x, [75, 25]))) or float(np.ptp(x))
