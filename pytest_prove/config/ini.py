@@ -18,6 +18,7 @@ from .values import (
     fail_on,
     margin,
     max_mde,
+    metric_list,
     missing_mode,
     seconds,
     share,
@@ -94,6 +95,9 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
              parse=chaos_switch, if_empty=True),
     IniValue("prove_sequential", "default for --prove-sequential", default=False,
              parse=switch, kind="bool"),
+    IniValue("prove_metrics", "default for --prove-metrics: built-in metrics by name "
+             "(duration, tokens) and NAME=higher or NAME=lower for your own",
+             default="", parse=metric_list, if_empty=()),
 )}
 
 

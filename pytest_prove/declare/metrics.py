@@ -1,0 +1,134 @@
+"""Metrics: numbers an episode reports beside its outcome (a judge's score, a latency), each
+with the direction that is better, declared on the decorator, in a sweep spec, in ini or on
+the command line, and the built-in ones read from what every episode stores.
+
+A metric's direction is a word, ``"higher"`` or ``"lower"``: which way is better. The
+built-in metrics need no word (less is better): ``duration`` (the episode's seconds, as
+stored), ``tokens`` (its input and output tokens). They are switched on by name
+(``--prove-metrics=duration,tokens``, ini ``prove_metrics``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final, Literal
+
+from ..errors import ProveError
+
+__all__ = ["BUILTIN_METRICS", "DIRECTIONS", "Better", "MetricError", "check_metric_values",
+           "directions", "merge_directions", "parse_metric_list"]
+
+Better = Literal["higher", "lower"]
+DIRECTIONS: Final[tuple[str, ...]] = ("higher", "lower")
+
+#: The metrics every episode already stores, by name, with the direction that is better.
+BUILTIN_METRICS: Final[Mapping[str, Better]] = {"duration": "lower", "tokens": "lower"}
+
+_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+class MetricError(ProveError, ValueError):
+    """A metric declared or reported wrongly, with the metric and the fix."""
+
+
+def _check_name(name: object, where: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise MetricError(
+            f"{where}: metric name {name!r} is not a name; use letters, digits, '_', '.' or "
+            "'-', starting with a letter or '_' (e.g. judge, latency_s)")
+    return name
+
+
+def directions(declared: object, where: str) -> tuple[tuple[str, Better], ...]:
+    """A ``metrics=`` mapping (or a sweep spec's ``[metrics]`` table) as (name, direction)
+    pairs in the order given: ``{"judge": "higher", "latency_s": "lower"}``."""
+    if declared is None:
+        return ()
+    if not isinstance(declared, Mapping):
+        raise MetricError(
+            f"{where} must map each metric's name to the direction that is better, "
+            f'"higher" or "lower", e.g. {{"judge": "higher"}}; got {declared!r:.80}')
+    found: list[tuple[str, Better]] = []
+    for name, better in declared.items():
+        _check_name(name, where)
+        if better not in DIRECTIONS:
+            raise MetricError(
+                f"{where}: metric {name!r} has the direction {better!r}; say which way is "
+                'better: "higher" or "lower"')
+        found.append((name, better))
+    return tuple(found)
+
+
+def parse_metric_list(text: str, where: str = "--prove-metrics"
+                      ) -> tuple[tuple[str, Better], ...]:
+    """``duration,tokens,judge=higher`` (commas or spaces between) as (name, direction)
+    pairs: a built-in by its name alone, any other metric with ``=higher`` or ``=lower``."""
+    found: dict[str, Better] = {}
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        name, sep, word = part.partition("=")
+        name, word = name.strip(), word.strip()
+        _check_name(name, where)
+        if not sep:
+            if name not in BUILTIN_METRICS:
+                raise MetricError(
+                    f"{where}: {name!r} is not a built-in metric ({', '.join(BUILTIN_METRICS)})"
+                    f"; name a metric of your own with its direction, {name}=higher or "
+                    f"{name}=lower")
+            better = BUILTIN_METRICS[name]
+        elif word in DIRECTIONS:
+            better = word  # type: ignore[assignment]
+        else:
+            raise MetricError(f"{where}: {part!r} gives {name!r} the direction {word!r}; "
+                              f"write {name}=higher or {name}=lower")
+        if found.get(name, better) != better:
+            raise MetricError(f"{where}: metric {name!r} is given both directions, "
+                              f"{found[name]} and {better}; keep one")
+        found[name] = better
+    return tuple(found.items())
+
+
+def merge_directions(*sources: tuple[str, Iterable[tuple[str, Better]]]
+                     ) -> tuple[tuple[str, Better], ...]:
+    """Every metric of the ``(where, pairs)`` sources, once: a metric two sources give
+    different directions is refused, naming both places and the fix."""
+    found: dict[str, tuple[Better, str]] = {}
+    for where, pairs in sources:
+        for name, better in pairs:
+            was = found.get(name)
+            if was is not None and was[0] != better:
+                raise MetricError(
+                    f"metric {name!r} is declared twice with two directions: {was[0]!r} "
+                    f"({was[1]}) and {better!r} ({where}); say which is better in one place "
+                    "and remove or match the other")
+            found.setdefault(name, (better, where))
+    return tuple((name, better) for name, (better, _) in found.items())
+
+
+def check_metric_values(values: object) -> dict[str, float]:
+    """An episode's ``metrics=`` as {name: finite number}; anything else is refused,
+    naming the metric and what to return instead."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise MetricError(
+            f"Episode metrics must be a dict of numbers by metric name, e.g. "
+            f'{{"judge": 0.8}}; got {values!r:.80} ({type(values).__name__})')
+    found: dict[str, float] = {}
+    for name, value in values.items():
+        _check_name(name, "Episode metrics")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise MetricError(
+                f"Episode metric {name!r} must be a number, got {value!r:.80} "
+                f"({type(value).__name__}); return a float or an int (a score of a yes/no "
+                "judge as 1.0 or 0.0)")
+        if not math.isfinite(value):
+            raise MetricError(
+                f"Episode metric {name!r} must be a finite number, got {value!r}; a metric "
+                "that could not be measured is an episode without an outcome: raise "
+                "prove.NoOutcome('why') instead")
+        found[name] = float(value)
+    return found
