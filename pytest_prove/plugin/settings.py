@@ -59,7 +59,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
-                 "--prove-salt", "--prove-chaos", "--prove-max-errored")
+                 "--prove-salt", "--prove-chaos", "--prove-max-errored",
+                 "--prove-metrics")
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -37,6 +37,10 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
     """The comparison's table and verdict, then the run notes."""
     lines = format_comparison(review.require_comparison(), before=review.labels.before,
                               after=review.labels.after, verbose=verbose)
+    if review.metrics is not None:
+        from .metrics import metric_lines
+
+        lines += metric_lines(review.metrics, verbose=verbose)
     return lines + run_note_lines(review)
 
 

@@ -18,6 +18,7 @@ from ..stats import Comparison, Row, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
 from .labels import Labels, label_of, labels_of
+from .metrics import MetricReview, MetricRow, failing_rows, gate_metrics, metric_review
 from .pairing import (
     MISSING_MODES,
     NO_OUTCOME,
@@ -62,6 +63,8 @@ class Gate:
     fail_on: frozenset[str]
     blind: tuple[Row, ...] = ()
     notes: tuple[str, ...] = ()
+    #: The metric rows that fail it: moved the worse way, or blind (with too-small).
+    metrics: tuple[MetricRow, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -84,6 +87,8 @@ class Review:
     #: A sequential run (--prove-sequential): (condition label, how it stopped), the first
     #: with an empty label saying how the run went as a whole.
     sequential: tuple[tuple[str, str], ...] = ()
+    #: The metric rows (None: no rollout of the new run declares a metric).
+    metrics: MetricReview | None = None
 
     def require_comparison(self) -> Comparison:
         """The comparison, or a refusal saying why there is none."""
@@ -196,6 +201,11 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     reasons.extend(_misnamed(before, after, labels))
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     spared = list(blind.notes)
+    metrics = None if sequential is not None else metric_review(before, after, prepared, q=q)
+    metrics_failed, metric_reasons, metric_notes = gate_metrics(
+        metrics, fail_on, allow_underpowered)
+    verdict_failed = verdict_failed or metrics_failed
+    reasons.extend(metric_reasons)
     if "worse" not in fail_on:
         spared.insert(0, "a 'worse' verdict does not fail this gate: --prove-fail-on leaves "
                          "worse out (no-worse)" + (
@@ -204,8 +214,10 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
             and comparison.margin is not None and not comparison.margin.holds):
         spared.append(f"{comparison.margin.word!r} does not fail this gate: --prove-fail-on "
                       "leaves not-within out (no-not-within)")
+    spared.extend(metric_notes)
     return Review(before=before, after=after, prepared=prepared, comparison=comparison,
                   labels=labels, coverage=covered, notes=notes,
                   gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on),
-                            blind=blind.failing, notes=tuple(spared)),
-                  sequential=lines)
+                            blind=blind.failing, notes=tuple(spared),
+                            metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered))),
+                  sequential=lines, metrics=metrics)

@@ -19,6 +19,7 @@ from ._intervals import (
 from ._limits import outward
 from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
 from ._margin_design import MarginDesignCheck, margin_design_check, margin_replicates
+from ._metrics import MetricLimit, MetricTest, metric_limit, metric_test, outward_units
 from ._multiplicity import benjamini_hochberg, holm
 from ._power import (
     PAIRED_MODEL,
@@ -74,6 +75,8 @@ __all__ = [
     "Limits",
     "MarginDesignCheck",
     "MarginTest",
+    "MetricLimit",
+    "MetricTest",
     "Pairs",
     "Row",
     "RowDecision",
@@ -101,9 +104,12 @@ __all__ = [
     "margin_test_unpaired",
     "mcnemar_exact_p",
     "mcnemar_midp",
+    "metric_limit",
+    "metric_test",
     "newcombe_interval",
     "obf_spending",
     "outward",
+    "outward_units",
     "replicates_for",
     "rise_limit",
     "sequential_design",

@@ -1,0 +1,161 @@
+"""The metric rows as text: the terminal's and the gate reports' lines, and the markdown table.
+
+Reads a :class:`~pytest_prove.review.metrics.MetricReview`; computes nothing statistical.
+A shift is after minus before in the metric's own units (Hodges-Lehmann) with its interval,
+then as a share of the baseline's median; ``limit`` is the smallest shift the worse way
+that row would flag 4 times in 5, rounded outward (:func:`~pytest_prove.stats.outward_units`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from pytest_prove.review.metrics import MetricReview, MetricRow
+from pytest_prove.stats import MetricLimit, outward_units
+
+from ._format import plain_text, q_text, terminal_text
+
+__all__ = ["condition_metric_lines", "limit_text", "metric_lines", "metric_markdown",
+           "metric_verdict_line", "number"]
+
+
+def number(value: float, signed: bool = False) -> str:
+    """A metric's value: 3 significant digits (``-`` when it is not finite)."""
+    if not math.isfinite(value):
+        return "-"
+    text = f"{value:+.3g}" if signed else f"{value:.3g}"
+    return text
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None or not math.isfinite(value) else f" ({value:+.0%})"
+
+
+def limit_text(limit: MetricLimit | None) -> str:
+    """A row's detection limit, rounded outward, with its share of the baseline's median."""
+    if limit is None:
+        return "-"
+    if limit.value is None:
+        return "none"
+    text = outward_units(limit.value)
+    if not text.startswith("-"):
+        text = "+" + text
+    if limit.relative is not None:
+        text += f" ({'-' if limit.value < 0 else '+'}{math.ceil(100 * limit.relative)}%)"
+    return text
+
+
+def _shift(row: MetricRow) -> str:
+    return number(row.test.shift, signed=True) + _share(row.test.relative)
+
+
+def _interval(row: MetricRow) -> str:
+    return f"[{number(row.test.low, True)}, {number(row.test.high, True)}]"
+
+
+def _said(row: MetricRow, text: Callable[[object], str] = terminal_text) -> str:
+    return (f"{text(row.metric)} in {text(row.condition)} {_shift(row)} "
+            f"{_interval(row)}")
+
+
+def metric_verdict_line(metrics: MetricReview) -> str:
+    """The metric rows' answer on one line: which got worse (or safer), else that none
+    moved significantly."""
+    worse, safer = metrics.worse, [r for r in metrics.rows if r.word == "safer"]
+    if worse:
+        head = (f"metrics: worse: {'; '.join(_said(r) for r in worse[:3])}"
+                + (f" and {len(worse) - 3} more" if len(worse) > 3 else ""))
+    elif safer:
+        head = f"metrics: safer: {'; '.join(_said(r) for r in safer[:3])}"
+    elif metrics.blind and len(metrics.blind) == metrics.m:
+        head = "metrics: too small to tell: no row could have flagged a shift of any size"
+    else:
+        head = f"metrics: no significant change in {metrics.m} metric row(s)"
+    return head + f" (Holm over {metrics.m} at q={metrics.q:g})"
+
+
+def _order(row: MetricRow) -> tuple[int, str, str]:
+    rank = {"worse": 0, "safer": 1, "too small to tell": 2}.get(row.word, 3)
+    return rank, row.condition, row.metric
+
+
+_HEADER = ("condition", "metric", "better", "before", "shift", "interval", "p", "verdict",
+           "limit")
+
+
+def _cells(row: MetricRow) -> tuple[str, ...]:
+    return (terminal_text(row.condition), terminal_text(row.metric), row.better,
+            number(row.test.before_median), _shift(row), _interval(row),
+            q_text(row.p_adjusted), row.word, limit_text(row.limit))
+
+
+def _table(rows: Sequence[MetricRow]) -> list[str]:
+    body = [_cells(r) for r in sorted(rows, key=_order)]
+    widths = [max(len(line[i]) for line in [_HEADER, *body]) for i in range(len(_HEADER))]
+    numeric = {3, 4, 6}
+
+    def render(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return [render(_HEADER), *(render(line) for line in body)]
+
+
+def _legend(metrics: MetricReview) -> str:
+    return (f"method: {plain_text(metrics.method)}. before: the baseline's median; shift: "
+            "after minus before in the metric's units (share of that median); p: "
+            "Holm-adjusted; limit: the smallest shift the worse way each row would flag, "
+            "4 times in 5, from the baseline's values")
+
+
+def metric_lines(metrics: MetricReview, *, verbose: bool = False) -> list[str]:
+    """The terminal's metric section: the answer, the rows that moved or are blind (every
+    row with ``verbose``), what could not be compared, and how it was tested."""
+    lines = [metric_verdict_line(metrics)]
+    shown = list(metrics.rows) if verbose else [
+        r for r in metrics.rows if r.word != "no significant change"]
+    if shown:
+        lines.extend(_table(shown))
+    hidden = metrics.m - len(shown)
+    if hidden:
+        lines.append(f"{hidden} metric row(s) with no significant change not shown (-v shows "
+                     "every row)")
+    lines.extend(f"metrics not compared: {plain_text(text)}" for text in metrics.unvouched)
+    lines.append(_legend(metrics))
+    return lines
+
+
+def condition_metric_lines(metrics: MetricReview | None, condition: str) -> list[str]:
+    """The metric rows of one condition, for its gate report (every row of it)."""
+    if metrics is None:
+        return []
+    rows = [r for r in metrics.rows if r.condition == condition]
+    if not rows:
+        return []
+    worse = [r for r in rows if r.word == "worse"]
+    head = (f"metrics worse in {terminal_text(condition)}: "
+            + "; ".join(f"{terminal_text(r.metric)} {_shift(r)} {_interval(r)}" for r in worse)
+            if worse else metric_verdict_line(metrics))
+    return [head, *_table(rows), _legend(metrics)]
+
+
+def metric_markdown(metrics: MetricReview, escape: Callable[[object], str],
+                    verbose: bool = False) -> list[str]:
+    """The metric rows as markdown lines (a table), escaped as the rest of the report."""
+    lines = [f"**{escape(metric_verdict_line(metrics))}**", ""]
+    shown = list(metrics.rows) if verbose else [
+        r for r in metrics.rows if r.word != "no significant change"]
+    if shown:
+        lines += ["| " + " | ".join(_HEADER) + " |", "|---|---|---|--:|--:|---|--:|---|--:|"]
+        for r in sorted(shown, key=_order):
+            cells = _cells(r)
+            lines.append("| " + " | ".join(escape(c) for c in cells[:7])
+                         + f" | **{escape(r.word)}** | {escape(cells[8])} |")
+        lines.append("")
+    hidden = metrics.m - len(shown)
+    if hidden:
+        lines += [f"{hidden} metric rows with no significant change are not shown.", ""]
+    lines += [f"Metrics not compared: {escape(t)}\n" for t in metrics.unvouched]
+    lines += [f"<sub>{escape(_legend(metrics))}</sub>", ""]
+    return lines

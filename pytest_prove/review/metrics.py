@@ -1,0 +1,244 @@
+"""Metric rows: each declared metric of each compared condition, after against before.
+
+A rollout that declares metrics (``metrics={"judge": "higher"}``, ``--prove-metrics``) stores
+their values with each episode that ends in an outcome. Here every (condition, metric) of the
+new run's declarations becomes a row: paired on the twins when the runs share a salt (the
+same replicates :mod:`.pairing` matches), unpaired otherwise, tested by
+:func:`~pytest_prove.stats.metric_test` (Wilcoxon signed-rank or rank-sum, a Hodges-Lehmann
+shift with its interval in the metric's units). The metric rows are one family of their
+own, under Holm at ``q``, apart from the outcome rows (which keep their own BH flags and
+Holm verdict): putting both in one family would change the outcome verdicts of every
+existing gate the day a metric is declared. Each family controls its own error rate at q,
+and the method line says so.
+
+A row is *worse* when its Holm-adjusted p is at most q and its shift goes the declared wrong
+way, *safer* the other way; *too small to tell* when it is not and no shift of any size
+would have been flagged 4 times in 5 (its detection limit, from the baseline's own values);
+else *no significant change*. A condition whose baseline holds no values of a metric the new
+run declares cannot be vouched for on it: the review says so, with the fix (save the
+baseline again with the metric declared).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, final
+
+from ..declare.metrics import Better
+from ..declare.spec import Declaration
+from ..record import has_outcome
+from ..stats import MetricLimit, MetricTest, holm, metric_limit, metric_test
+from ..stats._results import Word
+from ..store import Run
+from .pairing import Prepared, declarations_of
+
+__all__ = ["MetricReview", "MetricRow", "metric_review"]
+
+Key = tuple[str, str]
+#: Rows whose baseline has more values than this get no detection limit (its simulation
+#: grows with the values; the shift and its interval are still given).
+_MAX_LIMIT_VALUES: Final = 2000
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MetricRow:
+    """One (condition, metric): its test, its Holm-adjusted p, its word and its limit."""
+
+    condition: str
+    metric: str
+    better: str  # "higher" or "lower": which way is better
+    test: MetricTest
+    p_adjusted: float
+    word: Word
+    limit: MetricLimit | None
+    key: Key
+
+    @property
+    def moved(self) -> bool:
+        return self.word in ("worse", "safer")
+
+    def to_dict(self) -> dict[str, Any]:
+        test = self.test
+
+        def finite(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
+        return {
+            "condition": self.condition, "metric": self.metric, "better": self.better,
+            "paired": test.paired, "n_before": test.n_before, "n_after": test.n_after,
+            "shift": finite(test.shift), "low": finite(test.low), "high": finite(test.high),
+            "interval_level": test.level, "before_median": finite(test.before_median),
+            "relative": test.relative, "p": test.test.p, "p_adjusted": self.p_adjusted,
+            "verdict": self.word,
+            "limit": None if self.limit is None else self.limit.value,
+            "limit_relative": None if self.limit is None else self.limit.relative,
+        }
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MetricReview:
+    """Every metric row of a review, and what could not be vouched for."""
+
+    rows: tuple[MetricRow, ...]
+    q: float
+    paired: bool
+    #: Why some (condition, metric) could not be compared, with the fix: the baseline holds
+    #: none of its values.
+    unvouched: tuple[str, ...] = ()
+
+    @property
+    def m(self) -> int:
+        return len(self.rows)
+
+    @property
+    def worse(self) -> tuple[MetricRow, ...]:
+        return tuple(r for r in self.rows if r.word == "worse")
+
+    @property
+    def blind(self) -> tuple[MetricRow, ...]:
+        return tuple(r for r in self.rows if r.word == "too small to tell")
+
+    @property
+    def method(self) -> str:
+        test = ("paired Wilcoxon signed-rank (exact, ties at midranks, zeros left out)"
+                if self.paired else "unpaired Wilcoxon-Mann-Whitney rank-sum")
+        level = 1.0 - self.q / max(1, self.m)
+        return (f"metric rows: {test}, Hodges-Lehmann shift after minus before with its "
+                f"{level:.2%} interval; Holm over the {self.m} metric row(s) at q={self.q:g}, "
+                "a family of their own, apart from the outcome rows")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"q": self.q, "m": self.m, "paired": self.paired, "method": self.method,
+                "rows": [r.to_dict() for r in self.rows],
+                "worse": [{"condition": r.condition, "metric": r.metric}
+                          for r in self.worse],
+                "unvouched": list(self.unvouched)}
+
+
+def declares_metrics(run: Run) -> bool:
+    """Whether any rollout of ``run``'s manifest declares a metric (cheap: no episode read)."""
+    for info in (run.manifest.get("rollouts") or {}).values():
+        declaration = info.get("declaration") if isinstance(info, Mapping) else None
+        if isinstance(declaration, Mapping) and declaration.get("metrics"):
+            return True
+    return False
+
+
+def _values(run: Run, keys: Collection[Key]) -> dict[Key, dict[int, Mapping[str, float]]]:
+    """Each compared condition's episodes with an outcome and metrics: replicate -> values."""
+    found: dict[Key, dict[int, Mapping[str, float]]] = defaultdict(dict)
+    for record in run.episodes:
+        key = (str(record["rollout"]), str(record["condition_key"]))
+        if key not in keys or not has_outcome(record):
+            continue
+        metrics = record.get("metrics")
+        if metrics:
+            found[key][int(record["replicate"])] = metrics
+    return found
+
+
+def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
+                  limits: bool = True) -> MetricReview | None:
+    """The metric rows of ``after`` against ``before`` (None: no rollout of ``after``
+    declares a metric)."""
+    if not declares_metrics(after):
+        return None
+    declarations: dict[str, Declaration] = declarations_of(after)
+    labels: dict[Key, str] = {}
+    for key, row in zip(prepared.keys, prepared.rows, strict=False):
+        labels.setdefault(key, row.condition)
+    keys = [k for k in labels if declarations.get(k[0]) is not None
+            and declarations[k[0]].metrics]
+    old, new = _values(before, set(keys)), _values(after, set(keys))
+    found: list[tuple[Key, str, Better, list[float], list[float]]] = []
+    unvouched: list[str] = []
+    for key in keys:
+        label = labels[key]
+        b_all, a_all = old.get(key, {}), new.get(key, {})
+        for name, better in declarations[key[0]].metric_directions.items():
+            b = {r: v[name] for r, v in b_all.items() if name in v}
+            a = {r: v[name] for r, v in a_all.items() if name in v}
+            if not a:
+                continue
+            if not b:
+                unvouched.append(
+                    f"metric {name!r} of {label} cannot be compared: baseline "
+                    f"{before.name!r} holds none of its values (it was saved before the "
+                    f"metric was declared); save the baseline again with it declared "
+                    f"(pytest --prove-baseline={before.name} --prove-update-baseline, or "
+                    f"--prove-save-baseline={before.name}), or pass --prove-fail-on="
+                    "no-too-small to let the gate pass without it on purpose")
+                continue
+            if prepared.paired:
+                twins = sorted(set(b) & set(a))
+                found.append((key, name, better, [b[r] for r in twins], [a[r] for r in twins]))
+            else:
+                found.append((key, name, better, list(b.values()), list(a.values())))
+    m = len(found)
+    level = 1.0 - q / max(1, m)
+    tests = [metric_test(x, y, paired=prepared.paired, level=level) for _, _, _, x, y in found]
+    adjusted: Sequence[float] = list(holm([t.test.p for t in tests])) if tests else []
+    rows: list[MetricRow] = []
+    for (key, name, better, x, y), test, p in zip(found, tests, adjusted, strict=True):
+        limit = (metric_limit(x, len(y), paired=prepared.paired,
+                              better=better, alpha=q / m)
+                 if limits and y and len(x) <= _MAX_LIMIT_VALUES else None)
+        rows.append(MetricRow(labels[key], name, better, test, float(p),
+                              _word(test, float(p), q, better, limit), limit, key))
+    return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched))
+
+
+def _word(test: MetricTest, p: float, q: float, better: str, limit: MetricLimit | None) -> Word:
+    if p <= q and test.test.n:
+        up = test.test.p_up < test.test.p_down
+        return "worse" if up == (better == "lower") else "safer"
+    if not test.n_before or not test.n_after or (limit is not None and limit.value is None
+                                                 and test.test.n):
+        return "too small to tell"
+    return "no significant change"
+
+
+def gate_metrics(metrics: MetricReview | None, fail_on: Collection[str],
+                 allow_underpowered: bool) -> tuple[bool, list[str], list[str]]:
+    """What the metric rows do to the gate: whether a verdict fails it (a worse row, with
+    ``worse`` in ``fail_on``; a blind row, with ``too-small``), its reasons (metrics the
+    baseline cannot vouch for) and the notes on what it was told to spare."""
+    if metrics is None:
+        return False, [], []
+    failed = bool(metrics.worse) and "worse" in fail_on
+    notes: list[str] = []
+    small = "too-small" in fail_on
+    blind = metrics.blind
+    if blind and small and not allow_underpowered:
+        failed = True
+    elif blind:
+        notes.append(f"{len(blind)} metric row(s) too small to tell do not fail this gate "
+                     "(--prove-fail-on leaves too-small out, or --prove-allow-underpowered)")
+    reasons: list[str] = []
+    if metrics.unvouched:
+        if small:
+            reasons.extend(metrics.unvouched)
+        else:
+            notes.append(f"{len(metrics.unvouched)} metric(s) the baseline holds no values "
+                         "of were not compared, and do not fail this gate (--prove-fail-on "
+                         "leaves too-small out)")
+    if metrics.worse and "worse" not in fail_on:
+        notes.append("a metric that got worse does not fail this gate: --prove-fail-on "
+                     "leaves worse out (no-worse)")
+    return failed, reasons, notes
+
+
+def failing_rows(metrics: MetricReview | None, fail_on: Collection[str],
+                 allow_underpowered: bool) -> Sequence[MetricRow]:
+    """The metric rows that fail the gate, by condition (its reports name them)."""
+    if metrics is None:
+        return ()
+    rows = list(metrics.worse) if "worse" in fail_on else []
+    if "too-small" in fail_on and not allow_underpowered:
+        rows += metrics.blind
+    return rows
