@@ -242,3 +242,48 @@ def failing_rows(metrics: MetricReview | None, fail_on: Collection[str],
     if "too-small" in fail_on and not allow_underpowered:
         rows += metrics.blind
     return rows
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PlannedLimit:
+    """One metric row's detection limit before anything runs (None: the baseline holds no
+    values of the metric for the condition)."""
+
+    rollout: str
+    condition: str
+    metric: str
+    limit: MetricLimit | None
+
+
+def planned_limits(baseline: Run, planned: Mapping[str, tuple[Declaration, Collection[str], int]],
+                   *, paired: bool, q: float) -> list[PlannedLimit]:
+    """The detection limit of every metric row the planned run will have, from the
+    baseline's own values: ``planned`` maps each rollout id to its declaration, the condition
+    keys it will run and the replicates of each. Holm's first step, q/m, is each row's level
+    (its limit is read at least that strictly)."""
+    from ..declare.spec import condition_label
+
+    wanted = {(rid, key) for rid, (declaration, keys, _) in planned.items()
+              if declaration.metrics for key in keys}
+    values = _values(baseline, wanted)
+    labels: dict[Key, str] = {}
+    for record in baseline.episodes:
+        key = (str(record["rollout"]), str(record["condition_key"]))
+        if key in wanted and key not in labels:
+            labels[key] = condition_label(record.get("condition") or {})
+    rows = [(rid, key, name, better, n)
+            for rid, (declaration, keys, n) in sorted(planned.items())
+            for key in sorted(keys) if (rid, key) in wanted
+            for name, better in declaration.metric_directions.items()]
+    m = max(1, len(rows))
+    found: list[PlannedLimit] = []
+    for rid, key, name, better, n in rows:
+        x = [v[name] for v in values.get((rid, key), {}).values() if name in v]
+        label = labels.get((rid, key), key)
+        if not x:
+            found.append(PlannedLimit(rid, label, name, None))
+            continue
+        found.append(PlannedLimit(rid, label, name, metric_limit(
+            x, min(n, len(x)) if paired else n, paired=paired, better=better, alpha=q / m)))
+    return found
