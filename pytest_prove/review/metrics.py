@@ -269,18 +269,18 @@ def planned_limits(baseline: Run, planned: Mapping[str, tuple[Declaration, Colle
     values = _values(baseline, wanted)
     labels: dict[Key, str] = {}
     for record in baseline.episodes:
-        key = (str(record["rollout"]), str(record["condition_key"]))
-        if key in wanted and key not in labels:
-            labels[key] = condition_label(record.get("condition") or {})
-    rows = [(rid, key, name, better, n)
+        ident = (str(record["rollout"]), str(record["condition_key"]))
+        if ident in wanted and ident not in labels:
+            labels[ident] = condition_label(record.get("condition") or {})
+    rows = [(rid, ck, name, better, n)
             for rid, (declaration, keys, n) in sorted(planned.items())
-            for key in sorted(keys) if (rid, key) in wanted
+            for ck in sorted(keys) if (rid, ck) in wanted
             for name, better in declaration.metric_directions.items()]
     m = max(1, len(rows))
     found: list[PlannedLimit] = []
-    for rid, key, name, better, n in rows:
-        x = [v[name] for v in values.get((rid, key), {}).values() if name in v]
-        label = labels.get((rid, key), key)
+    for rid, ck, name, better, n in rows:
+        x = [v[name] for v in values.get((rid, ck), {}).values() if name in v]
+        label = labels.get((rid, ck), ck)
         if not x:
             found.append(PlannedLimit(rid, label, name, None))
             continue
