@@ -1,0 +1,267 @@
+"""Metrics as tested rows, end to end (issue 30): a rollout declares numbers its episodes
+report and which way is better; each (condition, metric) is tested against the baseline, and
+one that moved the worse way fails the gate naming its condition and metric, in one process
+and under -n 2. Bad metrics are each a named contract error of their episode, which is
+stored with it; a metric given two directions is refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pytest_prove.store import Store
+
+from .conftest import INI
+
+#: A seeded agent: its latency is 30% longer on refund tickets when SLOW=1; its judge's score
+#: (1 to 5, many ties) does not change.
+AGENT = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    SLOW = os.environ.get("SLOW") == "1"
+    OFF = os.environ.get("NO_METRICS") == "1"  # an agent from before it declared metrics
+
+
+    @prove.rollout(replicates=int(os.environ.get("AGENT_REPLICATES", "40")),
+                   failures=["unresolved"], successes=["resolved"],
+                   metrics=None if OFF else {"judge": "higher", "latency_s": "lower"})
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_agent(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        latency = rng.lognormvariate(0.0, 0.5)
+        if SLOW and ticket == "refund":
+            latency *= 1.3
+        outcome = "unresolved" if rng.random() < 0.1 else "resolved"
+        judge = rng.choice([1, 2, 3, 3, 4, 5])
+        return prove.Episode(outcome, metrics={} if OFF else {"judge": judge,
+                                                              "latency_s": latency})
+    """
+)
+
+
+@pytest.fixture
+def agent(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=AGENT)
+    return pytester
+
+
+@pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
+                                     pytest.param(["-n", "2"], id="xdist",
+                                                  marks=pytest.mark.slow)])
+def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    assert agent.runpytest("--prove-save-baseline=main", *workers).ret == pytest.ExitCode.OK
+    # The baseline (compact) keeps each episode's metrics.
+    baseline = Store(agent.path / ".prove").open("baseline:main")
+    assert all(set(e["metrics"]) == {"judge", "latency_s"} for e in baseline.episodes)
+
+    same = agent.runpytest("--prove-baseline=main", *workers)
+    assert same.ret == pytest.ExitCode.OK, same.stdout.str()
+    same.stdout.fnmatch_lines(["metrics: no significant change in 4 metric row(s) *"])
+
+    monkeypatch.setenv("SLOW", "1")
+    result = agent.runpytest("-rf", "--junitxml=j.xml", "--prove-report=r.json",
+                             "--prove-baseline=main", *workers)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "FAILED test_agent.py::test_agent::prove-gate?ticket=refund? - metrics worse i*",
+        "*= 1 failed, 80 passed in *",
+    ])
+    # The summary: after the outcome rows, the metrics' answer (the shift in seconds and as
+    # a share of the baseline's median, with its interval), the row, and the method line.
+    result.stdout.fnmatch_lines([
+        "*= pytest-prove =*",
+        "metrics: worse: latency_s in ticket=refund +* (+*%) ?+*, +*? (Holm over 4 at q=0.05)",
+        "condition * metric * better * before * shift * interval * p * verdict * limit",
+        "ticket=refund * latency_s * lower * worse *",
+        "method: metric rows: paired Wilcoxon signed-rank *Holm over the 4 metric row(s) at "
+        "q=0.05, a family of their own, apart from the outcome rows*",
+    ])
+    suite = ET.parse(agent.path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    failed = [case for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert [case.get("name") for case in failed] == ["prove-gate[ticket=refund]"]
+    text = failed[0].find("failure").text or ""  # type: ignore[union-attr]
+    assert text.startswith("metrics worse in ticket=refund: latency_s +")
+    document = json.loads((agent.path / "r.json").read_text(encoding="utf-8"))
+    rows = {(r["condition"], r["metric"]): r for r in document["metrics"]["rows"]}
+    assert set(rows) == {(t, m) for t in ("ticket=refund", "ticket=password")
+                         for m in ("judge", "latency_s")}
+    slow = rows[("ticket=refund", "latency_s")]
+    assert slow["verdict"] == "worse" and slow["paired"] is True
+    # Every latency of refund is 1.3 times its twin's: the shift is 0.3 of a typical one.
+    assert 0.2 < slow["relative"] < 0.4 and slow["low"] > 0 and slow["p_adjusted"] <= 0.05
+    assert slow["limit"] is not None and slow["limit"] > 0  # longer is worse: a rise
+    assert rows[("ticket=refund", "judge")]["verdict"] == "no significant change"
+    assert document["metrics"]["worse"] == [{"condition": "ticket=refund",
+                                             "metric": "latency_s"}]
+
+
+def test_markdown_shows_the_metric_rows(agent: pytest.Pytester,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("SLOW", "1")
+    result = agent.runpytest("--prove-baseline=main", "--prove-report=r.md")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = (agent.path / "r.md").read_text(encoding="utf-8")
+    assert "| condition | metric | better | before | shift | interval | p | verdict | limit |" \
+        in text
+    row = next(line for line in text.splitlines() if "latency&#95;s" in line
+               and line.startswith("| ticket=refund"))
+    assert "**worse**" in row
+
+
+def test_the_plan_prints_each_metric_rows_limit(agent: pytest.Pytester) -> None:
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    result = agent.runpytest("--prove-plan", "--prove-baseline=main")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines_random([
+        f"metric '{m}' in ticket={t}: detection limit {sign}* (*%) (the smallest shift the "
+        "worse way flagged 4 times in 5, from the baseline's values)"
+        for t in ("refund", "password") for m, sign in (("judge", "-"), ("latency_s", "+"))])
+    runs = [p for p in (agent.path / ".prove" / "runs").iterdir() if p.is_dir()]
+    assert len(runs) == 1  # the plan ran nothing
+    without = agent.runpytest("--prove-plan")
+    without.stdout.fnmatch_lines(["metric limits: none without a baseline (--prove-baseline "
+                                  "NAME)*"])
+
+
+def test_a_baseline_without_the_metric_fails_closed_unless_widened(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_METRICS", "1")
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.delenv("NO_METRICS")
+    result = agent.runpytest("--prove-baseline=main")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*gate failed: metric 'judge' of ticket=*cannot be compared: baseline 'main' holds "
+        "none of its values*save the baseline again with it declared*"])
+    widened = agent.runpytest("--prove-baseline=main", "--prove-fail-on=no-too-small")
+    assert widened.ret == pytest.ExitCode.OK, widened.stdout.str()
+    widened.stdout.fnmatch_lines(["*note: 4 metric(s) the baseline holds no values of were "
+                                  "not compared, and do not fail this gate*"])
+
+
+def test_built_in_metrics_are_switched_on_by_name(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI + "prove_metrics = duration\n")
+    pytester.makepyfile(test_agent=AGENT)
+    assert pytester.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    run = Store(pytester.path / ".prove").open("baseline:main")
+    assert all(list(e["metrics"]) == ["judge", "latency_s", "duration"]
+               and math.isfinite(e["metrics"]["duration"]) for e in run.episodes)
+    # The option replaces the ini value.
+    assert pytester.runpytest("--prove-metrics=tokens", "--prove-save-baseline=two").ret == 0
+    run = Store(pytester.path / ".prove").open("baseline:two")
+    assert all(e["metrics"]["tokens"] == 0.0 and "duration" not in e["metrics"]
+               for e in run.episodes)
+
+
+BAD = textwrap.dedent(
+    """
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=2, failures=["bad"], successes=["good"],
+                   metrics={"judge": "higher"})
+    def test_bad(prove_seed):
+        return prove.Episode("good", metrics=METRICS)
+    """
+)
+
+
+@pytest.mark.parametrize(("metrics", "said"), [
+    ('{"judge": float("nan")}', "Episode metric 'judge' must be a finite number, got nan; *"),
+    ('{"judge": "0.8"}', "Episode metric 'judge' must be a number, got '0.8' (str); *"),
+    ('{"judge": True}', "Episode metric 'judge' must be a number, got True (bool); *"),
+    ("{}", "*metric 'judge' is declared but the episode did not report it; return "
+           "prove.Episode(outcome, metrics={'judge': ...})*"),
+    ('{"judge": 1, "steps": 3}', "*metric 'steps' is not declared (declared: judge); declare "
+                                 "it with its better direction: *"),
+], ids=["nan", "string", "bool", "missing", "undeclared"])
+def test_a_bad_metric_is_a_named_contract_error_and_the_episode_is_kept(
+        pytester: pytest.Pytester, metrics: str, said: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bad=BAD.replace("METRICS", metrics))
+    result = pytester.runpytest("-rf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"*test_bad*{said}"])
+    assert "INTERNALERROR" not in result.stdout.str()
+    run = Store(pytester.path / ".prove").load("latest")
+    errors = [e["error"] for e in run.episodes]
+    assert len(errors) == 2 and all(e["kind"] == "contract" for e in errors)
+
+
+def test_a_metric_given_two_directions_is_refused_before_anything_runs(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI + "prove_metrics = judge=lower\n")
+    pytester.makepyfile(test_bad=BAD.replace("METRICS", '{"judge": 1}'))
+    result = pytester.runpytest()
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "*test_bad.py::test_bad: metric 'judge' is declared twice with two directions: "
+        "'higher' (the rollout's metrics= or its sweep spec's ?metrics?) and 'lower' (ini "
+        "prove_metrics); say which is better in one place*"])
+    assert not (pytester.path / ".prove" / "runs").exists() or not any(
+        e for r in Store(pytester.path / ".prove").list_runs()
+        for e in Store(pytester.path / ".prove").load(r.name).episodes)
+
+
+def test_a_sweep_specs_metrics_meet_the_command_lines(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(agent_mod=textwrap.dedent(
+        """
+        import random
+        import pytest_prove as prove
+
+        def run(cfg, seed):
+            return prove.Episode("good", metrics={"judge": random.Random(seed).random()})
+        """))
+    pytester.makefile(".toml", prove_agent=textwrap.dedent(
+        """
+        target = "agent_mod:run"
+        replicates = 3
+        [declare]
+        failures = ["bad"]
+        successes = ["good"]
+        [metrics]
+        judge = "higher"
+        """))
+    assert pytester.runpytest("--prove-metrics=duration").ret == pytest.ExitCode.OK
+    run = Store(pytester.path / ".prove").load("latest")
+    assert all(set(e["metrics"]) == {"judge", "duration"} for e in run.episodes)
+    refused = pytester.runpytest("--prove-metrics=judge=lower")
+    assert refused.ret != pytest.ExitCode.OK
+    refused.stdout.fnmatch_lines(["*metric 'judge' is declared twice with two directions: "
+                                  "'higher' * and 'lower' (--prove-metrics)*"])
+    pytester.makefile(".toml", prove_agent=textwrap.dedent(
+        """
+        target = "agent_mod:run"
+        [declare]
+        failures = ["bad"]
+        [metrics]
+        judge = "up"
+        """))
+    bad = pytester.runpytest()
+    bad.stdout.fnmatch_lines(["*prove_agent.toml:*?metrics?: metric 'judge' has the direction "
+                              "'up'; say which way is better: \"higher\" or \"lower\"*"])
+
+
+def test_a_bad_metrics_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bad=BAD.replace("METRICS", '{"judge": 1}'))
+    result = pytester.runpytest("--prove-metrics=judge")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-metrics: 'judge' is not a built-in metric (duration, "
+                                 "tokens); name a metric of your own with its direction, "
+                                 "judge=higher or judge=lower*"])
