@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -265,3 +267,26 @@ def test_a_bad_metrics_option_is_a_usage_error(pytester: pytest.Pytester) -> Non
     result.stderr.fnmatch_lines(["*--prove-metrics: 'judge' is not a built-in metric (duration, "
                                  "tokens); name a metric of your own with its direction, "
                                  "judge=higher or judge=lower*"])
+
+
+SCORED = Path(__file__).resolve().parent.parent / "examples" / "scored_bot"
+
+
+@pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
+                                     pytest.param(["-n", "2"], id="xdist",
+                                                  marks=pytest.mark.slow)])
+def test_the_scored_example_fails_on_the_terse_prompts_slower_refunds(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    for name in ("pytest.ini", "scored_bot.py", "test_scored.py"):
+        shutil.copy2(SCORED / name, pytester.path / name)
+    assert pytester.runpytest("--prove-save-baseline=main", *workers).ret == 0
+    same = pytester.runpytest("--prove-baseline=main", *workers)
+    assert same.ret == pytest.ExitCode.OK, same.stdout.str()
+    monkeypatch.setenv("PROMPT", "terse")
+    result = pytester.runpytest("-rf", "--prove-baseline=main", *workers)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "metrics: worse: latency_s in ticket=refund +* (+3?%) *",
+        "FAILED test_scored.py::test_scored::prove-gate?ticket=refund? - metrics worse*",
+        "*= 1 failed, 260 passed in *"])
+    assert "judge in" not in result.stdout.str()  # the judge's score did not move
