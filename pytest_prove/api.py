@@ -71,7 +71,7 @@ def rollout(
     ``metrics={"judge": "higher", "latency_s": "lower"}`` declares the numbers its episodes
     report (``prove.Episode(outcome, metrics={...})``) and which way is better: each is
     tested per condition against the baseline, and one that moved the worse way fails the
-    gate (docs/metric-rows.md).
+    gate (docs/statistics.md, "Metric rows").
     """
     if fn is not None:
         raise TypeError(
