@@ -265,7 +265,7 @@ def test_a_bad_metrics_option_is_a_usage_error(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest("--prove-metrics=judge")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--prove-metrics: 'judge' is not a built-in metric (duration, "
-                                 "tokens); name a metric of your own with its direction, "
+                                 "tokens, cost); name a metric of your own with its direction, "
                                  "judge=higher or judge=lower*"])
 
 
@@ -290,3 +290,53 @@ def test_the_scored_example_fails_on_the_terse_prompts_slower_refunds(
         "FAILED test_scored.py::test_scored::prove-gate?ticket=refund? - metrics worse*",
         "*= 1 failed, 260 passed in *"])
     assert "judge in" not in result.stdout.str()  # the judge's score did not move
+
+
+PRICED = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    LONG = os.environ.get("LONG") == "1"
+
+
+    @prove.rollout(replicates=30, failures=["bad"], successes=["good"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_priced(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        words = rng.randint(100, 400) * (2 if LONG and ticket == "refund" else 1)
+        prove.usage(os.environ.get("MODEL", "small-1"), input=1000, output=words)
+        return prove.Episode("good")
+    """
+)
+
+
+def test_cost_is_a_built_in_metric_priced_at_the_declared_prices(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI + "prove_prices = small-1 = 1.0 10.0\nprove_metrics = cost, tokens\n")
+    pytester.makepyfile(test_priced=PRICED)
+    assert pytester.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    run = Store(pytester.path / ".prove").open("baseline:main")
+    for episode in run.episodes:
+        tokens = episode["tokens"]
+        assert episode["metrics"]["tokens"] == tokens["input"] + tokens["output"]
+        assert episode["metrics"]["cost"] == pytest.approx(
+            (tokens["input"] * 1.0 + tokens["output"] * 10.0) / 1e6)
+    monkeypatch.setenv("LONG", "1")
+    result = pytester.runpytest("-rf", "--prove-baseline=main")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["FAILED test_priced.py::test_priced::prove-gate?ticket=refund? "
+                                 "- metrics worse*"])
+    assert "cost" in result.stdout.str() and "tokens" in result.stdout.str()
+    # A model with no declared price: its episodes have no cost, and the gate says so.
+    monkeypatch.delenv("LONG")
+    monkeypatch.setenv("MODEL", "other-2")
+    unpriced = pytester.runpytest("--prove-baseline=main")
+    assert unpriced.ret == pytest.ExitCode.TESTS_FAILED
+    unpriced.stdout.fnmatch_lines([
+        "*gate failed: metric 'cost' of ticket=* cannot be compared: run '*' holds its values "
+        "for 0 of its 30 episodes with an outcome (a model they used has no declared price: "
+        "declare it in ini prove_prices)*"])

@@ -96,7 +96,7 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
     IniValue("prove_sequential", "default for --prove-sequential", default=False,
              parse=switch, kind="bool"),
     IniValue("prove_metrics", "default for --prove-metrics: built-in metrics by name "
-             "(duration, tokens) and NAME=higher or NAME=lower for your own",
+             "(duration, tokens, cost) and NAME=higher or NAME=lower for your own",
              default="", parse=metric_list, if_empty=()),
 )}
 

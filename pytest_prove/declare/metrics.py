@@ -4,27 +4,29 @@ the command line, and the built-in ones read from what every episode stores.
 
 A metric's direction is a word, ``"higher"`` or ``"lower"``: which way is better. The
 built-in metrics need no word (less is better): ``duration`` (the episode's seconds, as
-stored), ``tokens`` (its input and output tokens). They are switched on by name
-(``--prove-metrics=duration,tokens``, ini ``prove_metrics``).
+stored), ``tokens`` (its input and output tokens) and ``cost`` (its tokens priced at the
+prices declared in ini ``prove_prices``). They are switched on by name
+(``--prove-metrics=duration,cost``, ini ``prove_metrics``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Literal
 
 from ..errors import ProveError
 
 __all__ = ["BUILTIN_METRICS", "DIRECTIONS", "Better", "MetricError", "check_metric_values",
-           "directions", "merge_directions", "parse_metric_list"]
+           "directions", "episode_cost", "merge_directions", "parse_metric_list"]
 
 Better = Literal["higher", "lower"]
 DIRECTIONS: Final[tuple[str, ...]] = ("higher", "lower")
 
 #: The metrics every episode already stores, by name, with the direction that is better.
-BUILTIN_METRICS: Final[Mapping[str, Better]] = {"duration": "lower", "tokens": "lower"}
+BUILTIN_METRICS: Final[Mapping[str, Better]] = {"duration": "lower", "tokens": "lower",
+                                                 "cost": "lower"}
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -132,3 +134,24 @@ def check_metric_values(values: object) -> dict[str, float]:
                 "prove.NoOutcome('why') instead")
         found[name] = float(value)
     return found
+
+
+def episode_cost(tokens: Mapping[str, object] | None,
+                 price: Callable[[str], tuple[float, float] | None]) -> float | None:
+    """An episode's cost from its tokens by model, each model's ``price`` (per million input
+    and output tokens): 0 without tokens, None when a model it used has no price."""
+    if not tokens:
+        return 0.0
+    by_model = tokens.get("by_model") or {}
+    if not isinstance(by_model, Mapping):
+        return None
+    total = 0.0
+    for model, use in by_model.items():
+        found = price(str(model))
+        if found is None or not isinstance(use, Mapping):
+            return None
+        total += (int(use.get("input") or 0) * found[0]
+                  + int(use.get("output") or 0) * found[1]) / 1e6
+    if not by_model and (tokens.get("input") or tokens.get("output")):
+        return None  # tokens with no model named: no price applies
+    return total

@@ -132,7 +132,7 @@ def add_options(parser: pytest.Parser) -> None:
                          "within it; default: ini prove_margin, else no margin")
     group.addoption("--prove-metrics", metavar="NAMES", type=metric_list, default=None,
                     help="metrics to test beside the outcomes, comma-separated: the built-in "
-                         "duration and tokens by name, your own as NAME=higher or "
+                         "duration, tokens and cost by name, your own as NAME=higher or "
                          "NAME=lower (which way is better); default: ini prove_metrics")
     group.addoption("--prove-sequential", action="store_true", default=None,
                     help="take each condition's replicates in looks and stop it once it is "

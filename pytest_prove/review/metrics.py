@@ -130,15 +130,14 @@ def declares_metrics(run: Run) -> bool:
 
 
 def _values(run: Run, keys: Collection[Key]) -> dict[Key, dict[int, Mapping[str, float]]]:
-    """Each compared condition's episodes with an outcome and metrics: replicate -> values."""
+    """Each compared condition's episodes with an outcome: replicate -> its metrics' values
+    (empty when it has none)."""
     found: dict[Key, dict[int, Mapping[str, float]]] = defaultdict(dict)
     for record in run.episodes:
         key = (str(record["rollout"]), str(record["condition_key"]))
         if key not in keys or not has_outcome(record):
             continue
-        metrics = record.get("metrics")
-        if metrics:
-            found[key][int(record["replicate"])] = metrics
+        found[key][int(record["replicate"])] = record.get("metrics") or {}
     return found
 
 
@@ -163,7 +162,18 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
         for name, better in declarations[key[0]].metric_directions.items():
             b = {r: v[name] for r, v in b_all.items() if name in v}
             a = {r: v[name] for r, v in a_all.items() if name in v}
-            if not a:
+            if not a_all:
+                continue
+            if len(a) < len(a_all) or 0 < len(b) < len(b_all):
+                arm, count, of = ((after.name, len(a), len(a_all)) if len(a) < len(a_all)
+                                  else (before.name, len(b), len(b_all)))
+                why = (" (a model they used has no declared price: declare it in ini "
+                       "prove_prices)" if name == "cost" else "")
+                unvouched.append(
+                    f"metric {name!r} of {label} cannot be compared: run {arm!r} holds its "
+                    f"values for {count} of its {of} episodes with an outcome{why}; give "
+                    "every episode a value, or pass --prove-fail-on=no-too-small to let the "
+                    "gate pass without it on purpose")
                 continue
             if not b:
                 unvouched.append(

@@ -295,7 +295,8 @@ def finish(identity: Identity, declaration: Declaration, where: Callable[[Identi
 def _metrics(value: Episode, declaration: Declaration,
              record: dict[str, Any]) -> dict[str, float]:
     """The declared metrics' values, in the declaration's order: the built-in ones read from
-    the record (its duration, its tokens), the others as the episode reported them."""
+    the record (its duration, its tokens; its cost is added where it is stored), the others
+    as the episode reported them."""
     found: dict[str, float] = {}
     for name in declaration.metric_directions:
         if name == "duration":
@@ -303,6 +304,8 @@ def _metrics(value: Episode, declaration: Declaration,
         elif name == "tokens":
             tokens = record.get("tokens") or {}
             found[name] = float(int(tokens.get("input") or 0) + int(tokens.get("output") or 0))
+        elif name == "cost":
+            continue  # priced on the controller, which reads the declared prices
         else:
             found[name] = value.metrics[name]
     return found
