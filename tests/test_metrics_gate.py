@@ -340,3 +340,29 @@ def test_cost_is_a_built_in_metric_priced_at_the_declared_prices(
         "*gate failed: metric 'cost' of ticket=* cannot be compared: run '*' holds its values "
         "for 0 of its 30 episodes with an outcome (a model they used has no declared price: "
         "declare it in ini prove_prices)*"])
+
+
+def test_the_command_line_reads_metric_rows_paired_and_unpaired(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_prove.cli import main
+
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("SLOW", "1")
+    assert agent.runpytest("--prove-baseline=main", "--prove-name=paired").ret == 1
+    assert agent.runpytest("--prove-name=unpaired").ret == pytest.ExitCode.OK  # a new salt
+    store = str(agent.path / ".prove")
+    capsys.readouterr()
+    assert main(["--store", store, "check", "baseline:main", "paired"]) == 4
+    out = capsys.readouterr().out
+    assert "metrics: worse: latency_s in ticket=refund +" in out
+    assert "check failed: the verdict is " in out
+    assert "the metrics' 'worse' of latency_s in ticket=refund" in out
+    # Unpaired (the runs' salts differ): the rank-sum test, on every episode of each run.
+    assert main(["--store", store, "--json", "diff", "baseline:main", "unpaired"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    metrics = document["metrics"]
+    assert metrics["paired"] is False and "rank-sum" in metrics["method"]
+    rows = {(r["condition"], r["metric"]): r for r in metrics["rows"]}
+    assert rows[("ticket=refund", "latency_s")]["n_before"] == 40
+    assert all(r["paired"] is False for r in rows.values())
