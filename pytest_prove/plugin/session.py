@@ -136,6 +136,7 @@ class ProveSession:
         if self.replay is not None:  # a replay stores nothing; its summary reads them
             self.replayed.extend(records)
             return
+        records = list(records)  # read twice: priced, then stored
         self._price(records)
         stored = self.run.store(records)
         if stored and self.budget.watch is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from pytest_prove.review.metrics import MetricReview, MetricRow
+from pytest_prove.review.metrics import MAX_LIMIT_ROWS, MetricReview, MetricRow
 from pytest_prove.stats import MetricLimit, outward_units
 
 from ._format import plain_text, q_text, terminal_text
@@ -103,10 +103,13 @@ def _table(rows: Sequence[MetricRow]) -> list[str]:
 
 
 def _legend(metrics: MetricReview) -> str:
+    limit = ("limits not computed for more than "
+             f"{MAX_LIMIT_ROWS} metric rows (--prove-plan --prove-baseline prints each)"
+             if metrics.limits_skipped else "limit: the smallest shift the worse way each "
+             "row would flag, 4 times in 5, from the baseline's values")
     return (f"method: {plain_text(metrics.method)}. before: the baseline's median; shift: "
             "after minus before in the metric's units (share of that median); p: "
-            "Holm-adjusted; limit: the smallest shift the worse way each row would flag, "
-            "4 times in 5, from the baseline's values")
+            f"Holm-adjusted; {limit}")
 
 
 def metric_lines(metrics: MetricReview, *, verbose: bool = False) -> list[str]:

@@ -41,6 +41,10 @@ Key = tuple[str, str]
 #: Rows whose baseline has more values than this get no detection limit (its simulation
 #: grows with the values; the shift and its interval are still given).
 _MAX_LIMIT_VALUES: Final = 2000
+#: A review with more metric rows than this gives no row a limit: each is a simulation of
+#: about a second, and a gate should not wait minutes for them (``--prove-plan`` prints every
+#: row's limit before the run). Whether a row could flag anything is still known exactly.
+MAX_LIMIT_ROWS: Final = 64
 
 
 @final
@@ -90,6 +94,8 @@ class MetricReview:
     #: Why some (condition, metric) could not be compared, with the fix: the baseline holds
     #: none of its values.
     unvouched: tuple[str, ...] = ()
+    #: The rows got no limit: there were more than :data:`MAX_LIMIT_ROWS`.
+    limits_skipped: bool = False
 
     @property
     def m(self) -> int:
@@ -194,21 +200,33 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
     tests = [metric_test(x, y, paired=prepared.paired, level=level) for _, _, _, x, y in found]
     adjusted: Sequence[float] = list(holm([t.test.p for t in tests])) if tests else []
     rows: list[MetricRow] = []
+    limits = limits and m <= MAX_LIMIT_ROWS
     for (key, name, better, x, y), test, p in zip(found, tests, adjusted, strict=True):
         limit = (metric_limit(x, len(y), paired=prepared.paired,
                               better=better, alpha=q / m)
                  if limits and y and len(x) <= _MAX_LIMIT_VALUES else None)
         rows.append(MetricRow(labels[key], name, better, test, float(p),
-                              _word(test, float(p), q, better, limit), limit, key))
-    return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched))
+                              _word(test, float(p), q, better, limit, m), limit, key))
+    return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched),
+                        limits_skipped=bool(found) and not limits)
 
 
-def _word(test: MetricTest, p: float, q: float, better: str, limit: MetricLimit | None) -> Word:
+def _reachable(test: MetricTest, alpha: float) -> bool:
+    """Whether the row's test could reach ``alpha`` at all, with the most extreme values its
+    sizes allow (every twin moved the same way; every after value past every before one)."""
+    if test.paired:
+        return test.n_after > 0 and 2.0 ** (1 - test.n_after) <= alpha
+    return test.n_before > 0 and test.n_after > 0 and (
+        2.0 / math.comb(test.n_before + test.n_after, test.n_before) <= alpha)
+
+
+def _word(test: MetricTest, p: float, q: float, better: str, limit: MetricLimit | None,
+          m: int) -> Word:
     if p <= q and test.test.n:
         up = test.test.p_up < test.test.p_down
         return "worse" if up == (better == "lower") else "safer"
-    if not test.n_before or not test.n_after or (limit is not None and limit.value is None
-                                                 and test.test.n):
+    if not _reachable(test, q / m) or (limit is not None and limit.value is None
+                                       and test.test.n):
         return "too small to tell"
     return "no significant change"
 
