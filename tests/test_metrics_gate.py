@@ -366,3 +366,39 @@ def test_the_command_line_reads_metric_rows_paired_and_unpaired(
     rows = {(r["condition"], r["metric"]): r for r in metrics["rows"]}
     assert rows[("ticket=refund", "latency_s")]["n_before"] == 40
     assert all(r["paired"] is False for r in rows.values())
+
+
+def test_a_metric_margin_is_a_claim_the_gate_holds_the_run_to(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    held = agent.runpytest("--prove-baseline=main",
+                           "--prove-metric-margin=latency_s=+10%,judge=-0.5",
+                           "--prove-report=r.json")
+    assert held.ret == pytest.ExitCode.OK, held.stdout.str()
+    held.stdout.fnmatch_lines(["metrics within margin: every one of 4 metric row(s) with a "
+                               "margin is shown within it"])
+    rows = json.loads((agent.path / "r.json").read_text(encoding="utf-8"))["metrics"]["rows"]
+    latency = next(r for r in rows if r["metric"] == "latency_s")
+    assert latency["margin_verdict"] == "within margin"
+    assert latency["margin"] == pytest.approx(0.1 * latency["before_median"])
+    # Refunds 30% slower: beyond a 10% margin, which fails the gate even when 'worse' is
+    # left out on purpose (not-within is on with a margin).
+    monkeypatch.setenv("SLOW", "1")
+    result = agent.runpytest("-rf", "--prove-baseline=main", "--prove-fail-on=no-worse",
+                             "--prove-metric-margin=latency_s=10%")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "metrics not shown within margin in ticket=refund: latency_s in ticket=refund (the "
+        "worse way: bound +*, margin +*)",
+        "*= pytest-prove =*",
+        "metrics beyond margin: latency_s in ticket=refund (the worse way: bound +*, margin +*)",
+        "FAILED test_agent.py::test_agent::prove-gate?ticket=refund? - metrics n*"])
+    spared = agent.runpytest("--prove-baseline=main", "--prove-fail-on=no-worse,no-not-within",
+                             "--prove-metric-margin=latency_s=10%")
+    assert spared.ret == pytest.ExitCode.OK
+    spared.stdout.fnmatch_lines(["*note: 1 metric row(s) not shown within their margin do not "
+                                 "fail this gate*"])
+    bad = agent.runpytest("--prove-metric-margin=latency_s=fast")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--prove-metric-margin: 'latency_s=fast' is not a margin; "
+                              "write NAME=SIZE*"])

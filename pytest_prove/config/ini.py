@@ -19,6 +19,7 @@ from .values import (
     margin,
     max_mde,
     metric_list,
+    metric_margins,
     missing_mode,
     seconds,
     share,
@@ -98,6 +99,9 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
     IniValue("prove_metrics", "default for --prove-metrics: built-in metrics by name "
              "(duration, tokens, cost) and NAME=higher or NAME=lower for your own",
              default="", parse=metric_list, if_empty=()),
+    IniValue("prove_metric_margin", "default for --prove-metric-margin: NAME=SIZE or "
+             "NAME=PERCENT% each (empty: no metric margin)",
+             default="", parse=metric_margins, if_empty={}),
 )}
 
 

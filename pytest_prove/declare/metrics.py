@@ -18,8 +18,19 @@ from typing import Final, Literal
 
 from ..errors import ProveError
 
-__all__ = ["BUILTIN_METRICS", "DIRECTIONS", "Better", "MetricError", "check_metric_values",
-           "directions", "episode_cost", "merge_directions", "parse_metric_list"]
+__all__ = [
+    "BUILTIN_METRICS",
+    "DIRECTIONS",
+    "Better",
+    "MetricError",
+    "MetricMargin",
+    "check_metric_values",
+    "directions",
+    "episode_cost",
+    "merge_directions",
+    "parse_metric_list",
+    "parse_metric_margins",
+]
 
 Better = Literal["higher", "lower"]
 DIRECTIONS: Final[tuple[str, ...]] = ("higher", "lower")
@@ -155,3 +166,38 @@ def episode_cost(tokens: Mapping[str, object] | None,
     if not by_model and (tokens.get("input") or tokens.get("output")):
         return None  # tokens with no model named: no price applies
     return total
+
+
+#: A metric's margin: how far the worse way its shift may go and still count as within,
+#: in the metric's units, or as a share of the baseline's median when ``relative``.
+MetricMargin = tuple[float, bool]
+
+
+def parse_metric_margins(text: str, where: str = "--prove-metric-margin"
+                         ) -> dict[str, MetricMargin]:
+    """``latency_s=10%,judge=0.05`` as {name: (size, relative)}: each metric's margin, the
+    worst shift accepted the metric's worse way, in its units or as a percentage of the
+    baseline's median. A sign may be written (``latency_s=+10%``, ``judge=-0.05``); the
+    direction is always the metric's worse one."""
+    found: dict[str, MetricMargin] = {}
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        _check_name(name, where)
+        relative = value.endswith("%")
+        number = value.removesuffix("%").lstrip("+-")
+        try:
+            size = float(number) / (100.0 if relative else 1.0)
+        except ValueError:
+            size = math.nan
+        if not sep or not math.isfinite(size) or size <= 0 or (relative and size >= 10):
+            raise MetricError(
+                f"{where}: {part!r} is not a margin; write NAME=SIZE, the worst shift "
+                "accepted the metric's worse way, in its units (judge=0.05) or as a "
+                "percentage of the baseline's median below 1000% (latency_s=10%)")
+        if name in found:
+            raise MetricError(f"{where}: metric {name!r} is given two margins; keep one")
+        found[name] = (size, relative)
+    return found

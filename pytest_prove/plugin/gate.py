@@ -120,7 +120,8 @@ class GateReports:
             outcome_lines = condition_failure(comparison, condition,
                                               before=review.labels.before,
                                               after=review.labels.after)
-            metric_lines = condition_metric_lines(review.metrics, condition)
+            metric_lines = condition_metric_lines(review.metrics, condition,
+                                                  review.gate.metrics, fail_on)
             # A condition failed by its metrics alone says so first (the line -rf shows).
             alone = condition not in {r.condition for r in failing}
             text = "\n".join([*metric_lines, *outcome_lines] if alone

@@ -28,6 +28,7 @@ from ..config.values import (
     fail_on,
     gate_fails_on,
     metric_list,
+    metric_margins,
     missing_mode,
     new_run_name,
     replay_name,
@@ -60,7 +61,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
-                 "--prove-metrics")
+                 "--prove-metrics", "--prove-metric-margin")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -134,6 +135,13 @@ def add_options(parser: pytest.Parser) -> None:
                     help="metrics to test beside the outcomes, comma-separated: the built-in "
                          "duration, tokens and cost by name, your own as NAME=higher or "
                          "NAME=lower (which way is better); default: ini prove_metrics")
+    group.addoption("--prove-metric-margin", metavar="MARGINS", type=metric_margins,
+                    default=None,
+                    help="ask for the claim 'no metric got worse by more than its margin': "
+                         "NAME=SIZE in the metric's units or NAME=PERCENT%% of the baseline's "
+                         "median, comma-separated (e.g. latency_s=10%%,judge=0.05); a row not "
+                         "shown within fails the session (not-within); default: ini "
+                         "prove_metric_margin")
     group.addoption("--prove-sequential", action="store_true", default=None,
                     help="take each condition's replicates in looks and stop it once it is "
                          "decided against the baseline (worse, safer, or no change of "
@@ -240,6 +248,8 @@ class Settings:
     #: direction that is better, and where they were said.
     metrics: tuple[tuple[str, str], ...] = ()
     metrics_from: str = "--prove-metrics"
+    #: --prove-metric-margin (or ini prove_metric_margin): each metric's margin.
+    metric_margin: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -251,6 +261,8 @@ class Settings:
                              lambda name: _ini(config, name))
         margin = found["prove_margin"]
         asked_words = found["prove_fail_on"]
+        metric_margin = (opt.prove_metric_margin if opt.prove_metric_margin is not None
+                         else _ini(config, "prove_metric_margin"))
         default_timeout = _ini(config, "prove_episode_timeout")
         store_root = Path(opt.prove_store) if opt.prove_store else (
             config.rootpath / _ini(config, "prove_store"))
@@ -273,8 +285,9 @@ class Settings:
             builtin_timeout=_builtin_timeout(config), shard=opt.prove_shard,
             chaos=found["prove_chaos"], chaos_asked=opt.prove_chaos is not None,
             events=tuple(opt.prove_event) or None, missing=found["prove_missing"],
-            fail_on=gate_fails_on(asked_words, margin=margin is not None),
-            fail_on_asked=asked_words)
+            fail_on=gate_fails_on(asked_words,
+                                  margin=margin is not None or bool(metric_margin)),
+            fail_on_asked=asked_words, metric_margin=metric_margin)
         if opt.prove_metrics is not None:
             settings.metrics = opt.prove_metrics
         else:
@@ -302,7 +315,8 @@ class Settings:
                 # too-small named on purpose beats --prove-allow-underpowered
                 "allow_underpowered": self.allow_underpowered
                 and "too-small" not in (self.fail_on_asked or ()),
-                "max_errored": self.max_errored}
+                "max_errored": self.max_errored,
+                **({"metric_margin": self.metric_margin} if self.metric_margin else {})}
 
     def replicates_for(self, rollout_id: str, declared: int) -> int:
         """A rollout's replicates in this session: a replayed run's (so that every item has

@@ -9,15 +9,15 @@ that row would flag 4 times in 5, rounded outward (:func:`~pytest_prove.stats.ou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from pytest_prove.review.metrics import MAX_LIMIT_ROWS, MetricReview, MetricRow
 from pytest_prove.stats import MetricLimit, outward_units
 
 from ._format import plain_text, q_text, terminal_text
 
-__all__ = ["condition_metric_lines", "limit_text", "metric_lines", "metric_markdown",
-           "metric_verdict_line", "number"]
+__all__ = ["condition_metric_lines", "limit_text", "metric_lines", "metric_margin_line",
+           "metric_markdown", "metric_verdict_line", "number"]
 
 
 def number(value: float, signed: bool = False) -> str:
@@ -75,6 +75,28 @@ def metric_verdict_line(metrics: MetricReview) -> str:
     return head + f" (Holm over {metrics.m} at q={metrics.q:g})"
 
 
+def _margin_said(row: MetricRow, text: Callable[[object], str] = terminal_text) -> str:
+    bound = "-" if row.bound is None else number(row.bound, signed=True)
+    margin = "-" if row.margin is None else number(row.margin, signed=True)
+    return (f"{text(row.metric)} in {text(row.condition)} (the worse way: bound {bound}, "
+            f"margin {margin})")
+
+
+def metric_margin_line(metrics: MetricReview) -> str | None:
+    """The margin's claim on one line (None: no metric margin was asked for)."""
+    if not metrics.with_margin:
+        return None
+    rows = [r for r in metrics.rows if r.margin_word is not None]
+    missed = metrics.not_within
+    if not missed:
+        return (f"metrics within margin: every one of {len(rows)} metric row(s) with a margin "
+                "is shown within it")
+    beyond = [r for r in missed if r.margin_word == "beyond margin"]
+    word = "beyond margin" if beyond else "not shown within margin"
+    return (f"metrics {word}: " + "; ".join(_margin_said(r) for r in missed[:3])
+            + (f" and {len(missed) - 3} more" if len(missed) > 3 else ""))
+
+
 def _order(row: MetricRow) -> tuple[int, str, str]:
     rank = {"worse": 0, "safer": 1, "too small to tell": 2}.get(row.word, 3)
     return rank, row.condition, row.metric
@@ -85,21 +107,31 @@ _HEADER = ("condition", "metric", "better", "before", "shift", "interval", "p", 
 
 
 def _cells(row: MetricRow) -> tuple[str, ...]:
-    return (terminal_text(row.condition), terminal_text(row.metric), row.better,
-            number(row.test.before_median), _shift(row), _interval(row),
-            q_text(row.p_adjusted), row.word, limit_text(row.limit))
+    cells = (terminal_text(row.condition), terminal_text(row.metric), row.better,
+             number(row.test.before_median), _shift(row), _interval(row),
+             q_text(row.p_adjusted), row.word, limit_text(row.limit))
+    if row.margin_word is None:
+        return cells
+    margin = "-" if row.margin is None else number(row.margin, signed=True)
+    return (*cells, f"{row.margin_word.removesuffix(' margin')} {margin}")
+
+
+def _header(rows: Sequence[MetricRow]) -> tuple[str, ...]:
+    return (*_HEADER, "margin") if any(r.margin_word is not None for r in rows) else _HEADER
 
 
 def _table(rows: Sequence[MetricRow]) -> list[str]:
+    header = _header(rows)
     body = [_cells(r) for r in sorted(rows, key=_order)]
-    widths = [max(len(line[i]) for line in [_HEADER, *body]) for i in range(len(_HEADER))]
+    body = [line if len(line) == len(header) else (*line, "") for line in body]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     numeric = {3, 4, 6}
 
     def render(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
-    return [render(_HEADER), *(render(line) for line in body)]
+    return [render(header), *(render(line) for line in body)]
 
 
 def _legend(metrics: MetricReview) -> str:
@@ -116,8 +148,12 @@ def metric_lines(metrics: MetricReview, *, verbose: bool = False) -> list[str]:
     """The terminal's metric section: the answer, the rows that moved or are blind (every
     row with ``verbose``), what could not be compared, and how it was tested."""
     lines = [metric_verdict_line(metrics)]
+    said = metric_margin_line(metrics)
+    if said is not None:
+        lines.append(said)
     shown = list(metrics.rows) if verbose else [
-        r for r in metrics.rows if r.word != "no significant change"]
+        r for r in metrics.rows if r.word != "no significant change"
+        or (r.margin_word is not None and not r.within)]
     if shown:
         lines.extend(_table(shown))
     hidden = metrics.m - len(shown)
@@ -129,17 +165,35 @@ def metric_lines(metrics: MetricReview, *, verbose: bool = False) -> list[str]:
     return lines
 
 
-def condition_metric_lines(metrics: MetricReview | None, condition: str) -> list[str]:
-    """The metric rows of one condition, for its gate report (every row of it)."""
+def condition_metric_lines(metrics: MetricReview | None, condition: str,
+                           failing: Sequence[MetricRow] = (),
+                           fail_on: Collection[str] = ("worse",)) -> list[str]:
+    """The metric rows of one condition, for its gate report (every row of it), headed by
+    what failed the gate among ``failing``: a metric worse, a margin not shown, a row too
+    small to tell."""
     if metrics is None:
         return []
     rows = [r for r in metrics.rows if r.condition == condition]
     if not rows:
         return []
-    worse = [r for r in rows if r.word == "worse"]
-    head = (f"metrics worse in {terminal_text(condition)}: "
-            + "; ".join(f"{terminal_text(r.metric)} {_shift(r)} {_interval(r)}" for r in worse)
-            if worse else metric_verdict_line(metrics))
+    failed = [r for r in failing if r.condition == condition]
+    worse = [r for r in failed if r.word == "worse" and "worse" in fail_on]
+    missed = [r for r in failed if r.margin_word is not None and not r.within]
+    blind = [r for r in failed if r.word == "too small to tell"]
+    where = terminal_text(condition)
+    if worse:
+        head = (f"metrics worse in {where}: "
+                + "; ".join(f"{terminal_text(r.metric)} {_shift(r)} {_interval(r)}"
+                            for r in worse))
+    elif missed:
+        head = (f"metrics not shown within margin in {where}: "
+                + "; ".join(_margin_said(r) for r in missed))
+    elif blind:
+        head = (f"metrics too small to tell in {where}: "
+                + ", ".join(terminal_text(r.metric) for r in blind)
+                + " could not have flagged a shift of any size")
+    else:
+        head = metric_verdict_line(metrics)
     return [head, *_table(rows), _legend(metrics)]
 
 
@@ -147,14 +201,22 @@ def metric_markdown(metrics: MetricReview, escape: Callable[[object], str],
                     verbose: bool = False) -> list[str]:
     """The metric rows as markdown lines (a table), escaped as the rest of the report."""
     lines = [f"**{escape(metric_verdict_line(metrics))}**", ""]
+    said = metric_margin_line(metrics)
+    if said is not None:
+        lines += [escape(said), ""]
     shown = list(metrics.rows) if verbose else [
-        r for r in metrics.rows if r.word != "no significant change"]
+        r for r in metrics.rows if r.word != "no significant change"
+        or (r.margin_word is not None and not r.within)]
     if shown:
-        lines += ["| " + " | ".join(_HEADER) + " |", "|---|---|---|--:|--:|---|--:|---|--:|"]
+        header = _header(shown)
+        lines += ["| " + " | ".join(header) + " |",
+                  "|---|---|---|--:|--:|---|--:|---|--:|" + ("---|" if len(header) > 9 else "")]
         for r in sorted(shown, key=_order):
             cells = _cells(r)
+            cells = cells if len(cells) == len(header) else (*cells, "")
             lines.append("| " + " | ".join(escape(c) for c in cells[:7])
-                         + f" | **{escape(r.word)}** | {escape(cells[8])} |")
+                         + f" | **{escape(r.word)}** | "
+                         + " | ".join(escape(c) for c in cells[8:]) + " |")
         lines.append("")
     hidden = metrics.m - len(shown)
     if hidden:

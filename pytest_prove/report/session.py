@@ -64,9 +64,12 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
             if said is not None:
                 lines.append(said)
         if review.metrics is not None:
-            from .metrics import metric_verdict_line
+            from .metrics import metric_margin_line, metric_verdict_line
 
             lines.append(metric_verdict_line(review.metrics))
+            said = metric_margin_line(review.metrics)
+            if said is not None:
+                lines.append(said)
         lines.extend(_spared(review))
     if ended:
         lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "

@@ -10,10 +10,11 @@ it imports only the store, the declaration and the statistics.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
+from ..declare.metrics import MetricMargin
 from ..stats import Comparison, Row, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
@@ -122,7 +123,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
            margin: float | None = None, chaos_differs: bool = False,
            sequential: Looks | None = None, allow_underpowered: bool = False,
-           max_errored: float | None = None) -> Review:
+           max_errored: float | None = None,
+           metric_margin: Mapping[str, MetricMargin] | None = None) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
@@ -201,7 +203,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     reasons.extend(_misnamed(before, after, labels))
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     spared = list(blind.notes)
-    metrics = None if sequential is not None else metric_review(before, after, prepared, q=q)
+    metrics = None if sequential is not None else metric_review(
+        before, after, prepared, q=q, margins=metric_margin)
     metrics_failed, metric_reasons, metric_notes = gate_metrics(
         metrics, fail_on, allow_underpowered)
     verdict_failed = verdict_failed or metrics_failed

@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from ..declare.metrics import Better
+from ..declare.metrics import Better, MetricMargin
 from ..declare.spec import Declaration
 from ..record import has_outcome
 from ..stats import MetricLimit, MetricTest, holm, metric_limit, metric_test
@@ -60,6 +60,17 @@ class MetricRow:
     word: Word
     limit: MetricLimit | None
     key: Key
+    #: With a metric margin: its size in the metric's units (None: a share of a median of
+    #: 0, which no shift can be read against), the interval's end on the worse side as a
+    #: shift the worse way, and what that says: "within margin", "not shown within margin"
+    #: or "beyond margin".
+    margin: float | None = None
+    bound: float | None = None
+    margin_word: str | None = None
+
+    @property
+    def within(self) -> bool:
+        return self.margin_word == "within margin"
 
     @property
     def moved(self) -> bool:
@@ -80,6 +91,8 @@ class MetricRow:
             "verdict": self.word,
             "limit": None if self.limit is None else self.limit.value,
             "limit_relative": None if self.limit is None else self.limit.relative,
+            **({} if self.margin_word is None else {
+                "margin": self.margin, "bound": self.bound, "margin_verdict": self.margin_word}),
         }
 
 
@@ -110,13 +123,25 @@ class MetricReview:
         return tuple(r for r in self.rows if r.word == "too small to tell")
 
     @property
+    def not_within(self) -> tuple[MetricRow, ...]:
+        """The rows with a margin that were not shown within it."""
+        return tuple(r for r in self.rows if r.margin_word is not None and not r.within)
+
+    @property
+    def with_margin(self) -> bool:
+        return any(r.margin_word is not None for r in self.rows)
+
+    @property
     def method(self) -> str:
         test = ("paired Wilcoxon signed-rank (exact, ties at midranks, zeros left out)"
                 if self.paired else "unpaired Wilcoxon-Mann-Whitney rank-sum")
         level = 1.0 - self.q / max(1, self.m)
+        margin = ("; a margin is shown held when the interval's worse end is inside it "
+                  f"(one-sided at q/(2m) = {self.q / (2 * max(1, self.m)):.3g} a row, "
+                  "Bonferroni)" if self.with_margin else "")
         return (f"metric rows: {test}, Hodges-Lehmann shift after minus before with its "
                 f"{level:.2%} interval; Holm over the {self.m} metric row(s) at q={self.q:g}, "
-                "a family of their own, apart from the outcome rows")
+                f"a family of their own, apart from the outcome rows{margin}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"q": self.q, "m": self.m, "paired": self.paired, "method": self.method,
@@ -148,9 +173,11 @@ def _values(run: Run, keys: Collection[Key]) -> dict[Key, dict[int, Mapping[str,
 
 
 def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
-                  limits: bool = True) -> MetricReview | None:
+                  limits: bool = True,
+                  margins: Mapping[str, MetricMargin] | None = None) -> MetricReview | None:
     """The metric rows of ``after`` against ``before`` (None: no rollout of ``after``
-    declares a metric)."""
+    declares a metric). ``margins``: each metric's margin (--prove-metric-margin), whose
+    rows then say whether the shift is shown within it."""
     if not declares_metrics(after):
         return None
     declarations: dict[str, Declaration] = declarations_of(after)
@@ -205,10 +232,39 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
         limit = (metric_limit(x, len(y), paired=prepared.paired,
                               better=better, alpha=q / m)
                  if limits and y and len(x) <= _MAX_LIMIT_VALUES else None)
-        rows.append(MetricRow(labels[key], name, better, test, float(p),
-                              _word(test, float(p), q, better, limit, m), limit, key))
+        made = MetricRow(labels[key], name, better, test, float(p),
+                         _word(test, float(p), q, better, limit, m), limit, key)
+        if margins and name in margins:
+            made = _with_margin(made, margins[name])
+        rows.append(made)
     return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched),
                         limits_skipped=bool(found) and not limits)
+
+
+def _with_margin(row: MetricRow, margin: MetricMargin) -> MetricRow:
+    """``row`` with its margin's verdict: the interval's end on the worse side (a shift the
+    worse way, in the metric's units) inside the margin is *within*; its other end past the
+    margin, *beyond*; else *not shown within*."""
+    from dataclasses import replace
+
+    size, relative = margin
+    test = row.test
+    units: float | None = size
+    if relative:
+        median = test.before_median
+        units = size * abs(median) if math.isfinite(median) and median != 0.0 else None
+    sign = 1.0 if row.better == "lower" else -1.0
+    worst, best = ((test.high, test.low) if sign > 0 else (-test.low, -test.high))
+    if units is None or not math.isfinite(worst):
+        word = "not shown within margin"
+    elif worst < units:
+        word = "within margin"
+    elif best > units:
+        word = "beyond margin"
+    else:
+        word = "not shown within margin"
+    return replace(row, margin=units, bound=worst if math.isfinite(worst) else None,
+                   margin_word=word)
 
 
 def _reachable(test: MetricTest, alpha: float) -> bool:
@@ -258,6 +314,13 @@ def gate_metrics(metrics: MetricReview | None, fail_on: Collection[str],
     if metrics.worse and "worse" not in fail_on:
         notes.append("a metric that got worse does not fail this gate: --prove-fail-on "
                      "leaves worse out (no-worse)")
+    if metrics.not_within:
+        if "not-within" in fail_on:
+            failed = True
+        else:
+            notes.append(f"{len(metrics.not_within)} metric row(s) not shown within their "
+                         "margin do not fail this gate: --prove-fail-on leaves not-within "
+                         "out (no-not-within)")
     return failed, reasons, notes
 
 
@@ -269,6 +332,8 @@ def failing_rows(metrics: MetricReview | None, fail_on: Collection[str],
     rows = list(metrics.worse) if "worse" in fail_on else []
     if "too-small" in fail_on and not allow_underpowered:
         rows += metrics.blind
+    if "not-within" in fail_on:
+        rows += metrics.not_within
     return rows
 
 
