@@ -398,6 +398,10 @@ def test_a_metric_margin_is_a_claim_the_gate_holds_the_run_to(
     assert spared.ret == pytest.ExitCode.OK
     spared.stdout.fnmatch_lines(["*note: 1 metric row(s) not shown within their margin do not "
                                  "fail this gate*"])
+    misspelt = agent.runpytest("--prove-baseline=main", "--prove-metric-margin=latncy_s=10%")
+    assert misspelt.ret == pytest.ExitCode.TESTS_FAILED
+    misspelt.stdout.fnmatch_lines(["*--prove-metric-margin names 'latncy_s', which no rollout "
+                                   "of the run declares (declared: judge, latency_s)*"])
     bad = agent.runpytest("--prove-metric-margin=latency_s=fast")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--prove-metric-margin: 'latency_s=fast' is not a margin; "

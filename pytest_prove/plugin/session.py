@@ -26,7 +26,7 @@ from ..store import Run, Store
 from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
-from .budget import Budget, TokenCap, controller_budget
+from .budget import Budget, TokenCap, controller_budget, price_metrics
 from .capture import CaptureManager
 from .gate import GateReports
 from .salts import remember_failed
@@ -137,36 +137,12 @@ class ProveSession:
             self.replayed.extend(records)
             return
         records = list(records)  # read twice: priced, then stored
-        self._price(records)
+        price_metrics(records, self.run.rollouts, self.budget.prices)
         stored = self.run.store(records)
         if stored and self.budget.watch is not None:
             self.budget.watch.add(stored)
         if stored and self.sequential is not None:
             self.sequential.add(stored)
-
-    def _price(self, records: Any) -> None:
-        """The built-in metric ``cost`` of each episode whose rollout declares it: its tokens
-        priced at the declared prices (none when a model it used has no price: the review
-        then says the condition cannot be compared on it, and why)."""
-        from ..declare.metrics import episode_cost
-
-        prices = self.budget.prices
-
-        def price(model: str) -> tuple[float, float] | None:
-            found = prices.for_model(model)
-            return None if found is None else (found.input_per_million,
-                                               found.output_per_million)
-
-        for record in records:
-            metrics = record.get("metrics")
-            if metrics is None or "cost" in metrics:
-                continue
-            info = self.run.rollouts.get(record["rollout"]) or {}
-            if "cost" not in ((info.get("declaration") or {}).get("metrics") or {}):
-                continue
-            cost = episode_cost(record.get("tokens"), price)
-            if cost is not None:
-                metrics["cost"] = cost
 
     def _stop(self, message: str) -> None:
         """Start no new item: in this process, and under xdist in the scheduler."""

@@ -119,6 +119,20 @@ def _misnamed(before: Run, after: Run, labels: Labels) -> list[str]:
     return []
 
 
+def _check_margin_names(margins: Mapping[str, MetricMargin], after: Run) -> None:
+    """Refuse a metric margin naming a metric no compared rollout declares (a misspelt
+    name would leave its metric without the claim asked for)."""
+    from .pairing import declarations_of
+
+    declared = {name for d in declarations_of(after).values() for name in d.metric_directions}
+    unknown = sorted(set(margins) - declared)
+    if unknown:
+        raise RefusalError(
+            f"--prove-metric-margin names {', '.join(map(repr, unknown))}, which no rollout "
+            f"of the run declares (declared: {', '.join(sorted(declared)) or 'none'}); "
+            "name a declared metric, or declare it (metrics= or [metrics])")
+
+
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
            margin: float | None = None, chaos_differs: bool = False,
@@ -203,6 +217,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     reasons.extend(_misnamed(before, after, labels))
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     spared = list(blind.notes)
+    if metric_margin:
+        _check_margin_names(metric_margin, after)
     metrics = None if sequential is not None else metric_review(
         before, after, prepared, q=q, margins=metric_margin)
     metrics_failed, metric_reasons, metric_notes = gate_metrics(
