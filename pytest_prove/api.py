@@ -50,6 +50,7 @@ def rollout(
     capture: Mapping[str, Any] | None = None,
     chaos: Mapping[str, Any] | None = None,
     sequential: bool | None = None,
+    metrics: Mapping[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare a rollout.
 
@@ -67,6 +68,10 @@ def rollout(
     ``sequential=True`` stops each condition once it is decided against the baseline, as
     ``--prove-sequential`` does (docs/statistics.md, "Sequential runs"); a session is
     sequential only when every rollout it selects asks for it.
+    ``metrics={"judge": "higher", "latency_s": "lower"}`` declares the numbers its episodes
+    report (``prove.Episode(outcome, metrics={...})``) and which way is better: each is
+    tested per condition against the baseline, and one that moved the worse way fails the
+    gate (docs/statistics.md, "Metric rows").
     """
     if fn is not None:
         raise TypeError(
@@ -87,6 +92,7 @@ def rollout(
             capture=capture,
             chaos=chaos,
             sequential=sequential,
+            metrics=metrics or (),
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the

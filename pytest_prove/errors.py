@@ -36,6 +36,7 @@ USER_ERRORS: Final[Mapping[str, str]] = {
                             "undeclared outcome, a bad t, horizon or meta)",
     "CaptureError": "a capture setting that cannot be used",
     "ChaosError": "a chaos setting that cannot be used",
+    "MetricError": "a metric declared twice with two directions, or named badly",
     "PriceError": "a price declaration that cannot be read",
     "IniError": "a configuration file, or a value in it, that cannot be read",
     # What is stored (record.py, store/).

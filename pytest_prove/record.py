@@ -222,6 +222,8 @@ class EpisodeRecord(TypedDict):
     #: Set only when its rollout declares chaos: its HTTP calls and the faults injected
     #: (``calls``, ``by_kind``, ``faults``, ``log``; see declare/chaos.py, ChaosLog).
     chaos: NotRequired[dict[str, Any]]
+    #: Set only when its rollout declares metrics: each one's value, by name.
+    metrics: NotRequired[dict[str, float]]
 
 
 #: Said after a problem with a run's line (runs are not committed, so not restored).
@@ -363,7 +365,19 @@ def check_record(record: object, where: str, fix: str = RUN_FIX) -> EpisodeRecor
         _check_attempts(record, where, fix)
     if "chaos" in record:
         _check_chaos(record["chaos"], where, fix)
+    if "metrics" in record:
+        _check_metrics(record["metrics"], where, fix)
     return cast(EpisodeRecord, record)
+
+
+def _check_metrics(metrics: object, where: str, fix: str) -> None:
+    """An episode's metrics: an object of finite numbers by name."""
+    if type(metrics) is not dict:
+        raise _bad(where, "metrics", metrics, "an object of numbers by metric name", fix)
+    for name, value in metrics.items():
+        if type(value) not in _NUMBERS or value != value or value in _INFINITIES:
+            raise _bad(where, _printable(f"metrics[{json.dumps(name)}]"), value,
+                       "a finite number", fix)
 
 
 def _check_chaos(chaos: object, where: str, fix: str) -> None:

@@ -34,7 +34,8 @@ NUMERIC = {
 WORDS = {"--prove-store", "--prove-report", "--prove-name", "--prove-baseline",
          "--prove-save-baseline", "--prove-resume", "--prove-replay", "--prove-event",
          "--prove-fail-on", "--prove-missing", "--prove-plan-from", "--prove-shard",
-         "--prove-salt", "--prove-chaos"}
+         "--prove-salt", "--prove-chaos", "--prove-metrics",
+         "--prove-metric-margin"}
 INI_TWINS = {"prove_q": "--prove-q", "prove_max_mde": "--prove-max-mde",
              "prove_margin": "--prove-margin", "prove_episode_timeout": "--prove-episode-timeout"}
 

@@ -45,7 +45,8 @@ async def check_an_async_rollout_keeps_its_type() -> None:
 @prove.rollout(failures=["crash"], outcomes=["crash", "done"], t_unit="steps",
                axes={"model": ["small", "large"], "temperature": {"type": "ordinal",
                                                                   "values": [0.0, 0.7]}},
-               capture={"instrument": ["openai"]}, chaos={"faults": {"http_429": 0.05}})
+               capture={"instrument": ["openai"]}, chaos={"faults": {"http_429": 0.05}},
+               metrics={"judge": "higher", "latency_s": "lower"})
 def check_a_sweep_target(cfg: dict[str, Any], seed: int) -> prove.Episode:
     if cfg["model"] == "small":
         raise prove.NoOutcome("rate limited")
@@ -62,6 +63,8 @@ def check_an_episode_and_the_helpers() -> None:
     assert_type(episode.horizon, float | int | None)
     assert_type(episode.meta, dict[str, Any])
     assert_type(episode.case_id, str | int | None)
+    scored = prove.Episode("resolved", metrics={"judge": 0.8, "steps_to_answer": 6})
+    assert_type(scored.metrics, dict[str, float])
     assert_type(prove.derive_seed("salt", "support", "ticket=refund", 0), int)
     assert_type(prove.usage("m", 1), None)
     assert_type(prove.__version__, str)
@@ -86,4 +89,5 @@ def check_a_bare_rollout_is_refused(prove_seed: int) -> prove.Episode:
 def check_arguments_of_the_wrong_type_are_refused() -> None:
     prove.rollout(replicates="100", failures=["x"])  # type: ignore[arg-type]
     prove.Episode(1)  # type: ignore[arg-type]
+    prove.Episode("x", metrics=["judge"])  # type: ignore[arg-type]
     prove.usage("m", input="12")  # type: ignore[arg-type]

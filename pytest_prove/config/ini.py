@@ -18,6 +18,8 @@ from .values import (
     fail_on,
     margin,
     max_mde,
+    metric_list,
+    metric_margins,
     missing_mode,
     seconds,
     share,
@@ -94,6 +96,12 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
              parse=chaos_switch, if_empty=True),
     IniValue("prove_sequential", "default for --prove-sequential", default=False,
              parse=switch, kind="bool"),
+    IniValue("prove_metrics", "default for --prove-metrics: built-in metrics by name "
+             "(duration, tokens, cost) and NAME=higher or NAME=lower for your own",
+             default="", parse=metric_list, if_empty=()),
+    IniValue("prove_metric_margin", "default for --prove-metric-margin: NAME=SIZE or "
+             "NAME=PERCENT% each (empty: no metric margin)",
+             default="", parse=metric_margins, if_empty={}),
 )}
 
 

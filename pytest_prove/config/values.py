@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Final
 
+from ..declare.metrics import MetricError, MetricMargin, parse_metric_list, parse_metric_margins
 from ..record import MISSING_MODES, Missing
 from ..store import StoreError, check_name, check_run_name
 
@@ -303,3 +304,20 @@ def salt_word(text: str) -> str:
         return check_name(text, "salt")
     except StoreError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def metric_list(text: str) -> tuple[tuple[str, str], ...]:
+    """--prove-metrics and ini prove_metrics: built-in metrics by name, others as
+    ``NAME=higher`` or ``NAME=lower`` (see declare/metrics.py)."""
+    try:
+        return parse_metric_list(text, "metrics")
+    except MetricError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("metrics: ")) from None
+
+
+def metric_margins(text: str) -> dict[str, MetricMargin]:
+    """--prove-metric-margin and ini prove_metric_margin: NAME=SIZE or NAME=PERCENT% each."""
+    try:
+        return parse_metric_margins(text, "margin")
+    except MetricError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("margin: ")) from None

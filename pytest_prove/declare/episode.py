@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from ..errors import ProveError
+from .metrics import MetricError, check_metric_values
 
 __all__ = ["MAX_T", "Episode", "NoOutcome", "RolloutContractError", "check_meta",
            "check_number", "unstorable"]
@@ -147,12 +148,15 @@ class Episode:
     are numbers with ``0 <= t <= horizon``; when ``t`` is ``None`` and the rollout
     recorded steps with ``prove.step``, ``t`` is the number of steps.  ``meta`` is a
     JSON-serialisable dict; ``meta["case_id"]`` names the case the episode ran.
+    ``metrics`` are the numbers the episode reports by name (``{"judge": 0.8}``), each one
+    the rollout declares with the direction that is better (``metrics=`` of the decorator).
     """
 
     outcome: str
     t: float | int | None = None
     horizon: float | int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.outcome, str) or not self.outcome:
@@ -172,6 +176,10 @@ class Episode:
                 f"Episode t must be within [0, horizon], got t={t} with horizon={horizon}"
             )
         object.__setattr__(self, "meta", check_meta(self.meta))
+        try:
+            object.__setattr__(self, "metrics", check_metric_values(self.metrics))
+        except MetricError as exc:
+            raise RolloutContractError(str(exc)) from None
 
     @property
     def case_id(self) -> str | int | None:

@@ -21,6 +21,7 @@ from ..errors import ProveError
 from .capture import CaptureConfig, CaptureError
 from .chaos import ChaosConfig, ChaosError
 from .episode import storable_text
+from .metrics import Better, MetricError, directions
 
 __all__ = [
     "Axis",
@@ -139,8 +140,16 @@ class Declaration:
     #: Stop each condition once it is decided against the baseline (docs/statistics.md,
     #: "Sequential runs"). None: as the session's --prove-sequential says.
     sequential: bool | None = field(default=None, compare=False)
+    #: The metrics its episodes report, each with the direction that is better: a mapping
+    #: ``{"judge": "higher"}`` becomes (name, direction) pairs in the order given.
+    metrics: tuple[tuple[str, Better], ...] | Mapping[str, str] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.metrics, tuple):
+            try:
+                object.__setattr__(self, "metrics", directions(self.metrics, "metrics="))
+            except MetricError as exc:
+                raise SpecError(str(exc)) from None
         failures = _names("failures", self.failures)
         successes = _names("successes", self.successes)
         outcomes = _names("outcomes", self.outcomes) or failures + successes
@@ -194,6 +203,11 @@ class Declaration:
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise SpecError(f"axis {', '.join(dupes)} is declared more than once")
+
+    @property
+    def metric_directions(self) -> dict[str, Better]:
+        """Each declared metric's better direction, by name."""
+        return dict(self.metrics)  # type: ignore[arg-type]
 
     @property
     def events(self) -> tuple[str, ...]:
@@ -253,6 +267,8 @@ class Declaration:
             found["chaos"] = self.chaos.to_json()
         if self.sequential is not None:
             found["sequential"] = self.sequential
+        if self.metrics:
+            found["metrics"] = self.metric_directions
         return found
 
     @classmethod
@@ -266,6 +282,7 @@ class Declaration:
             replicates=int(data.get("replicates", 1)),
             t_unit=data.get("t_unit"),
             sequential=data.get("sequential"),
+            metrics=data.get("metrics") or (),
             axes=None if axes is None else tuple(
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
@@ -316,7 +333,7 @@ class SweepSpec:
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
-             "declare", "capture", "chaos", "sequential"}
+             "declare", "capture", "chaos", "sequential", "metrics"}
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -396,7 +413,12 @@ def load_spec(path: Path) -> SweepSpec:
     chaos = (None if "chaos" not in data else
              _table(ChaosConfig.from_mapping, data["chaos"], table_at("chaos")))
     try:
+        metrics = directions(data.get("metrics"), table_at("metrics"))
+    except MetricError as exc:
+        raise SpecError(str(exc)) from None
+    try:
         declaration = Declaration(
+            metrics=metrics,
             failures=tuple(_seq(declare.get("failures"))),
             successes=tuple(_seq(declare.get("successes"))),
             outcomes=tuple(_seq(declare.get("outcomes"))),

@@ -26,7 +26,7 @@ from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
 from ..record import add_tokens
 from .state import own
 
-__all__ = ["CapWatch", "TokenCap", "add_options", "prices_of", "token_cap_of"]
+__all__ = ["CapWatch", "TokenCap", "add_options", "price_metrics", "prices_of", "token_cap_of"]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -224,3 +224,26 @@ def plan_lines(config: pytest.Config, planned: Mapping[str, tuple[Any, int]]) ->
         raise pytest.UsageError(f"--prove-plan-from: {exc}") from None
     prices = prices_of(config)
     return format_plan(estimate_plan(source, planned, prices), prices)
+
+
+def price_metrics(records: Iterable[dict[str, Any]], rollouts: Mapping[str, Any],
+                  prices: Prices) -> None:
+    """Add the built-in metric ``cost`` to each episode whose rollout declares it: its tokens
+    priced at the declared prices (none when a model it used has no price: the review then
+    says its condition cannot be compared on cost, and why)."""
+    from ..declare.metrics import episode_cost
+
+    def price(model: str) -> tuple[float, float] | None:
+        found = prices.for_model(model)
+        return None if found is None else (found.input_per_million, found.output_per_million)
+
+    for record in records:
+        metrics = record.get("metrics")
+        if metrics is None or "cost" in metrics:
+            continue
+        info = rollouts.get(record["rollout"]) or {}
+        if "cost" not in ((info.get("declaration") or {}).get("metrics") or {}):
+            continue
+        cost = episode_cost(record.get("tokens"), price)
+        if cost is not None:
+            metrics["cost"] = cost

@@ -143,7 +143,7 @@ def _function_of(item: pytest.Function, function: object, settings: Settings) ->
     if declaration is None or declaration.axes is not None:
         return _Function(function, None, node)
     rollout_id = declaration.rollout_id or node
-    return _Function(function, declaration, node, rollout_id, settings.declared(declaration),
+    return _Function(function, declaration, node, rollout_id, settings.declared(declaration, node),
                      settings.replicates_for(rollout_id, declaration.replicates))
 
 

@@ -218,11 +218,29 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     if note is not None:
         design.lines.append(note)
     design.planned = {rid: (keys, plan.total) for rid, (plan, keys) in selected.items()}
+    if settings.plan_only and any(plan.declaration.metrics for plan, _ in selected.values()):
+        design.lines.extend(_metric_limits(config, selected, settings))
     if settings.sequential and design.sequential_refusal is None:
         _sequential(design, items, selected, kept, settings, cells)
     if settings.shard is not None:
         design.lines.append(shards.plan_line(settings.shard, items, sweep))
     return design
+
+
+def _metric_limits(config: pytest.Config, selected: Selected,
+                   settings: Settings) -> list[str]:
+    """--prove-plan: each metric row's detection limit, from the baseline's values."""
+    from ..review.metrics import planned_limits
+    from .session import SESSION_KEY
+
+    session = config.stash.get(SESSION_KEY, None)
+    baseline = None if session is None else session.baseline
+    if baseline is None:
+        return words.metric_limit_lines([], None)
+    found = planned_limits(baseline, {rid: (plan.declaration, keys, plan.total)
+                                      for rid, (plan, keys) in selected.items()},
+                           paired=settings.paired, q=settings.q)
+    return words.metric_limit_lines(found, baseline.name)
 
 
 def _sequential(design: Design, items: list[pytest.Item], selected: Selected,

@@ -75,6 +75,7 @@ class GateReports:
             return []
         from ..declare.spec import condition_label
         from ..report._format import terminal_text
+        from ..report.metrics import condition_metric_lines
         from ..report.terminal import condition_failure
         from ..review.labels import keys_and_labels
 
@@ -87,12 +88,15 @@ class GateReports:
         if (comparison.margin is not None and not comparison.margin.holds
                 and "not-within" in fail_on):
             failing += comparison.margin.not_within
+        # and the metric rows that fail it (a metric moved the worse way, or blind)
+        conditions = [*(r.condition for r in failing),
+                      *(r.condition for r in review.gate.metrics)]
         named = keys_and_labels(review.before, review.after)
         keys = {label: key for key, (label, _) in named.items()}
         rollouts = review.after.manifest.get("rollouts") or {}
         found = []
         used: set[str] = set()
-        for condition in dict.fromkeys(r.condition for r in failing):
+        for condition in dict.fromkeys(conditions):
             key = keys.get(condition)
             info = rollouts.get(key[0]) if key is not None else None
             node = (info.get("node") if isinstance(info, Mapping) else None) or (
@@ -113,8 +117,15 @@ class GateReports:
                 nodeid = f"{node}::prove-gate[{shown} #{number}]"
                 number += 1
             used.add(nodeid)
-            text = "\n".join(condition_failure(comparison, condition, before=review.labels.before,
-                                               after=review.labels.after))
+            outcome_lines = condition_failure(comparison, condition,
+                                              before=review.labels.before,
+                                              after=review.labels.after)
+            metric_lines = condition_metric_lines(review.metrics, condition,
+                                                  review.gate.metrics, fail_on)
+            # A condition failed by its metrics alone says so first (the line -rf shows).
+            alone = condition not in {r.condition for r in failing}
+            text = "\n".join([*metric_lines, *outcome_lines] if alone
+                              else [*outcome_lines, *metric_lines])
             found.append((nodeid, text, key))
         return found
 

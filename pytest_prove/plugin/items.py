@@ -127,7 +127,7 @@ class _RolloutSource:
                rollout_id: str, label: str, replicates: int,
                concurrency: int) -> Iterator[RolloutItem]:
         _check_size(declaration, replicates, concurrency, label)
-        declaration = parent.config.stash[SETTINGS_KEY].declared(declaration)
+        declaration = parent.config.stash[SETTINGS_KEY].declared(declaration, label)
         for condition in declaration.conditions():
             key = condition_key(condition)
             cid = condition_id(condition)

@@ -26,7 +26,7 @@ from ..store import Run, Store
 from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
-from .budget import Budget, TokenCap, controller_budget
+from .budget import Budget, TokenCap, controller_budget, price_metrics
 from .capture import CaptureManager
 from .gate import GateReports
 from .salts import remember_failed
@@ -136,6 +136,8 @@ class ProveSession:
         if self.replay is not None:  # a replay stores nothing; its summary reads them
             self.replayed.extend(records)
             return
+        records = list(records)  # read twice: priced, then stored
+        price_metrics(records, self.run.rollouts, self.budget.prices)
         stored = self.run.store(records)
         if stored and self.budget.watch is not None:
             self.budget.watch.add(stored)

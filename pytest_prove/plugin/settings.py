@@ -27,6 +27,8 @@ from ..config.values import (
     error_rate,
     fail_on,
     gate_fails_on,
+    metric_list,
+    metric_margins,
     missing_mode,
     new_run_name,
     replay_name,
@@ -42,7 +44,8 @@ from ..config.values import concurrency as concurrency_option
 from ..config.values import margin as margin_option
 from ..config.values import max_mde as max_mde_option
 from ..config.values import replicates as replicates_option
-from ..declare.spec import NO_OUTCOME_EVENT, Declaration
+from ..declare.metrics import MetricError, merge_directions
+from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError
 from ..record import Missing
 
 __all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
@@ -57,7 +60,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-token-cap",
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
-                 "--prove-salt", "--prove-chaos", "--prove-max-errored")
+                 "--prove-salt", "--prove-chaos", "--prove-max-errored",
+                 "--prove-metrics", "--prove-metric-margin")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -127,6 +131,17 @@ def add_options(parser: pytest.Parser) -> None:
                          "non-inferiority margin, 0 < D < 1): each condition and event is "
                          "tested against D, and the session fails unless every one is shown "
                          "within it; default: ini prove_margin, else no margin")
+    group.addoption("--prove-metrics", metavar="NAMES", type=metric_list, default=None,
+                    help="metrics to test beside the outcomes, comma-separated: the built-in "
+                         "duration, tokens and cost by name, your own as NAME=higher or "
+                         "NAME=lower (which way is better); default: ini prove_metrics")
+    group.addoption("--prove-metric-margin", metavar="MARGINS", type=metric_margins,
+                    default=None,
+                    help="ask for the claim 'no metric got worse by more than its margin': "
+                         "NAME=SIZE in the metric's units or NAME=PERCENT%% of the baseline's "
+                         "median, comma-separated (e.g. latency_s=10%%,judge=0.05); a row not "
+                         "shown within fails the session (not-within); default: ini "
+                         "prove_metric_margin")
     group.addoption("--prove-sequential", action="store_true", default=None,
                     help="take each condition's replicates in looks and stop it once it is "
                          "decided against the baseline (worse, safer, or no change of "
@@ -220,6 +235,7 @@ class Settings:
     #: a comparison with other faults) and the resumed run (strict: its faults are its own).
     chaos_references: list[Any] = field(default_factory=list)
     _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
+    _metrics_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     #: Rollouts whose declaration this process has sent with a report (once each).
     announced: set[str] = field(default_factory=set)
     #: What the gate reads (the controller's): --prove-event, --prove-missing, the verdicts
@@ -228,6 +244,12 @@ class Settings:
     missing: Missing = "test"
     fail_on: frozenset[str] = DEFAULT_FAIL_ON
     fail_on_asked: frozenset[str] | None = None
+    #: --prove-metrics (or ini prove_metrics): metrics every rollout reports, with the
+    #: direction that is better, and where they were said.
+    metrics: tuple[tuple[str, str], ...] = ()
+    metrics_from: str = "--prove-metrics"
+    #: --prove-metric-margin (or ini prove_metric_margin): each metric's margin.
+    metric_margin: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -239,6 +261,8 @@ class Settings:
                              lambda name: _ini(config, name))
         margin = found["prove_margin"]
         asked_words = found["prove_fail_on"]
+        metric_margin = (opt.prove_metric_margin if opt.prove_metric_margin is not None
+                         else _ini(config, "prove_metric_margin"))
         default_timeout = _ini(config, "prove_episode_timeout")
         store_root = Path(opt.prove_store) if opt.prove_store else (
             config.rootpath / _ini(config, "prove_store"))
@@ -261,8 +285,14 @@ class Settings:
             builtin_timeout=_builtin_timeout(config), shard=opt.prove_shard,
             chaos=found["prove_chaos"], chaos_asked=opt.prove_chaos is not None,
             events=tuple(opt.prove_event) or None, missing=found["prove_missing"],
-            fail_on=gate_fails_on(asked_words, margin=margin is not None),
-            fail_on_asked=asked_words)
+            fail_on=gate_fails_on(asked_words,
+                                  margin=margin is not None or bool(metric_margin)),
+            fail_on_asked=asked_words, metric_margin=metric_margin)
+        if opt.prove_metrics is not None:
+            settings.metrics = opt.prove_metrics
+        else:
+            settings.metrics, settings.metrics_from = (_ini(config, "prove_metrics"),
+                                                       "ini prove_metrics")
         workerinput = getattr(config, "workerinput", None)
         if workerinput is None:
             _refuse_space_form(config)
@@ -285,7 +315,8 @@ class Settings:
                 # too-small named on purpose beats --prove-allow-underpowered
                 "allow_underpowered": self.allow_underpowered
                 and "too-small" not in (self.fail_on_asked or ()),
-                "max_errored": self.max_errored}
+                "max_errored": self.max_errored,
+                **({"metric_margin": self.metric_margin} if self.metric_margin else {})}
 
     def replicates_for(self, rollout_id: str, declared: int) -> int:
         """A rollout's replicates in this session: a replayed run's (so that every item has
@@ -294,9 +325,12 @@ class Settings:
             return self.replay[rollout_id]
         return self.replicates or declared
 
-    def declared(self, declaration: Declaration) -> Declaration:
-        """The declaration a rollout runs with in this session: without its chaos when
+    def declared(self, declaration: Declaration, name: str = "") -> Declaration:
+        """The declaration a rollout runs with in this session: with the metrics of
+        --prove-metrics (ini prove_metrics) beside its own, and without its chaos when
         --prove-chaos is off (so that the manifest says no fault was injected)."""
+        if self.metrics:
+            declaration = self._with_metrics(declaration, name)
         if self.chaos or declaration.chaos is None:
             return declaration
         found = self._chaos_off.get(id(declaration))
@@ -304,6 +338,23 @@ class Settings:
             found = (declaration, replace(declaration, chaos=None))
             self._chaos_off[id(declaration)] = found
         return found[1]
+
+    def _with_metrics(self, declaration: Declaration, name: str) -> Declaration:
+        """``declaration`` with the session's metrics added (made once per declaration); a
+        metric given both directions is refused, naming the rollout."""
+        found = self._metrics_of.get(id(declaration))
+        if found is not None and found[0] is declaration:
+            return found[1]
+        try:
+            merged = merge_directions(
+                ("the rollout's metrics= or its sweep spec's [metrics]",
+                 declaration.metric_directions.items()),
+                (self.metrics_from, self.metrics))  # type: ignore[arg-type]
+        except MetricError as exc:
+            raise SpecError(f"{name or declaration.rollout_id or 'a rollout'}: {exc}") from None
+        made = replace(declaration, metrics=merged)
+        self._metrics_of[id(declaration)] = (declaration, made)
+        return made
 
     def concurrency_for(self, declared: int | None) -> int:
         """Replicates an item runs: one in a replay (a debugger stops in this thread), else

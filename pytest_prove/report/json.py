@@ -62,6 +62,13 @@ def comparison_document(review: Review) -> dict[str, Any]:
                                                 ("after", labels.after, review.after))}
     document["incomplete"] = list(review.gate.reasons)
     document["notes"] = list(review.notes)
+    if review.metrics is not None:  # the metric rows (a rollout declares metrics)
+        from .metrics import metric_margin_line, metric_verdict_line
+
+        said = metric_margin_line(review.metrics)
+        document["metrics"] = {**review.metrics.to_dict(),
+                               "verdict_line": metric_verdict_line(review.metrics),
+                               **({} if said is None else {"margin_line": said})}
     if review.sequential:  # --prove-sequential: how each condition stopped
         document["sequential"] = [{"condition": label or None, "decision": reason}
                                   for label, reason in review.sequential]

@@ -96,6 +96,10 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
     if hidden:
         lines += [f"{hidden} rows unchanged and able to see {rate(comparison.max_mde)} are not "
                   "shown.", ""]
+    if review.metrics is not None:
+        from .metrics import metric_markdown
+
+        lines += metric_markdown(review.metrics, lambda text: escape(text, _OURS), verbose)
     for head, text in set_aside(review, escape):
         lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
     lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]

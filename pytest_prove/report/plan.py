@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pytest_prove.review.metrics import PlannedLimit
     from pytest_prove.stats import MarginDesignCheck, SequentialDesign
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "margin_failed",
     "margin_fails_in_plan",
     "margin_line",
+    "metric_limit_lines",
     "plan_head",
     "sequential_line",
     "sequential_partial",
@@ -233,3 +235,24 @@ def sequential_partial(partial: str) -> str:
             f"but the selection (-k, -m, a node id) keeps only some replicates of "
             f"{partial}; select whole conditions (e.g. -k 'refund'), or drop "
             "--prove-sequential")
+
+
+def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None) -> list[str]:
+    """The plan's lines on metric rows: each row's detection limit from the baseline's
+    values, or why there is none."""
+    from .metrics import limit_text
+
+    if baseline is None:
+        return ["metric limits: none without a baseline (--prove-baseline NAME): they are "
+                "read from the baseline's own values"]
+    lines = []
+    for row in found:
+        name = f"metric {row.metric!r} in {row.condition}"
+        if row.limit is None:
+            lines.append(f"{name}: baseline {baseline!r} holds none of its values, so the gate "
+                         "cannot compare it and fails; save the baseline again with the metric "
+                         "declared")
+        else:
+            lines.append(f"{name}: detection limit {limit_text(row.limit)} (the smallest "
+                         "shift the worse way flagged 4 times in 5, from the baseline's values)")
+    return lines

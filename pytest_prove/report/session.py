@@ -63,6 +63,13 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
             said = margin_line(review.comparison)
             if said is not None:
                 lines.append(said)
+        if review.metrics is not None:
+            from .metrics import metric_margin_line, metric_verdict_line
+
+            lines.append(metric_verdict_line(review.metrics))
+            said = metric_margin_line(review.metrics)
+            if said is not None:
+                lines.append(said)
         lines.extend(_spared(review))
     if ended:
         lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "
@@ -92,6 +99,10 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
 
             lines.extend(format_comparison(review.comparison, before=review.before.name,
                                            after=after, verbose=verbose))
+        if review.metrics is not None:
+            from .metrics import metric_lines
+
+            lines.extend(metric_lines(review.metrics, verbose=verbose))
         lines.extend(_spared(review))
     lines.extend(_left_aside(review))
     if ended:

@@ -37,6 +37,10 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
     """The comparison's table and verdict, then the run notes."""
     lines = format_comparison(review.require_comparison(), before=review.labels.before,
                               after=review.labels.after, verbose=verbose)
+    if review.metrics is not None:
+        from .metrics import metric_lines
+
+        lines += metric_lines(review.metrics, verbose=verbose)
     return lines + run_note_lines(review)
 
 
@@ -114,8 +118,12 @@ def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> l
         lines.append(f"partial on purpose (--partial): {plain_text(left)}; they are left out "
                      "of the verdict")
     lines.extend(f"note: {plain_text(n)}" for n in gate.notes)
+    metrics = ("" if not gate.metrics else ", the metrics' "
+               + "; ".join(f"{r.word!r} of {terminal_text(r.metric)} in "
+                           f"{terminal_text(r.condition)}" for r in gate.metrics[:3])
+               + (" ..." if len(gate.metrics) > 3 else ""))
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
-                 f"{word!r}{margin}; --fail-on {','.join(sorted(gate.fail_on))}")
+                 f"{word!r}{margin}{metrics}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines
 
 

@@ -10,14 +10,16 @@ it imports only the store, the declaration and the statistics.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
+from ..declare.metrics import MetricMargin
 from ..stats import Comparison, Row, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
 from .labels import Labels, label_of, labels_of
+from .metrics import MetricReview, MetricRow, failing_rows, gate_metrics, metric_review
 from .pairing import (
     MISSING_MODES,
     NO_OUTCOME,
@@ -62,6 +64,8 @@ class Gate:
     fail_on: frozenset[str]
     blind: tuple[Row, ...] = ()
     notes: tuple[str, ...] = ()
+    #: The metric rows that fail it: moved the worse way, or blind (with too-small).
+    metrics: tuple[MetricRow, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -84,6 +88,8 @@ class Review:
     #: A sequential run (--prove-sequential): (condition label, how it stopped), the first
     #: with an empty label saying how the run went as a whole.
     sequential: tuple[tuple[str, str], ...] = ()
+    #: The metric rows (None: no rollout of the new run declares a metric).
+    metrics: MetricReview | None = None
 
     def require_comparison(self) -> Comparison:
         """The comparison, or a refusal saying why there is none."""
@@ -113,11 +119,26 @@ def _misnamed(before: Run, after: Run, labels: Labels) -> list[str]:
     return []
 
 
+def _check_margin_names(margins: Mapping[str, MetricMargin], after: Run) -> None:
+    """Refuse a metric margin naming a metric no compared rollout declares (a misspelt
+    name would leave its metric without the claim asked for)."""
+    from .pairing import declarations_of
+
+    declared = {name for d in declarations_of(after).values() for name in d.metric_directions}
+    unknown = sorted(set(margins) - declared)
+    if unknown:
+        raise RefusalError(
+            f"--prove-metric-margin names {', '.join(map(repr, unknown))}, which no rollout "
+            f"of the run declares (declared: {', '.join(sorted(declared)) or 'none'}); "
+            "name a declared metric, or declare it (metrics= or [metrics])")
+
+
 def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
            max_mde: float, fail_on: Collection[str], missing: Missing = "test",
            margin: float | None = None, chaos_differs: bool = False,
            sequential: Looks | None = None, allow_underpowered: bool = False,
-           max_errored: float | None = None) -> Review:
+           max_errored: float | None = None,
+           metric_margin: Mapping[str, MetricMargin] | None = None) -> Review:
     """Compare ``after`` with ``before`` and decide the gate.
 
     ``missing`` says how episodes without an outcome are read: tested as the event
@@ -196,6 +217,14 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     reasons.extend(_misnamed(before, after, labels))
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     spared = list(blind.notes)
+    if metric_margin:
+        _check_margin_names(metric_margin, after)
+    metrics = None if sequential is not None else metric_review(
+        before, after, prepared, q=q, margins=metric_margin)
+    metrics_failed, metric_reasons, metric_notes = gate_metrics(
+        metrics, fail_on, allow_underpowered)
+    verdict_failed = verdict_failed or metrics_failed
+    reasons.extend(metric_reasons)
     if "worse" not in fail_on:
         spared.insert(0, "a 'worse' verdict does not fail this gate: --prove-fail-on leaves "
                          "worse out (no-worse)" + (
@@ -204,8 +233,10 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
             and comparison.margin is not None and not comparison.margin.holds):
         spared.append(f"{comparison.margin.word!r} does not fail this gate: --prove-fail-on "
                       "leaves not-within out (no-not-within)")
+    spared.extend(metric_notes)
     return Review(before=before, after=after, prepared=prepared, comparison=comparison,
                   labels=labels, coverage=covered, notes=notes,
                   gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on),
-                            blind=blind.failing, notes=tuple(spared)),
-                  sequential=lines)
+                            blind=blind.failing, notes=tuple(spared),
+                            metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered))),
+                  sequential=lines, metrics=metrics)

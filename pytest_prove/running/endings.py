@@ -25,6 +25,7 @@ from typing import Any, final
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosConfig, ChaosLog
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
+from ..declare.metrics import BUILTIN_METRICS
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
 from .recording import EpisodeLog, storable
@@ -286,7 +287,28 @@ def finish(identity: Identity, declaration: Declaration, where: Callable[[Identi
         "finished": utc_now(),
     }
     close_log(log, record)
+    if declaration.metrics:
+        record["metrics"] = _metrics(value, declaration, record)
     return ReplicateResult(record)
+
+
+def _metrics(value: Episode, declaration: Declaration,
+             record: dict[str, Any]) -> dict[str, float]:
+    """The declared metrics' values, in the declaration's order: the built-in ones read from
+    the record (its duration, its tokens; its cost is added where it is stored), the others
+    as the episode reported them."""
+    found: dict[str, float] = {}
+    for name in declaration.metric_directions:
+        if name == "duration":
+            found[name] = float(record["duration"])
+        elif name == "tokens":
+            tokens = record.get("tokens") or {}
+            found[name] = float(int(tokens.get("input") or 0) + int(tokens.get("output") or 0))
+        elif name == "cost":
+            continue  # priced on the controller, which reads the declared prices
+        else:
+            found[name] = value.metrics[name]
+    return found
 
 
 def _check_return(value: object, declaration: Declaration) -> str | None:
@@ -304,6 +326,30 @@ def _check_return(value: object, declaration: Declaration) -> str | None:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return (f"outcome {value.outcome!r} is not declared; declared: "
                 f"{', '.join(declaration.outcomes)}{hint}")
+    return _check_metrics(value, declaration)
+
+
+def _check_metrics(value: Episode, declaration: Declaration) -> str | None:
+    """Why the episode's metrics break the declaration (None: they do not): one reported
+    that is built in, one not declared, or one declared and not reported."""
+    declared = declaration.metric_directions
+    for name in value.metrics:
+        if name in BUILTIN_METRICS:
+            return (f"metric {name!r} is built in (read from the stored episode), and the "
+                    f"episode reported a value for it; give your own metric another name, "
+                    f"e.g. {name}_own")
+        if name not in declared:
+            own = [n for n in declared if n not in BUILTIN_METRICS]
+            return (f"metric {name!r} is not declared (declared: {', '.join(own) or 'none'}); "
+                    f'declare it with its better direction: metrics={{"{name}": "higher"}} '
+                    'or "lower" on @prove.rollout, [metrics] in a sweep spec, or '
+                    f"prove_metrics = {name}=higher in ini")
+    missing = [n for n in declared if n not in BUILTIN_METRICS and n not in value.metrics]
+    if missing:
+        return (f"metric {missing[0]!r} is declared but the episode did not report it; "
+                f"return prove.Episode(outcome, metrics={{{missing[0]!r}: ...}}) in every "
+                "episode, or raise prove.NoOutcome('why') for an episode that could not be "
+                "scored")
     return None
 
 

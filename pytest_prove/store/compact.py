@@ -28,7 +28,9 @@ has eight fields, separated by one space, and a ninth for a replicate run more t
 7. steps: ``-``, their count, or ``COUNT:LAST`` (the index of the last step's name);
 8. the pytest item that ran it (what a replay runs): ``-``, an index, or ``INDEX*`` for a
    value whose U+001F WIDTH U+001F stands for the replicate (``test_a[refund-r017]``);
-9. ``^END^END...``: how each attempt before the final one ended, as in field 2.
+9. ``^END^END...``: how each attempt before the final one ended, as in field 2;
+10. ``~NAME:VALUE,NAME:VALUE``: the values of the metrics its rollout declares (each name by
+    index), last on the line, only for an episode that has metrics.
 
 What is not kept: seeds (derived), the other keys of ``meta``, tracebacks, durations,
 spans, step names but the last, and when an episode finished.  Nothing a gate, ``diff``,
@@ -163,6 +165,10 @@ def _line(record: Mapping[str, Any], table: _Table) -> str:
     earlier = record.get("earlier")
     if earlier:
         fields.append("".join("^" + _end(e, table) for e in earlier))
+    metrics = record.get("metrics")
+    if metrics:
+        fields.append("~" + ",".join(f"{table(name)}:{_number(value)}"
+                                     for name, value in metrics.items()))
     return " ".join(fields)
 
 

@@ -230,6 +230,7 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
     """One episode's line as a record; any exception means the line is wrong (then
     :func:`_diagnose` says how)."""
     fields = text.split(" ")
+    metrics = _metrics_of(fields.pop(), block.table) if fields[-1][:1] == "~" else None
     if len(fields) == 8:
         rep, end, t, horizon, case, tokens, steps, item = fields
         earlier = None
@@ -280,6 +281,8 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
             record.item = named  # type: ignore[assignment]  # an ItemPattern, written out when read
         else:
             record.item = named.before + rep.zfill(named.width) + named.after
+    if metrics is not None:
+        record.metrics = metrics
     if ended[1] is None and earlier is None:
         return record
     # An episode with an error, or run more than once: a dict (these are few).
@@ -292,6 +295,22 @@ def _fast(text: str, block: _Block) -> Mapping[str, Any]:
         found["earlier"] = [
             {"outcome": o, "error": e} for o, e in (_ending(x, block.table) for x in ends)]
         found["attempts"] = len(ends) + 1
+    return found
+
+
+def _metrics_of(text: str, table: list[Any]) -> dict[str, float]:
+    """``~NAME:VALUE,...`` (names by index) as the episode's metrics."""
+    found: dict[str, float] = {}
+    for part in text[1:].split(","):
+        index, _, value = part.partition(":")
+        name = table[int(index)]
+        number = float(value)
+        if type(name) is not str or name in found or number != number or number in (
+                math.inf, -math.inf):
+            raise ValueError
+        found[name] = number
+    if not found:
+        raise ValueError
     return found
 
 
@@ -403,11 +422,21 @@ _EXPECTED: Final = (
     "'-', or the index of the item's name (with '*' when its replicate is left out)",
     "'^' then how each earlier attempt ended, as in field 2",
 )
+_METRICS_EXPECTED: Final = ("'~' then NAME:VALUE pairs separated by commas (names by index, "
+                            "finite numbers)")
 
 
 def _diagnose(text: str, block: _Block, where: str, fix: str) -> None:
     """Raise the error that says which field of a wrong episode's line is wrong and how."""
     fields = text.split(" ")
+    if fields[-1][:1] == "~":
+        last = fields.pop()
+        try:
+            _metrics_of(last, block.table)
+        except (ValueError, IndexError, TypeError, KeyError):
+            raise _bad_line(where, f"the metrics (last field) are {_shown(last)}, expected "
+                            f"{_METRICS_EXPECTED}", fix) from None
+        text = " ".join(fields)
     if len(fields) not in (8, 9):
         raise _bad_line(where, f"the episode's line {_shown(text)} has {len(fields)} "
                         "field(s) separated by single spaces, expected 8 (or 9 for a "

@@ -219,6 +219,8 @@ class StoredEpisode(_Fields):
     item: str | UnsetType = UNSET
     step_count: int | UnsetType = UNSET
     last_step: str | UnsetType | None = UNSET
+    #: The values of the metrics its rollout declares, by name (set only when it has any).
+    metrics: dict[str, float] | UnsetType = UNSET
 
 
 class ItemPattern:
