@@ -19,6 +19,14 @@ from pytest_prove.store import Store
 
 from .conftest import INI
 
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner sessions' lines are matched whole: pytest cuts its short summary, and the
+    plugin wraps its own lines, at the terminal's width, which is whatever the outer run's
+    terminal is (60 columns cut 'metrics worse in ...' short). A wide one keeps them whole."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 #: A seeded agent: its latency is 30% longer on refund tickets when SLOW=1; its judge's score
 #: (1 to 5, many ties) does not change.
 AGENT = textwrap.dedent(
