@@ -85,9 +85,24 @@ def _table(files: dict[str, dict[str, float]], title: str) -> Iterable[str]:
     yield f"  {'total':<44} {int(total['tests']):>6} {total['wall']:>9.1f} {total['cpu']:>9.1f}"
 
 
+#: The line between the developer's loop and the slow tests: a test that takes this much CPU
+#: or more (its own and its child processes') on a quiet machine is marked ``slow``.
+SLOW_CPU = 1.0
+
+
+def over_the_line(tests: dict[str, dict[str, Any]]) -> list[str]:
+    """The tests not marked slow that took :data:`SLOW_CPU` seconds of CPU or more, costliest
+    first: mark them ``@pytest.mark.slow`` (or make them cheaper)."""
+    heavy = [(entry["cpu"], name) for name, entry in tests.items()
+             if "file" in entry and not entry["slow"] and entry["cpu"] >= SLOW_CPU]
+    return [f"  {cpu:6.1f} s  {name}" for cpu, name in sorted(heavy, reverse=True)]
+
+
 def report(tests: dict[str, dict[str, Any]]) -> str:
     lines = [*_table(per_file(tests), "all tests"), "",
              *_table(per_file(tests, slow=False), 'not marked slow (-m "not slow")')]
+    heavy = over_the_line(tests)
+    lines += ["", f"not marked slow, and {SLOW_CPU:g} s of CPU or more: {len(heavy)}", *heavy]
     return "\n".join(lines)
 
 

@@ -200,6 +200,7 @@ def test_a_damaged_baseline_is_refused_by_check(project: Path, damage: str,
     assert __import__("re").search(message, err), err
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_plan_of_a_million_conditions_the_body_lacks_is_refused(project: Path) -> None:
     def planned(lines: list[str]) -> None:
         header = json.loads(lines[0])

@@ -113,6 +113,7 @@ def test_every_command_is_registered_in_one_table() -> None:
             "fix-check"} <= set(COMMANDS)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_command_line_never_imports_pytest(project: Path) -> None:
     # A fresh interpreter: this one has pytest loaded already.
     code = textwrap.dedent(f"""
@@ -378,6 +379,7 @@ def test_fix_check_over_cases(project: Path, capsys: pytest.CaptureFixture[str])
     assert out.startswith(doc["word"]) and "next:" in out.splitlines()[-1]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_python_dash_m_and_the_console_script(project: Path) -> None:
     # Subprocesses: the entry points themselves are under test.
     script = Path(sys.executable).with_name("pytest-prove")

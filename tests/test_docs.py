@@ -473,6 +473,7 @@ def _yaml_blocks() -> list[str]:
     return re.findall(r"```yaml\n(.*?)```", text, re.S)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_quickstart_workflow_installs_from_the_checkout_and_its_gate_runs() -> None:
     yaml = pytest.importorskip("yaml")
     workflow, fragment = _yaml_blocks()
@@ -700,6 +701,7 @@ def _committed_baselines() -> set[str]:
     return {Path(line).stem for line in listed.splitlines() if line}
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_quickstart_saves_no_baseline_over_the_committed_one(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The quickstart had the reader run ``--prove-save-baseline=current`` in the example,

@@ -128,6 +128,7 @@ UNRENDERABLE_CONFTEST = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=3"]],
                          ids=["one-process", "xdist", "block"])
 def test_a_failure_pytest_cannot_render_is_an_ordinary_stored_failure(

@@ -123,6 +123,7 @@ def test_session_report_summary_and_terminal_show_rollout_text_as_text(
         assert "&#33;&#91;px&#93;" in text  # the image reads as its characters
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_command_line_shows_rollout_text_as_text_and_json_keeps_it_whole(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

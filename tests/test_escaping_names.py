@@ -63,6 +63,7 @@ def _raw(text: str) -> list[str]:
     return [line for line in text.splitlines() if RAW.search(line)]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_outcome_event_and_axis_names_reach_no_terminal_raw(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

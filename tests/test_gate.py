@@ -9,6 +9,7 @@ from pytest_prove.store import Store
 from .conftest import BOT, load
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # 120 replicates: at 40 the same agent reads "too small to tell" (a limit of 0.32 for a
@@ -76,6 +77,7 @@ def test_fail_on_too_small(bot: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
 def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester,
                                                      workers: list[str]) -> None:

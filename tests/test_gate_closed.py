@@ -72,6 +72,7 @@ def _thin_baseline(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     store.write_baseline("current", store.load("outage"))
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_an_outage_run_is_not_saved_as_a_baseline(agent: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # 1(a): 9 in 10 episodes of case=a raise ConnectionError.
@@ -86,6 +87,7 @@ def test_an_outage_run_is_not_saved_as_a_baseline(agent: pytest.Pytester,
     assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_an_outage_run_does_not_replace_the_baseline(agent: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
@@ -110,6 +112,7 @@ def test_a_baseline_saved_with_the_bound_widened_says_so(
                                  "may hold (default 0.25): up to 0.*case=a*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_run_too_thin_for_the_design_check_is_not_saved(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Widened on purpose, yet 20 episodes with an outcome in case=a cannot let a later gate
@@ -124,6 +127,7 @@ def test_a_run_too_thin_for_the_design_check_is_not_saved(
     assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("every", [False, True], ids=["provider-calls", "every"])
 def test_a_thin_baseline_fails_the_gate_of_a_worse_agent(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, every: bool) -> None:
@@ -151,6 +155,7 @@ def test_a_thin_baseline_fails_the_gate_of_a_worse_agent(
     assert code == 4
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_swapped_declaration_is_refused_with_the_fix(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # 2: failures and successes swapped in the decorator gave "safer".
@@ -175,6 +180,7 @@ def test_a_swapped_declaration_is_refused_with_the_fix(
     assert _baseline_file(agent) != kept
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_resumed_gate_run_is_gated_against_its_baseline(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # 3: a gate run killed midway and resumed without --prove-baseline (a CI retry).
@@ -191,6 +197,7 @@ def test_a_resumed_gate_run_is_gated_against_its_baseline(
     assert "--prove-save-baseline" not in result.stdout.str()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_resumed_run_whose_baseline_is_gone_is_refused(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
@@ -204,6 +211,7 @@ def test_a_resumed_run_whose_baseline_is_gone_is_refused(
                                  "store no longer holds*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("words", ["too-small", "not-within"])
 def test_fail_on_adds_and_never_drops_worse(agent: pytest.Pytester,
                                             monkeypatch: pytest.MonkeyPatch,
@@ -220,6 +228,7 @@ def test_fail_on_adds_and_never_drops_worse(agent: pytest.Pytester,
     assert code == 4
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
@@ -237,6 +246,7 @@ def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.M
     assert "note: a 'worse' verdict does not fail this gate" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
     # Ten twins a condition (-k keeps r000..r009) cannot see 0.20: by design, not lost.
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
@@ -251,6 +261,7 @@ def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
                                  "--prove-allow-underpowered*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_merge_refuses_to_save_an_outage_as_a_baseline(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

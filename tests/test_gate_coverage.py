@@ -139,6 +139,7 @@ def test_moved_file_fails_and_a_stable_id_survives_the_move(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["no significant change*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_condition_that_is_no_longer_collected_fails(pytester: pytest.Pytester) -> None:
     folder = _project(pytester)
     assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
@@ -207,6 +208,7 @@ def test_node_is_within_paths() -> None:
     assert not node_is_within(node, ["other", "tests/agents/test_s.py"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_prove.cli import main
@@ -232,6 +234,7 @@ def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
     assert "no longer collected" in out and "ticket=password" in out
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_check_fails_on_a_run_made_with_k_unless_told_it_is_partial(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """A CI job that runs ``pytest -k ...`` and then ``check`` passed a run that covered part
@@ -298,6 +301,7 @@ def test_partial_resume_stays_incomplete_and_saves_no_baseline(
 # alarm before its fix)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_moved_rollout_fails_when_its_new_file_is_named(pytester: pytest.Pytester,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _project(pytester)
@@ -313,6 +317,7 @@ def test_a_moved_rollout_fails_when_its_new_file_is_named(pytester: pytest.Pytes
                                  "sub/test_moved.py::test_r*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_refresh_never_drops_a_condition_without_outcomes(pytester: pytest.Pytester) -> None:
     folder = _project(pytester)
     assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
@@ -344,6 +349,7 @@ def test_two_rollouts_with_one_id_are_refused(pytester: pytest.Pytester,
     assert not (pytester.path / ".prove").exists()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_pytest_exit_with_status_0_midway_fails_the_gate(pytester: pytest.Pytester) -> None:
     folder = _project(pytester)
     assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
@@ -357,6 +363,7 @@ def test_pytest_exit_with_status_0_midway_fails_the_gate(pytester: pytest.Pytest
                                  "have no episode*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_resume_with_k_does_not_hide_what_a_kill_lost(pytester: pytest.Pytester,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
@@ -382,6 +389,7 @@ def test_a_resume_with_k_does_not_hide_what_a_kill_lost(pytester: pytest.Pyteste
     assert "15 replicates it selected have no episode" in out
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_lf_and_node_ids_are_partial_runs_on_purpose(pytester: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _project(pytester)

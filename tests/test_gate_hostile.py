@@ -49,6 +49,7 @@ def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every 'bad' episode of case=a ends without an outcome (0.46 of them): ignored, what is
@@ -74,6 +75,7 @@ def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
                  "--missing=ignore", "--max-errored=0.6"]) == 0
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_errored_episodes_ignored_by_check_do_not_hide_a_worse_run(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,6 +93,7 @@ def test_errored_episodes_ignored_by_check_do_not_hide_a_worse_run(
     assert "check failed" in out
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_check_refuses_a_run_against_itself_or_the_baseline_named_second(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,6 +128,7 @@ def test_check_refuses_a_run_against_itself_or_the_baseline_named_second(
     assert main(["--store", store, "check", "baseline:lax", "baseline:current"]) == 0
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_failed_gate_does_not_save_over_the_baseline_it_failed_against(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # --prove-save-baseline naming the baseline the gate read wrote the worse run over it

@@ -50,6 +50,7 @@ def cut(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     return store
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_report_of_an_incomplete_run_says_so(
         cut: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for suffix in ("md", "html", "json"):

@@ -350,6 +350,7 @@ def test_cost_is_a_built_in_metric_priced_at_the_declared_prices(
         "declare it in ini prove_prices)*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_command_line_reads_metric_rows_paired_and_unpaired(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -376,6 +377,7 @@ def test_the_command_line_reads_metric_rows_paired_and_unpaired(
     assert all(r["paired"] is False for r in rows.values())
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_metric_margin_is_a_claim_the_gate_holds_the_run_to(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK

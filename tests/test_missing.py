@@ -61,6 +61,7 @@ def _json(pytester: pytest.Pytester) -> dict:  # type: ignore[type-arg]
     return json.loads((pytester.path / "r.json").read_text())
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_failures_that_hide_as_missing_outcomes_read_worse(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "0.6")
@@ -88,6 +89,7 @@ def test_failures_that_hide_as_missing_outcomes_read_worse(
     result.stdout.fnmatch_lines(["*worse: 1 condition got worse (ticket=refund unresolved *"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "0.6")
@@ -145,6 +147,7 @@ def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
     assert "did not run" not in result.stdout.str()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_replicates_without_a_twin_are_counted(agent: pytest.Pytester,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("N", "300")

@@ -21,6 +21,7 @@ _SPEC.loader.exec_module(missing)
 SIMS = 200
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
 def test_random_missing_outcomes_rarely_give_a_verdict(paired: bool) -> None:
     share, m = missing.false_alarms(SIMS, paired)

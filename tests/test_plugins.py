@@ -45,6 +45,7 @@ ASYNC = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
@@ -213,6 +214,7 @@ ANYIO = textwrap.dedent(
 ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("backend", ["default", "fixture"])
 @pytest.mark.parametrize("args", [[], ["--prove-concurrency=2"], ["-n", "2"]],
                          ids=["one-process", "blocks", "xdist"])
@@ -284,6 +286,7 @@ FLAKY = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=2"]],
                          ids=["one-process", "xdist", "blocks"])
 def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
@@ -380,6 +383,7 @@ SHUFFLE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("how", ["conftest", "pytest-randomly"])
 def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester,
                                                             monkeypatch: pytest.MonkeyPatch,
@@ -456,6 +460,7 @@ def test_pytest_timeout_thread_method_in_one_process(pytester: pytest.Pytester) 
     assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 2, 3]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> None:
     """Under xdist the worker that ends is replaced: its replicate is stored once, as a
     crashed worker's, and the sweep goes on."""

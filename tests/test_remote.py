@@ -149,6 +149,7 @@ def project(pytester: pytest.Pytester) -> Callable[[str], None]:
     return write
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("workers", ["socket", "popen"], indirect=True)
 def test_every_episode_lands_once_in_the_controllers_store(
         pytester: pytest.Pytester, project: Callable[[str], None],
@@ -240,6 +241,7 @@ def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[W
 
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
                                                project: Callable[[str], None],
                                                workers: list[Worker]) -> None:

@@ -30,6 +30,7 @@ def _baseline(bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # The command line's tests write every kind from stored runs; here pytest writes one.
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("suffix", [".json"])
 def test_prove_report_is_written_after_the_comparison(
         bot: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
@@ -248,6 +249,7 @@ def _row_values(page: str, grid: int = 0) -> list[str]:
     return [cell.split("</th>", 1)[0] for cell in body.split('<th scope="row">')[1:]]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_axis_values_come_in_the_order_the_sweep_declared(pytester: pytest.Pytester) -> None:
     """Not sorted (10, 2, 5 stays so; terse before kind), for parametrize, for axes=, in one
     run's report and in a comparison, however pytest-prove ordered the rows."""

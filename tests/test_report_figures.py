@@ -194,6 +194,7 @@ def _inverse(ticks: list[list[Any]]) -> Any:
     return value
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_forest_plot_draws_every_row_where_its_numbers_say(project: Project,
                                                            browser: Any) -> None:
     rows = project.cli("diff", "baseline:base", "worse")["comparison"]["rows"]
@@ -496,6 +497,7 @@ def test_the_legend_draws_each_run_as_its_curve(project: Project, browser: Any,
         page.close()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_run_without_steps_is_named_not_refused(project: Project) -> None:
     """When one run recorded no steps, its curve is missing and the note says which run,
     rather than compare's refusal (the runs 'share no condition'); the cost stays."""

@@ -69,6 +69,7 @@ def _details(page: Any) -> str:
     return str(page.locator("section.event").first.locator(".details").inner_text())
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_page_in_headless_chromium(page_path: Path, tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
     leaving: list[str] = []
@@ -149,6 +150,7 @@ def test_the_page_in_headless_chromium(page_path: Path, tmp_path: Path) -> None:
     assert leaving == [], f"the page tried to load {leaving}"
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_one_run_in_headless_chromium(page_path: Path) -> None:
     """`report RUN` alone: rates with exact intervals, no colour, the declared order, opened
     on the highest failure rate; nothing leaves the page and nothing a rollout wrote runs."""

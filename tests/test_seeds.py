@@ -53,6 +53,7 @@ def test_reserved_separator_is_refused() -> None:
         derive_seed("a\x1fb", "r", "{}", 0)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_twins_of_a_paired_run_carry_identical_seeds(bot: pytest.Pytester) -> None:
     bot.runpytest("--prove-save-baseline", "base").assert_outcomes(passed=80)
     bot.runpytest("--prove-baseline", "base", "--prove-name", "after").assert_outcomes(

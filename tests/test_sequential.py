@@ -114,6 +114,7 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     assert checked["sequential"] == document["sequential"]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_one_process_reports_plan_refusals_and_off(
         sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     one = ("-p", "no:xdist", "-p", "no:randomly")

@@ -372,6 +372,7 @@ USAGE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_shards_of_format_1_and_2_merge_into_one_run_of_format_2(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """A shard left by an earlier pytest-prove (format 1: usage nested) merges with one of

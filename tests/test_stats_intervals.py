@@ -156,6 +156,7 @@ def test_interval_input_errors() -> None:
         tango_interval(both=5, before_only=3, after_only=3, n=10)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_intervals_of_many_rows_equal_one_row_at_a_time() -> None:
     # compare() computes every row's interval at once; the row-at-a-time functions are the
     # reference (Newcombe's to the bit; Tango's ends within Brent's 1e-12 of each other).

@@ -126,6 +126,7 @@ def test_nested_json_in_a_runs_line_is_refused_by_line(project: pytest.Pytester,
     assert "damaged: second: " in out and "episodes.jsonl:2" in out
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize(("manifest", "why"), [
     (DEEP, "nested too deeply to read"),
     ("{not json", "is not JSON"),

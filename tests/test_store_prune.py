@@ -75,6 +75,7 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_keep_the_newest_named_runs_and_baselines(pytester: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,6 +116,7 @@ def test_keep_the_newest_named_runs_and_baselines(pytester: pytest.Pytester,
     assert main(["--store", str(root), "diff", "baseline:base", "baseline:base"]) == 0
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_run_a_live_session_writes_is_never_deleted(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]
@@ -274,6 +276,7 @@ SPENDING = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_session_holds_its_run_until_it_ends(pytester: pytest.Pytester) -> None:
     """The session reads its run back after closing it (the cost line, a baseline, the
     report): a prune in another process meanwhile used to delete it, and the summary ended in

@@ -279,6 +279,7 @@ def test_agent(prove_replicate):
 """
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("old", [True, False], ids=["format 1", "format 2"])
 def test_a_run_resumed_under_xdist_goes_on_in_its_own_format(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, old: bool) -> None:

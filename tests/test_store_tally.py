@@ -122,6 +122,7 @@ def pytest_terminal_summary(terminalreporter, config):
 """
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pytester,
                                                              workers: list[str]) -> None:

@@ -60,6 +60,7 @@ def _lines(run_dir: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in raw.splitlines()]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_two_resumes_of_one_run_at_once(pytester: pytest.Pytester,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The second session refuses before it runs anything; no line is written twice.
@@ -102,6 +103,7 @@ def _limited(max_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
 def test_a_full_file_system_ends_in_one_clear_message(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch,
@@ -161,6 +163,7 @@ def test_a_store_on_a_200_kb_tmpfs(pytester: pytest.Pytester,
         assert (run.path / "episodes.jsonl").read_bytes().endswith(b"\n")
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_counts_agree_for_a_killed_run_and_check_says_incomplete(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     pytester.makeini(INI)
@@ -283,6 +286,7 @@ def test_lock_file_symlink_is_refused(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me"
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_save_baseline_over_a_wider_one_says_replaced_and_what_it_dropped(
         pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)

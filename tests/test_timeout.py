@@ -93,6 +93,7 @@ def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float,
                                  "(--prove-episode-timeout)*"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=5"]],
                          ids=["one-process", "xdist", "blocks-of-5"])
 @pytest.mark.parametrize("mode", ["sync", "async", "busy"])
@@ -110,6 +111,7 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
     _check(sleepy, result, time.monotonic() - start)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Which timeout applies: the decorator's alone, the ini's alone, and the command line's

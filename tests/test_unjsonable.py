@@ -138,6 +138,7 @@ def test_an_exception_message_with_a_lone_surrogate_is_stored(
     assert "caf\\ud800" in errors[0]["traceback"]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @WORKERS
 def test_a_step_or_model_name_with_a_lone_surrogate_is_stored_escaped(
         pytester: pytest.Pytester, workers: list[str]) -> None:

@@ -63,6 +63,7 @@ COUNT_HELD_REPORTS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) -> None:
     bot.makeconftest(COUNT_HELD_REPORTS)
