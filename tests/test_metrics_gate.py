@@ -198,7 +198,9 @@ BAD = textwrap.dedent(
            "prove.Episode(outcome, metrics={'judge': ...})*"),
     ('{"judge": 1, "steps": 3}', "*metric 'steps' is not declared (declared: judge); declare "
                                  "it with its better direction: *"),
-], ids=["nan", "string", "bool", "missing", "undeclared"])
+    ('{"judge": 1e308}', "Episode metric 'judge' is 1e+308, past 1e+15 either way, *"),
+    ('{"judge": 10**400}', "Episode metric 'judge' must be a finite number, got 1000*"),
+], ids=["nan", "string", "bool", "missing", "undeclared", "huge", "past-any-float"])
 def test_a_bad_metric_is_a_named_contract_error_and_the_episode_is_kept(
         pytester: pytest.Pytester, metrics: str, said: str) -> None:
     pytester.makeini(INI)

@@ -121,6 +121,12 @@ def merge_directions(*sources: tuple[str, Iterable[tuple[str, Better]]]
     return tuple((name, better) for name, (better, _) in found.items())
 
 
+#: The largest size a metric value may have either way: a score, a latency, a count of
+#: tokens or a cost is far below it, and the Hodges-Lehmann shift averages two values, which
+#: past it could overflow (1e308 gave an overflow warning and an infinite shift).
+MAX_METRIC: Final = 1e15
+
+
 def check_metric_values(values: object) -> dict[str, float]:
     """An episode's ``metrics=`` as {name: finite number}; anything else is refused,
     naming the metric and what to return instead."""
@@ -138,12 +144,21 @@ def check_metric_values(values: object) -> dict[str, float]:
                 f"Episode metric {name!r} must be a number, got {value!r:.80} "
                 f"({type(value).__name__}); return a float or an int (a score of a yes/no "
                 "judge as 1.0 or 0.0)")
-        if not math.isfinite(value):
+        try:
+            number = float(value)
+        except OverflowError:  # an int past any float
+            number = math.inf
+        if not math.isfinite(number):
             raise MetricError(
-                f"Episode metric {name!r} must be a finite number, got {value!r}; a metric "
-                "that could not be measured is an episode without an outcome: raise "
+                f"Episode metric {name!r} must be a finite number, got {value!r:.80}; a "
+                "metric that could not be measured is an episode without an outcome: raise "
                 "prove.NoOutcome('why') instead")
-        found[name] = float(value)
+        if abs(number) > MAX_METRIC:
+            raise MetricError(
+                f"Episode metric {name!r} is {value!r:.80}, past {MAX_METRIC:.0e} either way, "
+                "where sums of two values lose their precision; report it in a larger unit "
+                "(seconds rather than nanoseconds, thousands of tokens)")
+        found[name] = number
     return found
 
 
