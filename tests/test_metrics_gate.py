@@ -156,6 +156,10 @@ def test_a_baseline_without_the_metric_fails_closed_unless_widened(
     result.stdout.fnmatch_lines([
         "*gate failed: metric 'judge' of ticket=*cannot be compared: baseline 'main' holds "
         "none of its values*save the baseline again with it declared*"])
+    # No row was tested: the summary says so rather than "no significant change in 0 rows".
+    result.stdout.fnmatch_lines(["metrics: none compared: no metric row had values on both "
+                                 "sides"])
+    assert "in 0 metric row(s)" not in result.stdout.str()
     widened = agent.runpytest("--prove-baseline=main", "--prove-fail-on=no-too-small")
     assert widened.ret == pytest.ExitCode.OK, widened.stdout.str()
     widened.stdout.fnmatch_lines(["*note: 4 metric(s) the baseline holds no values of were "

@@ -68,6 +68,9 @@ def metric_verdict_line(metrics: MetricReview) -> str:
                 + (f" and {len(worse) - 3} more" if len(worse) > 3 else ""))
     elif safer:
         head = f"metrics: safer: {'; '.join(_said(r) for r in safer[:3])}"
+    elif metrics.m == 0:
+        # Every declared metric lacked its values (the gate's lines above say which and why).
+        return "metrics: none compared: no metric row had values on both sides"
     elif metrics.blind and len(metrics.blind) == metrics.m:
         head = "metrics: too small to tell: no row could have flagged a shift of any size"
     else:
