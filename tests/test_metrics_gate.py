@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_prove.report.metrics import metric_verdict_line
+from pytest_prove.review.metrics import MetricReview, MetricRow
+from pytest_prove.stats import metric_test
 from pytest_prove.store import Store
 
 from .conftest import INI
@@ -422,3 +425,27 @@ def test_a_metric_margin_is_a_claim_the_gate_holds_the_run_to(
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--prove-metric-margin: 'latency_s=fast' is not a margin; "
                               "write NAME=SIZE*"])
+
+
+def _row(condition: str, word: str) -> MetricRow:
+    test = metric_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], paired=True)
+    return MetricRow(condition=condition, metric="judge", better="higher", test=test,
+                     p_adjusted=1.0, word=word, limit=None, key=(condition,))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    (["no significant change", "no significant change"],
+     "metrics: no significant change in 2 metric row(s) (Holm over 2 at q=0.05)"),
+    (["no significant change", "too small to tell"],
+     "metrics: too small to tell: nothing moved significantly, but 1 of 2 row(s) could not "
+     "have flagged a shift of any size: judge in c=b (Holm over 2 at q=0.05)"),
+    (["too small to tell", "too small to tell"],
+     "metrics: too small to tell: no row could have flagged a shift of any size (Holm over 2 "
+     "at q=0.05)"),
+    ([], "metrics: none compared: no metric row had values on both sides"),
+], ids=["unchanged", "some-blind", "all-blind", "none"])
+def test_the_metrics_line_says_what_the_rows_say(words: list[str], said: str) -> None:
+    """A row too small to tell fails the gate, so the summary line names it too (it said
+    'no significant change' while check failed on two such rows)."""
+    rows = tuple(_row(c, w) for c, w in zip(("c=a", "c=b"), words, strict=False))
+    assert metric_verdict_line(MetricReview(rows=rows, q=0.05, paired=True)) == said

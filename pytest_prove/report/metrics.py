@@ -73,6 +73,13 @@ def metric_verdict_line(metrics: MetricReview) -> str:
         return "metrics: none compared: no metric row had values on both sides"
     elif metrics.blind and len(metrics.blind) == metrics.m:
         head = "metrics: too small to tell: no row could have flagged a shift of any size"
+    elif metrics.blind:
+        blind = metrics.blind
+        named = ", ".join(f"{terminal_text(r.metric)} in {terminal_text(r.condition)}"
+                          for r in blind[:3])
+        head = (f"metrics: too small to tell: nothing moved significantly, but "
+                f"{len(blind)} of {metrics.m} row(s) could not have flagged a shift of any "
+                f"size: {named}" + (f" and {len(blind) - 3} more" if len(blind) > 3 else ""))
     else:
         head = f"metrics: no significant change in {metrics.m} metric row(s)"
     return head + f" (Holm over {metrics.m} at q={metrics.q:g})"
