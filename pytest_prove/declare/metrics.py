@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, Literal
 
 from ..errors import ProveError
@@ -74,17 +74,24 @@ def directions(declared: object, where: str) -> tuple[tuple[str, Better], ...]:
     return tuple(found)
 
 
+def _named_parts(text: str, where: str) -> Iterator[tuple[str, str, str, str]]:
+    """The parts of a list such as ``duration, judge=higher`` (commas or spaces between),
+    each as (the part, its name, "=" or "", what follows the "="), its name checked."""
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        _check_name(name, where)
+        yield part, name, sep, value.strip()
+
+
 def parse_metric_list(text: str, where: str = "--prove-metrics"
                       ) -> tuple[tuple[str, Better], ...]:
     """``duration,tokens,judge=higher`` (commas or spaces between) as (name, direction)
     pairs: a built-in by its name alone, any other metric with ``=higher`` or ``=lower``."""
     found: dict[str, Better] = {}
-    for part in re.split(r"[,\s]+", text.strip()):
-        if not part:
-            continue
-        name, sep, word = part.partition("=")
-        name, word = name.strip(), word.strip()
-        _check_name(name, where)
+    for part, name, sep, word in _named_parts(text, where):
         if not sep:
             if name not in BUILTIN_METRICS:
                 raise MetricError(
@@ -195,12 +202,7 @@ def parse_metric_margins(text: str, where: str = "--prove-metric-margin"
     baseline's median. A sign may be written (``latency_s=+10%``, ``judge=-0.05``); the
     direction is always the metric's worse one."""
     found: dict[str, MetricMargin] = {}
-    for part in re.split(r"[,\s]+", text.strip()):
-        if not part:
-            continue
-        name, sep, value = part.partition("=")
-        name, value = name.strip(), value.strip()
-        _check_name(name, where)
+    for part, name, sep, value in _named_parts(text, where):
         relative = value.endswith("%")
         number = value.removesuffix("%").lstrip("+-")
         try:
