@@ -311,16 +311,16 @@ def _signed_rank_z(d: FloatArray) -> FloatArray:
     zeros = (sizes == 0).sum(axis=1, keepdims=True)
     place = np.arange(n, dtype=np.float64)
     change = sizes[:, 1:] != sizes[:, :-1]
-    if change.all():  # no tie in any run: position i holds rank i + 1
-        midranks = np.broadcast_to(place + 1.0, (runs, n)) - zeros
-    else:
-        starts = np.ones((runs, n), dtype=bool)
-        starts[:, 1:] = change
-        ends = np.ones((runs, n), dtype=bool)
-        ends[:, :-1] = change
+    midranks = np.broadcast_to(place + 1.0, (runs, n)) - zeros  # no tie: position i, rank i + 1
+    tied = np.flatnonzero(~change.all(axis=1))
+    if tied.size:  # the runs with a tie: each group's positions get their mean
+        starts = np.ones((tied.size, n), dtype=bool)
+        starts[:, 1:] = change[tied]
+        ends = np.ones((tied.size, n), dtype=bool)
+        ends[:, :-1] = change[tied]
         first = np.maximum.accumulate(np.where(starts, place, 0.0), axis=1)
         last = np.minimum.accumulate(np.where(ends, place, n - 1.0)[:, ::-1], axis=1)[:, ::-1]
-        midranks = (first + last) / 2.0 + 1.0 - zeros
+        midranks[tied] = (first + last) / 2.0 + 1.0 - zeros[tied]
     ranks = np.where(sizes == 0, 0.0, midranks)  # ranks among the nonzero differences
     plus = np.where(positive, ranks, 0.0).sum(axis=1)
     total = ranks.sum(axis=1)
