@@ -301,18 +301,24 @@ def _signed_rank_z(d: FloatArray) -> FloatArray:
     integers, which sorts the sizes and carries each one's sign along without an argsort.
     A tie group of sizes from position ``first`` to ``last`` (from 0) gets the midrank
     (first + last) / 2 + 1, a half-integer; every sum below is of halves and quarters far
-    below 2**53, so it is exact whatever its order."""
-    runs, n = d.shape
+    below 2**53, so it is exact whatever its order or its closed form."""
+    n = d.shape[1]
     one = np.uint64(1)
     keys = (np.abs(d).view(np.uint64) << one) | (d > 0.0).astype(np.uint64)
     keys.sort(axis=1)
-    positive = (keys & one).astype(bool)
+    positive = (keys & one).astype(np.float64)
     sizes = keys >> one
-    zeros = (sizes == 0).sum(axis=1, keepdims=True)
+    zeros = (n - np.count_nonzero(sizes, axis=1)).astype(np.float64)
     place = np.arange(n, dtype=np.float64)
+    # Without ties, the nonzero sizes (after the zeros) hold the ranks 1 to k, k of them:
+    # their sum is k(k + 1)/2, their squares' k(k + 1)(2k + 1)/6, and the positive ones' the
+    # positions' sum less the zeros once for each.
+    k = n - zeros
+    plus = positive @ (place + 1.0) - zeros * positive.sum(axis=1)
+    total = k * (k + 1.0) / 2.0
+    squares = k * (k + 1.0) * (2.0 * k + 1.0) / 6.0
     change = sizes[:, 1:] != sizes[:, :-1]
-    midranks = np.broadcast_to(place + 1.0, (runs, n)) - zeros  # no tie: position i, rank i + 1
-    tied = np.flatnonzero(~change.all(axis=1))
+    tied = np.flatnonzero(~change.all(axis=1))  # (two zeros are a tie too)
     if tied.size:  # the runs with a tie: each group's positions get their mean
         starts = np.ones((tied.size, n), dtype=bool)
         starts[:, 1:] = change[tied]
@@ -320,11 +326,12 @@ def _signed_rank_z(d: FloatArray) -> FloatArray:
         ends[:, :-1] = change[tied]
         first = np.maximum.accumulate(np.where(starts, place, 0.0), axis=1)
         last = np.minimum.accumulate(np.where(ends, place, n - 1.0)[:, ::-1], axis=1)[:, ::-1]
-        midranks[tied] = (first + last) / 2.0 + 1.0 - zeros[tied]
-    ranks = np.where(sizes == 0, 0.0, midranks)  # ranks among the nonzero differences
-    plus = np.where(positive, ranks, 0.0).sum(axis=1)
-    total = ranks.sum(axis=1)
-    var = (ranks ** 2).sum(axis=1) / 4.0
+        midranks = (first + last) / 2.0 + 1.0 - zeros[tied, None]
+        ranks = np.where(sizes[tied] == 0, 0.0, midranks)  # among the nonzero sizes
+        plus[tied] = (positive[tied] * ranks).sum(axis=1)
+        total[tied] = ranks.sum(axis=1)
+        squares[tied] = (ranks ** 2).sum(axis=1)
+    var = squares / 4.0
     with np.errstate(invalid="ignore", divide="ignore"):
         z = (plus - total / 2.0) / np.sqrt(var)
     return np.where(var > 0.0, z, 0.0)
