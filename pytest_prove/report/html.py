@@ -35,7 +35,7 @@ from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
 from .figures import cost_figure, forest_order, forest_plot, step_figures
-from .metric_plot import metric_header, metric_section
+from .metric_plot import METRIC_CSS, metric_header, metric_section
 from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, verdict_line
 
@@ -460,7 +460,7 @@ leaning safer</span><span class="l-plain">not flagged</span></p>"""
                  method=comparison.method + ("" if comparison.margin is None
                                              else f". {comparison.margin.method}"),
                  data=data, figures=_figures(figures, labels),
-                 css="" if metrics is None else _static("metrics.css"))
+                 css="" if metrics is None else METRIC_CSS)
 
 
 def _rate_data(index: int, row: Rate, labels: Labels, level: float) -> dict[str, Any]:

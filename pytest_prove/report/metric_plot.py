@@ -28,7 +28,31 @@ from ._format import plain_text, q_text
 from .figures import Scale, _domain, _n, _short, _signed_tick, _x_axis
 from .metrics import limit_text, metric_margin_line, metric_verdict_line, number
 
-__all__ = ["metric_header", "metric_order", "metric_plot", "metric_section"]
+__all__ = ["METRIC_CSS", "metric_header", "metric_order", "metric_plot", "metric_section"]
+
+#: The metric section's styles, added to the page's only when it has metric rows (so a page
+#: without them is the page it was, byte for byte); the colours are report.css's variables,
+#: light and dark.
+METRIC_CSS = """\
+section.metrics{margin:1.5rem 0}section.metrics h2{font-size:1.1rem;margin:0 0 .4rem}
+section.metrics h3{margin:.8rem 0 .2rem}
+g.mr .lab{font-size:11px}g.mr.counted .lab{font-weight:700}
+g.mr .ci,g.mr .arrow{stroke:var(--pt);stroke-width:2;stroke-linecap:round;fill:none}
+g.mr .tk.lim{stroke:var(--tick);stroke-width:1.5}
+g.mr .tk.mg{stroke:var(--margin);stroke-width:1.5;stroke-dasharray:3 2}
+g.mr .pt{fill:var(--pt)}g.mr .cm{fill:none;stroke-width:1.8}
+g.mr.worse .ci,g.mr.worse .arrow,g.mr.worse .cm{stroke:var(--pt-worse)}
+g.mr.worse .pt{fill:var(--pt-worse)}
+g.mr.safer .ci,g.mr.safer .arrow,g.mr.safer .cm{stroke:var(--pt-safer)}
+g.mr.safer .pt{fill:var(--pt-safer)}
+g.mr.blind .ci{stroke-dasharray:2 3}
+g.mr .vw{font-size:11px;fill:var(--muted)}g.mr .vw .rel{fill:var(--muted)}
+g.mr.worse .vw{fill:var(--word-worse);font-weight:700}
+g.mr.safer .vw{fill:var(--word-safer);font-weight:700}
+g.mr.blind .vw{fill:var(--pt-flag)}
+table.metric-rows td.w.worse{color:var(--word-worse);font-weight:700}
+table.metric-rows td.w.safer{color:var(--word-safer);font-weight:700}
+"""
 
 
 def _e(text: object) -> str:
