@@ -26,7 +26,7 @@ from pytest_prove.review.metrics import MetricReview, MetricRow
 
 from ._format import plain_text, q_text
 from .figures import Scale, _domain, _n, _short, _signed_tick, _x_axis
-from .metrics import limit_text, metric_margin_line, metric_verdict_line, number
+from .metrics import _order, limit_text, metric_margin_line, metric_verdict_line, number
 
 __all__ = ["METRIC_CSS", "metric_header", "metric_order", "metric_plot", "metric_section"]
 
@@ -203,7 +203,7 @@ def _table(metrics: MetricReview) -> str:
               f"{100 * (1 - metrics.q / max(1, metrics.m)):.2f}% interval", "p (Holm)",
               "verdict", "limit (share)"] + (["margin"] if margin else [])
     body = []
-    for row in metrics.rows:
+    for row in sorted(metrics.rows, key=_order):  # as the terminal's table: worse first
         test = row.test
         cells = [f"<td>{_e(row.metric)}</td><td>{_e(row.better)}</td>"
                  f"<td>{_e(row.condition)}</td>",
