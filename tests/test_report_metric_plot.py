@@ -147,6 +147,7 @@ def test_metric_plot_draws_every_row_where_its_numbers_say(
             assert table.count() == 4
             refund = [t for t in table.all_inner_texts() if "latency_s" in t and "refund" in t]
             assert len(refund) == 1 and "worse" in refund[0] and "beyond margin" in refund[0]
+            assert table.all_inner_texts()[0] == refund[0]  # worse first, as the terminal
             # The verdict first: the metric rows' answer in the header.
             assert "metrics: worse: latency_s in ticket=refund" in page.locator(
                 "header").inner_text()
