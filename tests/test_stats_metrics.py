@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from pytest_prove.stats import (
+    _metrics,
     metric_limit,
     metric_test,
     outward_units,
@@ -329,3 +330,109 @@ def test_a_shift_at_the_printed_limit_of_a_tied_metric_is_found_four_times_in_fi
                                               bench.SignedRankNulls())
     assert relative > 0 and (printed < 0) == (better == "higher")
     assert power >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), power
+
+
+# --------------------------------------------------------------------------- the limits' speed
+# The detection limit's simulation runs in every review: its fast paths (signed-rank midranks
+# from sorted integer keys, runs in blocks that stop once the answer is known, the rank sums'
+# tie correction updated rather than summed afresh) must give the limits the straightforward
+# computation gives, bit for bit. The straightforward computation is written out here.
+
+
+def _signed_rank_z_by_ranking(d: np.ndarray) -> np.ndarray:
+    """Each row's signed-rank z, ranking with scipy (zeros out, ties at midranks)."""
+    zeros = (d == 0.0).sum(axis=1, keepdims=True)
+    ranks = np.where(d == 0.0, 0.0, stats.rankdata(np.abs(d), axis=1) - zeros)
+    plus = np.where(d > 0.0, ranks, 0.0).sum(axis=1)
+    var = (ranks ** 2).sum(axis=1) / 4.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (plus - ranks.sum(axis=1) / 2.0) / np.sqrt(var)
+    return np.where(var > 0.0, z, 0.0)
+
+
+def _rank_sums_z_afresh(self: _RankSums, shift: float) -> np.ndarray:
+    """_RankSums.z with the tie correction summed from the pooled counts at every shift."""
+    values, before, after = self._values, self._before, self._after
+    shifted = values + shift
+    low = np.searchsorted(values, shifted, side="left")
+    high = np.searchsorted(values, shifted, side="right")
+    beaten = self._below[:, low] + 0.5 * (self._below[:, high] - self._below[:, low])
+    u = np.einsum("rk,rk->r", after, beaten)
+    tied = high > low
+    if len(np.unique(shifted)) == len(shifted):
+        pooled = before.copy()
+        pooled[:, low[tied]] += after[:, tied]
+        ties = ((pooled ** 3 - pooled).sum(axis=1)
+                + (after[:, ~tied] ** 3 - after[:, ~tied]).sum(axis=1))
+    else:
+        grouped = _metrics._pooled_groups(values, shifted, before, after)
+        ties = (grouped ** 3 - grouped).sum(axis=1)
+    n1, n2 = self._n1, self._n2
+    n = n1 + n2
+    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (u - n1 * n2 / 2.0) / np.sqrt(var)
+    return np.where(var > 0.0, z, 0.0)
+
+
+def _differences(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    found = [rng.lognormal(0, 0.5, (60, 30)) - rng.lognormal(0, 0.5, (60, 30)),
+             rng.choice([-2.0, -1.0, 0.0, 1.0, 2.0], (60, 25)),  # ties and zeros
+             np.round(rng.normal(0, 1, (40, 200)), 1),
+             np.where(rng.random((50, 40)) < 0.5, 0.0, rng.gamma(2, 1e-3, (50, 40))),
+             np.zeros((3, 7)), np.array([[-0.0, 0.0, 1.0, -1.0, 1e-300, -1e-300]]),
+             rng.choice([0.1, 0.2, 0.30000000000000004, 0.3], (20, 9))]
+    x = rng.lognormal(0, 0.5, 200)  # as the simulation forms them: (after + shift) - twin
+    found.append(x[rng.integers(0, 200, (50, 200))] + 0.37 - x[rng.integers(0, 200, (50, 200))])
+    return found
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_limits_signed_rank_z_is_scipys_ranking_bit_for_bit(seed: int) -> None:
+    for d in _differences(seed):
+        ours, theirs = _metrics._signed_rank_z(d), _signed_rank_z_by_ranking(d)
+        assert ours.tobytes() == theirs.tobytes(), d
+
+
+def _baselines() -> list[tuple[np.ndarray, int]]:
+    rng = np.random.default_rng(11)
+    return [(rng.lognormal(0, 0.5, 120), 120),  # a latency
+            (rng.choice([1.0, 2.0, 3.0, 3.0, 4.0, 5.0], 80), 80),  # a judge, many ties
+            (np.where(rng.random(60) < 0.4, 0.0, rng.gamma(2, 1e-3, 60)), 30),  # a cost
+            (np.round(rng.normal(10, 2, 25), 1), 25),
+            (np.array([2.0, 2.0, 2.0, 2.5, 7.0]), 5)]
+
+
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
+def test_fast_limits_are_the_straightforward_limits_bit_for_bit(
+        paired: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = [metric_limit(x, n, paired=paired, better=better, alpha=0.05 / 8)
+            for x, n in _baselines() for better in ("lower", "higher")]
+    # The straightforward computation: scipy's ranking, every run's z at every shift tried
+    # (one block of all the runs), the tie correction summed afresh.
+    monkeypatch.setattr(_metrics, "_signed_rank_z", _signed_rank_z_by_ranking)
+    monkeypatch.setattr(_metrics, "_RUNS_BLOCK", 10 ** 9)
+    monkeypatch.setattr(_RankSums, "z", _rank_sums_z_afresh)
+    plain = [metric_limit(x, n, paired=paired, better=better, alpha=0.05 / 8)
+             for x, n in _baselines() for better in ("lower", "higher")]
+    assert [(f.value, f.relative) for f in fast] == [(p.value, p.relative) for p in plain]
+    assert sum(f.value is not None for f in fast) >= 6  # the limits compared were found
+
+
+@pytest.mark.parametrize("runs", [1, 7, 100, 1000, 1001])
+@pytest.mark.parametrize("power", [0.8, 0.5, 0.8416212335729143, 0.99, 1.0 - 1e-15, 0.001])
+def test_runs_needed_is_where_the_flagged_share_reaches_the_power(runs: int,
+                                                                  power: float) -> None:
+    needed = _metrics._runs_needed(runs, power)
+    shares = [float(np.mean(np.arange(runs) < k)) for k in range(runs + 1)]
+    assert needed == next((k for k, share in enumerate(shares) if share >= power), runs + 1)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.5, 1.0, -1.0, 0.3, 1e-17, 2.0, 1.5, -0.5])
+def test_the_rank_sums_tie_correction_updated_is_the_one_summed_afresh(shift: float) -> None:
+    values = np.array([1e-17, 2e-17, 0.5, 1.0, 1.5, 3.0])
+    rng = np.random.default_rng(5)
+    sums = _RankSums(values, rng.integers(0, len(values), (300, 40)),
+                     rng.integers(0, len(values), (300, 33)))
+    assert sums.z(shift).tobytes() == _rank_sums_z_afresh(sums, shift).tobytes()

@@ -35,6 +35,7 @@ from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
 from .figures import cost_figure, forest_order, forest_plot, step_figures
+from .metric_plot import METRIC_CSS, metric_header, metric_section
 from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, verdict_line
 
@@ -305,7 +306,7 @@ BIG_PAGE = 400
 
 
 def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence[str],
-          method: str, data: dict[str, Any], figures: str = "") -> str:
+          method: str, data: dict[str, Any], figures: str = "", css: str = "") -> str:
     big = ' class="big"' if len(data["rows"]) >= BIG_PAGE else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -313,7 +314,7 @@ def _page(*, title: str, header: str, sections: str, table: str, notes: Sequence
 <meta name="color-scheme" content="light dark">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title><style>
-{_static("report.css")}</style></head>
+{_static("report.css")}{css}</style></head>
 <body{big}>
 <header>{header}</header>
 <main>{sections}{figures}
@@ -440,6 +441,10 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
         opens = _opens_on(worst.condition, worst.event, why)
     said = margin_line(comparison)
     margin_said = "" if said is None else f'\n<p class="verdict margin">{_e(said)}</p>'
+    metrics = review.metrics if review.metrics is not None and review.metrics.rows else None
+    if metrics is not None:  # a page without metric rows stays as it was, byte for byte
+        margin_said += metric_header(metrics)
+        sections += metric_section(metrics)
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))
     header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
@@ -454,7 +459,8 @@ leaning safer</span><span class="l-plain">not flagged</span></p>"""
                  header=header, sections=sections, table=table, notes=notes,
                  method=comparison.method + ("" if comparison.margin is None
                                              else f". {comparison.margin.method}"),
-                 data=data, figures=_figures(figures, labels))
+                 data=data, figures=_figures(figures, labels),
+                 css="" if metrics is None else METRIC_CSS)
 
 
 def _rate_data(index: int, row: Rate, labels: Labels, level: float) -> dict[str, Any]:
