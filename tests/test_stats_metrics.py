@@ -253,9 +253,35 @@ def test_the_same_baseline_gives_the_same_limit_on_any_machine() -> None:
     assert paired.value is not None and paired.value < 0
 
 
-def test_a_constant_baseline_has_a_limit_from_its_level() -> None:
+def test_a_constant_baseline_has_no_limit() -> None:
+    """A baseline holding one value (a judge that always said 4) shows no scale to move on:
+    adding any small amount to every value was flagged, so it printed a limit of a few
+    hundredths while a tenth of the answers dropping a point went unseen."""
     limit = metric_limit(np.full(30, 4.0), 30, paired=True, better="higher", alpha=0.05)
-    assert limit.value is not None and limit.value < 0
+    assert limit.value is None and limit.relative is None
+
+
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
+def test_a_judge_scores_limit_is_a_move_on_its_scale_not_a_tie_broken(paired: bool) -> None:
+    """A judge's 1-5 scores: the limit was found by adding a shift to every value, which
+    breaks each tie of after with before the same way, so at 500 twins it printed -0.002
+    while a tenth of the answers dropping one point (a mean of -0.1) was flagged one time in
+    five. Now a change moves answers along the scale: the limit shrinks as 1/sqrt(n), near
+    (z_q + z_0.8) sd(difference) / sqrt(n), never at a tie-breaking sliver."""
+    rng = np.random.default_rng(5)
+    scores = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    chances = [0.05, 0.15, 0.4, 0.3, 0.1]
+    found = {}
+    for n in (50, 130, 500):
+        base = rng.choice(scores, size=n, p=chances)
+        limit = metric_limit(base, n, paired=paired, better="higher", alpha=0.05 / 4)
+        assert limit.value is not None and limit.value < 0
+        found[n] = -limit.value
+    sd = float(np.sqrt(2 * np.dot(chances, (scores - np.dot(chances, scores)) ** 2)))
+    z = float(stats.norm.isf(0.05 / 8) + stats.norm.isf(0.2))
+    for n, size in found.items():
+        assert 0.7 * z * sd / math.sqrt(n) <= size <= 1.6 * z * sd / math.sqrt(n), (n, size)
+    assert found[50] > found[130] > found[500] > 0.1
 
 
 def test_bad_values_are_refused_with_what_is_wrong() -> None:

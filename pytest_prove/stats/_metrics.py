@@ -524,6 +524,9 @@ def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_nee
     # The share flagged is only ever compared with ``power``: reached when at least
     # ``needed`` runs are flagged (the share float(k) / runs as np.mean computes it).
     needed = _runs_needed(runs, power)
+    grid = np.unique(x)
+    if len(grid) <= _GRID_VALUES and len(grid) < len(x):
+        return _grid_limit(x, grid, drawn, paired, sign, z_needed, needed, rng, steps)
     if paired:
         after = x[drawn]
         twins = x[rng.integers(0, len(x), size=(runs, n_after))]
@@ -563,6 +566,54 @@ def _plug_in_limit(x: FloatArray, n_after: int, paired: bool, sign: float, z_nee
 
 #: Simulated runs whose z a paired limit's simulation computes at a time (see ``reaches``).
 _RUNS_BLOCK: Final = 125
+#: A baseline of this many distinct values or fewer, some of them repeated, is a metric on a
+#: grid (a judge's 1 to 5, a count of steps), whose values move from one grid value to
+#: another rather than by any amount (see :func:`_grid_limit`).
+_GRID_VALUES: Final = 20
+
+
+def _grid_limit(x: FloatArray, grid: FloatArray, drawn: npt.NDArray[np.int64], paired: bool,
+                sign: float, z_needed: float, needed: int, rng: np.random.Generator,
+                steps: int) -> float | None:
+    """:func:`_plug_in_limit` for a metric on a grid (``grid``: its distinct values, sorted).
+
+    Adding a shift to every value is no change such a metric can make: a judge's scores stay
+    on 1 to 5. Worse, it breaks every tie of after with before the same way, which a rank test
+    reads as a clear shift, so a shift of 0.002 was "flagged 4 times in 5" while a tenth of
+    the answers dropping a whole point was flagged once in five. Here a change of t steps
+    moves each after value floor(t) grid values the worse way, and one more with chance
+    t - floor(t) (one uniform draw per value, the same for every t, so the power rises with
+    t), stopping at the grid's end. The limit is the smallest t flagged ``power`` of the
+    time, given as the shift of the mean it makes on the baseline's own values, in the
+    metric's units; None when even moving every value to the grid's end is not flagged."""
+    runs, n_after = drawn.shape
+    _, codes = np.unique(x, return_inverse=True)
+    after_codes = codes[drawn]
+    chance = rng.random(size=drawn.shape)
+    towards = 1 if sign > 0 else -1  # lower is better: worse is up the grid
+    last = len(grid) - 1
+    if paired:
+        twins = x[rng.integers(0, len(x), size=(runs, n_after))]
+    else:
+        before = codes[rng.integers(0, len(x), size=(runs, len(x)))]
+
+    def moved(codes_now: npt.NDArray[np.int64], t: float,
+              extra: npt.NDArray[np.bool_] | bool) -> npt.NDArray[np.int64]:
+        return np.clip(codes_now + towards * (math.floor(t) + extra), 0, last)
+
+    def reaches(t: float) -> bool:
+        after = moved(after_codes, t, chance < t - math.floor(t))
+        z = (_signed_rank_z(grid[after] - twins) if paired
+             else _RankSums(grid, before, after).z(0.0))
+        return int(np.count_nonzero(sign * z >= z_needed)) >= needed
+
+    if not reaches(float(last)):
+        return None
+    t = boundary(reaches, 0.0, float(last), width=1.0 / steps)
+    whole, part = math.floor(t), t - math.floor(t)
+    mean_shift = ((1.0 - part) * np.mean(grid[moved(codes, whole, False)] - x)
+                  + part * np.mean(grid[moved(codes, whole, True)] - x))
+    return abs(float(mean_shift))
 
 
 def _runs_needed(runs: int, power: float) -> int:
