@@ -1,6 +1,7 @@
-"""Metric rows' statistics (stats/_metrics.py), checked against scipy where it computes the
-same thing, against exact enumeration where scipy does not (ties), and by simulation on fixed
-seeds (the false-alarm rate, the interval's coverage, the power at a printed limit)."""
+"""Metric rows' statistics (stats/_metrics.py, and the limits in stats/_metric_limits.py),
+checked against scipy where it computes the same thing, against exact enumeration where scipy
+does not (ties), and by simulation on fixed seeds (the false-alarm rate, the interval's
+coverage, the power at a printed limit)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from scipy import stats
 
 from pytest_prove.stats import (
-    _metrics,
+    _metric_limits,
     metric_limit,
     metric_test,
     outward_units,
@@ -23,7 +24,8 @@ from pytest_prove.stats import (
     signed_rank_null,
     signed_rank_test,
 )
-from pytest_prove.stats._metrics import _rank_sum_null, _RankSums
+from pytest_prove.stats._metric_limits import _RankSums
+from pytest_prove.stats._metrics import _rank_sum_null
 
 
 def _enumerated(d: np.ndarray) -> tuple[float, float]:
@@ -391,7 +393,7 @@ def _rank_sums_z_afresh(self: _RankSums, shift: float) -> np.ndarray:
         ties = ((pooled ** 3 - pooled).sum(axis=1)
                 + (after[:, ~tied] ** 3 - after[:, ~tied]).sum(axis=1))
     else:
-        grouped = _metrics._pooled_groups(values, shifted, before, after)
+        grouped = _metric_limits._pooled_groups(values, shifted, before, after)
         ties = (grouped ** 3 - grouped).sum(axis=1)
     n1, n2 = self._n1, self._n2
     n = n1 + n2
@@ -417,7 +419,7 @@ def _differences(seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_limits_signed_rank_z_is_scipys_ranking_bit_for_bit(seed: int) -> None:
     for d in _differences(seed):
-        ours, theirs = _metrics._signed_rank_z(d), _signed_rank_z_by_ranking(d)
+        ours, theirs = _metric_limits._signed_rank_z(d), _signed_rank_z_by_ranking(d)
         assert ours.tobytes() == theirs.tobytes(), d
 
 
@@ -437,8 +439,8 @@ def test_fast_limits_are_the_straightforward_limits_bit_for_bit(
             for x, n in _baselines() for better in ("lower", "higher")]
     # The straightforward computation: scipy's ranking, every run's z at every shift tried
     # (one block of all the runs), the tie correction summed afresh.
-    monkeypatch.setattr(_metrics, "_signed_rank_z", _signed_rank_z_by_ranking)
-    monkeypatch.setattr(_metrics, "_RUNS_BLOCK", 10 ** 9)
+    monkeypatch.setattr(_metric_limits, "_signed_rank_z", _signed_rank_z_by_ranking)
+    monkeypatch.setattr(_metric_limits, "_RUNS_BLOCK", 10 ** 9)
     monkeypatch.setattr(_RankSums, "z", _rank_sums_z_afresh)
     plain = [metric_limit(x, n, paired=paired, better=better, alpha=0.05 / 8)
              for x, n in _baselines() for better in ("lower", "higher")]
@@ -450,7 +452,7 @@ def test_fast_limits_are_the_straightforward_limits_bit_for_bit(
 @pytest.mark.parametrize("power", [0.8, 0.5, 0.8416212335729143, 0.99, 1.0 - 1e-15, 0.001])
 def test_runs_needed_is_where_the_flagged_share_reaches_the_power(runs: int,
                                                                   power: float) -> None:
-    needed = _metrics._runs_needed(runs, power)
+    needed = _metric_limits._runs_needed(runs, power)
     shares = [float(np.mean(np.arange(runs) < k)) for k in range(runs + 1)]
     assert needed == next((k for k, share in enumerate(shares) if share >= power), runs + 1)
 

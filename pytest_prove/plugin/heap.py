@@ -27,6 +27,8 @@ import gc
 
 import pytest
 
+from ..store.reading import heap_frozen
+
 __all__ = ["install", "settle"]
 
 #: Set once this session froze the objects alive; its cleanup unfreezes them.
@@ -48,6 +50,7 @@ def settle(config: pytest.Config) -> None:
         return
     gc.collect(1)
     gc.freeze()
+    heap_frozen(True)
     config.stash[FROZEN_KEY] = True
     atexit.unregister(gc.freeze)  # registered once however many sessions a process runs
     atexit.register(gc.freeze)
@@ -57,3 +60,4 @@ def _thaw(config: pytest.Config) -> None:
     if config.stash.get(FROZEN_KEY, False):
         del config.stash[FROZEN_KEY]
         gc.unfreeze()
+        heap_frozen(False)

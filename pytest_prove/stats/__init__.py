@@ -19,12 +19,10 @@ from ._intervals import (
 from ._limits import outward
 from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
 from ._margin_design import MarginDesignCheck, margin_design_check, margin_replicates
+from ._metric_limits import METRIC_LIMIT_RUNS, MetricLimit, metric_limit
 from ._metrics import (
-    METRIC_LIMIT_RUNS,
-    MetricLimit,
     MetricTest,
     RankTest,
-    metric_limit,
     metric_test,
     outward_units,
     rank_sum_test,
