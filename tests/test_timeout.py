@@ -259,14 +259,19 @@ def test_the_timeout_waits_until_the_rollout_leaves_library_code() -> None:
     handler.lock.release()
 
 
-@pytest.mark.slow  # 30 replicates spinning in logging until stopped, in a subprocess
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py), in a subprocess
 def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Pytester) -> None:
     """End to end, the rule above: every replicate stopped while it logs is stored as timed
     out, and the session ends. (A timeout raised anywhere hung the session only now and then:
     the test above holds the thread inside logging instead of hoping to land there.)"""
     # A subprocess: should the lock be left held again, the session hangs, and only a process
     # of its own can be ended (timeout=240) without hanging this one.
-    result = _hostile(pytester, "log", 30, "--prove-episode-timeout=0.02")
+    # One block of 30: the 30 threads log at once and are stopped within one deadline and
+    # grace (30 raises, as 30 blocks of one made, and more threads inside logging's locks at
+    # each), and no replicate left running spins beside the later ones (30 blocks of one
+    # took 10 s of CPU quiet, 55 s loaded).
+    result = _hostile(pytester, "log", 30, "--prove-episode-timeout=0.02",
+                      "--prove-concurrency=30")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _kinds(pytester) == ["episode_timeout"] * 30
 
