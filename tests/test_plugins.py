@@ -142,9 +142,11 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     step); that session's result and replicate 1's record."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_stopped=source)
+    pytester.makeconftest(RELEASE_AT_END)
     # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--timeout=2", *args)
+    # Under xdist it fires in a worker, a process of its own: the session runs in process.
+    run = pytester.runpytest if "-n" in args else pytester.runpytest_subprocess
+    result = run("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=2", *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
     run = load(pytester)
@@ -157,9 +159,24 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     return result, dict(timed)
 
 
+RELEASE_AT_END = textwrap.dedent(
+    """
+    import threading
+
+    #: Set as the session ends: a replicate that must outlast pytest-timeout's alarm waits
+    #: on it, so it outlasts the alarm whatever the load, and the process (which waits for
+    #: the block's threads at exit) ends with the session, not seconds later.
+    SESSION_OVER = threading.Event()
+
+
+    def pytest_unconfigure(config):
+        SESSION_OVER.set()
+    """
+)
+
 SYNC_BLOCK_STOPPED = textwrap.dedent(
     """
-    import time
+    from conftest import SESSION_OVER
 
     import pytest_prove as prove
 
@@ -170,8 +187,7 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
         with prove.step("start"):
             pass
         if prove_replicate == 1:
-            # Outlasts the 2 s alarm; short, as the process waits for the thread at exit.
-            time.sleep(8)
+            SESSION_OVER.wait()  # outlasts the 2 s alarm (the conftest's comment)
         return prove.Episode("resolved")
     """
 )
