@@ -45,9 +45,11 @@ ASYNC = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("mode", ["auto", "strict"])
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("workers", [
+    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
                                              workers: list[str]) -> None:
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
@@ -230,10 +232,11 @@ ANYIO = textwrap.dedent(
 ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("backend", ["default", "fixture"])
-@pytest.mark.parametrize("args", [[], ["--prove-concurrency=2"], ["-n", "2"]],
-                         ids=["one-process", "blocks", "xdist"])
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="one-process"), pytest.param(["--prove-concurrency=2"], id="blocks"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
                                            args: list[str]) -> None:
     """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
@@ -302,9 +305,11 @@ FLAKY = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=2"]],
-                         ids=["one-process", "xdist", "blocks"])
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),
+    pytest.param(["--prove-concurrency=2"], id="blocks")])
 def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
                                                   capsys: pytest.CaptureFixture[str],
                                                   args: list[str]) -> None:

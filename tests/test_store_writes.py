@@ -288,7 +288,6 @@ def test_lock_file_symlink_is_refused(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me"
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_save_baseline_over_a_wider_one_says_replaced_and_what_it_dropped(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOT_REPLICATES", "10")  # what is stored, not a verdict

@@ -65,8 +65,8 @@ COUNT_HELD_REPORTS = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("workers", [
+    "0", pytest.param("2", marks=pytest.mark.slow)])  # slow: a second or more of CPU
 def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) -> None:
     bot.makeconftest(COUNT_HELD_REPORTS)
     dist = ["-n", workers] if workers != "0" else ["-p", "no:xdist"]
