@@ -82,12 +82,13 @@ STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_stopped=STOPPED)
-    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=1")
+    # In process: pytest-timeout's signal method sets its SIGALRM handler around each item
+    # and puts the old one back, and this session sets none (tests run in the main thread,
+    # under xdist too).
+    result = pytester.runpytest("-p", "no:cacheprovider", "--timeout=1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
     run = load(pytester)
@@ -117,13 +118,21 @@ ASYNC_STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a subprocess session each (see the comment at the call)
+#: The slow marker for the xdist variants (a second or more of CPU, bench/suite_time.py);
+#: the others take a tenth of that, and wait 2 s for pytest-timeout's alarm.
+XDIST_IS_SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("args", [
-    [], ["-n", "2"], ["--prove-concurrency=2"], ["-o", "asyncio_mode=auto"],
-    ["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
-    ["--prove-episode-timeout=600"], ["-n", "2", "--prove-episode-timeout=600"]],
-    ids=["one-process", "xdist", "blocks", "pytest-asyncio", "xdist-blocks-pytest-asyncio",
-         "episode-timeout", "xdist-episode-timeout"])
+    pytest.param([], id="one-process"),
+    pytest.param(["-n", "2"], id="xdist", marks=XDIST_IS_SLOW),
+    pytest.param(["--prove-concurrency=2"], id="blocks"),
+    pytest.param(["-o", "asyncio_mode=auto"], id="pytest-asyncio"),
+    pytest.param(["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
+                 id="xdist-blocks-pytest-asyncio", marks=XDIST_IS_SLOW),
+    pytest.param(["--prove-episode-timeout=600"], id="episode-timeout"),
+    pytest.param(["-n", "2", "--prove-episode-timeout=600"], id="xdist-episode-timeout",
+                 marks=XDIST_IS_SLOW)])
 def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """pytest-timeout's signal lands where the event loop waits, outside every task: the
@@ -145,10 +154,9 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_stopped=source)
     pytester.makeconftest(RELEASE_AT_END)
-    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
-    # Under xdist it fires in a worker, a process of its own: the session runs in process.
-    run = pytester.runpytest if "-n" in args else pytester.runpytest_subprocess
-    result = run("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=2", *args)
+    # In process, as test_pytest_timeout_and_skip_inside_a_rollout (the comment there).
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=2",
+                                *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
     run = load(pytester)
@@ -195,8 +203,8 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a subprocess session each (see the comment at the call)
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("args", [pytest.param([], id="one-process"),
+                                  pytest.param(["-n", "2"], id="xdist", marks=XDIST_IS_SLOW)])
 def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """The signal lands in the thread that waits for a block's threads: the whole block was
