@@ -24,6 +24,7 @@ SLEEPER = textwrap.dedent(
 
     import pytest
     import pytest_prove as prove
+    from conftest import SESSION_OVER
 
     ASYNC = os.environ.get("ASYNC") == "1"
     BUSY = os.environ.get("BUSY") == "1"
@@ -53,8 +54,24 @@ SLEEPER = textwrap.dedent(
                 if BUSY:
                     while True:  # pure Python: stopped at the next bytecode
                         pass
-                time.sleep(600)  # in C: left running in its thread
+                # In C: left running in its thread, until the session ends (or 600 s).
+                SESSION_OVER.wait(600)
             return prove.Episode("resolved")
+    """
+)
+
+
+#: Set as the session ends: a sync sleeper blocked in C waits on it, so that it is left
+#: running in its thread for as long as the session lasts, and not in this process after.
+RELEASE_AT_END = textwrap.dedent(
+    """
+    import threading
+
+    SESSION_OVER = threading.Event()
+
+
+    def pytest_unconfigure(config):
+        SESSION_OVER.set()
     """
 )
 
@@ -62,13 +79,15 @@ SLEEPER = textwrap.dedent(
 @pytest.fixture
 def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makeconftest(RELEASE_AT_END)
     pytester.makepyfile(test_sleepy=SLEEPER)
     return pytester
 
 
 def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float,
            after: int = 1) -> None:
-    # Not a speed check: a sleeper sleeps 600 s, so a session that waited for any of them
+    # Not a speed check: a sleeper sleeps 600 s (a sync one blocked in C until the session's
+    # end, at most 600 s), so a session that waited for any of them
     # (instead of storing it as timed out and going on) takes at least that long. The bound
     # is far from both, so a loaded machine cannot fail it.
     assert took < 300, took
@@ -103,11 +122,9 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
     monkeypatch.setenv("ASYNC", "1" if mode == "async" else "0")
     monkeypatch.setenv("BUSY", "1" if mode == "busy" else "0")
     start = time.monotonic()
-    # A subprocess for sync in one process: a sleeper blocked in C is left running in its
-    # thread, for 600 s, in the process that ran it (an xdist worker is a process already).
-    in_c = mode == "sync" and "-n" not in args
-    run = sleepy.runpytest_subprocess if in_c else sleepy.runpytest
-    result = run("-p", "no:cacheprovider", "--prove-episode-timeout=1", *args)
+    # In process: a sync sleeper blocked in C, left running in its thread, ends with the
+    # session (it waits for the session's end, RELEASE_AT_END), not 600 s later in this one.
+    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1", *args)
     _check(sleepy, result, time.monotonic() - start)
 
 
