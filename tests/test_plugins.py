@@ -197,7 +197,9 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
         with prove.step("start"):
             pass
         if prove_replicate == 1:
-            SESSION_OVER.wait()  # outlasts the 2 s alarm (the conftest's comment)
+            # Outlasts the 2 s alarm (the conftest's comment); bounded, so that a session
+            # that waited for the block would end, late, rather than hang.
+            SESSION_OVER.wait(120)
         return prove.Episode("resolved")
     """
 )
