@@ -128,14 +128,12 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
     _check(sleepy, result, time.monotonic() - start)
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Which timeout applies: the decorator's alone, the ini's alone, and the command line's
-    over the decorator's.  In process: a busy sleeper is stopped at its next bytecode (the
-    sync one blocked in C, left running in its thread, is test_sleeping_replicates...'s); one
-    block of ten, so the sleepers time out together."""
-    monkeypatch.setenv("BUSY", "1")
+    over the decorator's.  Sync sleepers blocked in C, which cost no CPU while they wait (a
+    busy one spins a core until its deadline: 4 s of CPU here), left running until the
+    session's end; one block of ten, so the sleepers time out together."""
     monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
     start = time.monotonic()
     result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
