@@ -12,9 +12,12 @@ import pytest_prove.stats  # noqa: F401
 
 from .conftest import INI, load
 
-#: Every episode uses 100 input and 10 output tokens of "sim-model".
+#: Every episode uses 100 input and 10 output tokens of "sim-model", and takes 0.1 s (so
+#: that xdist workers are still running items when the cap is reached); a session in one
+#: process, where no item runs beside another, sets SPEND_NAP=0.
 SPENDER = textwrap.dedent(
     """
+    import os
     import time
 
     import pytest
@@ -24,7 +27,7 @@ SPENDER = textwrap.dedent(
     @prove.rollout(replicates=60, failures=["unresolved"], successes=["resolved"])
     @pytest.mark.parametrize("ticket", ["refund"])
     def test_spend(ticket, prove_seed):
-        time.sleep(0.1)
+        time.sleep(float(os.environ.get("SPEND_NAP", "0.1")))
         prove.usage("sim-model", input=100, output=10)
         return prove.Episode("resolved", meta={"case_id": ticket})
     """
@@ -38,7 +41,9 @@ def spender(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_cap_stops_the_sweep_in_one_process(spender: pytest.Pytester) -> None:
+def test_cap_stops_the_sweep_in_one_process(spender: pytest.Pytester,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPEND_NAP", "0")  # one process: no item runs beside another
     result = spender.runpytest("-p", "no:xdist", "--prove-token-cap", "1000")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     run = load(spender)
@@ -78,7 +83,9 @@ def test_cap_under_xdist_stops_within_one_item_per_worker(spender: pytest.Pytest
     result.stdout.fnmatch_lines(["*token cap reached: the run used *input tokens of the 1,000*"])
 
 
-def test_output_cap(spender: pytest.Pytester) -> None:
+def test_output_cap(spender: pytest.Pytester,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPEND_NAP", "0")  # one process: no item runs beside another
     result = spender.runpytest("-p", "no:xdist", "--prove-output-token-cap", "50")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert len(load(spender).episodes) == 5
@@ -86,7 +93,9 @@ def test_output_cap(spender: pytest.Pytester) -> None:
                                  "--prove-output-token-cap 50*"])
 
 
-def test_a_run_under_the_cap_completes(spender: pytest.Pytester) -> None:
+def test_a_run_under_the_cap_completes(spender: pytest.Pytester,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPEND_NAP", "0")  # one process: no item runs beside another
     under = spender.runpytest("-p", "no:xdist", "--prove-token-cap", "1000000")
     assert under.ret == pytest.ExitCode.OK
     assert load(spender).status == "complete"

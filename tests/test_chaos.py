@@ -182,14 +182,13 @@ def test_twins_get_the_same_faults_in_one_process_under_xdist_and_in_blocks(
         project: pytest.Pytester, server: ThreadingHTTPServer) -> None:
     _agents(project, CHAOS)
     runs: dict[str, dict[tuple[str, int], str]] = {}
-    for name, args, subprocess in (
-            ("one", ["-p", "no:randomly"], False),
-            ("blocks", ["--prove-concurrency", "4"], False),
-            ("xdist", ["-n", "2"], True)):
+    for name, args in (
+            ("one", ["-p", "no:randomly"]),
+            ("blocks", ["--prove-concurrency", "4"]),
+            ("xdist", ["-n", "2"])):
         before = len(server.calls)  # type: ignore[attr-defined]
         argv = ["-p", "no:cacheprovider", "--prove-salt", "twins", "--prove-name", name, *args]
-        result = (project.runpytest_subprocess(*argv, timeout=120) if subprocess
-                  else project.runpytest(*argv))
+        result = project.runpytest(*argv)
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
         run = load(project, name)
         assert len(run.episodes) == 16
@@ -409,16 +408,15 @@ def test_openai_retries_429s_and_only_episodes_with_faults_change(
     pytest.importorskip("openai")
     project.makeini(INI)
     project.makepyfile(test_agent=OPENAI_AGENT)
-    calm = project.runpytest_subprocess("-p", "no:xdist", "--prove-chaos", "off",
-                                        "--prove-salt", "calm", "--prove-save-baseline", "calm",
-                                        "--prove-name", "calm",
-                                        timeout=120)
+    calm = project.runpytest("-p", "no:xdist", "--prove-chaos", "off",
+                             "--prove-salt", "calm", "--prove-save-baseline", "calm",
+                             "--prove-name", "calm")
     assert calm.ret == pytest.ExitCode.OK, calm.stdout.str()
     seen_calm = len(server.calls)  # type: ignore[attr-defined]
     assert seen_calm == 24 * 2
-    faulty = project.runpytest_subprocess("-p", "no:xdist", "--prove-baseline", "calm",
-                                          "--prove-chaos", "on", "--prove-name", "faulty",
-                                          "--prove-report=faulty.json", timeout=120)
+    faulty = project.runpytest("-p", "no:xdist", "--prove-baseline", "calm",
+                               "--prove-chaos", "on", "--prove-name", "faulty",
+                               "--prove-report=faulty.json")
     # Compared as asked: the gate reads the faults' effect on the agent.
     assert faulty.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), faulty.stdout.str()
     faulty.stdout.fnmatch_lines([
@@ -488,8 +486,7 @@ def test_a_baseline_without_chaos_is_refused_unless_asked(
     assert len(server.calls) == seen  # type: ignore[attr-defined] - nothing ran
     assert "no rollout ran" not in refused.stdout.str()  # the refusal is the one reason
     # Under xdist the workers collect, and refuse the same way.
-    refused = project.runpytest_subprocess(*common, "-n", "2", "--prove-baseline", "calm",
-                                           timeout=120)
+    refused = project.runpytest(*common, "-n", "2", "--prove-baseline", "calm")
     assert refused.ret != pytest.ExitCode.OK
     refused.stdout.fnmatch_lines(["*refused to compare: the faults injected differ (rollout "
                                   "async: none in 'baseline calm'*"])

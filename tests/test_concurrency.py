@@ -212,8 +212,10 @@ def _lastfailed(pytester: pytest.Pytester) -> list[str]:
     return sorted(json.loads(found.read_text())) if found.exists() else []
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("workers", [
+    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 def test_lf_finds_a_failed_block_after_the_blocks_change(pytester: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          workers: list[str]) -> None:

@@ -128,9 +128,11 @@ UNRENDERABLE_CONFTEST = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=3"]],
-                         ids=["one-process", "xdist", "block"])
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),
+    pytest.param(["--prove-concurrency=3"], id="block")])
 def test_a_failure_pytest_cannot_render_is_an_ordinary_stored_failure(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """Rendering a rollout's traceback raised (SystemError from CPython 3.11's AST
@@ -187,14 +189,14 @@ def test_pytest_exit_in_a_block_stops_the_session_and_keeps_the_rest(
     assert sorted(r["replicate"] for r in run.episodes) == [0, 1, 3, 4]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
 def test_ctrl_c_in_a_block_keeps_what_finished(pytester: pytest.Pytester,
                                                is_async: bool) -> None:
     _block(pytester, "raise KeyboardInterrupt", is_async=is_async, wait_for_siblings=True)
-    # A subprocess: an in-process run re-raises the session's KeyboardInterrupt into
-    # this test, as it should for a real Ctrl-C.
-    result = pytester.runpytest_subprocess("--prove-concurrency", "5", "--prove-name", "cut")
+    # In process, told not to re-raise the session's KeyboardInterrupt into this test (as
+    # it does by default, for a real Ctrl-C).
+    result = pytester.runpytest("--prove-concurrency", "5", "--prove-name", "cut",
+                                no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     run = load(pytester, "cut")
@@ -216,7 +218,6 @@ def test_ctrl_c_in_a_block_keeps_what_finished(pytester: pytest.Pytester,
         == before
 
 
-@pytest.mark.slow
 def test_ctrl_c_in_one_replicate_stores_nothing_for_it(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_one=textwrap.dedent(
@@ -229,7 +230,7 @@ def test_ctrl_c_in_one_replicate_stores_nothing_for_it(pytester: pytest.Pytester
                 raise KeyboardInterrupt
             return prove.Episode("good", meta={"case_id": "c"})
         """))
-    result = pytester.runpytest_subprocess()  # in-process would re-raise it into this test
+    result = pytester.runpytest(no_reraise_ctrlc=True)  # else re-raised into this test
     assert result.ret == pytest.ExitCode.INTERRUPTED
     run = load(pytester)
     assert run.status == "incomplete"

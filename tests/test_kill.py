@@ -19,6 +19,7 @@ from .conftest import INI, load
 
 SLOW = textwrap.dedent(
     """
+    import os
     import time
     import pytest
     import pytest_prove as prove
@@ -26,7 +27,7 @@ SLOW = textwrap.dedent(
     @prove.rollout(replicates=60, failures=["unresolved"], successes=["resolved"])
     @pytest.mark.parametrize("ticket", ["refund", "password"])
     def test_slow(ticket, prove_seed):
-        time.sleep(0.02)
+        time.sleep(float(os.environ.get("NAP", "0")))  # the killed session's: 0.02 s
         return prove.Episode("resolved" if prove_seed % 4 else "unresolved",
                              meta={"case_id": ticket})
     """
@@ -42,7 +43,9 @@ def test_sigkill_midway_then_resume(pytester: pytest.Pytester, workers: list[str
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--prove-name", "cut",
          *workers],
         cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        start_new_session=True,
+        # Slow enough to be killed midway; the resume below need not wait.
+        env={**os.environ, "NAP": "0.02"})
     runs = pytester.path / ".prove" / "runs"
     deadline = time.monotonic() + 60
     lines = 0

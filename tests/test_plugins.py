@@ -45,9 +45,11 @@ ASYNC = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("mode", ["auto", "strict"])
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("workers", [
+    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
                                              workers: list[str]) -> None:
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
@@ -80,12 +82,13 @@ STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a subprocess session each (see the comment at the call)
 def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_stopped=STOPPED)
-    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=1")
+    # In process: pytest-timeout's signal method sets its SIGALRM handler around each item
+    # and puts the old one back, and this session sets none (tests run in the main thread,
+    # under xdist too).
+    result = pytester.runpytest("-p", "no:cacheprovider", "--timeout=1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
     run = load(pytester)
@@ -115,13 +118,21 @@ ASYNC_STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a subprocess session each (see the comment at the call)
+#: The slow marker for the xdist variants (a second or more of CPU, bench/suite_time.py);
+#: the others take a tenth of that, and wait 2 s for pytest-timeout's alarm.
+XDIST_IS_SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("args", [
-    [], ["-n", "2"], ["--prove-concurrency=2"], ["-o", "asyncio_mode=auto"],
-    ["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
-    ["--prove-episode-timeout=600"], ["-n", "2", "--prove-episode-timeout=600"]],
-    ids=["one-process", "xdist", "blocks", "pytest-asyncio", "xdist-blocks-pytest-asyncio",
-         "episode-timeout", "xdist-episode-timeout"])
+    pytest.param([], id="one-process"),
+    pytest.param(["-n", "2"], id="xdist", marks=XDIST_IS_SLOW),
+    pytest.param(["--prove-concurrency=2"], id="blocks"),
+    pytest.param(["-o", "asyncio_mode=auto"], id="pytest-asyncio"),
+    pytest.param(["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
+                 id="xdist-blocks-pytest-asyncio", marks=XDIST_IS_SLOW),
+    pytest.param(["--prove-episode-timeout=600"], id="episode-timeout"),
+    pytest.param(["-n", "2", "--prove-episode-timeout=600"], id="xdist-episode-timeout",
+                 marks=XDIST_IS_SLOW)])
 def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """pytest-timeout's signal lands where the event loop waits, outside every task: the
@@ -142,9 +153,10 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     step); that session's result and replicate 1's record."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_stopped=source)
-    # A subprocess, as every pytest-timeout test here: its SIGALRM handler is the process's.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--timeout=2", *args)
+    pytester.makeconftest(RELEASE_AT_END)
+    # In process, as test_pytest_timeout_and_skip_inside_a_rollout (the comment there).
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=2",
+                                *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
     run = load(pytester)
@@ -157,9 +169,24 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     return result, dict(timed)
 
 
+RELEASE_AT_END = textwrap.dedent(
+    """
+    import threading
+
+    #: Set as the session ends: a replicate that must outlast pytest-timeout's alarm waits
+    #: on it, so it outlasts the alarm whatever the load, and the process (which waits for
+    #: the block's threads at exit) ends with the session, not seconds later.
+    SESSION_OVER = threading.Event()
+
+
+    def pytest_unconfigure(config):
+        SESSION_OVER.set()
+    """
+)
+
 SYNC_BLOCK_STOPPED = textwrap.dedent(
     """
-    import time
+    from conftest import SESSION_OVER
 
     import pytest_prove as prove
 
@@ -170,15 +197,16 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
         with prove.step("start"):
             pass
         if prove_replicate == 1:
-            # Outlasts the 2 s alarm; short, as the process waits for the thread at exit.
-            time.sleep(8)
+            # Outlasts the 2 s alarm (the conftest's comment); bounded, so that a session
+            # that waited for the block would end, late, rather than hang.
+            SESSION_OVER.wait(120)
         return prove.Episode("resolved")
     """
 )
 
 
-@pytest.mark.slow  # a subprocess session each (see the comment at the call)
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("args", [pytest.param([], id="one-process"),
+                                  pytest.param(["-n", "2"], id="xdist", marks=XDIST_IS_SLOW)])
 def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """The signal lands in the thread that waits for a block's threads: the whole block was
@@ -214,10 +242,11 @@ ANYIO = textwrap.dedent(
 ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("backend", ["default", "fixture"])
-@pytest.mark.parametrize("args", [[], ["--prove-concurrency=2"], ["-n", "2"]],
-                         ids=["one-process", "blocks", "xdist"])
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="one-process"), pytest.param(["--prove-concurrency=2"], id="blocks"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
                                            args: list[str]) -> None:
     """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
@@ -286,9 +315,11 @@ FLAKY = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("args", [[], ["-n", "2"], ["--prove-concurrency=2"]],
-                         ids=["one-process", "xdist", "blocks"])
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py)
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),
+    pytest.param(["--prove-concurrency=2"], id="blocks")])
 def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
                                                   capsys: pytest.CaptureFixture[str],
                                                   args: list[str]) -> None:

@@ -114,10 +114,13 @@ def copy_project(pytester: pytest.Pytester, workers: list[Worker]) -> None:
 def run_remote(pytester: pytest.Pytester, workers: list[Worker],
                *args: str) -> pytest.RunResult:
     copy_project(pytester, workers)
-    # In a process of its own: execnet leaves the controller's sockets to the collector,
-    # which would be an unraisable warning in this session.
-    return pytester.runpytest_subprocess("--dist=load", *(f"--tx={w.tx}" for w in workers),
-                                         f"--prove-store={STORE}", *args)
+    # Through socket servers, in a process of its own: execnet leaves the controller's
+    # sockets to the collector, which would be an unraisable warning in this session.
+    # Workers xdist starts itself (popen) talk through pipes: in process.
+    sockets = any(w.tx.startswith("socket=") for w in workers)
+    run = pytester.runpytest_subprocess if sockets else pytester.runpytest
+    return run("--dist=load", *(f"--tx={w.tx}" for w in workers), f"--prove-store={STORE}",
+               *args)
 
 
 def stored(pytester: pytest.Pytester, name: str = "latest") -> Run:

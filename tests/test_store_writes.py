@@ -111,8 +111,10 @@ def test_a_full_file_system_ends_in_one_clear_message(pytester: pytest.Pytester,
     """RLIMIT_FSIZE stands for a full disk (a subprocess: the limit is per process)."""
     pytester.makeini(INI)
     pytester.makepyfile(test_slow=SLOW)
-    monkeypatch.setenv("N", "200")
-    monkeypatch.setenv("PAD", "400")
+    # 100 episodes of some 1.6 kB each: the file is full after a few dozen, the resume
+    # writes the rest (was 400 of 0.5 kB: 4 times the items for the same check).
+    monkeypatch.setenv("N", "50")
+    monkeypatch.setenv("PAD", "1500")
     proc = _pytest(pytester.path, "--prove-name", "full", *workers,
                    preexec_fn=lambda: _limited(60_000))
     out, _ = proc.communicate(timeout=300)
@@ -122,14 +124,14 @@ def test_a_full_file_system_ends_in_one_clear_message(pytester: pytest.Pytester,
     assert "cannot write episodes" in out and "--prove-resume=full" in out
     run = load(pytester, "full")
     stored = len(run.episodes)
-    assert 0 < stored < 400
+    assert 0 < stored < 100
     raw = (run.path / "episodes.jsonl").read_bytes()
     assert raw.endswith(b"\n")  # a failed write is cut back to whole lines
     # Once there is room again, the resume completes the run.
     result = pytester.runpytest("--prove-resume", "full", *workers)
     assert result.ret == 0
     run = load(pytester, "full")
-    assert run.status == "complete" and len(run.episodes) == 400
+    assert run.status == "complete" and len(run.episodes) == 100
 
 
 @contextlib.contextmanager
@@ -286,9 +288,9 @@ def test_lock_file_symlink_is_refused(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me"
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_save_baseline_over_a_wider_one_says_replaced_and_what_it_dropped(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_REPLICATES", "10")  # what is stored, not a verdict
     pytester.makeini(INI)
     pytester.makepyfile(test_bot=BOT)
     pytester.runpytest("--prove-save-baseline", "current")

@@ -24,6 +24,7 @@ SLEEPER = textwrap.dedent(
 
     import pytest
     import pytest_prove as prove
+    from conftest import SESSION_OVER
 
     ASYNC = os.environ.get("ASYNC") == "1"
     BUSY = os.environ.get("BUSY") == "1"
@@ -53,8 +54,24 @@ SLEEPER = textwrap.dedent(
                 if BUSY:
                     while True:  # pure Python: stopped at the next bytecode
                         pass
-                time.sleep(600)  # in C: left running in its thread
+                # In C: left running in its thread, until the session ends (or 600 s).
+                SESSION_OVER.wait(600)
             return prove.Episode("resolved")
+    """
+)
+
+
+#: Set as the session ends: a sync sleeper blocked in C waits on it, so that it is left
+#: running in its thread for as long as the session lasts, and not in this process after.
+RELEASE_AT_END = textwrap.dedent(
+    """
+    import threading
+
+    SESSION_OVER = threading.Event()
+
+
+    def pytest_unconfigure(config):
+        SESSION_OVER.set()
     """
 )
 
@@ -62,13 +79,15 @@ SLEEPER = textwrap.dedent(
 @pytest.fixture
 def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makeconftest(RELEASE_AT_END)
     pytester.makepyfile(test_sleepy=SLEEPER)
     return pytester
 
 
 def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float,
            after: int = 1) -> None:
-    # Not a speed check: a sleeper sleeps 600 s, so a session that waited for any of them
+    # Not a speed check: a sleeper sleeps 600 s (a sync one blocked in C until the session's
+    # end, at most 600 s), so a session that waited for any of them
     # (instead of storing it as timed out and going on) takes at least that long. The bound
     # is far from both, so a loaded machine cannot fail it.
     assert took < 300, took
@@ -103,22 +122,18 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
     monkeypatch.setenv("ASYNC", "1" if mode == "async" else "0")
     monkeypatch.setenv("BUSY", "1" if mode == "busy" else "0")
     start = time.monotonic()
-    # A subprocess for sync in one process: a sleeper blocked in C is left running in its
-    # thread, for 600 s, in the process that ran it (an xdist worker is a process already).
-    in_c = mode == "sync" and "-n" not in args
-    run = sleepy.runpytest_subprocess if in_c else sleepy.runpytest
-    result = run("-p", "no:cacheprovider", "--prove-episode-timeout=1", *args)
+    # In process: a sync sleeper blocked in C, left running in its thread, ends with the
+    # session (it waits for the session's end, RELEASE_AT_END), not 600 s later in this one.
+    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1", *args)
     _check(sleepy, result, time.monotonic() - start)
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Which timeout applies: the decorator's alone, the ini's alone, and the command line's
-    over the decorator's.  In process: a busy sleeper is stopped at its next bytecode (the
-    sync one blocked in C, left running in its thread, is test_sleeping_replicates...'s); one
-    block of ten, so the sleepers time out together."""
-    monkeypatch.setenv("BUSY", "1")
+    over the decorator's.  Sync sleepers blocked in C, which cost no CPU while they wait (a
+    busy one spins a core until its deadline: 4 s of CPU here), left running until the
+    session's end; one block of ten, so the sleepers time out together."""
     monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
     start = time.monotonic()
     result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
@@ -259,14 +274,19 @@ def test_the_timeout_waits_until_the_rollout_leaves_library_code() -> None:
     handler.lock.release()
 
 
-@pytest.mark.slow  # 30 replicates spinning in logging until stopped, in a subprocess
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py), in a subprocess
 def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Pytester) -> None:
     """End to end, the rule above: every replicate stopped while it logs is stored as timed
     out, and the session ends. (A timeout raised anywhere hung the session only now and then:
     the test above holds the thread inside logging instead of hoping to land there.)"""
     # A subprocess: should the lock be left held again, the session hangs, and only a process
     # of its own can be ended (timeout=240) without hanging this one.
-    result = _hostile(pytester, "log", 30, "--prove-episode-timeout=0.02")
+    # One block of 30: the 30 threads log at once and are stopped within one deadline and
+    # grace (30 raises, as 30 blocks of one made, and more threads inside logging's locks at
+    # each), and no replicate left running spins beside the later ones (30 blocks of one
+    # took 10 s of CPU quiet, 55 s loaded).
+    result = _hostile(pytester, "log", 30, "--prove-episode-timeout=0.02",
+                      "--prove-concurrency=30")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _kinds(pytester) == ["episode_timeout"] * 30
 

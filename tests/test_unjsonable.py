@@ -13,7 +13,10 @@ import pytest
 
 from .conftest import INI, load
 
-WORKERS = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
+#: The xdist variant is slow (a second or more of CPU, bench/suite_time.py), the other not.
+WORKERS = pytest.mark.parametrize("workers", [
+    pytest.param([], id="single"),
+    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 
 
 def _parametrized(pytester: pytest.Pytester, value: str) -> None:
@@ -30,7 +33,6 @@ def _parametrized(pytester: pytest.Pytester, value: str) -> None:
         """))
 
 
-@pytest.mark.slow
 @WORKERS
 @pytest.mark.parametrize(("value", "shown"), [
     ('float("nan")', "nan cannot"),
@@ -83,7 +85,6 @@ def test_an_outcome_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) 
     assert not (pytester.path / ".prove").exists()
 
 
-@pytest.mark.slow
 @WORKERS
 @pytest.mark.parametrize(("meta", "message"), [
     ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),
@@ -138,7 +139,6 @@ def test_an_exception_message_with_a_lone_surrogate_is_stored(
     assert "caf\\ud800" in errors[0]["traceback"]
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @WORKERS
 def test_a_step_or_model_name_with_a_lone_surrogate_is_stored_escaped(
         pytester: pytest.Pytester, workers: list[str]) -> None:
