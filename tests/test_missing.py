@@ -48,6 +48,19 @@ def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     with it take its salt): on a fresh salt, about one run in 470 had more than half of
     refund's 190 episodes (each with a chance of 0.4) end without an outcome when
     test_ignoring_missing_outcomes_is_said raised --prove-max-errored to 0.5, and failed."""
+    return _saved(pytester)
+
+
+@pytest.fixture
+def small_agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The agent and its baseline with 30 replicates a condition, for the tests where every
+    episode of a condition ends without an outcome: 0.000 -> 1.000 needs no power, and each
+    crashed episode is a failed test pytest reports (190 of them cost seconds)."""
+    monkeypatch.setenv("N", "30")
+    return _saved(pytester)
+
+
+def _saved(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
     result = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=missing",
@@ -124,8 +137,9 @@ def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
 
 
 @pytest.mark.slow
-def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
+def test_a_condition_where_every_episode_errored(small_agent: pytest.Pytester,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = small_agent
     monkeypatch.setenv("FAIL_REFUND", "1")
     monkeypatch.setenv("HIDE_REFUND", "0")
     monkeypatch.setenv("CRASH", "1")
@@ -141,7 +155,7 @@ def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
     result.stdout.fnmatch_lines([
         "*gate failed: only 1 of the 2 condition(s) of baseline 'base' were compared; 1 "
         "ended without an outcome in every episode: ticket=refund*",
-        "*no outcome: ticket=refund ran 190 episode(s), none had an outcome (not compared: "
+        "*no outcome: ticket=refund ran 30 episode(s), none had an outcome (not compared: "
         "missing outcomes are ignored)*",
     ])
     assert "did not run" not in result.stdout.str()
@@ -220,8 +234,9 @@ def test_no_outcome_is_a_reserved_outcome_name(pytester: pytest.Pytester) -> Non
 
 
 @pytest.mark.slow
-def test_a_run_where_every_episode_errored(agent: pytest.Pytester,
+def test_a_run_where_every_episode_errored(small_agent: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = small_agent
     for ticket in ("REFUND", "PASSWORD"):
         monkeypatch.setenv(f"FAIL_{ticket}", "1")
         monkeypatch.setenv(f"HIDE_{ticket}", "0")
