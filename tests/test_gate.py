@@ -30,23 +30,26 @@ def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
     result.stdout.fnmatch_lines(["*pytest-prove*", "worse*", "*ticket=refund*unresolved*"])
     assert "ticket=password" not in result.stdout.str().split("worse", 1)[1].splitlines()[0]
 
-    # The same agent as the baseline: nothing moved.
+    # The same agent as the baseline: nothing moved.  This run and the next two go in blocks
+    # of 40 replicates (6 items, not 240: the same replicates and seeds, a fraction of the
+    # per-item cost); what they check is the gate's verdict and the baseline's refresh.
+    blocks = ("--prove-concurrency=40",)
     monkeypatch.setenv("REFUND_FAIL", "0.1")
-    result = bot.runpytest("--prove-baseline", "current", "--prove-name", "same")
+    result = bot.runpytest("--prove-baseline", "current", "--prove-name", "same", *blocks)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["no significant change*"])
 
     # An incomplete run (-k) never replaces the baseline.
     monkeypatch.setenv("REFUND_FAIL", "0.5")
     result = bot.runpytest("--prove-baseline", "current", "--prove-update-baseline",
-                           "-k", "refund")
+                           "-k", "refund", *blocks)
     result.stdout.fnmatch_lines(["*not saved*incomplete*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert baseline_file.read_bytes() == original
 
     # A complete run does, and the refresh passes the session.
     result = bot.runpytest("--prove-baseline", "current",
-                           "--prove-update-baseline", "--prove-name", "accepted")
+                           "--prove-update-baseline", "--prove-name", "accepted", *blocks)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*baseline 'current' replaced by run 'accepted'*"])
     replaced = Store(bot.path / ".prove").load_baseline("current")
@@ -77,8 +80,9 @@ def test_fail_on_too_small(bot: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
+@pytest.mark.parametrize("workers", [pytest.param([], id="single"),
+                                     pytest.param(["-n", "2"], id="xdist",
+                                                  marks=pytest.mark.slow)])
 def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester,
                                                      workers: list[str]) -> None:
     pytester.makepyfile(test_bot=BOT)
