@@ -39,7 +39,9 @@ AGENT = textwrap.dedent(
     """
 )
 
-INI = "[pytest]\nprove_allow_underpowered = true\n"
+#: Replicates in blocks of 10 (38 items for 380 replicates): the same replicates, seeds and
+#: verdicts at a fraction of the per-item cost; what is tested here is the comparison.
+INI = "[pytest]\nprove_allow_underpowered = true\naddopts = --prove-concurrency=10\n"
 
 
 @pytest.fixture
@@ -74,7 +76,6 @@ def _json(pytester: pytest.Pytester) -> dict:  # type: ignore[type-arg]
     return json.loads((pytester.path / "r.json").read_text())
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_failures_that_hide_as_missing_outcomes_read_worse(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "0.6")
@@ -136,7 +137,6 @@ def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
                                  "got 'drop'*"])
 
 
-@pytest.mark.slow
 def test_a_condition_where_every_episode_errored(small_agent: pytest.Pytester,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     agent = small_agent
@@ -161,7 +161,6 @@ def test_a_condition_where_every_episode_errored(small_agent: pytest.Pytester,
     assert "did not run" not in result.stdout.str()
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_replicates_without_a_twin_are_counted(agent: pytest.Pytester,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("N", "300")
@@ -191,7 +190,6 @@ MIRROR = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_a_success_that_mirrors_a_failure_is_one_test(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_mirror=MIRROR)
@@ -233,7 +231,6 @@ def test_no_outcome_is_a_reserved_outcome_name(pytester: pytest.Pytester) -> Non
     assert "Traceback" not in result.stdout.str()
 
 
-@pytest.mark.slow
 def test_a_run_where_every_episode_errored(small_agent: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     agent = small_agent
