@@ -119,7 +119,6 @@ def test_renamed_test_against_its_baseline_fails_with_the_reason(
         "renamed to sub/test_r.py::test_reply*@prove.rollout(id=...)*"])
 
 
-@pytest.mark.slow
 def test_moved_file_fails_and_a_stable_id_survives_the_move(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _project(pytester)
@@ -133,11 +132,13 @@ def test_moved_file_fails_and_a_stable_id_survives_the_move(
     source = (folder / "test_moved.py").read_text().replace(
         'successes=["resolved"])', 'successes=["resolved"], id="support")')
     (folder / "test_moved.py").write_text(source)
-    # 150 replicates: enough for "no significant change" (20 would say "too small to tell").
+    # 150 replicates: enough for "no significant change" (20 would say "too small to tell"),
+    # in blocks of 50 (6 items, not 300: the same replicates and seeds).
     monkeypatch.setenv("N", "150")
-    assert pytester.runpytest("--prove-save-baseline", "stable").ret == 0
+    assert pytester.runpytest("--prove-save-baseline", "stable",
+                              "--prove-concurrency=50").ret == 0
     (folder / "test_moved.py").rename(folder / "test_again.py")
-    result = pytester.runpytest("--prove-baseline", "stable")
+    result = pytester.runpytest("--prove-baseline", "stable", "--prove-concurrency=50")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["no significant change*"])
 
