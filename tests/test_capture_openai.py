@@ -118,14 +118,24 @@ def _check_store(pytester: pytest.Pytester, how: str = "installed") -> None:
             assert SECRET.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
+def _session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """One process: a subprocess, since the global tracer provider is set once a process and
+    the instrumentor patches the openai module for the rest of it.  Under -n 2: in this
+    process, which only collects and reads what the workers report; the workers, processes
+    of their own, are where capture is switched on (when an item is set up)."""
+    if "-n" in args:
+        return pytester.runpytest(*args)
+    return pytester.runpytest_subprocess(*args, timeout=120)
+
+
+@pytest.mark.slow  # a subprocess, or xdist workers
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2"],
                                   ["-n", "2", "--prove-concurrency", "4"]],
                          ids=["one-process", "xdist", "xdist-blocks"])
 def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: ThreadingHTTPServer,
                                        args: list[str]) -> None:
     _project(pytester, server, "openai")
-    result = pytester.runpytest_subprocess(*args, timeout=120)
+    result = _session(pytester, *args)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert len(server.calls) == sum((s % 3 + 1) for s in _seeds(pytester))  # type: ignore[attr-defined]
     _check_store(pytester)
@@ -139,11 +149,11 @@ def _seeds(pytester: pytest.Pytester) -> list[int]:
     return [int(r["seed"]) for r in load(pytester).episodes]
 
 
-@pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
+@pytest.mark.slow  # xdist workers
 def test_a_missing_instrumentor_is_named(pytester: pytest.Pytester,
                                          server: ThreadingHTTPServer) -> None:
     _project(pytester, server, "openai no-such-instrumentor")
-    result = pytester.runpytest_subprocess("-n", "2", timeout=120)
+    result = _session(pytester, "-n", "2")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines([
         "*pytest-prove capture: instrumentor 'no-such-instrumentor' is not installed: no "

@@ -1,8 +1,9 @@
 """The ``pytest-prove`` command on runs made by real sweeps of a seeded agent.
 
-The sweeps run once per module in a subprocess (pytester's projects live for one test, and
-every test here reads the same four runs): a baseline, a rerun of the same agent on its seeds,
-a worse agent on its seeds, and a run whose conditions mix cases.
+The sweeps run once per module, two in this process and two in subprocesses (pytester's
+projects live for one test, and every test here reads the same four runs): a baseline, a
+rerun of the same agent on its seeds, a worse agent on its seeds, and a run whose conditions
+mix cases.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_prove.cli import COMMANDS, main
+
+from .conftest import inline_session
 
 #: The seeded agent of tests/conftest.py, with named steps, a flaky tool on some password
 #: tickets (errored episodes) and, with CASE_MIX=1, a case drawn from the seed.
@@ -79,12 +82,23 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "pytest.ini").write_text("[pytest]\nprove_allow_underpowered = true\n"
                                      "prove_max_errored = 0.6\n")
     (root / "test_bot.py").write_text(STEP_BOT)
-    _wait(_sweep(root, "--prove-save-baseline", "base", "--prove-name", "first"))
+    # In this process (inline_session): a subprocess costs an interpreter's start-up.
+    _inline(root, "--prove-save-baseline", "base", "--prove-name", "first")
     # Three sessions on one store at once, as CI jobs might: the store's lock keeps them apart.
-    _wait(_sweep(root, "--prove-baseline", "base", "--prove-name", "same"),
-          _sweep(root, "--prove-baseline", "base", "--prove-name", "worse", REFUND_FAIL="0.7"),
-          _sweep(root, "--prove-name", "mixed", CASE_MIX="1"))
+    # Two are subprocesses (a session of its own each), the third runs here meanwhile.
+    same = _sweep(root, "--prove-baseline", "base", "--prove-name", "same")
+    worse = _sweep(root, "--prove-baseline", "base", "--prove-name", "worse", REFUND_FAIL="0.7")
+    try:
+        _inline(root, "--prove-name", "mixed", env={"CASE_MIX": "1"})
+    finally:
+        _wait(same, worse)
     return root
+
+
+def _inline(root: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    code, out = inline_session(root, "-p", "no:xdist", *args, env=env)
+    # The flaky tool fails some items (exit 1); anything else is a broken sweep.
+    assert code in (0, 1), out
 
 
 #: The flaky tool errs in about 1 in 10 password episodes of the baseline by design (more

@@ -732,10 +732,18 @@ def test_the_quickstart_saves_no_baseline_over_the_committed_one(
         tracked[relative] = source.read_bytes()
     page = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
     for env, args in in_example:
+        # Run in one process, without the page's ``-n 2``: xdist changes neither what a run
+        # stores nor its verdict (test_xdist.py::test_without_xdist_the_run_is_the_same; the
+        # example under -n 2: test_summary.py), and a -n 2 session of the example's 600
+        # items costs about 6 s of CPU against under 2 s in this process.
+        alone = [a for i, a in enumerate(args)
+                 if a != "-n" and (i == 0 or args[i - 1] != "-n")]
+        assert len(alone) == len(args) - 2 * args.count("-n"), args
         with monkeypatch.context() as patch:
             for key, value in env.items():
                 patch.setenv(key, value)
-            result = pytester.runpytest(*args, "-p", "no:randomly", "-p", "no:cacheprovider")
+            result = pytester.runpytest(*alone, "-p", "no:randomly", "-p", "no:cacheprovider",
+                                        "-p", "no:xdist")
         assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), (
             result.stdout.str())
         verdict = next((line for line in result.stdout.lines

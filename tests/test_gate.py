@@ -15,38 +15,43 @@ def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
     # 120 replicates: at 40 the same agent reads "too small to tell" (a limit of 0.32 for a
     # change of 0.20). Only the worse run is under xdist (a baseline saved and compared under
     # xdist: test_gate_reports.py, test_xdist.py); each xdist session starts two workers.
+    # Every run goes in blocks of 40 replicates (6 items, not 240: the same replicates and
+    # seeds, a fraction of the per-item cost, under xdist most of all); what is checked is
+    # the gate's verdict and the baseline's refresh.
+    blocks = ("--prove-concurrency=40",)
     monkeypatch.setenv("BOT_REPLICATES", "120")
     monkeypatch.setenv("REFUND_FAIL", "0.1")
-    bot.runpytest("--prove-save-baseline", "current").assert_outcomes(passed=240)
+    bot.runpytest("--prove-save-baseline", "current", *blocks).assert_outcomes(passed=6)
     baseline_file = bot.path / ".prove" / "baselines" / "current.baseline"
     original = baseline_file.read_bytes()
 
     # A clearly worse agent: refunds fail half the time instead of one in ten.
     monkeypatch.setenv("REFUND_FAIL", "0.5")
-    result = bot.runpytest("-n", "2", "--prove-baseline", "current", "--prove-name", "worse")
+    result = bot.runpytest("-n", "2", "--prove-baseline", "current", "--prove-name", "worse",
+                           *blocks)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # The items pass (a worse agent is a verdict, not a crash); the gate is one failure.
-    result.assert_outcomes(passed=240, failed=1)
+    result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(["*pytest-prove*", "worse*", "*ticket=refund*unresolved*"])
     assert "ticket=password" not in result.stdout.str().split("worse", 1)[1].splitlines()[0]
 
     # The same agent as the baseline: nothing moved.
     monkeypatch.setenv("REFUND_FAIL", "0.1")
-    result = bot.runpytest("--prove-baseline", "current", "--prove-name", "same")
+    result = bot.runpytest("--prove-baseline", "current", "--prove-name", "same", *blocks)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["no significant change*"])
 
     # An incomplete run (-k) never replaces the baseline.
     monkeypatch.setenv("REFUND_FAIL", "0.5")
     result = bot.runpytest("--prove-baseline", "current", "--prove-update-baseline",
-                           "-k", "refund")
+                           "-k", "refund", *blocks)
     result.stdout.fnmatch_lines(["*not saved*incomplete*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert baseline_file.read_bytes() == original
 
     # A complete run does, and the refresh passes the session.
     result = bot.runpytest("--prove-baseline", "current",
-                           "--prove-update-baseline", "--prove-name", "accepted")
+                           "--prove-update-baseline", "--prove-name", "accepted", *blocks)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*baseline 'current' replaced by run 'accepted'*"])
     replaced = Store(bot.path / ".prove").load_baseline("current")
@@ -77,8 +82,9 @@ def test_fail_on_too_small(bot: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
+@pytest.mark.parametrize("workers", [pytest.param([], id="single"),
+                                     pytest.param(["-n", "2"], id="xdist",
+                                                  marks=pytest.mark.slow)])
 def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester,
                                                      workers: list[str]) -> None:
     pytester.makepyfile(test_bot=BOT)

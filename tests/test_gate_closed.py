@@ -1,10 +1,11 @@
 """The gate fails closed (issue 29): a gate that cannot vouch for every condition fails.
 
-One rollout, two conditions (``case=a``, ``case=b``) of 200 replicates, a failure ``bad`` and
-a success ``good``; the worse agent's ``bad`` rate in ``a`` goes from 0.2 to 0.5. A provider
-outage (``OUTAGE``) makes that share of ``a``'s episodes that call the provider raise
-ConnectionError: those that end ``good`` (a ``bad`` one gives up before calling it), or with
-``OUTAGE_ALL`` every one. No ini relaxes the design check: 200 replicates pass it.
+One rollout, two conditions (``case=a``, ``case=b``) of 200 replicates (mostly in blocks of
+40), a failure ``bad`` and a success ``good``; the worse agent's ``bad`` rate in ``a`` goes
+from 0.2 to 0.5. A provider outage (``OUTAGE``) makes that share of ``a``'s episodes that call
+the provider raise ConnectionError: those that end ``good`` (a ``bad`` one gives up before
+calling it), or with ``OUTAGE_ALL`` every one. No ini relaxes the design check: 200
+replicates pass it.
 """
 
 from __future__ import annotations
@@ -49,9 +50,19 @@ AGENT = textwrap.dedent(
 @pytest.fixture
 def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makepyfile(test_agent=AGENT)
+    # Blocks of 40 replicates (10 items a session, not 400): the replicates, their seeds and
+    # what each episode records are the same; the per-item cost of 400 items is not.  The
+    # tests that kill a session at one replicate or select replicates by node id take
+    # ``_one_item_a_replicate`` instead.
+    pytester.makeini("[pytest]\naddopts = --prove-concurrency=40\n")
     for name in ("SWAP", "A_BAD", "OUTAGE", "OUTAGE_ALL", "KILL"):
         monkeypatch.delenv(name, raising=False)
     return pytester
+
+
+def _one_item_a_replicate(agent: pytest.Pytester) -> None:
+    """One item a replicate from here on (a baseline saved in blocks has the same seeds)."""
+    agent.makeini("[pytest]\n")
 
 
 def _baseline_file(pytester: pytest.Pytester) -> bytes:
@@ -72,7 +83,6 @@ def _thin_baseline(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     store.write_baseline("current", store.load("outage"))
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_an_outage_run_is_not_saved_as_a_baseline(agent: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # 1(a): 9 in 10 episodes of case=a raise ConnectionError.
@@ -87,7 +97,6 @@ def test_an_outage_run_is_not_saved_as_a_baseline(agent: pytest.Pytester,
     assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_an_outage_run_does_not_replace_the_baseline(agent: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
@@ -112,7 +121,6 @@ def test_a_baseline_saved_with_the_bound_widened_says_so(
                                  "may hold (default 0.25): up to 0.*case=a*"])
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_run_too_thin_for_the_design_check_is_not_saved(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Widened on purpose, yet 20 episodes with an outcome in case=a cannot let a later gate
@@ -127,7 +135,6 @@ def test_a_run_too_thin_for_the_design_check_is_not_saved(
     assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("every", [False, True], ids=["provider-calls", "every"])
 def test_a_thin_baseline_fails_the_gate_of_a_worse_agent(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, every: bool) -> None:
@@ -155,7 +162,6 @@ def test_a_thin_baseline_fails_the_gate_of_a_worse_agent(
     assert code == 4
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_swapped_declaration_is_refused_with_the_fix(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # 2: failures and successes swapped in the decorator gave "safer".
@@ -185,6 +191,7 @@ def test_a_resumed_gate_run_is_gated_against_its_baseline(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # 3: a gate run killed midway and resumed without --prove-baseline (a CI retry).
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    _one_item_a_replicate(agent)  # the baseline in blocks, its replicates item by item
     monkeypatch.setenv("A_BAD", "0.5")
     monkeypatch.setenv("KILL", "150")
     killed = agent.runpytest("--prove-baseline=current", "--prove-name=gate")
@@ -201,6 +208,7 @@ def test_a_resumed_gate_run_is_gated_against_its_baseline(
 def test_a_resumed_run_whose_baseline_is_gone_is_refused(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    _one_item_a_replicate(agent)  # the baseline in blocks, its replicates item by item
     monkeypatch.setenv("KILL", "150")
     agent.runpytest("--prove-baseline=current", "--prove-name=gate")
     monkeypatch.delenv("KILL")
@@ -211,7 +219,6 @@ def test_a_resumed_run_whose_baseline_is_gone_is_refused(
                                  "store no longer holds*"])
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("words", ["too-small", "not-within"])
 def test_fail_on_adds_and_never_drops_worse(agent: pytest.Pytester,
                                             monkeypatch: pytest.MonkeyPatch,
@@ -228,7 +235,6 @@ def test_fail_on_adds_and_never_drops_worse(agent: pytest.Pytester,
     assert code == 4
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
@@ -246,10 +252,10 @@ def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.M
     assert "note: a 'worse' verdict does not fail this gate" in capsys.readouterr().out
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
     # Ten twins a condition (-k keeps r000..r009) cannot see 0.20: by design, not lost.
     assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    _one_item_a_replicate(agent)  # the baseline in blocks, its replicates item by item
     result = agent.runpytest("--prove-baseline=current", "-k", "r00")
     result.stdout.fnmatch_lines(["too small to tell*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -261,7 +267,6 @@ def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
                                  "--prove-allow-underpowered*"])
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_merge_refuses_to_save_an_outage_as_a_baseline(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,10 +1,10 @@
 """A hostile review of the gate (issue 29, "the gate fails closed"): can a worse agent pass?
 
-One rollout, two conditions (``case=a``, ``case=b``) of 200 replicates, a failure ``bad`` and
-a success ``good``; the worse agent's ``bad`` rate in ``a`` goes from 0.2 to 0.5. With
-``HIDE`` set, the worse agent ends that share of its ``bad`` episodes of ``a`` without an
-outcome instead (``prove.NoOutcome``, or with ``RAISE`` an exception), so they drop out of
-a comparison that ignores missing outcomes.
+One rollout, two conditions (``case=a``, ``case=b``) of 200 replicates (in blocks of 40), a
+failure ``bad`` and a success ``good``; the worse agent's ``bad`` rate in ``a`` goes from 0.2
+to 0.5. With ``HIDE`` set, the worse agent ends that share of its ``bad`` episodes of ``a``
+without an outcome instead (``prove.NoOutcome``, or with ``RAISE`` an exception), so they drop
+out of a comparison that ignores missing outcomes.
 """
 
 from __future__ import annotations
@@ -43,13 +43,15 @@ AGENT = textwrap.dedent(
 @pytest.fixture
 def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makepyfile(test_agent=AGENT)
+    # Blocks of 40 replicates (10 items a session, not 400): the replicates, their seeds and
+    # what each episode records are the same; the per-item cost of 400 items is not.
+    pytester.makeini("[pytest]\naddopts = --prove-concurrency=40\n")
     for name in ("A_BAD", "HIDE", "RAISE"):
         monkeypatch.delenv(name, raising=False)
     assert pytester.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
     return pytester
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every 'bad' episode of case=a ends without an outcome (0.46 of them): ignored, what is
@@ -75,7 +77,6 @@ def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
                  "--missing=ignore", "--max-errored=0.6"]) == 0
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_errored_episodes_ignored_by_check_do_not_hide_a_worse_run(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,7 +94,6 @@ def test_errored_episodes_ignored_by_check_do_not_hide_a_worse_run(
     assert "check failed" in out
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_check_refuses_a_run_against_itself_or_the_baseline_named_second(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,7 +128,6 @@ def test_check_refuses_a_run_against_itself_or_the_baseline_named_second(
     assert main(["--store", store, "check", "baseline:lax", "baseline:current"]) == 0
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_failed_gate_does_not_save_over_the_baseline_it_failed_against(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # --prove-save-baseline naming the baseline the gate read wrote the worse run over it

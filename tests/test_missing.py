@@ -39,7 +39,9 @@ AGENT = textwrap.dedent(
     """
 )
 
-INI = "[pytest]\nprove_allow_underpowered = true\n"
+#: Replicates in blocks of 10 (38 items for 380 replicates): the same replicates, seeds and
+#: verdicts at a fraction of the per-item cost; what is tested here is the comparison.
+INI = "[pytest]\nprove_allow_underpowered = true\naddopts = --prove-concurrency=10\n"
 
 
 @pytest.fixture
@@ -48,6 +50,19 @@ def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     with it take its salt): on a fresh salt, about one run in 470 had more than half of
     refund's 190 episodes (each with a chance of 0.4) end without an outcome when
     test_ignoring_missing_outcomes_is_said raised --prove-max-errored to 0.5, and failed."""
+    return _saved(pytester)
+
+
+@pytest.fixture
+def small_agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The agent and its baseline with 30 replicates a condition, for the tests where every
+    episode of a condition ends without an outcome: 0.000 -> 1.000 needs no power, and each
+    crashed episode is a failed test pytest reports (190 of them cost seconds)."""
+    monkeypatch.setenv("N", "30")
+    return _saved(pytester)
+
+
+def _saved(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
     result = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=missing",
@@ -61,7 +76,6 @@ def _json(pytester: pytest.Pytester) -> dict:  # type: ignore[type-arg]
     return json.loads((pytester.path / "r.json").read_text())
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_failures_that_hide_as_missing_outcomes_read_worse(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "0.6")
@@ -123,9 +137,9 @@ def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
                                  "got 'drop'*"])
 
 
-@pytest.mark.slow
-def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
+def test_a_condition_where_every_episode_errored(small_agent: pytest.Pytester,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = small_agent
     monkeypatch.setenv("FAIL_REFUND", "1")
     monkeypatch.setenv("HIDE_REFUND", "0")
     monkeypatch.setenv("CRASH", "1")
@@ -141,13 +155,12 @@ def test_a_condition_where_every_episode_errored(agent: pytest.Pytester,
     result.stdout.fnmatch_lines([
         "*gate failed: only 1 of the 2 condition(s) of baseline 'base' were compared; 1 "
         "ended without an outcome in every episode: ticket=refund*",
-        "*no outcome: ticket=refund ran 190 episode(s), none had an outcome (not compared: "
+        "*no outcome: ticket=refund ran 30 episode(s), none had an outcome (not compared: "
         "missing outcomes are ignored)*",
     ])
     assert "did not run" not in result.stdout.str()
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_replicates_without_a_twin_are_counted(agent: pytest.Pytester,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("N", "300")
@@ -177,7 +190,6 @@ MIRROR = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_a_success_that_mirrors_a_failure_is_one_test(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_mirror=MIRROR)
@@ -219,9 +231,9 @@ def test_no_outcome_is_a_reserved_outcome_name(pytester: pytest.Pytester) -> Non
     assert "Traceback" not in result.stdout.str()
 
 
-@pytest.mark.slow
-def test_a_run_where_every_episode_errored(agent: pytest.Pytester,
+def test_a_run_where_every_episode_errored(small_agent: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = small_agent
     for ticket in ("REFUND", "PASSWORD"):
         monkeypatch.setenv(f"FAIL_{ticket}", "1")
         monkeypatch.setenv(f"HIDE_{ticket}", "0")
