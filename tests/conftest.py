@@ -273,3 +273,15 @@ class JSONHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         return
+
+
+def capture_session(pytester: pytest.Pytester, *args: str,
+                    timeout: float = 120) -> pytest.RunResult:
+    """A session of a capture test. One process: a subprocess, since the global tracer
+    provider is set once a process (and an instrumentor patches its library for the rest of
+    it).  Under -n 2: in this process, which only collects and reads what the workers report;
+    the workers, processes of their own, are where capture is switched on (when an item is
+    set up)."""
+    if "-n" in args:
+        return pytester.runpytest(*args)
+    return pytester.runpytest_subprocess(*args, timeout=timeout)

@@ -19,7 +19,7 @@ import pytest
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 from pytest_prove.store import Store
 
-from .conftest import INI, load
+from .conftest import INI, capture_session, load
 
 #: An agent that makes two model calls through the global API, each with usage that depends
 #: on the seed, inside an agent span that carries their sum too (as frameworks do); async
@@ -110,23 +110,13 @@ def _check(pytester: pytest.Pytester, how: str = "installed") -> None:
     assert run.manifest["capture"] == {"global": how, "instrumented": [], "missing": {}}
 
 
-def _session(pytester: pytest.Pytester, *args: str, timeout: float = 120) -> pytest.RunResult:
-    """One process: a subprocess, since the global tracer provider is set once a process
-    (and an instrumentor patches its library for the rest of it).  Under -n 2: in this
-    process, which only collects and reads what the workers report; the workers, processes
-    of their own, are where capture is switched on (when an item is set up)."""
-    if "-n" in args:
-        return pytester.runpytest(*args)
-    return pytester.runpytest_subprocess(*args, timeout=timeout)
-
-
 @pytest.mark.slow  # a subprocess, or xdist workers
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"]],
                          ids=["one-process", "xdist-blocks"])
 def test_spans_through_the_global_api_are_stored_per_episode(pytester: pytest.Pytester,
                                                              args: list[str]) -> None:
     _agent(pytester)
-    result = _session(pytester, *args)
+    result = capture_session(pytester, *args)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     _check(pytester)
     result.stdout.fnmatch_lines([
@@ -492,7 +482,7 @@ def test_usage_spans_no_episode_took_are_counted_and_said(pytester: pytest.Pytes
     tokens are not counted, and the session says how many (before: nothing said)."""
     pytester.makeini(INI)
     pytester.makepyfile(test_pooled=POOL)
-    result = _session(pytester, *args)
+    result = capture_session(pytester, *args)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines([
         "capture: 6 span(s) with token usage were started outside any episode (in a thread "

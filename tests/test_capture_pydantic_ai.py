@@ -17,7 +17,7 @@ import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
 
-from .conftest import INI, JSONHandler, load, local_server
+from .conftest import INI, JSONHandler, capture_session, load, local_server
 
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("openai")
@@ -102,16 +102,6 @@ AGENT = textwrap.dedent(
 )
 
 
-def _session(pytester: pytest.Pytester, *args: str, timeout: float = 120) -> pytest.RunResult:
-    """One process: a subprocess, since the global tracer provider is set once a process
-    (and an instrumentor patches its library for the rest of it).  Under -n 2: in this
-    process, which only collects and reads what the workers report; the workers, processes
-    of their own, are where capture is switched on (when an item is set up)."""
-    if "-n" in args:
-        return pytester.runpytest(*args)
-    return pytester.runpytest_subprocess(*args, timeout=timeout)
-
-
 @pytest.mark.slow  # a subprocess, or xdist workers
 @pytest.mark.parametrize(("instrument", "summed", "args"), [
     ([], False, ["-p", "no:xdist"]),
@@ -127,7 +117,7 @@ def test_pydantic_ai_tokens_are_the_servers_counted_once(
     pytester.makepyfile(test_agent=AGENT.replace("INSTRUMENT", json.dumps(instrument)))
     pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
     pytester._monkeypatch.setenv("AGENT_SPAN_USAGE", "1" if summed else "0")
-    result = _session(pytester, *args, timeout=180)
+    result = capture_session(pytester, *args, timeout=180)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     run = load(pytester)
     assert len(run.episodes) == 8
