@@ -43,6 +43,8 @@ __all__ = [
     "holm_targets",
     "pass_at_k",
     "pass_hat_k",
+    "target_p_values",
+    "target_power",
     "target_replicates",
     "target_test",
 ]
@@ -173,6 +175,20 @@ def _p_at_least(x: int, n: int, rate: float) -> float:
     return float(stats.binom.sf(x - 1, n, rate))
 
 
+def target_p_values(n: int, target: float, side: Side, *, k: int = 1
+                    ) -> tuple[FloatArray, FloatArray]:
+    """(p_meets, p_misses) of :func:`target_test` at every outcome x = 0..n at once (the
+    same scipy calls on an array: the same numbers)."""
+    k = _check_k(k)
+    n = _check_int("n", n, 1)
+    side = _check_side(side)
+    rate = _rate_target(_check_target(target), k)
+    x = np.arange(n + 1)
+    at_most = np.asarray(stats.binom.cdf(x, n, rate), dtype=np.float64)
+    at_least = np.asarray(stats.binom.sf(x - 1, n, rate), dtype=np.float64)
+    return (at_most, at_least) if side == "<=" else (at_least, at_most)
+
+
 def _clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
     """Each bound leaves alpha on its side: low = Beta(alpha; x, n - x + 1) quantile
     (0 at x = 0), high = Beta(1 - alpha; x + 1, n - x) quantile (1 at x = n)."""
@@ -249,7 +265,7 @@ def holm_targets(tests: Sequence[TargetTest], *, q: float) -> list[tuple[float, 
 # --------------------------------------------------------------------------- the design
 
 
-def _first_rejected_high(ns: IntArray, rate: float, level: float) -> IntArray:
+def _first_rejected_high(ns: IntArray, rate: float, level: float | FloatArray) -> IntArray:
     """For each n, the smallest x with P(X >= x) <= level under ``rate`` (n + 1 if none):
     the rejection region {x >= c} of the upper tail, exactly as :func:`target_test`
     decides it (scipy's quantile, then corrected against the very tail sums it uses)."""
@@ -264,7 +280,7 @@ def _first_rejected_high(ns: IntArray, rate: float, level: float) -> IntArray:
     raise AssertionError("the rejection region's edge did not settle")  # pragma: no cover
 
 
-def _last_rejected_low(ns: IntArray, rate: float, level: float) -> IntArray:
+def _last_rejected_low(ns: IntArray, rate: float, level: float | FloatArray) -> IntArray:
     """For each n, the largest x with P(X <= x) <= level under ``rate`` (-1 if none)."""
     start = np.nan_to_num(np.asarray(stats.binom.ppf(level, ns, rate), dtype=np.float64))
     d: IntArray = np.clip(start.astype(np.int64), -1, ns)
@@ -279,11 +295,11 @@ def _last_rejected_low(ns: IntArray, rate: float, level: float) -> IntArray:
 
 def target_power(
     ns: IntArray, target: float, side: Side, true_value: float, *, k: int = 1,
-    level: float = 0.05, claim: Literal["meets", "misses"],
+    level: float | FloatArray = 0.05, claim: Literal["meets", "misses"],
 ) -> FloatArray:
     """The exact chance, at each n of ``ns``, that an agent whose true quantity (rate, or
-    pass^k) is ``true_value`` is claimed to ``claim`` the target at ``level``: the binomial
-    probability of the test's rejection region."""
+    pass^k) is ``true_value`` is claimed to ``claim`` the target at ``level`` (one level,
+    or one per n): the binomial probability of the test's rejection region."""
     rate = _rate_target(target, k)
     p = _rate_target(true_value, k)
     upper = (side == ">=") == (claim == "meets")  # the claim rejects on many events
