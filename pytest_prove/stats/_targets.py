@@ -35,6 +35,7 @@ import numpy.typing as npt
 from scipy import stats  # type: ignore[import-untyped]
 
 from ._check import check_power, check_q
+from ._intervals import clopper_pearson_interval
 from ._multiplicity import holm
 
 __all__ = [
@@ -189,14 +190,6 @@ def target_p_values(n: int, target: float, side: Side, *, k: int = 1
     return (at_most, at_least) if side == "<=" else (at_least, at_most)
 
 
-def _clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
-    """Each bound leaves alpha on its side: low = Beta(alpha; x, n - x + 1) quantile
-    (0 at x = 0), high = Beta(1 - alpha; x + 1, n - x) quantile (1 at x = n)."""
-    low = 0.0 if x == 0 else float(stats.beta.ppf(alpha, x, n - x + 1))
-    high = 1.0 if x == n else float(stats.beta.isf(alpha, x + 1, n - x))
-    return low, high
-
-
 def target_test(
     events: int, n: int, target: float, side: Side, *, k: int = 1, alpha: float = 0.05
 ) -> TargetTest:
@@ -220,7 +213,8 @@ def target_test(
     rate = _rate_target(t, k)
     at_most, at_least = _p_at_most(x, n, rate), _p_at_least(x, n, rate)
     p_meets, p_misses = (at_most, at_least) if side == "<=" else (at_least, at_most)
-    low, high = _clopper_pearson(x, n, a)
+    # each end leaves alpha on its side: the one-sided bounds at 1 - alpha
+    low, high = clopper_pearson_interval(x, n, level=1.0 - 2.0 * a)
     if k == 1:
         estimate = x / n
     else:
