@@ -240,7 +240,7 @@ def _metric_limits(config: pytest.Config, selected: Selected,
     found = planned_limits(baseline, {rid: (plan.declaration, keys, plan.total)
                                       for rid, (plan, keys) in selected.items()},
                            paired=settings.paired, q=settings.q)
-    return words.metric_limit_lines(found, baseline.name)
+    return words.metric_limit_lines(found, baseline.name, sequential=settings.sequential)
 
 
 def _sequential(design: Design, items: list[pytest.Item], selected: Selected,

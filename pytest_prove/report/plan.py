@@ -237,9 +237,10 @@ def sequential_partial(partial: str) -> str:
             "--prove-sequential")
 
 
-def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None) -> list[str]:
+def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None,
+                       sequential: bool = False) -> list[str]:
     """The plan's lines on metric rows: each row's detection limit from the baseline's
-    values, or why there is none."""
+    values, or why there is none; for a ``sequential`` run, at its maximum episodes."""
     from .metrics import limit_text
 
     if baseline is None:
@@ -255,4 +256,9 @@ def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None) -> l
         else:
             lines.append(f"{name}: detection limit {limit_text(row.limit)} (the smallest "
                          "shift the worse way flagged 4 times in 5, from the baseline's values)")
+    if sequential and found:
+        lines.append("metric limits of a sequential run: at its maximum episodes; the looks "
+                     "stop on the outcome rows only, and the metric rows are tested once, at "
+                     "the end, on the episodes the looks ran, so a condition stopped early "
+                     "has a larger limit (the report prints each row's)")
     return lines

@@ -219,8 +219,10 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     spared = list(blind.notes)
     if metric_margin:
         _check_margin_names(metric_margin, after)
-    metrics = None if sequential is not None else metric_review(
-        before, after, prepared, q=q, margins=metric_margin)
+    # A sequential run's looks stop on the outcome rows; its metric rows are tested once,
+    # here, on every episode the looks ran (never left out: a metric that got worse fails).
+    metrics = metric_review(before, after, prepared, q=q, margins=metric_margin,
+                            sequential=sequential is not None)
     metrics_failed, metric_reasons, metric_notes = gate_metrics(
         metrics, fail_on, allow_underpowered)
     verdict_failed = verdict_failed or metrics_failed

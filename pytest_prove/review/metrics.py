@@ -109,6 +109,9 @@ class MetricReview:
     unvouched: tuple[str, ...] = ()
     #: The rows got no limit: there were more than :data:`MAX_LIMIT_ROWS`.
     limits_skipped: bool = False
+    #: The run was sequential: its looks stopped on the outcome rows, and the metric rows
+    #: were tested once, at the end, on the episodes the looks ran.
+    sequential: bool = False
 
     @property
     def m(self) -> int:
@@ -139,16 +142,22 @@ class MetricReview:
         margin = ("; a margin is shown held when the interval's worse end is inside it "
                   f"(one-sided at q/(2m) = {self.q / (2 * max(1, self.m)):.3g} a row, "
                   "Bonferroni)" if self.with_margin else "")
+        looks = ("; the run was sequential and its looks stop on the outcome rows only: "
+                 "metric rows are tested once, at the end, on the episodes the looks ran, "
+                 "with no correction for the looks, so a condition stopped early tests its "
+                 "metrics on fewer episodes (less power: see each row's limit)"
+                 if self.sequential else "")
         return (f"metric rows: {test}, Hodges-Lehmann shift after minus before with its "
                 f"{level:.2%} interval; Holm over the {self.m} metric row(s) at q={self.q:g}, "
-                f"a family of their own, apart from the outcome rows{margin}")
+                f"a family of their own, apart from the outcome rows{margin}{looks}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"q": self.q, "m": self.m, "paired": self.paired, "method": self.method,
                 "rows": [r.to_dict() for r in self.rows],
                 "worse": [{"condition": r.condition, "metric": r.metric}
                           for r in self.worse],
-                "unvouched": list(self.unvouched)}
+                "unvouched": list(self.unvouched),
+                **({"sequential": True} if self.sequential else {})}
 
 
 def declares_metrics(run: Run) -> bool:
@@ -174,7 +183,8 @@ def _values(run: Run, keys: Collection[Key]) -> dict[Key, dict[int, Mapping[str,
 
 def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
                   limits: bool = True,
-                  margins: Mapping[str, MetricMargin] | None = None) -> MetricReview | None:
+                  margins: Mapping[str, MetricMargin] | None = None,
+                  sequential: bool = False) -> MetricReview | None:
     """The metric rows of ``after`` against ``before`` (None: no rollout of ``after``
     declares a metric). ``margins``: each metric's margin (--prove-metric-margin), whose
     rows then say whether the shift is shown within it."""
@@ -238,7 +248,7 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
             made = _with_margin(made, margins[name])
         rows.append(made)
     return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched),
-                        limits_skipped=bool(found) and not limits)
+                        limits_skipped=bool(found) and not limits, sequential=sequential)
 
 
 def _with_margin(row: MetricRow, margin: MetricMargin) -> MetricRow:
