@@ -26,8 +26,10 @@ __all__ = [
     "margin_failed",
     "margin_fails_in_plan",
     "margin_line",
+    "margin_without_outcomes",
     "metric_limit_lines",
     "plan_head",
+    "plan_head_metrics_only",
     "sequential_line",
     "sequential_partial",
     "sequential_sizes",
@@ -136,6 +138,24 @@ def plan_head(*, episodes: int, rollouts: int, cells: int, replicates: int, show
         f"({method}, q {q:g} over {m} tests, 4 times in 5; you accept up to "
         f"{max_mde:.3f})",
     ]
+
+
+def plan_head_metrics_only(*, episodes: int, rollouts: int, cells: int,
+                           replicates: int) -> list[str]:
+    """The plan's first lines when every rollout declares metrics and no outcomes: there is
+    no outcome row for the design check; the metric rows' limits follow."""
+    return [
+        f"pytest-prove plan: {episodes:,} episodes: {rollouts} rollout(s), "
+        f"{cells} condition(s), {replicates} replicates or more each",
+        "design check: none on outcomes: the rollouts declare metrics and no outcomes, so "
+        "their metric rows are the comparison (each row's limit below, against a baseline)",
+    ]
+
+
+def margin_without_outcomes(margin: float) -> str:
+    return (f"--prove-margin {margin:g} is a margin on the outcome rows' rates, and no "
+            "selected rollout declares outcomes (they declare metrics only); give each "
+            "metric its margin with --prove-metric-margin (e.g. judge=0.05) instead")
 
 
 def design_fails_in_plan(replicates_needed: int | None, max_mde: float) -> str:

@@ -191,9 +191,7 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
     if not declares_metrics(after):
         return None
     declarations: dict[str, Declaration] = declarations_of(after)
-    labels: dict[Key, str] = {}
-    for key, row in zip(prepared.keys, prepared.rows, strict=False):
-        labels.setdefault(key, row.condition)
+    labels: dict[Key, str] = dict(prepared.compared)
     keys = [k for k in labels if declarations.get(k[0]) is not None
             and declarations[k[0]].metrics]
     old, new = _values(before, set(keys)), _values(after, set(keys))
