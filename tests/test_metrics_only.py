@@ -295,3 +295,38 @@ def test_a_rollout_declaring_neither_outcomes_nor_metrics_is_an_error_naming_the
         "*a rollout must declare at least one failure or success, e.g. failures=*, or, when "
         'only scores matter, metrics and no outcomes: metrics={"judge": "higher"}*'])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_episodes_without_an_outcome_are_tested_beside_the_metric_rows(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rollout of metrics only whose new episodes end without one half the time: its twins
+    that ended in both are compared on the metric, and its share without one is the row
+    'no outcome', which got worse (it was read as a condition none of whose twins had an
+    outcome)."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_crash="""
+        import os
+        import random
+
+        import pytest_prove as prove
+
+
+        @prove.rollout(replicates=30, metrics={"judge": "higher"})
+        def test_crash(prove_seed):
+            rng = random.Random(prove_seed)
+            if os.environ.get("CRASH") == "1" and rng.random() < 0.5:
+                raise prove.NoOutcome("the judge was down")
+            return prove.Episode(metrics={"judge": rng.gauss(0.7, 0.1)})
+        """)
+    assert pytester.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("CRASH", "1")
+    result = pytester.runpytest("--prove-baseline=main", "-rf")
+    text = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    assert "none of the 30 twins" not in text and "gate failed" not in text
+    result.stdout.fnmatch_lines([
+        "*= pytest-prove =*",
+        "worse: 1 condition got worse ((one condition): more episodes ended without an "
+        "outcome, 0.000 -> *",
+        "metrics: no significant change in 1 metric row(s) *",
+        "FAILED test_crash.py::test_crash::prove-gate?(one condition)? - worse: *"])

@@ -112,6 +112,8 @@ class MetricReview:
     #: The run was sequential: its looks stopped on the outcome rows, and the metric rows
     #: were tested once, at the end, on the episodes the looks ran.
     sequential: bool = False
+    #: There are no outcome rows: the rollouts compared declare metrics only.
+    alone: bool = False
 
     @property
     def m(self) -> int:
@@ -149,7 +151,9 @@ class MetricReview:
                  if self.sequential else "")
         return (f"metric rows: {test}, Hodges-Lehmann shift after minus before with its "
                 f"{level:.2%} interval; Holm over the {self.m} metric row(s) at q={self.q:g}, "
-                f"a family of their own, apart from the outcome rows{margin}{looks}")
+                + ("the only family: the rollouts declare metrics and no outcomes"
+                   if self.alone else "a family of their own, apart from the outcome rows")
+                + f"{margin}{looks}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"q": self.q, "m": self.m, "paired": self.paired, "method": self.method,
@@ -184,7 +188,7 @@ def _values(run: Run, keys: Collection[Key]) -> dict[Key, dict[int, Mapping[str,
 def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
                   limits: bool = True,
                   margins: Mapping[str, MetricMargin] | None = None,
-                  sequential: bool = False) -> MetricReview | None:
+                  sequential: bool = False, alone: bool = False) -> MetricReview | None:
     """The metric rows of ``after`` against ``before`` (None: no rollout of ``after``
     declares a metric). ``margins``: each metric's margin (--prove-metric-margin), whose
     rows then say whether the shift is shown within it."""
@@ -246,7 +250,8 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
             made = _with_margin(made, margins[name])
         rows.append(made)
     return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched),
-                        limits_skipped=bool(found) and not limits, sequential=sequential)
+                        limits_skipped=bool(found) and not limits, sequential=sequential,
+                        alone=alone)
 
 
 def _with_margin(row: MetricRow, margin: MetricMargin) -> MetricRow:

@@ -106,6 +106,9 @@ class Prepared:
     #: Every compared condition's label by (rollout id, condition key): those with rows,
     #: and those of a rollout that declares metrics only (compared on its metric rows).
     compared: Mapping[Key, str] = field(default_factory=dict)
+    #: The conditions of rollouts that declare metrics only with twins (or, unpaired,
+    #: episodes) that ended in both runs: compared on their metric rows, with no outcome row.
+    measured: frozenset[Key] = frozenset()
 
 
 def declarations_of(*runs: Run) -> dict[str, Declaration]:
@@ -317,6 +320,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
     used_events: list[str] = []
     mirrored: dict[str, str] = {}
     compared_labels: dict[Key, str] = {}
+    measured: set[Key] = set()
     for key in sorted(every):
         rollout_id, _ = key
         label = condition_label(conditions[key])
@@ -356,6 +360,8 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                          if f in tested and s in (wanted or declaration.events)})
         if compared and (tested or declaration.metrics_only):
             compared_labels[key] = label
+            if declaration.metrics_only:
+                measured.add(key)
         if compared:
             for event in tested:
                 if event not in used_events:
@@ -382,4 +388,4 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
                     not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out),
                     mirrored=mirrored, missing=missing, no_outcome=no_outcome,
                     unpaired=dict(unpaired), keys=tuple(keys), chaos=chaos, faults=faults,
-                    compared=compared_labels)
+                    compared=compared_labels, measured=frozenset(measured))
