@@ -228,7 +228,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     # A sequential run's looks stop on the outcome rows; its metric rows are tested once,
     # here, on every episode the looks ran (never left out: a metric that got worse fails).
     metrics = metric_review(before, after, prepared, q=q, margins=metric_margin,
-                            sequential=sequential is not None, alone=comparison is None)
+                            sequential=sequential is not None,
+                            alone=comparison is None and bool(prepared.measured))
     gap = covered.failure(before.name, labels.after)
     if gap is not None:
         reasons.append(gap)
