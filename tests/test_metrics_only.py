@@ -49,7 +49,8 @@ SEQUENTIAL = textwrap.dedent(
 
 
 def test_sequential_tests_the_metric_rows_on_the_episodes_the_looks_ran(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Before, --prove-sequential dropped the metric rows: a latency 30% longer passed."""
     pytester.makepyfile(test_sweep=SEQUENTIAL)
     base = ["-p", "no:randomly", "--prove-concurrency=55"]
@@ -72,6 +73,15 @@ def test_sequential_tests_the_metric_rows_on_the_episodes_the_looks_ran(
         "FAILED test_sweep.py::test_sweep::prove-gate?ticket=a? - metrics worse in ticket=a: "
         "latency_s +*",
     ])
+    # The command line reads the stored sequential run the same way.
+    from pytest_prove.cli import main
+
+    monkeypatch.chdir(pytester.path)
+    capsys.readouterr()
+    assert main(["check", "baseline:base", "latest"]) == 4
+    text = capsys.readouterr().out
+    assert "metrics: worse: latency_s in ticket=a +" in text, text
+    assert "tested once, at the end, on the episodes the looks ran" in text
     monkeypatch.delenv("SLOW")
     same = pytester.runpytest(*base, "--prove-baseline=base", "--prove-sequential")
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
