@@ -71,7 +71,9 @@ def rollout(
     ``metrics={"judge": "higher", "latency_s": "lower"}`` declares the numbers its episodes
     report (``prove.Episode(outcome, metrics={...})``) and which way is better: each is
     tested per condition against the baseline, and one that moved the worse way fails the
-    gate (docs/statistics.md, "Metric rows").
+    gate (docs/statistics.md, "Metric rows"). When only scores matter, declare metrics and no
+    outcomes and return ``prove.Episode(metrics={...})``: the metric rows are then the whole
+    comparison (docs/metrics.md, "Metrics without an outcome").
     """
     if fn is not None:
         raise TypeError(

@@ -140,7 +140,7 @@ def _review(args: argparse.Namespace) -> Review:
                   allow_underpowered=bool(getattr(args, "allow_underpowered", False))
                   and "too-small" not in (getattr(args, "fail_on", None) or ()),
                   max_errored=getattr(args, "max_errored", None))
-    done.require_comparison()
+    done.require_compared()
     return done
 
 
@@ -279,9 +279,8 @@ def _report(args: argparse.Namespace, out: Output) -> int:
                               "verdict": None}, verdicts.run_report_lines(found, path))
         return EXIT_OK
     done = _review(args)
-    comparison = done.require_comparison()
     path = write_report(args.out, done, x=args.x, y=args.y)
-    out.answer("report", {"path": str(path), "verdict": comparison.verdict.word},
+    out.answer("report", {"path": str(path), "verdict": verdicts.verdict_word(done)},
                verdicts.report_lines(done, path))
     return EXIT_OK
 

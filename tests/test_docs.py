@@ -43,7 +43,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,15 +220,17 @@ def _in_doc(message: str, path: Path, block: Block, offset: int) -> str:
     return message.replace(str(path), f"{block.id} (written as {path.name})")
 
 
-def stub_module(function: str, outcome: str) -> str:
+def stub_module(function: str, outcome: str | None, metrics: Sequence[str] = ()) -> str:
     """A target for a spec whose module the page does not show: it ends every episode with
-    the first outcome the spec declares."""
+    the first outcome the spec declares (a spec of metrics only: with each metric 0.5)."""
+    ending = (f"{outcome!r}, t=1, horizon=2" if outcome is not None
+              else f"metrics={dict.fromkeys(metrics, 0.5)!r}")
     return textwrap.dedent(f"""\
         import pytest_prove as prove
 
 
         def {function}(cfg, seed):
-            return prove.Episode({outcome!r}, t=1, horizon=2)
+            return prove.Episode({ending})
         """)
 
 
@@ -271,8 +273,9 @@ def check_spec(block: Block, request: pytest.FixtureRequest) -> None:
                     f"{_in_doc(str(exc), path, block, offset)}", pytrace=False)
     module, _, function = spec.target.partition(":")
     declared = spec.declaration
-    outcome = (declared.outcomes or (*declared.failures, *declared.successes))[0]
-    source = shown_module(block, module.rsplit(".", 1)[-1]) or stub_module(function, outcome)
+    outcome = next(iter(declared.outcomes or (*declared.failures, *declared.successes)), None)
+    source = shown_module(block, module.rsplit(".", 1)[-1]) or stub_module(
+        function, outcome, list(declared.metric_directions))
     write_module(pytester.path, module, source)
     if block.kind == "spec":  # a part of one has the replicates it was completed with
         planned = pytester.runpytest("--prove-plan", *QUIET)

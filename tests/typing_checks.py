@@ -58,13 +58,15 @@ assert_type(check_a_sweep_target({"model": "large"}, 7), prove.Episode)
 
 def check_an_episode_and_the_helpers() -> None:
     episode = prove.Episode("resolved", t=2.5, horizon=10, meta={"case_id": 3})
-    assert_type(episode.outcome, str)
+    assert_type(episode.outcome, str | None)  # None: a rollout of metrics only
     assert_type(episode.t, float | int | None)
     assert_type(episode.horizon, float | int | None)
     assert_type(episode.meta, dict[str, Any])
     assert_type(episode.case_id, str | int | None)
     scored = prove.Episode("resolved", metrics={"judge": 0.8, "steps_to_answer": 6})
     assert_type(scored.metrics, dict[str, float])
+    only = prove.Episode(metrics={"judge": 0.8})  # a rollout that declares metrics only
+    assert_type(only.outcome, str | None)
     assert_type(prove.derive_seed("salt", "support", "ticket=refund", 0), int)
     assert_type(prove.usage("m", 1), None)
     assert_type(prove.__version__, str)

@@ -143,26 +143,28 @@ def storable_text(text: str) -> bool:
 class Episode:
     """How one case ended on one seed.
 
-    ``outcome`` is one of the rollout's declared outcomes.  ``t`` (when it ended,
-    in the rollout's ``t_unit``) and ``horizon`` (the most ``t`` could have been)
-    are numbers with ``0 <= t <= horizon``; when ``t`` is ``None`` and the rollout
-    recorded steps with ``prove.step``, ``t`` is the number of steps.  ``meta`` is a
+    ``outcome`` is one of the rollout's declared outcomes; a rollout that declares metrics
+    and no outcomes (only scores matter) gives none: ``prove.Episode(metrics={"judge": 0.8})``.
+    ``t`` (when it ended, in the rollout's ``t_unit``) and ``horizon`` (the most ``t`` could
+    have been) are numbers with ``0 <= t <= horizon``; when ``t`` is ``None`` and the
+    rollout recorded steps with ``prove.step``, ``t`` is the number of steps.  ``meta`` is a
     JSON-serialisable dict; ``meta["case_id"]`` names the case the episode ran.
     ``metrics`` are the numbers the episode reports by name (``{"judge": 0.8}``), each one
     the rollout declares with the direction that is better (``metrics=`` of the decorator).
     """
 
-    outcome: str
+    outcome: str | None = None
     t: float | int | None = None
     horizon: float | int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.outcome, str) or not self.outcome:
+        if self.outcome is not None and (not isinstance(self.outcome, str)
+                                         or not self.outcome):
             raise RolloutContractError(
-                f"Episode outcome must be a non-empty string naming a declared outcome, "
-                f"got {self.outcome!r}"
+                f"Episode outcome must be a non-empty string naming a declared outcome (or "
+                f"None, for a rollout that declares metrics only), got {self.outcome!r}"
             )
         t = check_number("t", self.t)
         horizon = check_number("horizon", self.horizon)

@@ -21,6 +21,7 @@ from ..errors import ProveError
 __all__ = [
     "BUILTIN_METRICS",
     "DIRECTIONS",
+    "MEASURED",
     "Better",
     "MetricError",
     "MetricMargin",
@@ -34,6 +35,12 @@ __all__ = [
 
 Better = Literal["higher", "lower"]
 DIRECTIONS: Final[tuple[str, ...]] = ("higher", "lower")
+
+#: The outcome stored for every episode of a rollout that declares metrics and no outcomes
+#: (``prove.Episode(metrics={...})``): it ended, and its metrics are what is compared. Such a
+#: rollout has no outcome rows, so the word is never tested; it is what ``pytest-prove show``
+#: counts.
+MEASURED: Final = "measured"
 
 #: The metrics every episode already stores, by name, with the direction that is better.
 BUILTIN_METRICS: Final[Mapping[str, Better]] = {"duration": "lower", "tokens": "lower",

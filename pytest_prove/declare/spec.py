@@ -156,10 +156,11 @@ class Declaration:
         object.__setattr__(self, "failures", failures)
         object.__setattr__(self, "successes", successes)
         object.__setattr__(self, "outcomes", outcomes)
-        if not failures and not successes:
+        if not failures and not successes and (outcomes or not self.metrics):
             raise SpecError(
                 "a rollout must declare at least one failure or success, "
-                'e.g. failures=["unresolved"], successes=["resolved"]'
+                'e.g. failures=["unresolved"], successes=["resolved"], or, when only scores '
+                'matter, metrics and no outcomes: metrics={"judge": "higher"}'
             )
         both = sorted(set(failures) & set(successes))
         if both:
@@ -203,6 +204,12 @@ class Declaration:
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise SpecError(f"axis {', '.join(dupes)} is declared more than once")
+
+    @property
+    def metrics_only(self) -> bool:
+        """Whether it declares metrics and no outcomes: its episodes are compared on their
+        metric rows alone (docs/metrics.md, "Metrics without an outcome")."""
+        return not self.outcomes
 
     @property
     def metric_directions(self) -> dict[str, Better]:
@@ -375,10 +382,12 @@ def load_spec(path: Path) -> SweepSpec:
     if not isinstance(target_id, str) or not target_id:
         raise SpecError(f"{where('target_id')}: target_id must be a non-empty string")
     declare = data.get("declare")
+    if declare is None and data.get("metrics"):
+        declare = {}  # metrics only: no outcomes to declare
     if not isinstance(declare, dict):
         raise SpecError(
             f"{path}: the sweep spec needs a [declare] table with outcomes, failures "
-            "and successes"
+            "and successes, or, when only scores matter, a [metrics] table alone"
         )
     unknown = sorted(set(declare) - {"outcomes", "failures", "successes"})
     if unknown:

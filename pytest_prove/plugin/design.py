@@ -167,6 +167,8 @@ class Design:
             lines.append(words.SEQUENTIAL_COST)
         stops = [] if self.sequential_refusal is None else [
             words.would_stop(self.sequential_refusal)]
+        if not self.m and settings.margin is not None:
+            stops.append(words.would_stop(words.margin_without_outcomes(settings.margin)))
         if not settings.allow_underpowered:
             if self.check is not None and not self.check.ok:
                 # The plan is the place to learn this: say it, and exit as the run would.
@@ -180,6 +182,8 @@ class Design:
 
     def refusal(self, settings: Settings) -> str | None:
         """Why the run is refused before any rollout runs, or None."""
+        if not self.m and settings.margin is not None:
+            return words.margin_without_outcomes(settings.margin)
         if self.check is not None and not self.check.ok and not settings.allow_underpowered:
             return words.design_failed(
                 replicates=self.replicates, m=self.m, shown=self.check.shown,
@@ -195,11 +199,19 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
            settings: Settings) -> Design:
     """Run the checks on the selected rollouts (``sweep``: every shard's items), and order
     a sequential run's items look by look."""
-    m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in selected.values())
-    replicates = min(plan.total for plan, _ in selected.values())
+    # A rollout that declares metrics only has no outcome row for the design check to read.
+    outcomes = [(plan, keys) for plan, keys in selected.values()
+                if not plan.declaration.metrics_only]
+    m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in outcomes)
+    replicates = min(plan.total for plan, _ in (outcomes or selected.values()))
     cells = sum(len(keys) for _, keys in selected.values())
     design = Design(replicates, m, None, None)
-    if settings.plan_only or not settings.allow_underpowered:
+    if not m:
+        if settings.plan_only:
+            design.lines = words.plan_head_metrics_only(
+                episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
+                rollouts=len(selected), cells=cells, replicates=replicates)
+    elif settings.plan_only or not settings.allow_underpowered:
         # Only the plan prints these checks, and only a run that does not allow an
         # underpowered design is refused by them.
         check = design.check = _design_check(config, replicates, m, settings)
@@ -240,7 +252,7 @@ def _metric_limits(config: pytest.Config, selected: Selected,
     found = planned_limits(baseline, {rid: (plan.declaration, keys, plan.total)
                                       for rid, (plan, keys) in selected.items()},
                            paired=settings.paired, q=settings.q)
-    return words.metric_limit_lines(found, baseline.name)
+    return words.metric_limit_lines(found, baseline.name, sequential=settings.sequential)
 
 
 def _sequential(design: Design, items: list[pytest.Item], selected: Selected,

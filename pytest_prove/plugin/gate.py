@@ -71,7 +71,8 @@ class GateReports:
         return sent
 
     def _conditions(self, review: Review | None) -> list[tuple[str, str, tuple[str, str] | None]]:
-        if review is None or review.comparison is None or not review.gate.verdict_failed:
+        if review is None or not review.gate.verdict_failed or (
+                review.comparison is None and not review.gate.metrics):
             return []
         from ..declare.spec import condition_label
         from ..report._format import terminal_text
@@ -79,14 +80,14 @@ class GateReports:
         from ..report.terminal import condition_failure
         from ..review.labels import keys_and_labels
 
-        comparison = review.comparison
-        verdict = comparison.verdict
+        comparison = review.comparison  # None: metrics only (no outcome rows)
         fail_on = review.gate.fail_on
-        failing = list(verdict.worse if verdict.word == "worse" and "worse" in fail_on
-                       else ())
+        failing = [] if comparison is None else list(
+            comparison.verdict.worse if comparison.verdict.word == "worse"
+            and "worse" in fail_on else ())
         failing += review.gate.blind  # rows that could not have shown max_mde
-        if (comparison.margin is not None and not comparison.margin.holds
-                and "not-within" in fail_on):
+        if (comparison is not None and comparison.margin is not None
+                and not comparison.margin.holds and "not-within" in fail_on):
             failing += comparison.margin.not_within
         # and the metric rows that fail it (a metric moved the worse way, or blind)
         conditions = [*(r.condition for r in failing),
@@ -117,9 +118,8 @@ class GateReports:
                 nodeid = f"{node}::prove-gate[{shown} #{number}]"
                 number += 1
             used.add(nodeid)
-            outcome_lines = condition_failure(comparison, condition,
-                                              before=review.labels.before,
-                                              after=review.labels.after)
+            outcome_lines = [] if comparison is None else condition_failure(
+                comparison, condition, before=review.labels.before, after=review.labels.after)
             metric_lines = condition_metric_lines(review.metrics, condition,
                                                   review.gate.metrics, fail_on)
             # A condition failed by its metrics alone says so first (the line -rf shows).

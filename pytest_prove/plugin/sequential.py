@@ -82,6 +82,13 @@ def declared(config: pytest.Config, settings: Settings,
     sequential."""
     asked = sorted(rid for rid, d in selected.items() if d.sequential is True)
     against = sorted(rid for rid, d in selected.items() if d.sequential is False)
+    only = sorted(rid for rid, d in selected.items() if d.metrics_only)
+    if only and (settings.sequential or (asked and fixed_because(config.option) is None)):
+        return None, (
+            f"--prove-sequential (or sequential=True) stops each condition on its outcome "
+            f"rows, and {_named(only)} declare(s) metrics and no outcomes, so there is "
+            "nothing to stop on; run without --prove-sequential (every replicate runs, and "
+            "the metric rows test them all), or select only rollouts with outcomes")
     if settings.sequential:
         if against:
             return None, (

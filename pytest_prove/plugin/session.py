@@ -462,7 +462,7 @@ class ProveSession:
             elif path is not None:
                 outcome.notes += (f"no report written to {path}: nothing was compared",)
             return
-        if found.comparison is None:
+        if found.comparison is None and not found.metrics_only:
             if path is not None:
                 outcome.notes += (f"no report written to {path}: nothing was compared",)
             return

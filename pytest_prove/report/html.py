@@ -402,6 +402,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     on the worst cell. ``margin`` (a change toward worse a margin test allows) is drawn as a
     reference line in each forest plot; by default, the comparison's own margin
     (``--prove-margin``), if it has one."""
+    if review.metrics_only:
+        return _metrics_only_page(review, figures)
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     if margin is None and comparison.margin is not None:
         margin = comparison.margin.margin
@@ -461,6 +463,30 @@ leaning safer</span><span class="l-plain">not flagged</span></p>"""
                                              else f". {comparison.margin.method}"),
                  data=data, figures=_figures(figures, labels),
                  css="" if metrics is None else METRIC_CSS)
+
+
+def _metrics_only_page(review: Review, figures: Figures | None) -> str:
+    """The page of rollouts that declare metrics and no outcomes: no grid of outcome rows;
+    the metric rows' forest plots and table are the comparison."""
+    from .metrics import METRICS_ONLY, metric_word
+
+    metrics, labels = review.metrics, review.labels
+    assert metrics is not None
+    word = metric_word(metrics)
+    incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
+                         for head, text in unfinished(review))
+    header = f"""<h1 class="word-{_e(word.split()[0])}">{_e(word)}</h1>{metric_header(metrics)}\
+{incomplete}
+<p class="muted">{_e(labels.before)} → {_e(labels.after)}, {metrics.m} metric rows,
+{'paired on shared seeds' if review.prepared.paired else 'unpaired'}; {_e(METRICS_ONLY)}.</p>"""
+    data = {"schema_version": REPORT_SCHEMA_VERSION, "fields": _FIELDS, "worst": None,
+            "rows": []}
+    return _page(title=f"pytest-prove: {word}: {labels.before} → {labels.after}",
+                 header=header, sections=metric_section(metrics),
+                 table=f'<p class="muted">{_e(METRICS_ONLY)}; the table of every metric row '
+                       "is under Metrics above.</p>",
+                 notes=_notes(set_aside(review, _e)), method=metrics.method, data=data,
+                 figures=_figures(figures, labels), css=METRIC_CSS)
 
 
 def _rate_data(index: int, row: Rate, labels: Labels, level: float) -> dict[str, Any]:

@@ -23,6 +23,8 @@ __all__ = ["REPORT_SCHEMA_VERSION", "comparison_document", "render_json", "rende
 
 def comparison_document(review: Review) -> dict[str, Any]:
     """The comparison and what was set aside, as plain JSON-able data."""
+    if review.metrics_only:
+        return _metrics_only(review)
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     document: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -56,6 +58,35 @@ def comparison_document(review: Review) -> dict[str, Any]:
     }
     # Whether the comparison vouches for every condition: an incomplete run, conditions
     # that never ran (the gate's reasons beside the verdict), and how each run ended.
+    return _tail(review, document)
+
+
+def _metrics_only(review: Review) -> dict[str, Any]:
+    """The document of rollouts that declare metrics and no outcomes: no outcome rows
+    (``comparison`` null), the metric rows' word as the verdict."""
+    from .metrics import METRICS_ONLY, metric_verdict_line, metric_word
+
+    metrics, labels, prepared = review.metrics, review.labels, review.prepared
+    assert metrics is not None
+    document: dict[str, Any] = {
+        "schema_version": REPORT_SCHEMA_VERSION, "kind": "comparison",
+        "before": labels.before, "after": labels.after, "paired": prepared.paired,
+        "verdict": metric_word(metrics), "verdict_line": metric_verdict_line(metrics),
+        "comparison": None, "outcome_rows": METRICS_ONLY,
+        "conditions": {label: {"axes": dict(labels.axes.get(label, {})),
+                               "case_id": labels.cases.get(label)}
+                       for label in dict.fromkeys(r.condition for r in metrics.rows)},
+        "not_run": list(prepared.not_run), "new": list(prepared.new),
+        "left_out": dict(prepared.left_out), "missing": prepared.missing,
+        "no_outcome": dict(prepared.no_outcome), "unpaired": dict(prepared.unpaired),
+    }
+    return _tail(review, document)
+
+
+def _tail(review: Review, document: dict[str, Any]) -> dict[str, Any]:
+    """The runs, what the gate could not vouch for, the notes, the metric rows and a
+    sequential run's stops, added to ``document``."""
+    labels = review.labels
     document["runs"] = {arm: {"name": label, "status": "baseline" if run.is_baseline
                               else run.status}
                         for arm, label, run in (("before", labels.before, review.before),

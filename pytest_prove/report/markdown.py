@@ -49,6 +49,8 @@ def _status(row: Row) -> str:
 def render_markdown(review: Review, *, verbose: bool = False) -> str:
     """The summary: the verdict first, the rows that matter (all with ``verbose``), the
     method, and what to do next."""
+    if review.metrics_only:
+        return _metrics_only(review, verbose)
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     verdict = comparison.verdict
     lines = [
@@ -116,6 +118,30 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
                      "runs, or accept a larger change (max_mde).")
     else:
         lines.append("Next: nothing to do; keep this run as the baseline when you accept it.")
+    return "\n".join(lines) + "\n"
+
+
+def _metrics_only(review: Review, verbose: bool) -> str:
+    """The summary of rollouts that declare metrics and no outcomes: the metric rows are
+    the comparison."""
+    from .metrics import METRICS_ONLY, metric_markdown, metric_word
+
+    metrics, labels = review.metrics, review.labels
+    assert metrics is not None
+    word = metric_word(metrics)
+    lines = [f"### pytest-prove: {escape(word)}", "",
+             *(f"**{escape(head.capitalize(), _OURS)}**: {escape(text, _OURS)}\n"
+               for head, text in unfinished(review)),
+             f"<code>{escape(labels.before)}</code> → <code>{escape(labels.after)}</code>, "
+             f"{metrics.m} metric rows "
+             f"({'paired on shared seeds' if review.prepared.paired else 'unpaired'}); "
+             f"{escape(METRICS_ONLY, _OURS)}", "",
+             *metric_markdown(metrics, lambda text: escape(text, _OURS), verbose)]
+    for head, text in set_aside(review, escape):
+        lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
+    lines.append("Next: find what moved the metric the worse way in the conditions named; "
+                 "if the change is wanted, keep this run as the baseline." if word == "worse"
+                 else "Next: nothing to do; keep this run as the baseline when you accept it.")
     return "\n".join(lines) + "\n"
 
 

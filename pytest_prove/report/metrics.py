@@ -16,8 +16,13 @@ from pytest_prove.stats import MetricLimit, outward_units
 
 from ._format import plain_text, q_text, terminal_text
 
-__all__ = ["condition_metric_lines", "limit_text", "metric_lines", "metric_margin_line",
-           "metric_markdown", "metric_verdict_line", "number"]
+__all__ = ["METRICS_ONLY", "condition_metric_lines", "limit_text", "metric_lines",
+           "metric_margin_line", "metric_markdown", "metric_verdict_line", "metric_word",
+           "number"]
+
+#: What a report of metric rows alone says of the outcome rows it has none of.
+METRICS_ONLY = ("no outcome rows: the rollouts compared declare metrics and no outcomes, so "
+                "their metric rows are the comparison")
 
 
 def number(value: float, signed: bool = False) -> str:
@@ -57,6 +62,18 @@ def _interval(row: MetricRow) -> str:
 def _said(row: MetricRow, text: Callable[[object], str] = terminal_text) -> str:
     return (f"{text(row.metric)} in {text(row.condition)} {_shift(row)} "
             f"{_interval(row)}")
+
+
+def metric_word(metrics: MetricReview) -> str:
+    """The metric rows' verdict in one of the four words (a report of metric rows alone
+    heads with it): worse before safer before too small to tell."""
+    if metrics.worse:
+        return "worse"
+    if any(r.word == "safer" for r in metrics.rows):
+        return "safer"
+    if metrics.blind:
+        return "too small to tell"
+    return "no significant change"
 
 
 def metric_verdict_line(metrics: MetricReview) -> str:

@@ -26,8 +26,10 @@ __all__ = [
     "margin_failed",
     "margin_fails_in_plan",
     "margin_line",
+    "margin_without_outcomes",
     "metric_limit_lines",
     "plan_head",
+    "plan_head_metrics_only",
     "sequential_line",
     "sequential_partial",
     "sequential_sizes",
@@ -138,6 +140,24 @@ def plan_head(*, episodes: int, rollouts: int, cells: int, replicates: int, show
     ]
 
 
+def plan_head_metrics_only(*, episodes: int, rollouts: int, cells: int,
+                           replicates: int) -> list[str]:
+    """The plan's first lines when every rollout declares metrics and no outcomes: there is
+    no outcome row for the design check; the metric rows' limits follow."""
+    return [
+        f"pytest-prove plan: {episodes:,} episodes: {rollouts} rollout(s), "
+        f"{cells} condition(s), {replicates} replicates or more each",
+        "design check: none on outcomes: the rollouts declare metrics and no outcomes, so "
+        "their metric rows are the comparison (each row's limit below, against a baseline)",
+    ]
+
+
+def margin_without_outcomes(margin: float) -> str:
+    return (f"--prove-margin {margin:g} is a margin on the outcome rows' rates, and no "
+            "selected rollout declares outcomes (they declare metrics only); give each "
+            "metric its margin with --prove-metric-margin (e.g. judge=0.05) instead")
+
+
 def design_fails_in_plan(replicates_needed: int | None, max_mde: float) -> str:
     needed = (f"{replicates_needed} replicates a condition would pass"
               if replicates_needed else "many more replicates are needed")
@@ -237,9 +257,10 @@ def sequential_partial(partial: str) -> str:
             "--prove-sequential")
 
 
-def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None) -> list[str]:
+def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None,
+                       sequential: bool = False) -> list[str]:
     """The plan's lines on metric rows: each row's detection limit from the baseline's
-    values, or why there is none."""
+    values, or why there is none; for a ``sequential`` run, at its maximum episodes."""
     from .metrics import limit_text
 
     if baseline is None:
@@ -255,4 +276,9 @@ def metric_limit_lines(found: Sequence[PlannedLimit], baseline: str | None) -> l
         else:
             lines.append(f"{name}: detection limit {limit_text(row.limit)} (the smallest "
                          "shift the worse way flagged 4 times in 5, from the baseline's values)")
+    if sequential and found:
+        lines.append("metric limits of a sequential run: at its maximum episodes; the looks "
+                     "stop on the outcome rows only, and the metric rows are tested once, at "
+                     "the end, on the episodes the looks ran, so a condition stopped early "
+                     "has a larger limit (the report prints each row's)")
     return lines

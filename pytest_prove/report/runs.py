@@ -98,8 +98,14 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
         failures = ", ".join(map(terminal_text, declaration.get("failures", []))) or "-"
         successes = ", ".join(map(terminal_text, declaration.get("successes", []))) or "-"
         chaos = declaration.get("chaos")
-        lines.append(f"rollout {terminal_text(info.get('label') or rollout_id)}: failures "
-                     f"{failures}; successes {successes}; "
+        metrics = declaration.get("metrics") or {}
+        declared = (f"failures {failures}; successes {successes}" if declaration.get("outcomes")
+                    or not isinstance(metrics, dict) or not metrics else
+                    "metrics only, no outcomes: " + ", ".join(
+                        f"{terminal_text(name)} ({terminal_text(better)} is better)"
+                        for name, better in metrics.items())
+                    + " (each episode that ended is counted as 'measured')")
+        lines.append(f"rollout {terminal_text(info.get('label') or rollout_id)}: {declared}; "
                      f"{declaration.get('replicates', '?')} replicates"
                      + ("" if not chaos else f"; chaos: {terminal_text(chaos_text(chaos))}"))
     names = sorted(t.outcomes)

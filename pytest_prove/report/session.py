@@ -78,6 +78,13 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
     return lines
 
 
+def _metrics_only(manifest: Mapping[str, Any]) -> bool:
+    """Whether every rollout of the run declares metrics and no outcomes."""
+    found = [(info or {}).get("declaration") or {}
+             for info in (manifest.get("rollouts") or {}).values()]
+    return bool(found) and all(not d.get("outcomes") and d.get("metrics") for d in found)
+
+
 def summary_lines(*, refusal: str | None, review: Review | None, after: str | None,
                   notes: Sequence[str], verbose: bool, ended: bool,
                   manifest: Mapping[str, Any], counts: Mapping[str, int], where: str,
@@ -108,9 +115,11 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
     if ended:
         name = str(manifest["name"])
         status = manifest["status"]
+        ended_well = ("measured (metrics only)" if _metrics_only(manifest)
+                      else "with an outcome")
         lines.append(
             f"run {terminal_text(name)!r} ({status}): {counts['episodes']} episodes, "
-            f"{counts['with_outcome']} with an outcome, {counts['no_outcome']} with none, "
+            f"{counts['with_outcome']} {ended_well}, {counts['no_outcome']} with none, "
             f"{counts['errored']} errored; stored in {where}")
         lines.extend(cost)
         lines.extend(capture)

@@ -22,7 +22,18 @@ from .notes import set_aside, unfinished
 from .terminal import format_comparison
 
 __all__ = ["check_document", "check_lines", "comparison_lines", "diff_lines", "partial_text",
-           "report_lines", "run_note_lines", "run_report_lines"]
+           "report_lines", "run_note_lines", "run_report_lines", "verdict_word"]
+
+
+def verdict_word(review: Review) -> str:
+    """The comparison's verdict word; of metric rows alone (rollouts that declare metrics
+    only), theirs."""
+    if review.metrics_only:
+        from .metrics import metric_word
+
+        assert review.metrics is not None
+        return metric_word(review.metrics)
+    return review.require_comparison().verdict.word
 
 
 def run_note_lines(review: Review) -> list[str]:
@@ -35,8 +46,14 @@ def run_note_lines(review: Review) -> list[str]:
 
 def comparison_lines(review: Review, verbose: bool) -> list[str]:
     """The comparison's table and verdict, then the run notes."""
-    lines = format_comparison(review.require_comparison(), before=review.labels.before,
-                              after=review.labels.after, verbose=verbose)
+    if review.metrics_only:
+        from .metrics import METRICS_ONLY
+
+        lines = [f"{terminal_text(review.labels.before)} -> "
+                 f"{terminal_text(review.labels.after)}: {METRICS_ONLY}"]
+    else:
+        lines = format_comparison(review.require_comparison(), before=review.labels.before,
+                                  after=review.labels.after, verbose=verbose)
     if review.metrics is not None:
         from .metrics import metric_lines
 
@@ -45,9 +62,9 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
 
 
 def diff_lines(review: Review, verbose: bool) -> list[str]:
-    comparison = review.require_comparison()
     lines = comparison_lines(review, verbose)
-    if comparison.verdict.word == "worse":
+    comparison = review.comparison
+    if comparison is not None and comparison.verdict.word == "worse":
         after = shlex.quote(review.labels.after)
         events = [r.event for r in comparison.verdict.worse if r.event != NO_OUTCOME_EVENT]
         if events:
@@ -109,9 +126,9 @@ def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> l
         # are read.
         failed = [f"check failed: {plain_text(r)}" for r in reasons]
         return failed + lines + [f"note: {plain_text(n)}" for n in gate.notes] + failed
-    comparison = review.require_comparison()
-    word = comparison.verdict.word
-    margin = ("" if comparison.margin is None
+    comparison = review.comparison
+    word = verdict_word(review)
+    margin = ("" if comparison is None or comparison.margin is None
               else f", the margin's {comparison.margin.word!r}")
     left = partial_text(review)
     if left is not None:
@@ -134,7 +151,7 @@ def run_report_lines(found: Description, path: Path) -> list[str]:
 
 
 def report_lines(review: Review, path: Path) -> list[str]:
-    word = review.require_comparison().verdict.word
+    word = verdict_word(review)
     return [f"{word}: report of {terminal_text(review.labels.before)} -> "
             f"{terminal_text(review.labels.after)} written to {path}",
             *(f"{head}: {plain_text(text)}" for head, text in unfinished(review)),

@@ -91,6 +91,18 @@ class Review:
     #: The metric rows (None: no rollout of the new run declares a metric).
     metrics: MetricReview | None = None
 
+    @property
+    def metrics_only(self) -> bool:
+        """Whether the comparison is metric rows alone: the rollouts compared declare metrics
+        and no outcomes (and none of their episodes ended without one)."""
+        return self.comparison is None and self.metrics is not None and bool(self.metrics.rows)
+
+    def require_compared(self) -> None:
+        """Refuse, saying why, when there is nothing to compare: no outcome row and no
+        metric row."""
+        if not self.metrics_only:
+            self.require_comparison()
+
     def require_comparison(self) -> Comparison:
         """The comparison, or a refusal saying why there is none."""
         if self.comparison is None:
@@ -189,6 +201,12 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
         comparison = (compare(prepared.rows, q=q, max_mde=max_mde,
                               mirrored=prepared.mirrored, margin=margin)
                       if prepared.rows else None)
+    if margin is not None and comparison is None and prepared.compared:
+        raise RefusalError(
+            f"a margin ({margin:g}) is a margin on the outcome rows' rates, and runs "
+            f"{before.name!r} and {after.name!r} have none: their rollouts declare metrics "
+            "and no outcomes; give each metric its margin in the session "
+            "(--prove-metric-margin, e.g. judge=0.05) instead")
     labels = labels_of(before, after, indexes)
     covered = coverage(before, after, missing_tested=missing == "test", indexes=indexes)
     word = None if comparison is None else comparison.verdict.word
@@ -205,10 +223,18 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     # A gate that compared less than the baseline holds, read a run that did not finish,
     # or rows that lost twins, is never a pass.
     reasons: list[str] = list(blind.reasons)
+    if metric_margin:
+        _check_margin_names(metric_margin, after)
+    # A sequential run's looks stop on the outcome rows; its metric rows are tested once,
+    # here, on every episode the looks ran (never left out: a metric that got worse fails).
+    metrics = metric_review(before, after, prepared, q=q, margins=metric_margin,
+                            sequential=sequential is not None,
+                            alone=comparison is None and bool(prepared.measured))
     gap = covered.failure(before.name, labels.after)
     if gap is not None:
         reasons.append(gap)
-    elif comparison is None:
+    elif comparison is None and not (metrics is not None and metrics.rows):
+        # (A rollout that declares metrics only is compared on its metric rows alone.)
         reasons.append(f"nothing was compared: no condition of run {labels.after!r} has an "
                        f"outcome in {labels.before!r} as well")
     unfinished = unfinished_reason(after)
@@ -217,10 +243,6 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     reasons.extend(_misnamed(before, after, labels))
     notes = tuple(note for run in (before, after) for note in run_notes(run))
     spared = list(blind.notes)
-    if metric_margin:
-        _check_margin_names(metric_margin, after)
-    metrics = None if sequential is not None else metric_review(
-        before, after, prepared, q=q, margins=metric_margin)
     metrics_failed, metric_reasons, metric_notes = gate_metrics(
         metrics, fail_on, allow_underpowered)
     verdict_failed = verdict_failed or metrics_failed

@@ -75,6 +75,13 @@ class Description:
         if not self.rows:
             from .pairing import RefusalError
 
+            found = declarations_of(self.run).values()
+            if found and all(d.metrics_only for d in found):
+                raise RefusalError(
+                    f"run {self.labels.after!r} has no outcome rates to describe: its "
+                    "rollouts declare metrics and no outcomes, and their metric rows are "
+                    "read against a baseline; compare it with one (pytest-prove report "
+                    f"BASELINE {self.labels.after} --out FILE, or --prove-baseline=NAME)")
             raise RefusalError(f"run {self.labels.after!r} holds no episode with an outcome "
                                "to describe; run a sweep first")
         return self.rows

@@ -197,6 +197,11 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
             "compares them unpaired meanwhile")
     declared = [e for e in events if e != NO_OUTCOME]
     prepared = prepare(before, after, declared or None, paired=True, missing=missing)
+    if not prepared.rows and prepared.compared:
+        raise RefusalError(
+            f"runs {label_a!r} and {label_b!r} have no outcome rows: their rollouts declare "
+            "metrics and no outcomes, so no twin's outcome can change; compare their metric "
+            f"rows with pytest-prove diff {label_a} {label_b}")
     every, _, _ = group_episodes(before, after)
     named = keys_and_labels(before, after)
     known = list(dict.fromkeys(r.condition for r in prepared.rows))

@@ -109,6 +109,11 @@ class MetricReview:
     unvouched: tuple[str, ...] = ()
     #: The rows got no limit: there were more than :data:`MAX_LIMIT_ROWS`.
     limits_skipped: bool = False
+    #: The run was sequential: its looks stopped on the outcome rows, and the metric rows
+    #: were tested once, at the end, on the episodes the looks ran.
+    sequential: bool = False
+    #: There are no outcome rows: the rollouts compared declare metrics only.
+    alone: bool = False
 
     @property
     def m(self) -> int:
@@ -139,16 +144,24 @@ class MetricReview:
         margin = ("; a margin is shown held when the interval's worse end is inside it "
                   f"(one-sided at q/(2m) = {self.q / (2 * max(1, self.m)):.3g} a row, "
                   "Bonferroni)" if self.with_margin else "")
+        looks = ("; the run was sequential and its looks stop on the outcome rows only: "
+                 "metric rows are tested once, at the end, on the episodes the looks ran, "
+                 "with no correction for the looks, so a condition stopped early tests its "
+                 "metrics on fewer episodes (less power: see each row's limit)"
+                 if self.sequential else "")
         return (f"metric rows: {test}, Hodges-Lehmann shift after minus before with its "
                 f"{level:.2%} interval; Holm over the {self.m} metric row(s) at q={self.q:g}, "
-                f"a family of their own, apart from the outcome rows{margin}")
+                + ("the only family: the rollouts declare metrics and no outcomes"
+                   if self.alone else "a family of their own, apart from the outcome rows")
+                + f"{margin}{looks}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"q": self.q, "m": self.m, "paired": self.paired, "method": self.method,
                 "rows": [r.to_dict() for r in self.rows],
                 "worse": [{"condition": r.condition, "metric": r.metric}
                           for r in self.worse],
-                "unvouched": list(self.unvouched)}
+                "unvouched": list(self.unvouched),
+                **({"sequential": True} if self.sequential else {})}
 
 
 def declares_metrics(run: Run) -> bool:
@@ -174,16 +187,15 @@ def _values(run: Run, keys: Collection[Key]) -> dict[Key, dict[int, Mapping[str,
 
 def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
                   limits: bool = True,
-                  margins: Mapping[str, MetricMargin] | None = None) -> MetricReview | None:
+                  margins: Mapping[str, MetricMargin] | None = None,
+                  sequential: bool = False, alone: bool = False) -> MetricReview | None:
     """The metric rows of ``after`` against ``before`` (None: no rollout of ``after``
     declares a metric). ``margins``: each metric's margin (--prove-metric-margin), whose
     rows then say whether the shift is shown within it."""
     if not declares_metrics(after):
         return None
     declarations: dict[str, Declaration] = declarations_of(after)
-    labels: dict[Key, str] = {}
-    for key, row in zip(prepared.keys, prepared.rows, strict=False):
-        labels.setdefault(key, row.condition)
+    labels: dict[Key, str] = dict(prepared.compared)
     keys = [k for k in labels if declarations.get(k[0]) is not None
             and declarations[k[0]].metrics]
     old, new = _values(before, set(keys)), _values(after, set(keys))
@@ -238,7 +250,8 @@ def metric_review(before: Run, after: Run, prepared: Prepared, *, q: float,
             made = _with_margin(made, margins[name])
         rows.append(made)
     return MetricReview(tuple(rows), q, prepared.paired, tuple(unvouched),
-                        limits_skipped=bool(found) and not limits)
+                        limits_skipped=bool(found) and not limits, sequential=sequential,
+                        alone=alone)
 
 
 def _with_margin(row: MetricRow, margin: MetricMargin) -> MetricRow:

@@ -103,6 +103,12 @@ class Prepared:
     chaos: tuple[tuple[str, str, str], ...] = ()
     #: The faults injected, by arm ("before", "after") and condition label (runs with chaos).
     faults: Mapping[str, Mapping[str, FaultCount]] = field(default_factory=dict)
+    #: Every compared condition's label by (rollout id, condition key): those with rows,
+    #: and those of a rollout that declares metrics only (compared on its metric rows).
+    compared: Mapping[Key, str] = field(default_factory=dict)
+    #: The conditions of rollouts that declare metrics only with twins (or, unpaired,
+    #: episodes) that ended in both runs: compared on their metric rows, with no outcome row.
+    measured: frozenset[Key] = frozenset()
 
 
 def declarations_of(*runs: Run) -> dict[str, Declaration]:
@@ -313,6 +319,8 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
     unpaired: dict[str, int] = defaultdict(int)
     used_events: list[str] = []
     mirrored: dict[str, str] = {}
+    compared_labels: dict[Key, str] = {}
+    measured: set[Key] = set()
     for key in sorted(every):
         rollout_id, _ = key
         label = condition_label(conditions[key])
@@ -350,6 +358,10 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
         tested = declaration.tested(wanted)
         mirrored.update({s: f for s, f in declaration.mirrors.items()
                          if f in tested and s in (wanted or declaration.events)})
+        if compared and (tested or declaration.metrics_only):
+            compared_labels[key] = label
+            if declaration.metrics_only:
+                measured.add(key)
         if compared:
             for event in tested:
                 if event not in used_events:
@@ -363,6 +375,7 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
             rows.append(_row(label, NO_OUTCOME, "rise", _flags(NO_OUTCOME, b_all),
                              _flags(NO_OUTCOME, a_all), paired))
             keys.append(key)
+            compared_labels[key] = label
 
     def label_of(record: Mapping[str, Any]) -> str:
         label = condition_label(record.get("condition") or {})
@@ -374,4 +387,5 @@ def prepare(before: Run, after: Run, events: Sequence[str] | None = None,
     return Prepared(rows=tuple(rows), paired=paired, events=tuple(used_events),
                     not_run=tuple(not_run), new=tuple(new), left_out=dict(left_out),
                     mirrored=mirrored, missing=missing, no_outcome=no_outcome,
-                    unpaired=dict(unpaired), keys=tuple(keys), chaos=chaos, faults=faults)
+                    unpaired=dict(unpaired), keys=tuple(keys), chaos=chaos, faults=faults,
+                    compared=compared_labels, measured=frozenset(measured))

@@ -55,6 +55,11 @@ def event_of(event: str | None, *runs: Run) -> tuple[str, Literal["rise", "fall"
             for r in run.episodes:
                 if r.get("outcome") is not None:
                     known.setdefault(str(r["outcome"]), "rise")
+    if declarations and all(d.metrics_only for d in declarations.values()):
+        raise RefusalError(
+            f"there is no outcome to follow: the rollouts of "
+            f"{' and '.join(repr(label_of(r)) for r in runs)} declare metrics and no "
+            "outcomes; compare their metric rows with pytest-prove diff A B")
     if event is None:
         failures = sorted({f for d in declarations.values() for f in d.failures})
         if len(failures) == 1:

@@ -141,7 +141,9 @@ def vouch(comparison: Comparison | None, prepared: Prepared,
     for given, at in zip(prepared.rows, prepared.keys, strict=False):
         events[at].add(given.event)
         labels[at] = given.condition
-    unvouched = [key for key, found in events.items() if found == {NO_OUTCOME}]
+    # (A rollout of metrics only has no other row: its twins are compared on its metrics.)
+    unvouched = [key for key, found in events.items()
+                 if found == {NO_OUTCOME} and key not in prepared.measured]
     for key in unvouched:
         planned, _, lost_b, lost_a = _sizes(key, prepared.paired, indexes)
         text = (f"condition {quoted_label(labels[key])}: none of the {planned} "

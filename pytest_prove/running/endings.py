@@ -25,7 +25,7 @@ from typing import Any, final
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosConfig, ChaosLog
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
-from ..declare.metrics import BUILTIN_METRICS
+from ..declare.metrics import BUILTIN_METRICS, MEASURED
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
 from .recording import EpisodeLog, storable
@@ -276,7 +276,7 @@ def finish(identity: Identity, declaration: Declaration, where: Callable[[Identi
             return ReplicateResult(record, contract_error=f"{where(identity)}: {problem}")
     record = {
         **identity.to_json(),
-        "outcome": value.outcome,
+        "outcome": MEASURED if value.outcome is None else value.outcome,
         "t": t,
         "horizon": value.horizon,
         "meta": value.meta,
@@ -312,6 +312,7 @@ def _metrics(value: Episode, declaration: Declaration,
 
 
 def _check_return(value: object, declaration: Declaration) -> str | None:
+    only = declaration.metrics_only
     if not isinstance(value, Episode):
         shown = f"{value!r:.120}"
         hint = ""
@@ -319,8 +320,21 @@ def _check_return(value: object, declaration: Declaration) -> str | None:
             hint = f"; return prove.Episode({value!r}) instead"
         elif value is None:
             hint = "; did you forget to return the episode?"
-        return (f"a rollout must return prove.Episode(outcome, ...), got {shown} "
-                f"({type(value).__name__}){hint}")
+        elif isinstance(value, Mapping) and only:
+            hint = f"; return prove.Episode(metrics={shown}) instead"
+        return (f"a rollout must return prove.Episode({'metrics={...}' if only else 'outcome, ...'}"
+                f"), got {shown} ({type(value).__name__}){hint}")
+    if only:
+        if value.outcome is not None:
+            return (f"the rollout declares metrics and no outcomes, and the episode returned "
+                    f"the outcome {value.outcome!r}; return prove.Episode(metrics={{...}}) "
+                    "without one, or declare the outcomes (failures=[...], successes=[...])")
+        return _check_metrics(value, declaration)
+    if value.outcome is None:
+        return (f"the episode has no outcome, and the rollout declares the outcomes "
+                f"{', '.join(declaration.outcomes)}; return prove.Episode("
+                f"{declaration.outcomes[0]!r}, ...), or raise prove.NoOutcome('why') for an "
+                "episode that could not end in one")
     if value.outcome not in declaration.outcomes:
         close = [o for o in declaration.outcomes if o.lower() == value.outcome.lower()]
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -346,8 +360,9 @@ def _check_metrics(value: Episode, declaration: Declaration) -> str | None:
                     f"prove_metrics = {name}=higher in ini")
     missing = [n for n in declared if n not in BUILTIN_METRICS and n not in value.metrics]
     if missing:
+        first = "" if declaration.metrics_only else "outcome, "
         return (f"metric {missing[0]!r} is declared but the episode did not report it; "
-                f"return prove.Episode(outcome, metrics={{{missing[0]!r}: ...}}) in every "
+                f"return prove.Episode({first}metrics={{{missing[0]!r}: ...}}) in every "
                 "episode, or raise prove.NoOutcome('why') for an episode that could not be "
                 "scored")
     return None
