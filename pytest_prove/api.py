@@ -51,6 +51,7 @@ def rollout(
     chaos: Mapping[str, Any] | None = None,
     sequential: bool | None = None,
     metrics: Mapping[str, str] | None = None,
+    targets: Mapping[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare a rollout.
 
@@ -72,6 +73,9 @@ def rollout(
     report (``prove.Episode(outcome, metrics={...})``) and which way is better: each is
     tested per condition against the baseline, and one that moved the worse way fails the
     gate (docs/statistics.md, "Metric rows").
+    ``targets={"unresolved": "<= 0.10", "pass^8": ">= 0.5"}`` sets absolute targets each
+    condition must meet, no baseline needed; ``"ticket=refund: resolved": ">= 0.9"`` holds
+    one to a condition (docs/targets.md).
     """
     if fn is not None:
         raise TypeError(
@@ -93,6 +97,7 @@ def rollout(
             chaos=chaos,
             sequential=sequential,
             metrics=metrics or (),
+            targets=targets or (),
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the
