@@ -67,6 +67,15 @@ from ._sequential import (
     sequential_design,
     sequential_p,
 )
+from ._targets import (
+    Side,
+    TargetTest,
+    holm_targets,
+    pass_at_k,
+    pass_hat_k,
+    target_replicates,
+    target_test,
+)
 
 __all__ = [
     "FUTILITY_LEVEL",
@@ -94,6 +103,8 @@ __all__ = [
     "RowInput",
     "SequentialDesign",
     "SequentialRow",
+    "Side",
+    "TargetTest",
     "Verdict",
     "alpha_shares",
     "benjamini_hochberg",
@@ -106,6 +117,7 @@ __all__ = [
     "fall_limit",
     "fisher_exact_p",
     "holm",
+    "holm_targets",
     "limits",
     "look_schedule",
     "margin_design_check",
@@ -121,6 +133,8 @@ __all__ = [
     "obf_spending",
     "outward",
     "outward_units",
+    "pass_at_k",
+    "pass_hat_k",
     "rank_sum_test",
     "replicates_for",
     "rise_limit",
@@ -130,5 +144,7 @@ __all__ = [
     "signed_rank_test",
     "tango_interval",
     "tango_score",
+    "target_replicates",
+    "target_test",
     "wilson_interval",
 ]
