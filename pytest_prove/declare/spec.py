@@ -218,8 +218,7 @@ class Declaration:
                     and all(isinstance(t, Target) for t in targets)):
                 targets = parse_targets(targets, "targets=")
                 object.__setattr__(self, "targets", targets)
-            check_target_events(targets, self.outcomes, self.successes,  # type: ignore[arg-type]
-                                "targets=")
+            check_target_events(targets, self.outcomes, self.successes, "targets=")
         except TargetError as exc:
             raise SpecError(str(exc)) from None
 

@@ -29,6 +29,7 @@ from typing import Any, Final, Literal, final
 from ..errors import ProveError
 
 __all__ = ["NO_OUTCOME_EVENT", "Side", "Target", "TargetError", "check_target_events",
+           "declares_targets",
            "parse_target", "parse_target_lines", "parse_targets"]
 
 Side = Literal["<=", ">="]
@@ -248,3 +249,12 @@ def check_target_events(targets: Iterable[Target], outcomes: Iterable[str],
                 f"{target.event!r}, which is not declared (declared: "
                 f"{', '.join(declared)}, and {NO_OUTCOME_EVENT!r}); name one of them, or "
                 "declare it")
+
+
+def declares_targets(manifest: Mapping[str, Any]) -> bool:
+    """Whether any rollout of a run's ``manifest`` declares a target."""
+    for info in (manifest.get("rollouts") or {}).values():
+        if isinstance(info, Mapping) and isinstance(info.get("declaration"), Mapping) \
+                and info["declaration"].get("targets"):
+            return True
+    return False

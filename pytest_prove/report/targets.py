@@ -28,7 +28,7 @@ from ._format import q_text, rate, table, terminal_text
 
 __all__ = ["FAMILY_NOTE", "condition_target_lines", "pass_k_lines", "pass_k_markdown",
            "target_html", "target_json", "target_lines", "target_markdown",
-           "target_verdict_line"]
+           "target_summary", "target_verdict_line"]
 
 #: Said when a run is both compared with a baseline and read against its targets.
 FAMILY_NOTE = ("the targets are a Holm family of their own at q, apart from the "
@@ -198,3 +198,31 @@ def pass_k_markdown(found: Sequence[PassK]) -> list[str]:
             *(f"| {_md(p.label)} | {p.n} | "
               + ", ".join(f"{k}: {hat:.3f}" for k, hat, _ in p.values) + " | "
               + ", ".join(f"{k}: {at:.3f}" for k, _, at in p.values) + " |" for p in found)]
+
+
+def target_summary(summary: Callable[..., list[str]], targets: TargetReview | None,
+                   target_gate: Sequence[Any], *, review: Any, quiet: bool, verbose: bool,
+                   **rest: Any) -> list[str]:
+    """The session's section with the targets: the lines ``summary`` gives without them,
+    and the targets' own (their verdict line under ``-q``) before the run's line; without
+    a baseline, why the gate failed first."""
+    from dataclasses import replace
+
+    from ._format import plain_text
+
+    compared = review is not None and review.targets is not None
+    shown = review.targets if compared else targets
+    assert shown is not None
+    lines = summary(review=replace(review, targets=None) if compared else review,
+                    quiet=quiet, verbose=verbose, **rest)
+    own = ([f"pytest-prove: {target_verdict_line(shown)}"] if quiet else
+           [f"pytest-prove: {line}" if i == 0 else line
+            for i, line in enumerate(target_lines(shown, verbose=verbose, compared=compared))])
+    if not compared:
+        own = [*(f"pytest-prove: gate failed: {plain_text(r)}" for r in target_gate[1]),
+               *own, *(f"pytest-prove: note: {plain_text(n)}" for n in target_gate[2])]
+    at = next((i for i, line in enumerate(lines) if line.startswith("run ")), len(lines))
+    if not compared:
+        at = next((i for i, line in enumerate(lines)
+                   if not line.startswith("pytest-prove: ")), len(lines))
+    return [*lines[:at], *own, *lines[at:]]

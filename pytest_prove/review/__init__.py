@@ -239,7 +239,8 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
         spared.append(f"{comparison.margin.word!r} does not fail this gate: --prove-fail-on "
                       "leaves not-within out (no-not-within)")
     spared.extend(metric_notes)
-    targets, target_failing = None, ()
+    targets: TargetReview | None = None
+    target_failing: tuple[TargetRow, ...] = ()
     from .targets import has_targets
 
     if has_targets(after):  # the engine's target tests only when a target is declared

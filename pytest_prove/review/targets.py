@@ -17,12 +17,12 @@ unless it is shown to miss its target anyway.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import Final, Literal, final
+from typing import Any, Final, Literal, final
 
 from ..declare.spec import condition_label
-from ..declare.targets import NO_OUTCOME_EVENT, Side, Target
+from ..declare.targets import NO_OUTCOME_EVENT, Side, Target, declares_targets
 from ..record import Missing
 from ..stats import (
     TargetTest,
@@ -92,18 +92,14 @@ class TargetReview:
 
     @property
     def method(self) -> str:
-        return (f"targets: exact one-sided binomial tests, both ways, per condition; Holm "
+        return (f"exact one-sided binomial tests, both ways, per condition; Holm "
                 f"over the {len(self.rows)} target row{'s' if len(self.rows) != 1 else ''} "
                 f"at q={self.q:g}")
 
 
-def has_targets(run: Run) -> bool:
-    """Whether any rollout of ``run`` declares a target (no engine imported to say so)."""
-    for info in (run.manifest.get("rollouts") or {}).values():
-        if isinstance(info, dict) and isinstance(info.get("declaration"), dict) \
-                and info["declaration"].get("targets"):
-            return True
-    return False
+def has_targets(run: Run | Mapping[str, Any]) -> bool:
+    """Whether any rollout of ``run`` (or of a run's manifest) declares a target."""
+    return declares_targets(run.manifest if isinstance(run, Run) else run)
 
 
 def _counts(target: Target, outcomes: Collection[object], successes: Collection[str],
@@ -234,9 +230,8 @@ def gate_targets(targets: TargetReview | None, fail_on: Collection[str]
             failing.append(row)
             reasons.append(f"{row.label}: target {row.target.text} cannot be vouched for: "
                            f"{row.reason}")
-        elif row.word == MISSES and "no-missed" not in fail_on:
-            failing.append(row)
-        elif row.word == UNDECIDED and "not-met" in fail_on:
+        elif (row.word == MISSES and "no-missed" not in fail_on) or (
+                row.word == UNDECIDED and "not-met" in fail_on):
             failing.append(row)
     spared = [r for r in targets.rows if r.word == MISSES and r.reason is None
               and "no-missed" in fail_on]
