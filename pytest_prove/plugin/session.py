@@ -514,7 +514,9 @@ class ProveSession:
 
         try:
             found = describe(self.ended_run(), events=self.asked.get("events"),
-                             missing=self.asked.get("missing", "test"))
+                             missing=self.asked.get("missing", "test"), q=self.settings.q,
+                             max_mde=self.settings.max_mde,
+                             max_errored=self.settings.max_errored)
             found.require_rows()
             written = write_report(path, found)
         except (OSError, ValueError) as exc:

@@ -26,8 +26,8 @@ from pytest_prove.review.targets import (
 
 from ._format import q_text, rate, table, terminal_text
 
-__all__ = ["FAMILY_NOTE", "condition_target_lines", "pass_k_lines", "pass_k_markdown",
-           "target_html", "target_json", "target_lines", "target_markdown",
+__all__ = ["FAMILY_NOTE", "condition_target_lines", "pass_k_json", "pass_k_lines",
+           "pass_k_markdown", "target_html", "target_json", "target_lines", "target_markdown",
            "target_summary", "target_verdict_line"]
 
 #: Said when a run is both compared with a baseline and read against its targets.
@@ -186,6 +186,13 @@ def pass_k_lines(found: Sequence[PassK]) -> list[str]:
             "each condition's replicates:",
             *("  " + line for line in table(["condition", "n", "pass^k", "pass@k"], rows,
                                             numeric=frozenset({1})))]
+
+
+def pass_k_json(found: Sequence[PassK]) -> list[dict[str, Any]]:
+    """pass^k and pass@k by condition, as the JSON report holds them."""
+    return [{"condition": p.label, "n": p.n, "successes": p.successes,
+             "pass_hat_k": {str(k): hat for k, hat, _ in p.values},
+             "pass_at_k": {str(k): at for k, _, at in p.values}} for p in found]
 
 
 def pass_k_markdown(found: Sequence[PassK]) -> list[str]:
