@@ -481,15 +481,20 @@ def load_spec(path: Path) -> SweepSpec:
 
 
 def _at_line(message: str, text: str, path: Path) -> str:
-    """A target's message with the line of the target it quotes, where it can be found."""
-    quoted = re.search(r"target '([^']*)'", message)
-    if quoted is not None:
-        event = re.split(r"<=|>=", quoted.group(1))[0].strip()
-        line = _line_of(text, event) if event else None
-        if line is not None:
-            return re.sub(r"^[^:]*:\d+: \[targets\]|^[^:]*: \[targets\]",
-                          f"{path}:{line}: [targets]", message, count=1)
-    return message
+    """A target's message pointing at the line of the target it quotes (the first line
+    after ``[targets]`` that holds its event), where it can be found."""
+    quoted = re.search(r"'([^']*)'", message.split("[targets]", 1)[-1])
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "[targets]"), None)
+    if quoted is None or start is None:
+        return message
+    event = re.split(r"<=|>=|:", quoted.group(1))[-1 if ":" in quoted.group(1) else 0]
+    event = re.split(r"<=|>=", event)[0].strip()
+    line = next((i + 1 for i in range(start + 1, len(lines)) if event and event in lines[i]),
+                None)
+    if line is None:
+        return message
+    return re.sub(r"^.*?: \[targets\]", f"{path}:{line}: [targets]", message, count=1)
 
 
 def _table(read: Callable[[object, str], _Config], data: object, where: str) -> _Config:
