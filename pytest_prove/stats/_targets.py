@@ -294,6 +294,26 @@ def target_power(
     return np.asarray(np.where(d >= 0, stats.binom.cdf(d, ns, p), 0.0), dtype=np.float64)
 
 
+def _hoeffding_n(target: float, good: float, bad: float, k: int, level: float,
+                 power: float) -> int:
+    """An n from which both claims surely have ``power``, at every larger n too, by
+    Hoeffding's inequality on both sides of the test (so the exact scan can stop there).
+
+    For the upper-tail test at rate t, every x >= n t + h with h = sqrt(n ln(1/level) / 2)
+    has P(X >= x) <= level, so the region starts at or below n t + h + 1; under a true rate
+    t + delta, P(X < n t + h + 1) <= exp(-2 g^2 / n) with g = n delta - h - 1. That is at
+    most 1 - power once sqrt(n) delta - A - 1/sqrt(n) >= B (A = sqrt(ln(1/level) / 2),
+    B = sqrt(ln(1/(1 - power)) / 2)), and the left side grows with n. The lower tail is the
+    mirror image. delta is the smaller distance on the rate's scale (after the k-th root)."""
+    rate = _rate_target(target, k)
+    delta = min(abs(_rate_target(good, k) - rate), abs(_rate_target(bad, k) - rate))
+    if delta <= 0.0:
+        return 1 << 62
+    ab = math.sqrt(math.log(1.0 / level) / 2.0) + math.sqrt(math.log(1.0 / (1.0 - power)) / 2.0)
+    root = (ab + math.sqrt(ab * ab + 4.0 * delta)) / (2.0 * delta)
+    return math.ceil(root * root) + 1
+
+
 @functools.lru_cache(maxsize=256)
 def _replicates(target: float, distance: float, side: Side, k: int, level: float,
                 power: float, max_n: int) -> int | None:
@@ -302,7 +322,9 @@ def _replicates(target: float, distance: float, side: Side, k: int, level: float
         good, bad = bad, good
     if not (0.0 <= good <= 1.0 and 0.0 <= bad <= 1.0):
         return None
-    ns = np.arange(1, max_n + 1, dtype=np.int64)
+    # Every n from the Hoeffding bound on holds: the exact scan stops there (or at max_n).
+    sure = _hoeffding_n(target, good, bad, k, level, power)
+    ns = np.arange(1, min(max_n, sure) + 1, dtype=np.int64)
     meets = target_power(ns, target, side, good, k=k, level=level, claim="meets")
     misses = target_power(ns, target, side, bad, k=k, level=level, claim="misses")
     ok = (meets >= power) & (misses >= power)
