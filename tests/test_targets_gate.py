@@ -310,3 +310,28 @@ def test_a_condition_whose_episodes_erred_cannot_be_vouched_for_and_fails_closed
         "*gate failed: ticket=refund: target unresolved<=0.4 cannot be vouched for: * of its "
         "60 episodes ended without an outcome, more than --prove-max-errored 0.25 allows*"])
     assert "prove-gate[ticket=password]" not in result.stdout.str()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
+                                     pytest.param(["-n", "2"], id="xdist")])
+def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_refund(
+        example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    """The issue's acceptance: no baseline, the default prompt passes, the terse one fails
+    naming ticket=refund (its refunds stay unresolved about 38.5% of the time, 0.25
+    allowed). On a fixed salt: at 200 replicates the terse refunds are shown to miss about
+    98 times in 100, and the careful ones (18.3%) shown to meet about 1 time in 2."""
+    args = ["-p", "no:randomly", "--prove-target=unresolved<=0.25", "--prove-salt=s2"]
+    careful = example.runpytest(*args, *workers)
+    assert careful.ret == pytest.ExitCode.OK, careful.stdout.str()
+    careful.stdout.fnmatch_lines(["pytest-prove: targets: *; * meet, 0 miss, *"])
+    monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
+    terse = example.runpytest(*args, *workers)
+    assert terse.ret == pytest.ExitCode.TESTS_FAILED
+    terse.stdout.fnmatch_lines(["FAILED *test_support.py::test_support::prove-gate"
+                                "[[]ticket=refund[]]*"])
+    assert "prove-gate[ticket=password]" not in terse.stdout.str()
+    assert "prove-gate[ticket=shipping]" not in terse.stdout.str()
+    planned = example.runpytest("--prove-plan", "--prove-target=unresolved<=0.25")
+    planned.stdout.fnmatch_lines(["  test_support unresolved<=0.25: * (distance 0.2); it "
+                                  "runs 200: ok"])
