@@ -72,7 +72,7 @@ def test_a_target_met_passes_and_one_missed_fails_naming_its_condition(
 
     monkeypatch.setenv("BAD", "1")
     missed = agent.runpytest("--prove-target=unresolved<=0.4", "--prove-salt=fixed",
-                             "--junitxml=gate.xml", *workers)
+                             "--junitxml=gate.xml", "--prove-report=run.html", *workers)
     assert missed.ret == pytest.ExitCode.TESTS_FAILED
     out = missed.stdout.str()
     missed.stdout.fnmatch_lines([
@@ -86,6 +86,10 @@ def test_a_target_met_passes_and_one_missed_fails_naming_its_condition(
                 if case.find("failure") is not None]
     assert [case.get("name") for case in failures] == ["prove-gate[ticket=refund]"]
     assert "misses target" in (failures[0].find("failure").text or "")  # type: ignore[union-attr]
+    # The one-run report holds the target rows, coloured by their word.
+    page = (agent.path / "run.html").read_text()
+    assert page.count('<tr class="target-misses"><td>ticket=refund</td>') == 1
+    assert page.count('<tr class="target-meets"><td>ticket=password</td>') == 1
 
 
 def test_no_missed_spares_a_missed_target_and_not_met_fails_one_too_small(
@@ -112,7 +116,8 @@ def test_no_missed_spares_a_missed_target_and_not_met_fails_one_too_small(
 
 
 def test_with_a_baseline_both_the_comparison_and_the_targets_are_read(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
     monkeypatch.setenv("BAD", "1")
     result = agent.runpytest("--prove-baseline=main", "--prove-target=unresolved<=0.4",
@@ -126,6 +131,16 @@ def test_with_a_baseline_both_the_comparison_and_the_targets_are_read(
     report = json.loads((agent.path / "r.json").read_text())
     words = {(r["condition"], r["word"]) for r in report["targets"]["rows"]}
     assert words == {("ticket=refund", "misses target"), ("ticket=password", "meets target")}
+    # The command line reads the targets from the run's manifest, and gates on them alike.
+    monkeypatch.chdir(agent.path)
+    from pytest_prove.cli import main
+
+    assert main(["check", "baseline:main", "latest", "--fail-on", "no-worse"]) == 4
+    said = capsys.readouterr().out
+    assert "misses target" in said and "check failed: the verdict is 'worse'" in said
+    assert "the targets' 'misses target' of unresolved<=0.4 in ticket=refund" in said
+    assert main(["show", "latest"]) == 0
+    assert "pass^k (all k tries succeed)" in capsys.readouterr().out
 
 
 def test_the_plan_prints_the_replicates_the_targets_need(
