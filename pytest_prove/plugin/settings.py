@@ -120,7 +120,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "comma-separated: worse and too-small always (a row that could "
                          "not have shown --prove-max-mde), not-within with --prove-margin; "
                          "no-WORD leaves one out on purpose (e.g. no-worse), and the "
-                         "summary then says so")
+                         "summary then says so; with targets, missed (default) and not-met "
+                         "(a target row too small to tell)")
     group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
                     help="episodes without an outcome (no outcome, errors, timeouts): test "
                          "(default: a rise in their share is worse) or ignore (they are "
