@@ -147,12 +147,14 @@ def test_the_plan_prints_the_replicates_the_targets_need(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_REPLICATES", "100")
     result = agent.runpytest("--prove-plan", "--prove-target=unresolved<=0.4",
-                             "--prove-target=ticket=refund: pass^8>=0.5")
+                             "--prove-target=ticket=refund: pass^8>=0.5",
+                             "--prove-target=resolved>=0.6~0.1")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
-        "targets: 3 target rows (each condition and its targets), Holm q 0.05 over them;*",
+        "targets: 5 target rows (each condition and its targets), Holm q 0.05 over them;*",
         "  test_agent unresolved<=0.4: * (distance 0.2); it runs 100: ok",
         "  test_agent ticket=refund: pass^8>=0.5: * (distance 0.2); it runs 100: too few",
+        "  test_agent resolved>=0.6~0.1: * (distance 0.1); it runs 100: too few",
         "  --prove-allow-underpowered: the run goes ahead; rows too small to tell do not "
         "fail the gate*"])
     # Without the ini's --prove-allow-underpowered, the plan says the run would stop.
@@ -290,6 +292,7 @@ def test_a_bad_sweep_spec_target_is_refused_naming_the_file_and_line(
     ("pass@4 >= 0.99", "pass@4", ">=", 0.99, 4, ()),
     ("ticket=refund, model=mini: resolved>=0.9", "resolved", ">=", 0.9, 1,
      (("ticket", "refund"), ("model", "mini"))),
+    ("resolved>=0.9~0.05", "resolved", ">=", 0.9, 1, ()),
 ])
 def test_targets_are_parsed_as_written(text: str, event: str, side: str, rate: float, k: int,
                                        condition: tuple[tuple[str, str], ...]) -> None:
@@ -305,6 +308,7 @@ def test_targets_are_parsed_as_written(text: str, event: str, side: str, rate: f
     ({"unresolved": "0.1"}, "is not a side and a rate"),
     ({"unresolved": "<= 0"}, "exactly 0, which no number of replicates can show met"),
     ({"unresolved": "<= 0.1", " unresolved": "<= 0.2"}, "ask the same of one rate"),
+    ({"unresolved": "<= 0.1 ~ 2"}, "write ~D with 0 < D < 1"),
 ])
 def test_bad_declared_targets_are_refused(declared: object, said: str) -> None:
     with pytest.raises(TargetError, match=said.replace("(", r"\(")):

@@ -9,6 +9,8 @@ A target is written ``EVENT OP RATE``, optionally after the condition it holds f
   both on the declared successes, K >= 1;
 * ``OP`` is ``<=`` (the rate must be at most RATE) or ``>=`` (at least RATE);
 * ``RATE`` is a number strictly between 0 and 1, or a percentage (``90%``);
+* ``~D`` after the rate sizes the design check for the distance D instead of
+  ``--prove-max-mde`` (``resolved>=0.9~0.05``);
 * a condition, before a colon: ``ticket=refund: resolved>=0.9`` (several axes with commas:
   ``ticket=refund, model=mini: resolved>=0.9``). Without one the target holds for every
   condition of the rollout.
@@ -23,7 +25,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, final
 
 from ..errors import ProveError
@@ -39,7 +41,7 @@ Kind = Literal["rate", "pass^k", "pass@k"]
 NO_OUTCOME_EVENT: Final = "no outcome"
 
 _PASS: Final = re.compile(r"^pass([\^@])\s*(-?\d+)$")
-_RATE: Final = re.compile(r"^(<=|>=)\s*(\S+)$")
+_RATE: Final = re.compile(r"^(<=|>=)\s*(\S+)(\s*~\s*\S+)?$")
 _EXAMPLE: Final = 'resolved>=0.9, unresolved<=0.1, pass^8>=0.5 or "ticket=refund: resolved>=0.9"'
 
 
@@ -62,6 +64,8 @@ class Target:
     condition: tuple[tuple[str, str], ...] = ()
     #: Where it was written (for messages), not part of what it is.
     where: str = field(default="", compare=False)
+    #: The distance its design is sized for (``~D`` after the rate); None: --prove-max-mde.
+    distance: float | None = None
 
     @property
     def subject(self) -> str:
@@ -72,8 +76,9 @@ class Target:
 
     @property
     def claim(self) -> str:
-        """The target without its condition: ``resolved>=0.9``."""
-        return f"{self.subject}{self.side}{self.rate:g}"
+        """The target without its condition: ``resolved>=0.9`` (``~0.05``: its distance)."""
+        spread = "" if self.distance is None else f"~{self.distance:g}"
+        return f"{self.subject}{self.side}{self.rate:g}{spread}"
 
     @property
     def text(self) -> str:
@@ -154,8 +159,21 @@ def parse_target(text: str, where: str = "--prove-target") -> Target:
     if not event:
         raise _refuse(where, written, "names no event")
     side: Side = "<=" if side_rate.startswith("<=") else ">="
-    rate = _rate(side_rate[2:], where, written)
-    return _made(event, side, rate, condition, where, written)
+    number, tilde, spread = side_rate[2:].partition("~")
+    rate = _rate(number, where, written)
+    found = _made(event, side, rate, condition, where, written)
+    if not tilde:
+        return found
+    try:
+        distance = float(spread.strip())
+    except ValueError:
+        distance = math.nan
+    if not (math.isfinite(distance) and 0 < distance < 1):
+        raise TargetError(
+            f"{where}: target {written!r} sizes its design for the distance "
+            f"{spread.strip()!r}; write ~D with 0 < D < 1 after the rate (resolved>=0.9~0.05: "
+            "the replicates that show an agent at 0.95 meets it and one at 0.85 misses it)")
+    return replace(found, distance=distance)
 
 
 def _made(event: str, side: Side, rate: float, condition: tuple[tuple[str, str], ...],

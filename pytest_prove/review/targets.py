@@ -145,7 +145,7 @@ def distance_for(target: Target, distance: float) -> float | None:
     """The distance a design is sized for: ``distance``, or as far as the rate can go
     when the target is nearer than that to 0 or 1 (None: not at all)."""
     rate, _ = _tested(target)
-    found = min(distance, rate, 1.0 - rate)
+    found = min(target.distance or distance, rate, 1.0 - rate)
     return found if found > 0 else None
 
 
@@ -208,8 +208,9 @@ def target_review(run: Run, *, q: float, max_mde: float, missing: Missing = "tes
         word: Word = MEETS if p_meets <= q else MISSES if p_misses <= q else UNDECIDED
         needed = None
         if word == UNDECIDED:
-            needed = replicates_needed(target, max(abs(test.estimate - target.rate), 0.01),
-                                       q, len(found))
+            needed = replicates_needed(replace(target, distance=None),
+                                       max(abs(test.estimate - target.rate), 0.01), q,
+                                       len(found))
         rows.append(TargetRow(rollout_id, rollout, label, key, target, n, u, test.estimate,
                               test.low, test.high, p_meets, p_misses, word, needed,
                               None if word == MISSES else reason))
