@@ -19,6 +19,11 @@ design's replicates (figures printed; exits 1 if a check fails).
    shown to miss it, with probability >= 0.80 at level q/rows: exact (binomial sums over
    target_test's own decisions) and simulated (fixed seed; within 2 s.e. of the exact).
    One replicate fewer must fall short (the answer is the smallest that holds).
+4. Sequential. For the same designs, :func:`sequential_target_replicates` gives the planned
+   maximum of a run in looks (stopped once the target is decided); its exact power (summed
+   over every path of the counts at the looks) must be >= 0.80 both ways, its exact size at
+   the target <= q, and a simulation of the looks (fixed seed) gives the replicates a
+   condition uses on average, better, worse, and at the target.
 
 Run: python bench/targets.py [--quick] [--sims N] [--seed S]
 """
@@ -35,8 +40,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats  # type: ignore[import-untyped]
 
-from pytest_prove.stats import holm_targets, target_replicates, target_test
-from pytest_prove.stats._targets import Side
+from pytest_prove.stats import (
+    holm_targets,
+    sequential_target_power,
+    sequential_target_replicates,
+    target_replicates,
+    target_test,
+)
+from pytest_prove.stats._sequential import alpha_shares, look_schedule
+from pytest_prove.stats._targets import Side, target_p_values
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -192,6 +204,56 @@ def power(target: float, side: Side, distance: float, k: int, rows: int, sims: i
     return Power(target, side, distance, k, rows, n, meets, misses, sim[0], sim[1], se, below)
 
 
+@dataclass(frozen=True)
+class Sequential:
+    fixed: int | None
+    maximum: int | None
+    meets: float  # exact sequential power to show meets at the better agent
+    misses: float
+    size: float  # the larger exact size of the two claims at the target
+    used: tuple[float, float, float]  # mean replicates used: better, worse, at the target
+
+
+def mean_used(maximum: int, target: float, side: Side, true: float, k: int, rows: int,
+              sims: int, seed: int, q: float = Q) -> float:
+    """Replicates a condition uses on average in a sequential run (simulated): it stops at
+    the first look where either direction is claimed (meets at q/rows, misses at q)."""
+    looks = look_schedule(maximum)
+    shares = alpha_shares(looks, q / rows)
+    rng = np.random.default_rng(seed)
+    steps = np.diff(np.concatenate(([0], looks)))
+    counts = np.cumsum(rng.binomial(steps, true ** (1.0 / k), size=(sims, len(looks))),
+                       axis=1)
+    tables = [target_p_values(n, target, side, k=k) for n in looks]
+    meets = np.minimum.accumulate(np.column_stack(
+        [tables[j][0][counts[:, j]] / shares[j] for j in range(len(looks))]), axis=1)
+    misses = np.minimum.accumulate(np.column_stack(
+        [tables[j][1][counts[:, j]] / shares[j] for j in range(len(looks))]), axis=1)
+    stopped = (meets <= q / rows) | (misses <= q)
+    at = np.where(stopped.any(axis=1), np.argmax(stopped, axis=1), len(looks) - 1)
+    return float(np.asarray(looks)[at].mean())
+
+
+def sequential(target: float, side: Side, distance: float, k: int, rows: int, sims: int,
+               seed: int, q: float = Q) -> Sequential:
+    fixed = target_replicates(target, distance, side, k=k, alpha=q, rows=rows)
+    n = sequential_target_replicates(target, distance, side, k=k, alpha=q, rows=rows)
+    if n is None:
+        return Sequential(fixed, None, math.nan, math.nan, math.nan, (math.nan,) * 3)
+    good, bad = target + distance, target - distance
+    if side == "<=":
+        good, bad = bad, good
+    meets = sequential_target_power(n, target, side, good, k=k, alpha=q, rows=rows,
+                                    claim="meets")
+    misses = sequential_target_power(n, target, side, bad, k=k, alpha=q, rows=rows,
+                                     claim="misses")
+    size = max(sequential_target_power(n, target, side, target, k=k, alpha=q, claim=c,
+                                       stop_on_other=False) for c in ("meets", "misses"))
+    used = tuple(mean_used(n, target, side, v, k, rows, sims, seed + i)
+                 for i, v in enumerate((good, bad, target)))
+    return Sequential(fixed, n, meets, misses, size, (used[0], used[1], used[2]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 10, 30 and 100 only")
@@ -255,6 +317,25 @@ def main() -> int:
             failed.append(f"simulated power below 0.80 - 2 s.e. for {label} rows {rows}")
         if p.below >= 0.8:
             failed.append(f"{label} distance {d} rows {rows}: n - 1 would do")
+
+    print(f"\n4. Sequential runs: the planned maximum, its exact power and size, and the mean "
+          f"replicates used ({sims} simulated runs each)")
+    print(f"{'target':>10}{'distance':>9}{'rows':>5}{'fixed':>6}{'max':>6}{'meets':>8}"
+          f"{'misses':>8}{'size':>8}{'used: better':>14}{'worse':>7}{'at target':>10}")
+    for i, (t, side, d, k, rows) in enumerate(DESIGNS):
+        sq = sequential(t, side, d, k, rows, sims, args.seed + 100 + 10 * i)
+        label = f"{'pass^' + str(k) if k > 1 else 'rate'}{side}{t:g}"
+        if sq.maximum is None:
+            print(f"{label:>10}{d:>9}{rows:>5}{sq.fixed!s:>6}{'none':>6}")
+            failed.append(f"no sequential design for {label} distance {d}")
+            continue
+        print(f"{label:>10}{d:>9}{rows:>5}{sq.fixed!s:>6}{sq.maximum:>6}{sq.meets:>8.4f}"
+              f"{sq.misses:>8.4f}{sq.size:>8.4f}{sq.used[0]:>14.1f}{sq.used[1]:>7.1f}"
+              f"{sq.used[2]:>10.1f}")
+        if min(sq.meets, sq.misses) < 0.8:
+            failed.append(f"sequential power below 0.80 for {label} distance {d} rows {rows}")
+        if sq.size > Q:
+            failed.append(f"sequential size {sq.size} > q for {label}")
 
     print(f"\n{time.perf_counter() - start:.1f} s")
     for line in failed:

@@ -15,6 +15,8 @@ from scipy import stats
 from pytest_prove.stats import (
     Side,
     TargetTest,
+    _target_sequential,
+    _targets,
     holm,
     holm_targets,
     pass_at_k,
@@ -22,7 +24,14 @@ from pytest_prove.stats import (
     target_replicates,
     target_test,
 )
-from pytest_prove.stats._targets import target_power
+from pytest_prove.stats._sequential import LOOKS, alpha_shares, look_schedule
+from pytest_prove.stats._target_sequential import (
+    _power_bound,
+    sequential_target_p,
+    sequential_target_power,
+    sequential_target_replicates,
+)
+from pytest_prove.stats._targets import target_p_values, target_power
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -139,7 +148,7 @@ def test_the_bound_beside_the_target_tells_what_the_p_value_tells() -> None:
     seen = 0
     for n in (5, 20, 60):
         for x in range(n + 1):
-            for t in np.linspace(0.01, 0.99, 34):
+            for t in np.linspace(0.01, 0.99, 25):
                 row = target_test(x, n, float(t), ">=", alpha=alpha)
                 if abs(row.p_meets - alpha) > 1e-9:
                     assert (row.low > t) == (row.p_meets <= alpha), (x, n, t)
@@ -438,3 +447,139 @@ def test_pass_k_row_reads_as_documented() -> None:
     assert target_test(30, 30, 0.5, ">=", k=8).estimate == 1.0
     assert target_test(30, 30, 0.5, ">=", k=8).high == 1.0
     assert target_test(0, 30, 0.5, ">=", k=8).low == 0.0
+
+
+# --------------------------------------------------------------------------- sequential
+
+
+def test_target_p_values_are_target_tests_at_every_outcome() -> None:
+    for n in (1, 10, 97):
+        for t in (0.1, 0.5, 0.93):
+            for side in SIDES:
+                for k in (1, 2):
+                    if k > n:
+                        continue
+                    meets, misses = target_p_values(n, t, side, k=k)
+                    rows = [target_test(x, n, t, side, k=k) for x in range(n + 1)]
+                    assert meets.tolist() == [r.p_meets for r in rows]
+                    assert misses.tolist() == [r.p_misses for r in rows]
+
+
+def test_sequential_p_is_the_smallest_p_over_its_share() -> None:
+    looks = look_schedule(100)
+    shares = alpha_shares(looks, Q)
+    events = [1, 2, 4, 12, 14]
+    meets, misses = sequential_target_p(events[:3], looks[:3], 0.25, "<=", shares)
+    rows = [target_test(x, n, 0.25, "<=") for x, n in zip(events[:3], looks[:3], strict=True)]
+    assert meets == min(1.0, min(r.p_meets / w for r, w in zip(rows, shares, strict=False)))
+    assert misses == min(1.0, min(r.p_misses / w for r, w in zip(rows, shares, strict=False)))
+    assert meets <= Q  # 1 of 20, 2 of 40, 4 of 60 against "at most 0.25"
+    assert misses == 1.0
+    with pytest.raises(ValueError, match="one count of events per look"):
+        sequential_target_p([1, 2], looks[:3], 0.25, "<=", shares)
+    with pytest.raises(ValueError, match="looks must grow"):
+        sequential_target_p([1, 2], [20, 20], 0.25, "<=", shares)
+
+
+def test_one_look_is_the_fixed_test() -> None:
+    ns = np.array([57])
+    for claim in ("meets", "misses"):
+        for true in (0.1, 0.25, 0.4):
+            fixed = target_power(ns, 0.25, "<=", true, level=Q / 4, claim=claim)[0]
+            seq = sequential_target_power(57, 0.25, "<=", true, rows=4, looks=1, claim=claim,
+                                          stop_on_other=False)
+            assert seq == pytest.approx(fixed, abs=1e-12)
+
+
+@pytest.mark.parametrize("maximum", [20, 60, 190])
+def test_sequential_size_at_the_target_is_at_most_alpha(maximum: int) -> None:
+    # Exact: summed over every path of the counts at the looks, never stopping early for
+    # the other direction (stopping only removes chances to err).
+    largest = 0.0
+    for t in (0.05, 0.25, 0.5, 0.75, 0.9):
+        for side in SIDES:
+            for claim in ("meets", "misses"):
+                size = sequential_target_power(maximum, t, side, t, claim=claim,
+                                               stop_on_other=False)
+                assert size <= Q
+                largest = max(largest, size)
+    assert largest > 0.01
+
+
+def test_sequential_power_sum_matches_a_simulation_of_the_looks() -> None:
+    # The exact sum against the procedure itself: counts drawn at the looks, the sequential
+    # p-values taken at each look, the condition stopped once either direction is claimed
+    # (meets at Holm's first step, misses at its last); sequential_target_p itself gives
+    # the p-values of the first 60 runs.
+    maximum, t, side, true, rows = 60, 0.3, "<=", 0.15, 2
+    looks = look_schedule(maximum)
+    shares = alpha_shares(looks, Q / rows)
+    exact = sequential_target_power(maximum, t, side, true, rows=rows, claim="meets")
+    rng = np.random.default_rng(11)
+    sims = 20000
+    steps = np.diff(np.concatenate(([0], looks)))
+    counts = np.cumsum(rng.binomial(steps, true, size=(sims, len(looks))), axis=1)
+    tables = [target_p_values(n, t, side) for n in looks]
+    meets = np.column_stack([tables[j][0][counts[:, j]] / shares[j] for j in range(len(looks))])
+    misses = np.column_stack([tables[j][1][counts[:, j]] / shares[j]
+                              for j in range(len(looks))])
+    meets, misses = np.minimum.accumulate(meets, axis=1), np.minimum.accumulate(misses, axis=1)
+    for r in range(60):
+        for j in range(1, len(looks) + 1):
+            got = sequential_target_p(counts[r, :j].tolist(), looks[:j], t, side, shares)
+            assert got == (min(1.0, meets[r, j - 1]), min(1.0, misses[r, j - 1]))
+    claimed = meets <= Q / rows
+    stopped = claimed | (misses <= Q)
+    first = np.argmax(stopped, axis=1)
+    shown = stopped.any(axis=1) & claimed[np.arange(sims), first]
+    se = math.sqrt(exact * (1 - exact) / sims)
+    assert abs(float(shown.mean()) - exact) <= 3 * se
+    assert 0.3 < exact < 0.95  # a case where stopping and looks matter
+
+
+@pytest.mark.parametrize(("t", "side", "d", "k", "rows"), DESIGNS[:2])
+def test_sequential_maximum_has_the_power(
+    t: float, side: Side, d: float, k: int, rows: int
+) -> None:
+    fixed = target_replicates(t, d, side, k=k, alpha=Q, rows=rows)
+    n = sequential_target_replicates(t, d, side, k=k, alpha=Q, rows=rows)
+    assert fixed is not None and n is not None
+    assert fixed <= n <= 1.4 * fixed
+    good, bad = (t - d, t + d) if side == "<=" else (t + d, t - d)
+    for size in (n, n + 1, n + 7):
+        for true, claim in ((good, "meets"), (bad, "misses")):
+            exact = sequential_target_power(size, t, side, true, k=k, rows=rows, claim=claim)
+            bound = _power_bound(np.array([size]), t, side, true, k, Q, rows, LOOKS, claim)
+            assert exact >= bound[0] - 1e-12  # the bound is one
+            assert exact >= 0.80
+
+
+def test_sequential_maximum_equals_the_full_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hoeffding's bound only shortens the scan: with it switched off the answer is the same.
+    cases = [(0.25, 0.1, "<=", 1), (0.8, 0.1, ">=", 4), (0.5, 0.2, ">=", 1)]
+    quick = [sequential_target_replicates(t, d, side, rows=rows, max_n=2000)
+             for t, d, side, rows in cases]
+    monkeypatch.setattr(_target_sequential, "_sure_from", lambda *args: args[-1])
+    _target_sequential._sequential_replicates.cache_clear()
+    try:
+        full = [sequential_target_replicates(t, d, side, rows=rows, max_n=2000)
+                for t, d, side, rows in cases]
+    finally:
+        _target_sequential._sequential_replicates.cache_clear()
+    assert quick == full
+    assert all(n is not None for n in quick)
+
+
+def test_fixed_design_equals_the_full_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = [(0.25, 0.1, "<=", 1, 1), (0.8, 0.05, ">=", 1, 4), (0.5, 0.2, ">=", 8, 1)]
+    quick = [target_replicates(t, d, side, k=k, rows=rows, max_n=6000)
+             for t, d, side, k, rows in cases]
+    monkeypatch.setattr(_targets, "_hoeffding_n", lambda *args: 1 << 62)
+    _targets._replicates.cache_clear()
+    try:
+        full = [target_replicates(t, d, side, k=k, rows=rows, max_n=6000)
+                for t, d, side, k, rows in cases]
+    finally:
+        _targets._replicates.cache_clear()
+    assert quick == full
+    assert all(n is not None for n in quick)

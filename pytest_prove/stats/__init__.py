@@ -67,6 +67,11 @@ from ._sequential import (
     sequential_design,
     sequential_p,
 )
+from ._target_sequential import (
+    sequential_target_p,
+    sequential_target_power,
+    sequential_target_replicates,
+)
 from ._targets import (
     Side,
     TargetTest,
@@ -140,6 +145,9 @@ __all__ = [
     "rise_limit",
     "sequential_design",
     "sequential_p",
+    "sequential_target_p",
+    "sequential_target_power",
+    "sequential_target_replicates",
     "signed_rank_null",
     "signed_rank_test",
     "tango_interval",

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from scipy import stats  # type: ignore[import-untyped]
 
 from ._check import check_power, check_q
+from ._intervals import clopper_pearson_interval
 from ._multiplicity import holm
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "holm_targets",
     "pass_at_k",
     "pass_hat_k",
+    "target_p_values",
+    "target_power",
     "target_replicates",
     "target_test",
 ]
@@ -173,12 +176,18 @@ def _p_at_least(x: int, n: int, rate: float) -> float:
     return float(stats.binom.sf(x - 1, n, rate))
 
 
-def _clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
-    """Each bound leaves alpha on its side: low = Beta(alpha; x, n - x + 1) quantile
-    (0 at x = 0), high = Beta(1 - alpha; x + 1, n - x) quantile (1 at x = n)."""
-    low = 0.0 if x == 0 else float(stats.beta.ppf(alpha, x, n - x + 1))
-    high = 1.0 if x == n else float(stats.beta.isf(alpha, x + 1, n - x))
-    return low, high
+def target_p_values(n: int, target: float, side: Side, *, k: int = 1
+                    ) -> tuple[FloatArray, FloatArray]:
+    """(p_meets, p_misses) of :func:`target_test` at every outcome x = 0..n at once (the
+    same scipy calls on an array: the same numbers)."""
+    k = _check_k(k)
+    n = _check_int("n", n, 1)
+    side = _check_side(side)
+    rate = _rate_target(_check_target(target), k)
+    x = np.arange(n + 1)
+    at_most = np.asarray(stats.binom.cdf(x, n, rate), dtype=np.float64)
+    at_least = np.asarray(stats.binom.sf(x - 1, n, rate), dtype=np.float64)
+    return (at_most, at_least) if side == "<=" else (at_least, at_most)
 
 
 def target_test(
@@ -204,7 +213,8 @@ def target_test(
     rate = _rate_target(t, k)
     at_most, at_least = _p_at_most(x, n, rate), _p_at_least(x, n, rate)
     p_meets, p_misses = (at_most, at_least) if side == "<=" else (at_least, at_most)
-    low, high = _clopper_pearson(x, n, a)
+    # each end leaves alpha on its side: the one-sided bounds at 1 - alpha
+    low, high = clopper_pearson_interval(x, n, level=1.0 - 2.0 * a)
     if k == 1:
         estimate = x / n
     else:
@@ -230,9 +240,10 @@ def holm_targets(tests: Sequence[TargetTest], *, q: float) -> list[tuple[float, 
       not), and the two claims exclude each other (p_meets + p_misses >= 1), so a row
       alone never errs more than q either way.
     - The chance of any wrong word over both directions together is at most 2q by the
-      union bound; in the worst case (rows at the target on both sides of it, where both
-      families can err) it is about q + q^2/4 for continuous statistics and lower for the
-      exact (discrete) ones; bench/targets.py prints it. One family of 2m hypotheses
+      union bound, and close to q in practice: rows at their targets on both sides of
+      them, where both families can err, give q + q^2/4 for two rows with continuous
+      statistics, and less with the exact (discrete) ones (bench/targets.py prints it: at
+      most 0.041 at q = 0.05). One family of 2m hypotheses
       would cap that at q but halve every row's level, costing replicates for no gate's
       benefit.
 
@@ -249,7 +260,7 @@ def holm_targets(tests: Sequence[TargetTest], *, q: float) -> list[tuple[float, 
 # --------------------------------------------------------------------------- the design
 
 
-def _first_rejected_high(ns: IntArray, rate: float, level: float) -> IntArray:
+def _first_rejected_high(ns: IntArray, rate: float, level: float | FloatArray) -> IntArray:
     """For each n, the smallest x with P(X >= x) <= level under ``rate`` (n + 1 if none):
     the rejection region {x >= c} of the upper tail, exactly as :func:`target_test`
     decides it (scipy's quantile, then corrected against the very tail sums it uses)."""
@@ -264,7 +275,7 @@ def _first_rejected_high(ns: IntArray, rate: float, level: float) -> IntArray:
     raise AssertionError("the rejection region's edge did not settle")  # pragma: no cover
 
 
-def _last_rejected_low(ns: IntArray, rate: float, level: float) -> IntArray:
+def _last_rejected_low(ns: IntArray, rate: float, level: float | FloatArray) -> IntArray:
     """For each n, the largest x with P(X <= x) <= level under ``rate`` (-1 if none)."""
     start = np.nan_to_num(np.asarray(stats.binom.ppf(level, ns, rate), dtype=np.float64))
     d: IntArray = np.clip(start.astype(np.int64), -1, ns)
@@ -279,11 +290,11 @@ def _last_rejected_low(ns: IntArray, rate: float, level: float) -> IntArray:
 
 def target_power(
     ns: IntArray, target: float, side: Side, true_value: float, *, k: int = 1,
-    level: float = 0.05, claim: Literal["meets", "misses"],
+    level: float | FloatArray = 0.05, claim: Literal["meets", "misses"],
 ) -> FloatArray:
     """The exact chance, at each n of ``ns``, that an agent whose true quantity (rate, or
-    pass^k) is ``true_value`` is claimed to ``claim`` the target at ``level``: the binomial
-    probability of the test's rejection region."""
+    pass^k) is ``true_value`` is claimed to ``claim`` the target at ``level`` (one level,
+    or one per n): the binomial probability of the test's rejection region."""
     rate = _rate_target(target, k)
     p = _rate_target(true_value, k)
     upper = (side == ">=") == (claim == "meets")  # the claim rejects on many events
