@@ -141,6 +141,12 @@ def test_with_a_baseline_both_the_comparison_and_the_targets_are_read(
     assert "the targets' 'misses target' of unresolved<=0.4 in ticket=refund" in said
     assert main(["show", "latest"]) == 0
     assert "pass^k (all k tries succeed)" in capsys.readouterr().out
+    # the k of a pass^k target joins 1, 2, 4 and 8
+    assert agent.runpytest("--prove-target=pass^3>=0.01").ret == pytest.ExitCode.OK
+    capsys.readouterr()  # the session's own lines
+    assert main(["show", "latest", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["pass_k"]
+    assert [sorted(map(int, c["pass_hat_k"])) for c in shown] == [[1, 2, 3, 4, 8]] * 2
 
 
 def test_the_plan_prints_the_replicates_the_targets_need(

@@ -261,7 +261,8 @@ class PassK:
 def pass_k(run: Run, index: RunIndex | None = None) -> tuple[PassK, ...]:
     """Each condition's pass^k and pass@k on its declared successes, unbiased from its
     replicates (episodes without an outcome count as tries that did not succeed), for k in
-    1, 2, 4, 8 capped at its replicates; () when no rollout declares a success."""
+    1, 2, 4, 8 and the k of its pass^k and pass@k targets, capped at its replicates; ()
+    when no rollout declares a success."""
     index = read_run(run) if index is None else index
     declarations = declarations_of(run)
     many = len(declarations) > 1
@@ -275,7 +276,8 @@ def pass_k(run: Run, index: RunIndex | None = None) -> tuple[PassK, ...]:
         label = condition_label(entry.condition)
         if many:
             label = f"{rollout_label(run, rollout_id)} · {label}"
-        ks = sorted({min(k, n) for k in SHOWN_K})
+        asked = {t.k for t in declaration.target_list if t.kind != "rate"}
+        ks = sorted({min(k, n) for k in (*SHOWN_K, *asked)})
         found.append(PassK(label, n, wins, tuple((k, pass_hat_k(wins, n, k),
                                                   pass_at_k(wins, n, k)) for k in ks)))
     return tuple(found)
