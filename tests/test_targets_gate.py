@@ -180,7 +180,8 @@ def test_a_target_design_too_small_is_refused_before_anything_runs(
     result = pytester.runpytest("--prove-target=pass^8>=0.5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*design check failed for the targets: test_agent "
-                                 "pass^8>=0.5 needs * replicates a condition and runs 130*"])
+                                 "pass^8>=0.5 needs * replicates a condition (distance "
+                                 "0.2) and runs 130*"])
     assert _runs(pytester) == []
     allowed = pytester.runpytest("--prove-target=pass^8>=0.5", "--prove-allow-underpowered")
     assert allowed.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

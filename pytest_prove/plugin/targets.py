@@ -116,7 +116,7 @@ def target_design(selected: Selected, settings: Settings) -> tuple[list[str], st
                          f"{plan.total:,}: {'ok' if enough else 'too few'}")
             if not enough:
                 short.append(f"{plan.label} {target.text} needs {need} replicates a "
-                             f"condition and runs {plan.total:,}")
+                             f"condition{shown} and runs {plan.total:,}")
     if not short or settings.allow_underpowered:
         if short:
             lines.append("  --prove-allow-underpowered: the run goes ahead; rows too small "
@@ -124,9 +124,9 @@ def target_design(selected: Selected, settings: Settings) -> tuple[list[str], st
         return lines, None
     return lines, ("design check failed for the targets: " + "; ".join(short[:3])
                    + (" ..." if len(short) > 3 else "")
-                   + f" (distance --prove-max-mde {settings.max_mde:g}). Run more "
-                   "replicates (--prove-replicates N), accept a larger distance "
-                   "(--prove-max-mde), or run anyway with --prove-allow-underpowered")
+                   + ". Run more replicates (--prove-replicates N), accept a larger "
+                   "distance (--prove-max-mde, or ~D after a target's rate), or run anyway "
+                   "with --prove-allow-underpowered")
 
 
 def run_gate(run: Run, settings: Settings, missing: str
