@@ -67,7 +67,7 @@ def test_a_target_met_passes_and_one_missed_fails_naming_its_condition(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
     met = agent.runpytest("--prove-target=unresolved<=0.4", "--prove-salt=fixed", *workers)
     assert met.ret == pytest.ExitCode.OK, met.stdout.str()
-    met.stdout.fnmatch_lines(["pytest-prove: targets: meets target: every one of 2 rows*"])
+    met.stdout.fnmatch_lines(["targets: meets target: every one of 2 rows*"])
     assert "prove-gate" not in met.stdout.str()
 
     monkeypatch.setenv("BAD", "1")
@@ -78,7 +78,7 @@ def test_a_target_met_passes_and_one_missed_fails_naming_its_condition(
     missed.stdout.fnmatch_lines([
         "*test_agent::prove-gate[[]ticket=refund[]]*",
         "misses target: ticket=refund unresolved 0.* (bound 0.*; target at most 0.4)*",
-        "pytest-prove: targets: misses target: 1 row (ticket=refund unresolved*",
+        "targets: misses target: 1 row (ticket=refund unresolved*",
         "*FAILED test_agent.py::test_agent::prove-gate[[]ticket=refund[]]*"])
     assert "prove-gate[ticket=password]" not in out
     # The JUnit report counts the gate's failure, its text the target's row.
@@ -106,7 +106,7 @@ def test_no_missed_spares_a_missed_target_and_not_met_fails_one_too_small(
     monkeypatch.setenv("AGENT_REPLICATES", "6")
     open_ = agent.runpytest("--prove-target=unresolved<=0.3", "--prove-salt=fixed")
     assert open_.ret == pytest.ExitCode.OK, open_.stdout.str()
-    open_.stdout.fnmatch_lines(["pytest-prove: targets: too small to tell: 2 rows*",
+    open_.stdout.fnmatch_lines(["targets: too small to tell: 2 rows*",
                                 "*replicates a condition would decide it*"])
     strict = agent.runpytest("--prove-target=unresolved<=0.3", "--prove-salt=fixed",
                              "--prove-fail-on=not-met")
@@ -185,7 +185,7 @@ def test_a_target_design_too_small_is_refused_before_anything_runs(
     assert _runs(pytester) == []
     allowed = pytester.runpytest("--prove-target=pass^8>=0.5", "--prove-allow-underpowered")
     assert allowed.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-    assert "pytest-prove: targets:" in allowed.stdout.str()
+    assert "\ntargets: " in allowed.stdout.str()
 
 
 @pytest.mark.parametrize(("args", "said"), [
@@ -229,7 +229,7 @@ def test_ini_targets_are_read_like_the_flag(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_agent=AGENT)
     result = pytester.runpytest("--prove-salt=fixed")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["pytest-prove: targets: meets target: every one of 2 rows*"])
+    result.stdout.fnmatch_lines(["targets: meets target: every one of 2 rows*"])
 
 
 def test_a_decorator_target_on_an_undeclared_event_is_refused_at_its_line(
@@ -253,7 +253,7 @@ def test_a_decorator_target_for_one_condition_reads_only_that_condition(
     monkeypatch.setenv("BAD", "1")
     result = pytester.runpytest("--prove-salt=fixed")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*targets: misses target: 1 row*0 meet, 1 miss*"])
+    result.stdout.fnmatch_lines(["targets: misses target: 1 row*0 meet, 1 miss*"])
 
 
 SPEC = textwrap.dedent(
@@ -288,7 +288,7 @@ def test_a_bad_sweep_spec_target_is_refused_naming_the_file_and_line(
     pytester.path.joinpath("prove_agent.toml").write_text(SPEC.replace("=> 0.5", ">= 0.5"))
     good = pytester.runpytest("--prove-salt=fixed")
     assert good.ret == pytest.ExitCode.OK, good.stdout.str()
-    good.stdout.fnmatch_lines(["pytest-prove: targets: meets target: every one of 2 rows*"])
+    good.stdout.fnmatch_lines(["targets: meets target: every one of 2 rows*"])
 
 
 @pytest.mark.parametrize(("text", "event", "side", "rate", "k", "condition"), [
@@ -350,7 +350,7 @@ def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_
     args = ["-p", "no:randomly", "--prove-target=unresolved<=0.25", "--prove-salt=s2"]
     careful = example.runpytest(*args, *workers)
     assert careful.ret == pytest.ExitCode.OK, careful.stdout.str()
-    careful.stdout.fnmatch_lines(["pytest-prove: targets: *; * meet, 0 miss, *"])
+    careful.stdout.fnmatch_lines(["targets: *; * meet, 0 miss, *"])
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
     terse = example.runpytest(*args, *workers)
     assert terse.ret == pytest.ExitCode.TESTS_FAILED

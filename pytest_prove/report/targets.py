@@ -222,9 +222,8 @@ def target_summary(summary: Callable[..., list[str]], targets: TargetReview | No
     assert shown is not None
     lines = summary(review=replace(review, targets=None) if compared else review,
                     quiet=quiet, verbose=verbose, **rest)
-    own = ([f"pytest-prove: {target_verdict_line(shown)}"] if quiet else
-           [f"pytest-prove: {line}" if i == 0 else line
-            for i, line in enumerate(target_lines(shown, verbose=verbose, compared=compared))])
+    own = ([target_verdict_line(shown)] if quiet else
+           target_lines(shown, verbose=verbose, compared=compared))
     if not compared:
         own = [*(f"pytest-prove: gate failed: {plain_text(r)}" for r in target_gate[1]),
                *own, *(f"pytest-prove: note: {plain_text(n)}" for n in target_gate[2])]
