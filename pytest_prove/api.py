@@ -51,6 +51,7 @@ def rollout(
     chaos: Mapping[str, Any] | None = None,
     sequential: bool | None = None,
     metrics: Mapping[str, str] | None = None,
+    targets: Mapping[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare a rollout.
 
@@ -74,6 +75,9 @@ def rollout(
     gate (docs/statistics.md, "Metric rows"). When only scores matter, declare metrics and no
     outcomes and return ``prove.Episode(metrics={...})``: the metric rows are then the whole
     comparison (docs/metrics.md, "Metrics without an outcome").
+    ``targets={"unresolved": "<= 0.10", "pass^8": ">= 0.5"}`` sets absolute targets each
+    condition must meet, no baseline needed; ``"ticket=refund: resolved": ">= 0.9"`` holds
+    one to a condition (docs/targets.md).
     """
     if fn is not None:
         raise TypeError(
@@ -95,6 +99,7 @@ def rollout(
             chaos=chaos,
             sequential=sequential,
             metrics=metrics or (),
+            targets=targets or (),
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the

@@ -37,6 +37,8 @@ USER_ERRORS: Final[Mapping[str, str]] = {
     "CaptureError": "a capture setting that cannot be used",
     "ChaosError": "a chaos setting that cannot be used",
     "MetricError": "a metric declared twice with two directions, or named badly",
+    "TargetError": "a target (--prove-target, ini prove_targets, targets=, [targets]) "
+                   "written wrongly or naming an event not declared",
     "PriceError": "a price declaration that cannot be read",
     "IniError": "a configuration file, or a value in it, that cannot be read",
     # What is stored (record.py, store/).

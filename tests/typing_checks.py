@@ -46,7 +46,8 @@ async def check_an_async_rollout_keeps_its_type() -> None:
                axes={"model": ["small", "large"], "temperature": {"type": "ordinal",
                                                                   "values": [0.0, 0.7]}},
                capture={"instrument": ["openai"]}, chaos={"faults": {"http_429": 0.05}},
-               metrics={"judge": "higher", "latency_s": "lower"})
+               metrics={"judge": "higher", "latency_s": "lower"},
+               targets={"crash": "<= 0.10", "model=small: no outcome": "<= 0.5"})
 def check_a_sweep_target(cfg: dict[str, Any], seed: int) -> prove.Episode:
     if cfg["model"] == "small":
         raise prove.NoOutcome("rate limited")
@@ -92,4 +93,5 @@ def check_arguments_of_the_wrong_type_are_refused() -> None:
     prove.rollout(replicates="100", failures=["x"])  # type: ignore[arg-type]
     prove.Episode(1)  # type: ignore[arg-type]
     prove.Episode("x", metrics=["judge"])  # type: ignore[arg-type]
+    prove.rollout(failures=["x"], targets={"x": 0.1})  # type: ignore[dict-item]
     prove.usage("m", input="12")  # type: ignore[arg-type]

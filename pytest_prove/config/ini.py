@@ -24,6 +24,7 @@ from .values import (
     seconds,
     share,
     switch,
+    target_lines,
 )
 
 __all__ = ["FROM_INI", "INI", "PARSED", "IniValue", "given_or_ini"]
@@ -102,6 +103,9 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
     IniValue("prove_metric_margin", "default for --prove-metric-margin: NAME=SIZE or "
              "NAME=PERCENT% each (empty: no metric margin)",
              default="", parse=metric_margins, if_empty={}),
+    IniValue("prove_targets", "absolute targets, one a line: EVENT<=RATE or EVENT>=RATE "
+             "(pass^K, pass@K; AXIS=VALUE: before one holds it to a condition)",
+             default="", parse=target_lines, if_empty=()),
 )}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from ..declare.metrics import MetricError, MetricMargin, parse_metric_list, parse_metric_margins
+from ..declare.targets import Target, TargetError, parse_target, parse_target_lines
 from ..record import MISSING_MODES, Missing
 from ..store import StoreError, check_name, check_run_name
 
@@ -20,11 +21,13 @@ __all__ = ["CONCURRENCY_RANGE", "DEFAULT_EPISODE_TIMEOUT", "DEFAULT_FAIL_ON", "F
            "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency", "count", "error_rate", "fail_on",
            "fraction", "gate_fails_on", "margin", "max_mde", "missing_mode", "new_run_name",
            "positive_int", "replay_name", "replicates", "report_path", "run_name", "salt_word",
-           "seconds", "shard", "share", "store_name", "switch", "tokens"]
+           "seconds", "shard", "share", "store_name", "switch", "target", "target_lines",
+           "tokens"]
 
 #: The verdicts a session or ``check`` can be told to fail on (not-within: some condition
-#: not shown within --prove-margin).
-FAIL_ON: Final = ("worse", "too-small", "not-within")
+#: not shown within --prove-margin; missed: a target row that misses its target, which
+#: fails by default; not-met: one too small to tell, not shown to meet its target).
+FAIL_ON: Final = ("worse", "too-small", "not-within", "missed", "not-met")
 #: What fails when nothing says otherwise: a significant worsening, a comparison too small to
 #: tell (some row could not have shown a change of max_mde), and with a margin, a condition
 #: not shown within it (naming a margin asks for that claim). ``--prove-fail-on`` adds to
@@ -265,7 +268,9 @@ def gate_fails_on(asked: frozenset[str] | None, *, margin: bool) -> frozenset[st
     as ``no-WORD``. ``worse`` is never dropped by leaving it out, only by ``no-worse``."""
     found = set(MARGIN_FAIL_ON if margin else DEFAULT_FAIL_ON)
     for word in asked or ():
-        if word.startswith("no-"):
+        if word == "no-missed":
+            found.add(word)  # target rows fail on missed unless told not to: kept as said
+        elif word.startswith("no-"):
             found.discard(word.removeprefix("no-"))
         else:
             found.add(word)
@@ -321,3 +326,21 @@ def metric_margins(text: str) -> dict[str, MetricMargin]:
         return parse_metric_margins(text, "margin")
     except MetricError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("margin: ")) from None
+
+
+def target(text: str) -> Target:
+    """--prove-target: one absolute target, ``[AXIS=VALUE: ]EVENT<=RATE`` or ``>=RATE``
+    (see declare/targets.py)."""
+    try:
+        return parse_target(text, "--prove-target")
+    except TargetError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--prove-target: ")) from None
+
+
+def target_lines(text: str) -> tuple[Target, ...]:
+    """ini prove_targets: one target a line."""
+    try:
+        return parse_target_lines(text, "ini prove_targets")
+    except TargetError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("ini prove_targets, ")) \
+            from None

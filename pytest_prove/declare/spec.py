@@ -22,6 +22,7 @@ from .capture import CaptureConfig, CaptureError
 from .chaos import ChaosConfig, ChaosError
 from .episode import storable_text
 from .metrics import Better, MetricError, directions
+from .targets import Target, TargetError, check_target_events, parse_targets
 
 __all__ = [
     "Axis",
@@ -143,6 +144,10 @@ class Declaration:
     #: The metrics its episodes report, each with the direction that is better: a mapping
     #: ``{"judge": "higher"}`` becomes (name, direction) pairs in the order given.
     metrics: tuple[tuple[str, Better], ...] | Mapping[str, str] = ()
+    #: Its absolute targets (docs/targets.md): ``{"unresolved": "<= 0.10"}`` becomes
+    #: :class:`~.targets.Target` values, checked against the declared outcomes.
+    targets: tuple[Target, ...] | Mapping[str, str] | Sequence[str] = field(
+        default=(), compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, tuple):
@@ -199,11 +204,29 @@ class Declaration:
         if self.chaos is not None and not isinstance(self.chaos, ChaosConfig):
             object.__setattr__(self, "chaos",
                                _table(ChaosConfig.from_mapping, self.chaos, "chaos="))
+        if self.targets:
+            self._check_targets()
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise SpecError(f"axis {', '.join(dupes)} is declared more than once")
+
+    def _check_targets(self) -> None:
+        targets = self.targets
+        try:
+            if not (isinstance(targets, tuple)
+                    and all(isinstance(t, Target) for t in targets)):
+                targets = parse_targets(targets, "targets=")
+                object.__setattr__(self, "targets", targets)
+            check_target_events(targets, self.outcomes, self.successes, "targets=")
+        except TargetError as exc:
+            raise SpecError(str(exc)) from None
+
+    @property
+    def target_list(self) -> tuple[Target, ...]:
+        """Its targets, as parsed."""
+        return self.targets  # type: ignore[return-value]
 
     @property
     def metrics_only(self) -> bool:
@@ -276,6 +299,8 @@ class Declaration:
             found["sequential"] = self.sequential
         if self.metrics:
             found["metrics"] = self.metric_directions
+        if self.targets:
+            found["targets"] = [t.text for t in self.target_list]
         return found
 
     @classmethod
@@ -290,6 +315,7 @@ class Declaration:
             t_unit=data.get("t_unit"),
             sequential=data.get("sequential"),
             metrics=data.get("metrics") or (),
+            targets=data.get("targets") or (),
             axes=None if axes is None else tuple(
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
@@ -340,7 +366,7 @@ class SweepSpec:
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
-             "declare", "capture", "chaos", "sequential", "metrics"}
+             "declare", "capture", "chaos", "sequential", "metrics", "targets"}
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -426,8 +452,13 @@ def load_spec(path: Path) -> SweepSpec:
     except MetricError as exc:
         raise SpecError(str(exc)) from None
     try:
+        targets = parse_targets(data.get("targets"), table_at("targets"))
+    except TargetError as exc:
+        raise SpecError(_at_line(str(exc), text, path)) from None
+    try:
         declaration = Declaration(
             metrics=metrics,
+            targets=targets,
             failures=tuple(_seq(declare.get("failures"))),
             successes=tuple(_seq(declare.get("successes"))),
             outcomes=tuple(_seq(declare.get("outcomes"))),
@@ -445,6 +476,8 @@ def load_spec(path: Path) -> SweepSpec:
         # Point at the line of the key the message is about (an outcome's own name may
         # begin it, so the phrases are read first).
         message = str(exc)
+        if message.startswith(str(path)):  # a target's, which names its place already
+            raise SpecError(_at_line(message, text, path)) from None
         key = next((needle for phrase, needle in (
             ("must be among the declared outcomes", "outcomes"),
             ("cannot be both a failure and a success", "successes"),
@@ -454,6 +487,23 @@ def load_spec(path: Path) -> SweepSpec:
                            if message.startswith((f"{k} must ", f"{k} names "))), None)
         raise SpecError(f"{where(key) if key else path}: {exc}") from None
     return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
+
+
+def _at_line(message: str, text: str, path: Path) -> str:
+    """A target's message pointing at the line of the target it quotes (the first line
+    after ``[targets]`` that holds its event), where it can be found."""
+    quoted = re.search(r"'([^']*)'", message.split("[targets]", 1)[-1])
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "[targets]"), None)
+    if quoted is None or start is None:
+        return message
+    event = re.split(r"<=|>=|:", quoted.group(1))[-1 if ":" in quoted.group(1) else 0]
+    event = re.split(r"<=|>=", event)[0].strip()
+    line = next((i + 1 for i in range(start + 1, len(lines)) if event and event in lines[i]),
+                None)
+    if line is None:
+        return message
+    return re.sub(r"^.*?: \[targets\]", f"{path}:{line}: [targets]", message, count=1)
 
 
 def _table(read: Callable[[object, str], _Config], data: object, where: str) -> _Config:

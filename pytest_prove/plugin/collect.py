@@ -35,6 +35,7 @@ from .state import (
     SKIPPED_FILES_KEY,
     ItemPlan,
 )
+from .targets import check_targets
 
 __all__ = ["Collection", "pytest_collect_file", "pytest_collection_modifyitems",
            "pytest_generate_tests", "pytest_pycollect_makeitem"]
@@ -462,7 +463,8 @@ class Collection:
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
         refusal = (check_chaos(selected, settings)
-                   or check_events(config.option.prove_event, selected))
+                   or check_events(config.option.prove_event, selected)
+                   or check_targets(selected, settings))
         if refusal is not None:
             _refuse(config, items, refusal)
             return

@@ -156,6 +156,7 @@ class Design:
     margin: _MarginCheck | None
     lines: list[str] = field(default_factory=list)
     sequential_refusal: str | None = None
+    target_refusal: str | None = None  # the targets' design check (plugin/targets.py)
     #: For the cost estimate: each rollout's condition keys and the replicates each runs.
     planned: dict[str, tuple[set[str], int]] = field(default_factory=dict)
 
@@ -176,6 +177,8 @@ class Design:
                                                         settings.max_mde))
             if self.margin is not None and not self.margin.ok:
                 stops.append(words.margin_fails_in_plan(self.margin.advice))
+        if self.target_refusal is not None:
+            stops.append(words.would_stop(self.target_refusal))
         if stops:
             config.stash[PLAN_FAILS_KEY] = True
         return [*lines, *stops]
@@ -191,7 +194,7 @@ class Design:
                 replicates_needed=self.check.replicates_needed)
         if self.margin is not None and not self.margin.ok and not settings.allow_underpowered:
             return words.margin_failed(self.replicates, self.margin.advice)
-        return self.sequential_refusal
+        return self.sequential_refusal or self.target_refusal
 
 
 def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.Item],
@@ -230,6 +233,11 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     if note is not None:
         design.lines.append(note)
     design.planned = {rid: (keys, plan.total) for rid, (plan, keys) in selected.items()}
+    if any(plan.declaration.targets for plan, _ in selected.values()):
+        from .targets import target_design
+
+        target_lines, design.target_refusal = target_design(selected, settings)
+        design.lines.extend(target_lines)
     if settings.plan_only and any(plan.declaration.metrics for plan, _ in selected.values()):
         design.lines.extend(_metric_limits(config, selected, settings))
     if settings.sequential and design.sequential_refusal is None:

@@ -22,6 +22,8 @@ import pytest
 
 if TYPE_CHECKING:
     from ..review import Review
+    from ..review.targets import TargetRow
+    from ..store import Run
 
 __all__ = ["GATE_NODE", "GateReports"]
 
@@ -54,10 +56,16 @@ class GateReports:
             yield from map(str, items)
 
     def emit(self, config: pytest.Config, review: Review | None,
-             reasons: Iterable[str]) -> int:
+             reasons: Iterable[str], *, targets: Iterable[TargetRow] = (),
+             run: Run | None = None) -> int:
         """Send the failed gate's reports through pytest's own hook; return how many."""
         sent = 0
-        reports = [*self._conditions(review), *self._other(reasons)]
+        reports = self._conditions(review)
+        rows = [r for r in (review.gate.targets if review is not None else targets)
+                if r.reason is None]
+        if rows:
+            reports = _with_targets(reports, rows, review.after if review else run)
+        reports += self._other(reasons)
         if reports:
             _own_progress_line(config)
         for nodeid, text, key in reports:
@@ -160,6 +168,34 @@ class GateReports:
             return
         for item_id in self._items.get(key, {}):
             lastfailed[item_id] = True
+
+
+def _with_targets(reports: list[tuple[str, str, tuple[str, str] | None]],
+                  rows: Iterable[TargetRow], run: Run | None
+                  ) -> list[tuple[str, str, tuple[str, str] | None]]:
+    """The failed gate's reports with each condition's failing target rows: added to its
+    report when the comparison failed it too, else a report of their own."""
+    from ..report._format import terminal_text
+    from ..report.targets import condition_target_lines
+
+    rollouts = (run.manifest.get("rollouts") or {}) if run is not None else {}
+    by_key: dict[tuple[str, str], list[TargetRow]] = defaultdict(list)
+    for row in rows:
+        by_key[(row.rollout_id, row.key)].append(row)
+    found = {key: (nodeid, text) for nodeid, text, key in reports if key is not None}
+    extra = []
+    for key, own in by_key.items():
+        text = "\n".join(condition_target_lines(own))
+        if key in found:
+            nodeid, _was = found[key]
+            reports = [(n, f"{t}\n{text}" if n == nodeid else t, k) for n, t, k in reports]
+            continue
+        info = rollouts.get(key[0])
+        node = (info.get("node") if isinstance(info, Mapping) else None) or key[0]
+        shown = terminal_text(own[0].condition).replace("::", ":").replace(
+            "[", "(").replace("]", ")")
+        extra.append((f"{node}::prove-gate[{shown}]", text, key))
+    return [*reports, *extra]
 
 
 def _progress_writer(config: pytest.Config) -> Any:

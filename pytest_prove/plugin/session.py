@@ -20,6 +20,7 @@ import pytest
 
 from .. import wire
 from ..declare.prices import Prices
+from ..declare.targets import declares_targets
 from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
@@ -59,6 +60,10 @@ class Outcome:
     #: --prove-update-baseline over a baseline declared otherwise: why nothing was compared
     #: (the baseline is replaced, or the session fails with the reason it was not).
     declaration_changed: str | None = None
+    #: Without a baseline: the run read against its targets (plugin/targets.py), the rows
+    #: that fail the gate, the reasons it cannot vouch for some, what it spared.
+    targets: Any = None
+    target_gate: tuple[Any, ...] = ((), [], [])
 
 
 @final
@@ -292,6 +297,14 @@ class ProveSession:
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
         elif self.baseline is not None:
             self._review(outcome)
+        elif declares_targets(writer.manifest) and self.settings.shard is None:
+            from .targets import run_gate
+
+            outcome.run = self.ended_run()
+            outcome.targets, *gate = run_gate(outcome.run, self.settings,
+                                              str(self.asked.get("missing", "test")))
+            outcome.target_gate = tuple(gate)
+            outcome.failed_gate = bool(gate[0] or gate[1])
         notes.extend(self._fixed_note())
         if outcome.declaration_changed is not None:
             notes.append(outcome.declaration_changed)
@@ -330,11 +343,12 @@ class ProveSession:
             return
         review = outcome.review
         reasons = [r for r in (outcome.refusal, *(review.gate.reasons if review else ()),
-                               *outcome.not_saved,
+                               *outcome.target_gate[1], *outcome.not_saved,
                                self.budget.capped) if r is not None]
         if outcome.failed_gate or reasons:
             self.gate_reports.emit(session.config, review if outcome.failed_gate else None,
-                                   reasons)
+                                   reasons, targets=outcome.target_gate[0],
+                                   run=outcome.run)
             self.gate_reports.close_progress_line(session.config)
         elif review is not None:
             self.gate_reports.clear_for_lf(session.config)
@@ -500,7 +514,9 @@ class ProveSession:
 
         try:
             found = describe(self.ended_run(), events=self.asked.get("events"),
-                             missing=self.asked.get("missing", "test"))
+                             missing=self.asked.get("missing", "test"), q=self.settings.q,
+                             max_mde=self.settings.max_mde,
+                             max_errored=self.settings.max_errored)
             found.require_rows()
             written = write_report(path, found)
         except (OSError, ValueError) as exc:
@@ -535,8 +551,9 @@ class ProveSession:
             + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
             suggest_baseline=self.baseline is None and self.save_baseline is None,
-            quiet=quiet) + ([] if self.last_failed is None else
-                            [f"note: {self.last_failed.note(self.ran_items())}"])
+            quiet=quiet, targets=outcome.targets, target_gate=outcome.target_gate,
+        ) + ([] if self.last_failed is None else
+             [f"note: {self.last_failed.note(self.ran_items())}"])
 
     def _fault_lines(self) -> list[str]:
         """What chaos injected into this run, when it was not compared (a comparison's

@@ -39,6 +39,7 @@ from ..config.values import (
     shard,
     share,
     store_name,
+    target,
 )
 from ..config.values import concurrency as concurrency_option
 from ..config.values import margin as margin_option
@@ -46,6 +47,8 @@ from ..config.values import max_mde as max_mde_option
 from ..config.values import replicates as replicates_option
 from ..declare.metrics import MetricError, merge_directions
 from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError
+from ..declare.targets import Target
+from ..declare.targets_of import with_targets
 from ..record import Missing
 
 __all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
@@ -61,7 +64,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
-                 "--prove-metrics", "--prove-metric-margin")
+                 "--prove-metrics", "--prove-metric-margin", "--prove-target")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -117,7 +120,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "comma-separated: worse and too-small always (a row that could "
                          "not have shown --prove-max-mde), not-within with --prove-margin; "
                          "no-WORD leaves one out on purpose (e.g. no-worse), and the "
-                         "summary then says so")
+                         "summary then says so; with targets, missed (default) and not-met "
+                         "(a target row too small to tell)")
     group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
                     help="episodes without an outcome (no outcome, errors, timeouts): test "
                          "(default: a rise in their share is worse) or ignore (they are "
@@ -142,6 +146,13 @@ def add_options(parser: pytest.Parser) -> None:
                          "median, comma-separated (e.g. latency_s=10%%,judge=0.05); a row not "
                          "shown within fails the session (not-within); default: ini "
                          "prove_metric_margin")
+    group.addoption("--prove-target", metavar="TARGET", type=target, action="append",
+                    default=None,
+                    help="an absolute target every condition must meet, repeatable: "
+                         "EVENT<=RATE or EVENT>=RATE (resolved>=0.9, pass^8>=0.5), "
+                         "'AXIS=VALUE: ...' for one condition; a condition shown to miss "
+                         "it fails the session, no baseline needed (docs/targets.md); "
+                         "default: ini prove_targets")
     group.addoption("--prove-sequential", action="store_true", default=None,
                     help="take each condition's replicates in looks and stop it once it is "
                          "decided against the baseline (worse, safer, or no change of "
@@ -250,6 +261,11 @@ class Settings:
     metrics_from: str = "--prove-metrics"
     #: --prove-metric-margin (or ini prove_metric_margin): each metric's margin.
     metric_margin: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    #: --prove-target (or ini prove_targets): targets for every rollout declaring their
+    #: event, and where they were said.
+    targets: tuple[Target, ...] = ()
+    targets_from: str = "--prove-target"
+    _targets_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -288,6 +304,11 @@ class Settings:
             fail_on=gate_fails_on(asked_words,
                                   margin=margin is not None or bool(metric_margin)),
             fail_on_asked=asked_words, metric_margin=metric_margin)
+        if opt.prove_target:
+            settings.targets = tuple(opt.prove_target)
+        else:
+            settings.targets, settings.targets_from = (_ini(config, "prove_targets"),
+                                                       "ini prove_targets")
         if opt.prove_metrics is not None:
             settings.metrics = opt.prove_metrics
         else:
@@ -331,6 +352,8 @@ class Settings:
         --prove-chaos is off (so that the manifest says no fault was injected)."""
         if self.metrics:
             declaration = self._with_metrics(declaration, name)
+        if self.targets:
+            declaration = self._with_targets(declaration)
         if self.chaos or declaration.chaos is None:
             return declaration
         found = self._chaos_off.get(id(declaration))
@@ -355,6 +378,14 @@ class Settings:
         made = replace(declaration, metrics=merged)
         self._metrics_of[id(declaration)] = (declaration, made)
         return made
+
+    def _with_targets(self, declaration: Declaration) -> Declaration:
+        """``declaration`` with the session's targets it can take (made once per one)."""
+        found = self._targets_of.get(id(declaration))
+        if found is None or found[0] is not declaration:
+            found = (declaration, with_targets(declaration, self.targets))
+            self._targets_of[id(declaration)] = found
+        return found[1]
 
     def concurrency_for(self, declared: int | None) -> int:
         """Replicates an item runs: one in a replay (a debugger stops in this thread), else

@@ -447,6 +447,10 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     if metrics is not None:  # a page without metric rows stays as it was, byte for byte
         margin_said += metric_header(metrics)
         sections += metric_section(metrics)
+    if review.targets is not None:  # the target rows, coloured by their word
+        from .targets import target_html
+
+        sections += target_html(review.targets)
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))
     header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
@@ -526,6 +530,10 @@ def render_run_html(found: Description, *, x: str | None = None,
                                 f"<td class=\"n\">[{rate(r.low)}, {rate(r.high)}]</td>")
          for r in rows))
     notes = _notes(run_set_aside(found, _e))
+    if found.targets is not None:  # the target rows, coloured by their word
+        from .targets import target_html
+
+        sections += target_html(found.targets)
     opens = ""
     if order:
         worst = rows[order[0]]

@@ -100,6 +100,10 @@ def _tail(review: Review, document: dict[str, Any]) -> dict[str, Any]:
         document["metrics"] = {**review.metrics.to_dict(),
                                "verdict_line": metric_verdict_line(review.metrics),
                                **({} if said is None else {"margin_line": said})}
+    if review.targets is not None:  # the target rows (a rollout declares targets)
+        from .targets import FAMILY_NOTE, target_json
+
+        document["targets"] = {**target_json(review.targets), "family": FAMILY_NOTE}
     if review.sequential:  # --prove-sequential: how each condition stopped
         document["sequential"] = [{"condition": label or None, "decision": reason}
                                   for label, reason in review.sequential]
@@ -136,4 +140,10 @@ def run_document(found: Description) -> dict[str, Any]:
 
 
 def render_run_json(found: Description) -> str:
-    return json.dumps(run_document(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    document = run_document(found)
+    if found.targets is not None:  # the target rows and pass^k (a rollout declares targets)
+        from .targets import pass_k_json, target_json
+
+        document["targets"] = target_json(found.targets)
+        document["pass_k"] = pass_k_json(found.pass_k)
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

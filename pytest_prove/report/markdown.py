@@ -102,6 +102,10 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
         from .metrics import metric_markdown
 
         lines += metric_markdown(review.metrics, lambda text: escape(text, _OURS), verbose)
+    if review.targets is not None:
+        from .targets import target_markdown
+
+        lines += [*target_markdown(review.targets, compared=True), ""]
     for head, text in set_aside(review, escape):
         lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
     lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]
@@ -163,6 +167,10 @@ def render_run_markdown(found: Description) -> str:
         lines.append(f"| {escape(r.condition)} | {escape(case) if case is not None else ''} | "
                      f"{escape(r.event)} | {r.x} of {r.n} | {rate(r.rate)} | "
                      f"[{rate(r.low)}, {rate(r.high)}] |")
+    if found.targets is not None:
+        from .targets import pass_k_markdown, target_markdown
+
+        lines += [*target_markdown(found.targets), *pass_k_markdown(found.pass_k)]
     lines.append("")
     for head, text in run_set_aside(found, escape):
         lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]

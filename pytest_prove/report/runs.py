@@ -55,7 +55,17 @@ def show_document(t: Tally) -> dict[str, Any]:
         "rerun": {"episodes": t.rerun, "recovered": t.recovered},
         "notes": list(run.notes),
         "faults": {label: c.to_json() for label, c in (t.faults or {}).items()},
+        **_pass_k(t),
     }
+
+
+def _pass_k(t: Tally) -> dict[str, Any]:
+    """pass^k and pass@k by condition, in a run that declares targets."""
+    if not t.pass_k:
+        return {}
+    from .targets import pass_k_json
+
+    return {"pass_k": pass_k_json(t.pass_k)}
 
 
 def _shard_lines(m: Mapping[str, Any]) -> list[str]:
@@ -122,6 +132,10 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
                 for label, c in t.faults.items()]
         lines.extend(table(("condition", "episodes", "with faults", "calls", "faults",
                             "by kind"), body, frozenset(range(1, 5))))
+    if t.pass_k:
+        from .targets import pass_k_lines
+
+        lines.extend(pass_k_lines(t.pass_k))
     shown = t.errored if verbose else t.errored[:10]
     for e in shown:
         lines.append(f"errored: {terminal_text(e['condition'])} r{e['replicate']} "

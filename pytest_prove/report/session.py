@@ -89,9 +89,19 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
                   notes: Sequence[str], verbose: bool, ended: bool,
                   manifest: Mapping[str, Any], counts: Mapping[str, int], where: str,
                   cost: Sequence[str], capture: Sequence[str], capped: str | None,
-                  suggest_baseline: bool, quiet: bool = False) -> list[str]:
+                  suggest_baseline: bool, quiet: bool = False, targets: Any = None,
+                  target_gate: Sequence[Any] = ((), (), ())) -> list[str]:
     """The section's lines: with ``quiet`` (pytest's ``-q``) only what :func:`_quiet_lines`
-    keeps, with ``verbose`` every row of the table."""
+    keeps, with ``verbose`` every row of the table. ``targets``: a run without a baseline
+    read against its targets, and ``target_gate`` its (failing rows, reasons, notes)."""
+    if targets is not None or (review is not None and review.targets is not None):
+        from .targets import target_summary
+
+        return target_summary(summary_lines, targets, target_gate, review=review,
+                              quiet=quiet, verbose=verbose, refusal=refusal, after=after,
+                              notes=notes, ended=ended, manifest=manifest, counts=counts,
+                              where=where, cost=cost, capture=capture, capped=capped,
+                              suggest_baseline=suggest_baseline)
     if quiet:
         return _quiet_lines(refusal=refusal, review=review, notes=notes, ended=ended,
                             manifest=manifest, where=where, capped=capped)

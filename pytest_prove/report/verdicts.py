@@ -58,6 +58,10 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
         from .metrics import metric_lines
 
         lines += metric_lines(review.metrics, verbose=verbose)
+    if review.targets is not None:
+        from .targets import target_lines
+
+        lines += target_lines(review.targets, verbose=verbose, compared=True)
     return lines + run_note_lines(review)
 
 
@@ -139,6 +143,10 @@ def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> l
                + "; ".join(f"{r.word!r} of {terminal_text(r.metric)} in "
                            f"{terminal_text(r.condition)}" for r in gate.metrics[:3])
                + (" ..." if len(gate.metrics) > 3 else ""))
+    if gate.targets:
+        metrics += ", the targets' " + "; ".join(
+            f"{r.word!r} of {terminal_text(r.target.claim)} in {terminal_text(r.label)}"
+            for r in gate.targets[:3]) + (" ..." if len(gate.targets) > 3 else "")
     lines.append(f"check {'failed' if gate.verdict_failed else 'passed'}: the verdict is "
                  f"{word!r}{margin}{metrics}; --fail-on {','.join(sorted(gate.fail_on))}")
     return lines

@@ -34,6 +34,7 @@ from .reading import read_run
 
 if TYPE_CHECKING:
     from .sequential import Looks
+    from .targets import TargetReview, TargetRow
 
 __all__ = [
     "MISSING_MODES",
@@ -66,6 +67,8 @@ class Gate:
     notes: tuple[str, ...] = ()
     #: The metric rows that fail it: moved the worse way, or blind (with too-small).
     metrics: tuple[MetricRow, ...] = ()
+    #: The target rows that fail it: missed, cannot be vouched for, or (not-met) undecided.
+    targets: tuple[TargetRow, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -90,6 +93,8 @@ class Review:
     sequential: tuple[tuple[str, str], ...] = ()
     #: The metric rows (None: no rollout of the new run declares a metric).
     metrics: MetricReview | None = None
+    #: The target rows (None: no rollout of the new run declares a target).
+    targets: TargetReview | None = None
 
     @property
     def metrics_only(self) -> bool:
@@ -256,9 +261,24 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
         spared.append(f"{comparison.margin.word!r} does not fail this gate: --prove-fail-on "
                       "leaves not-within out (no-not-within)")
     spared.extend(metric_notes)
+    targets: TargetReview | None = None
+    target_failing: tuple[TargetRow, ...] = ()
+    from .targets import has_targets
+
+    if has_targets(after):  # the engine's target tests only when a target is declared
+        from .targets import gate_targets, target_review
+
+        targets = target_review(after, q=q, max_mde=max_mde, missing=missing,
+                                index=indexes[1], **({} if max_errored is None
+                                                     else {"max_errored": max_errored}))
+        target_failing, target_reasons, target_notes = gate_targets(targets, fail_on)
+        verdict_failed = verdict_failed or any(r.reason is None for r in target_failing)
+        reasons.extend(target_reasons)
+        spared.extend(target_notes)
     return Review(before=before, after=after, prepared=prepared, comparison=comparison,
                   labels=labels, coverage=covered, notes=notes,
                   gate=Gate(verdict_failed, tuple(reasons), frozenset(fail_on),
                             blind=blind.failing, notes=tuple(spared),
-                            metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered))),
-                  sequential=lines, metrics=metrics)
+                            metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered)),
+                            targets=target_failing),
+                  sequential=lines, metrics=metrics, targets=targets)

@@ -65,6 +65,10 @@ class Description:
     left_out: Mapping[str, int] = field(default_factory=dict)  # reason -> episodes
     no_outcome: Mapping[str, int] = field(default_factory=dict)  # label -> episodes, none
     # with an outcome (with missing="ignore": nothing to show for them)
+    #: A run whose rollouts declare targets: the target rows, and each condition's pass^k
+    #: and pass@k (review/targets.py); None and () otherwise.
+    targets: Any = None
+    pass_k: tuple[Any, ...] = ()
 
     @property
     def method(self) -> str:
@@ -88,7 +92,8 @@ class Description:
 
 
 def describe(run: Run, *, events: Sequence[str] | None = None, missing: Missing = "test",
-             level: float = 0.95) -> Description:
+             level: float = 0.95, q: float = 0.05, max_mde: float = 0.20,
+             max_errored: float = 0.25) -> Description:
     """Each condition's rate of each event (the declared failures, then the successes, or
     ``events``) in ``run``; refuses an event no rollout declares with
     :class:`~pytest_prove.declare.spec.SpecError`."""
@@ -134,8 +139,18 @@ def describe(run: Run, *, events: Sequence[str] | None = None, missing: Missing 
         if missing == "test" and len(ended) < len(every):
             rows.append(_rate(label, NO_OUTCOME_EVENT, "rise", len(every) - len(ended),
                               len(every), level))
-    return Description(run=run, labels=labels_of(run, run), rows=tuple(rows), level=level,
-                       missing=missing, left_out=dict(left_out), no_outcome=no_outcome)
+    found = Description(run=run, labels=labels_of(run, run), rows=tuple(rows), level=level,
+                        missing=missing, left_out=dict(left_out), no_outcome=no_outcome)
+    from .targets import has_targets
+
+    if has_targets(run):  # the rows against the targets, and pass^k, only when declared
+        from dataclasses import replace
+
+        from .targets import pass_k, target_review
+
+        found = replace(found, pass_k=pass_k(run), targets=target_review(
+            run, q=q, max_mde=max_mde, missing=missing, max_errored=max_errored))
+    return found
 
 
 def _rate(label: str, event: str, worse_when: Literal["rise", "fall"], x: int, n: int,

@@ -11,6 +11,7 @@ from typing import Any, final
 
 from ..declare.chaos import FaultCount, count_faults
 from ..declare.spec import condition_label
+from ..declare.targets import declares_targets
 from ..store import Run, Store, StoreError, StoreWarning
 from .flips import replay_target
 from .labels import label_of
@@ -98,6 +99,8 @@ class Tally:
     recovered: int = 0
     #: The faults chaos injected, by condition (empty for a run without chaos).
     faults: dict[str, FaultCount] | None = None
+    #: Each condition's pass^k and pass@k (review/targets.py), when the run declares targets.
+    pass_k: tuple[Any, ...] = ()
 
     @property
     def with_outcome(self) -> int:
@@ -152,5 +155,10 @@ def tally(run: Run) -> Tally:
             else label
 
     faults = count_faults(run.episodes, fault_label)
+    found: tuple[Any, ...] = ()
+    if declares_targets(run.manifest):  # the engine only for a run with targets
+        from .targets import pass_k
+
+        found = pass_k(run)
     return Tally(run, summary, outcomes, dict(by_condition), left, errored, rerun, recovered,
-                 faults)
+                 faults, found)
