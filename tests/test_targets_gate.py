@@ -244,6 +244,39 @@ def test_a_decorator_target_on_an_undeclared_event_is_refused_at_its_line(
     assert _runs(pytester) == []
 
 
+METRICS_ONLY = """
+import random
+import pytest
+import pytest_prove as prove
+
+@pytest.mark.parametrize("ticket", ["refund", "password"])
+@prove.rollout(metrics={"judge": "higher"}, targets=TARGETS)
+def test_scored(ticket, prove_seed):
+    return prove.Episode(metrics={"judge": random.Random(prove_seed).random()})
+"""
+
+
+def test_a_target_on_a_metric_of_a_rollout_of_metrics_only_names_its_one_event_and_the_fix(
+        pytester: pytest.Pytester) -> None:
+    """A rollout of metrics only has one event a target can name ('no outcome'): a target
+    on its metric is refused naming that and the option that holds a metric instead (the
+    message listed the declared outcomes as an empty string)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_scored=METRICS_ONLY.replace("TARGETS", '{"judge": ">= 0.5"}'))
+    result = pytester.runpytest()
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "*target 'judge>=0.5' names the event 'judge', which is not declared (the rollout "
+        "declares metrics and no outcomes, so its one event is 'no outcome'; a metric is held "
+        "to its baseline by --prove-metric-margin, not by a target)*"])
+    assert "declared: ," not in result.stdout.str()
+    assert _runs(pytester) == []
+    pytester.makepyfile(test_scored=METRICS_ONLY.replace("TARGETS", '{"no outcome": "<= 0.2"}'))
+    result = pytester.runpytest("--prove-salt=fixed")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["targets: meets target: every one of 2 rows*"])
+
+
 def test_a_decorator_target_for_one_condition_reads_only_that_condition(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeini(INI)

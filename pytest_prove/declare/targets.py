@@ -31,8 +31,8 @@ from typing import Any, Final, Literal, final
 from ..errors import ProveError
 
 __all__ = ["NO_OUTCOME_EVENT", "Side", "Target", "TargetError", "check_target_events",
-           "declares_targets",
-           "parse_target", "parse_target_lines", "parse_targets"]
+           "declared_events", "declares_targets", "parse_target", "parse_target_lines",
+           "parse_targets"]
 
 Side = Literal["<=", ">="]
 Kind = Literal["rate", "pass^k", "pass@k"]
@@ -264,9 +264,18 @@ def check_target_events(targets: Iterable[Target], outcomes: Iterable[str],
         if target.event != NO_OUTCOME_EVENT and target.event not in declared:
             raise TargetError(
                 f"{target.where or where}: target {target.text!r} names the event "
-                f"{target.event!r}, which is not declared (declared: "
-                f"{', '.join(declared)}, and {NO_OUTCOME_EVENT!r}); name one of them, or "
-                "declare it")
+                f"{target.event!r}, which is not declared ({declared_events(declared)}); "
+                "name one of them, or declare it")
+
+
+def declared_events(declared: Iterable[str]) -> str:
+    """The events a target may name, said plainly (a rollout of metrics only has one)."""
+    names = list(declared)
+    if not names:
+        return (f"the rollout declares metrics and no outcomes, so its one event is "
+                f"{NO_OUTCOME_EVENT!r}; a metric is held to its baseline by "
+                "--prove-metric-margin, not by a target")
+    return f"declared: {', '.join(names)}, and {NO_OUTCOME_EVENT!r}"
 
 
 def declares_targets(manifest: Mapping[str, Any]) -> bool:

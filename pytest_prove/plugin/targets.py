@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..declare.targets import Target
+from ..declare.targets import Target, declared_events
 from ..declare.targets_of import takes
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def check_targets(selected: Selected, settings: Settings) -> str | None:
             declared = sorted({o for p in plans for o in p.declaration.outcomes})
             what = ("pass^k and pass@k count the declared successes, and no selected rollout "
                     "declares one" if target.kind != "rate" else
-                    f"no selected rollout declares the event {target.event!r} (declared: "
-                    f"{', '.join(declared)}, and 'no outcome')")
+                    f"no selected rollout declares the event {target.event!r} "
+                    f"({declared_events(declared)})")
             return (f"{settings.targets_from}: target {target.text!r}: {what}; name a "
                     "declared event, or drop the target")
     found: list[tuple[str, Target]] = []
