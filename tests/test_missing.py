@@ -124,7 +124,6 @@ def test_failures_that_hide_as_missing_outcomes_read_worse(
     result.stdout.fnmatch_lines(["*worse: 1 condition got worse (ticket=refund unresolved *"])
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "0.6")
