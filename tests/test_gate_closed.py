@@ -230,7 +230,6 @@ def test_a_resumed_gate_run_is_gated_against_its_baseline(
     assert "--prove-save-baseline" not in result.stdout.str()
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_resumed_run_whose_baseline_is_gone_is_refused(
         saved: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = saved
