@@ -342,7 +342,6 @@ def test_no_other_exception_class_derives_from_prove_error() -> None:
     assert not inside, f"{inside} derive from ProveError: list them in USER_ERRORS instead"
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_no_exception_class_is_hidden_inside_a_function_or_class() -> None:
     """The walk above sees a module's top-level classes only: a class nested in a function or
     another class, whose bases name an exception, is read from the source instead."""

@@ -60,6 +60,32 @@ def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
+@pytest.fixture(scope="module")
+def _saved_store() -> dict[str, bytes]:
+    """The store of the first test that saved the agent's baseline, file by file."""
+    return {}
+
+
+@pytest.fixture
+def saved(agent: pytest.Pytester, _saved_store: dict[str, bytes]) -> pytest.Pytester:
+    """The agent with baseline 'current' saved from it (``--prove-save-baseline=current``,
+    nothing in the environment): saved by the first test of this module that asks for it
+    in its process, and copied into the store of the others. The same agent, options and
+    environment every time; only the salt a fresh save draws differs, and every test here
+    holds on any salt."""
+    store = agent.path / ".prove"
+    if not _saved_store:
+        assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+        _saved_store.update({str(path.relative_to(store)): path.read_bytes()
+                             for path in store.rglob("*") if path.is_file()})
+        assert any(name.startswith("baselines") for name in _saved_store), _saved_store
+    else:
+        for name, content in _saved_store.items():
+            (store / name).parent.mkdir(parents=True, exist_ok=True)
+            (store / name).write_bytes(content)
+    return agent
+
+
 def _one_item_a_replicate(agent: pytest.Pytester) -> None:
     """One item a replicate from here on (a baseline saved in blocks has the same seeds)."""
     agent.makeini("[pytest]\n")
@@ -97,9 +123,9 @@ def test_an_outage_run_is_not_saved_as_a_baseline(agent: pytest.Pytester,
     assert not (agent.path / ".prove" / "baselines" / "current.baseline").exists()
 
 
-def test_an_outage_run_does_not_replace_the_baseline(agent: pytest.Pytester,
+def test_an_outage_run_does_not_replace_the_baseline(saved: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    agent = saved
     kept = _baseline_file(agent)
     monkeypatch.setenv("OUTAGE", "0.9")
     monkeypatch.setenv("OUTAGE_ALL", "1")
@@ -163,9 +189,9 @@ def test_a_thin_baseline_fails_the_gate_of_a_worse_agent(
 
 
 def test_a_swapped_declaration_is_refused_with_the_fix(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        saved: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = saved
     # 2: failures and successes swapped in the decorator gave "safer".
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
     kept = _baseline_file(agent)
     monkeypatch.setenv("SWAP", "1")
     monkeypatch.setenv("A_BAD", "0.5")
@@ -188,9 +214,9 @@ def test_a_swapped_declaration_is_refused_with_the_fix(
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_resumed_gate_run_is_gated_against_its_baseline(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        saved: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = saved
     # 3: a gate run killed midway and resumed without --prove-baseline (a CI retry).
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
     _one_item_a_replicate(agent)  # the baseline in blocks, its replicates item by item
     monkeypatch.setenv("A_BAD", "0.5")
     monkeypatch.setenv("KILL", "150")
@@ -204,10 +230,9 @@ def test_a_resumed_gate_run_is_gated_against_its_baseline(
     assert "--prove-save-baseline" not in result.stdout.str()
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_resumed_run_whose_baseline_is_gone_is_refused(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+        saved: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = saved
     _one_item_a_replicate(agent)  # the baseline in blocks, its replicates item by item
     monkeypatch.setenv("KILL", "150")
     agent.runpytest("--prove-baseline=current", "--prove-name=gate")
@@ -220,11 +245,11 @@ def test_a_resumed_run_whose_baseline_is_gone_is_refused(
 
 
 @pytest.mark.parametrize("words", ["too-small", "not-within"])
-def test_fail_on_adds_and_never_drops_worse(agent: pytest.Pytester,
+def test_fail_on_adds_and_never_drops_worse(saved: pytest.Pytester,
                                             monkeypatch: pytest.MonkeyPatch,
                                             words: str) -> None:
+    agent = saved
     # 4: --prove-fail-on=too-small (or not-within) replaced worse: "worse", and exit 0.
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
     monkeypatch.setenv("A_BAD", "0.5")
     result = agent.runpytest("--prove-baseline=current", f"--prove-fail-on={words}",
                              "--prove-name=worse")
@@ -235,9 +260,9 @@ def test_fail_on_adds_and_never_drops_worse(agent: pytest.Pytester,
     assert code == 4
 
 
-def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+def test_leaving_worse_out_is_said(saved: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    agent = saved
     monkeypatch.setenv("A_BAD", "0.5")
     result = agent.runpytest("--prove-baseline=current", "--prove-fail-on=no-worse",
                              "--prove-name=worse")
@@ -252,9 +277,9 @@ def test_leaving_worse_out_is_said(agent: pytest.Pytester, monkeypatch: pytest.M
     assert "note: a 'worse' verdict does not fail this gate" in capsys.readouterr().out
 
 
-def test_too_small_to_tell_fails_unless_allowed(agent: pytest.Pytester) -> None:
+def test_too_small_to_tell_fails_unless_allowed(saved: pytest.Pytester) -> None:
+    agent = saved
     # Ten twins a condition (-k keeps r000..r009) cannot see 0.20: by design, not lost.
-    assert agent.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
     _one_item_a_replicate(agent)  # the baseline in blocks, its replicates item by item
     result = agent.runpytest("--prove-baseline=current", "-k", "r00")
     result.stdout.fnmatch_lines(["too small to tell*"])

@@ -11,6 +11,7 @@ holds hooks only.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -79,7 +80,10 @@ def layer_of(module: str) -> str:
     return best[1]
 
 
+@functools.cache
 def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package under ``root``, by dotted name (read once per root: the
+    tests below edit files of their copies, never add or remove one)."""
     found = {}
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts
@@ -92,11 +96,24 @@ def modules(root: Path = PACKAGE) -> dict[str, Path]:
 def imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[tuple[str, int]]:
     """(what, line) for every import in the file: a module of the package (dotted, without the
     package's name) or ``ext:NAME`` for an outside package of OUTSIDE."""
-    is_package = path.name == "__init__.py"
+    yield from _imports_in(module, path.name == "__init__.py", path.read_text(encoding="utf-8"),
+                           frozenset(known))
+
+
+@functools.cache
+def _imports_in(module: str, is_package: bool, source: str,
+                known: frozenset[str]) -> tuple[tuple[str, int], ...]:
+    """imports() of one source text.  Parsed once per text: the tests' copies of the package
+    hold the same texts but for the file each edits, so only that file is parsed again."""
+    return tuple(_walk_imports(module, is_package, source, known))
+
+
+def _walk_imports(module: str, is_package: bool, source: str,
+                  known: frozenset[str]) -> Iterator[tuple[str, int]]:
     here = module.split(".") if is_package else module.split(".")[:-1]
     if module == "__init__":
         here = []
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -168,7 +185,6 @@ def circles(root: Path = PACKAGE) -> list[list[str]]:
                        if "." in a or "." in b)]
 
 
-@pytest.mark.slow
 def test_every_module_imports_only_what_its_layer_may() -> None:
     assert forbidden() == []
 

@@ -4,6 +4,7 @@ twin are reported (issue 12)."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -44,31 +45,51 @@ AGENT = textwrap.dedent(
 INI = "[pytest]\nprove_allow_underpowered = true\naddopts = --prove-concurrency=10\n"
 
 
+@pytest.fixture(scope="module")
+def _saved_stores() -> dict[str, dict[str, bytes]]:
+    """Each baseline's store as first saved in this process, file by file, by replicates."""
+    return {}
+
+
 @pytest.fixture
-def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def agent(pytester: pytest.Pytester, _saved_stores: dict[str, dict[str, bytes]]
+          ) -> pytest.Pytester:
     """The agent, with the baseline 'base' saved from it on a fixed salt (the runs paired
     with it take its salt): on a fresh salt, about one run in 470 had more than half of
     refund's 190 episodes (each with a chance of 0.4) end without an outcome when
     test_ignoring_missing_outcomes_is_said raised --prove-max-errored to 0.5, and failed."""
-    return _saved(pytester)
+    return _saved(pytester, _saved_stores)
 
 
 @pytest.fixture
-def small_agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def small_agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                _saved_stores: dict[str, dict[str, bytes]]) -> pytest.Pytester:
     """The agent and its baseline with 30 replicates a condition, for the tests where every
     episode of a condition ends without an outcome: 0.000 -> 1.000 needs no power, and each
     crashed episode is a failed test pytest reports (190 of them cost seconds)."""
     monkeypatch.setenv("N", "30")
-    return _saved(pytester)
+    return _saved(pytester, _saved_stores)
 
 
-def _saved(pytester: pytest.Pytester) -> pytest.Pytester:
+def _saved(pytester: pytest.Pytester, stores: dict[str, dict[str, bytes]]) -> pytest.Pytester:
+    """The agent, and the baseline saved from it: saved by the first test of the module that
+    asks for it (of its size) in this process, and copied into the store of the others (the
+    same agent, options and fixed salt: the same episodes)."""
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
+    store = pytester.path / ".prove"
+    saved = stores.get(os.environ.get("N", "190"))
+    if saved is not None:
+        for name, content in saved.items():
+            (store / name).parent.mkdir(parents=True, exist_ok=True)
+            (store / name).write_bytes(content)
+        return pytester
     result = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=missing",
                                 "--prove-save-baseline=base")
     assert result.ret == 0, result.stdout.str()
     assert "not saved" not in result.stdout.str(), result.stdout.str()
+    stores[os.environ.get("N", "190")] = {str(path.relative_to(store)): path.read_bytes()
+                                          for path in store.rglob("*") if path.is_file()}
     return pytester
 
 
@@ -103,7 +124,6 @@ def test_failures_that_hide_as_missing_outcomes_read_worse(
     result.stdout.fnmatch_lines(["*worse: 1 condition got worse (ticket=refund unresolved *"])
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_ignoring_missing_outcomes_is_said(agent: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_REFUND", "0.6")

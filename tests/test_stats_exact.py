@@ -47,15 +47,12 @@ def test_fisher_matches_scipy(table: tuple[int, int, int, int]) -> None:
 
 @PROPERTY
 @given(st.integers(0, 300), st.integers(0, 300))
-def test_mcnemar_exact_matches_statsmodels(b: int, c: int) -> None:
+def test_mcnemar_exact_and_midp_match_statsmodels_and_their_definition(b: int, c: int) -> None:
+    # One property run for the two McNemar p-values (they were two tests of the same pairs
+    # (b, c), each drawing its own 1,000): the exact one is statsmodels', ...
     expected = mcnemar([[10, b], [c, 10]], exact=True).pvalue
     assert mcnemar_exact_p(b, c) == pytest.approx(expected, abs=1e-12)
-
-
-@PROPERTY
-@given(st.integers(0, 300), st.integers(0, 300))
-def test_mcnemar_midp_follows_its_definition(b: int, c: int) -> None:
-    # mid-p = exact conditional p - P(X = min(b, c)), X ~ Binomial(b + c, 1/2)
+    # ... and mid-p = exact conditional p - P(X = min(b, c)), X ~ Binomial(b + c, 1/2)
     # (Fagerland, Lydersen & Laake 2013, BMC Med Res Methodol 13:91).
     d = b + c
     if d == 0:
@@ -78,7 +75,9 @@ pvalue_lists = st.lists(
 @pytest.mark.slow
 @PROPERTY
 @given(pvalue_lists, st.sampled_from([0.01, 0.05, 0.1]))
-def test_holm_matches_statsmodels(pvalues: list[float], q: float) -> None:
+def test_holm_and_benjamini_hochberg_match_statsmodels(pvalues: list[float], q: float) -> None:
+    # One property run for both adjustments (they were two tests of the same strategy, each
+    # drawing its own 1,000 families; hypothesis' drawing was most of their cost).
     # statsmodels' holm branch calls gc.collect() on every call (40 ms here); it computes
     # nothing, so it is stubbed to keep 1,000 examples fast.
     with mock.patch.object(gc, "collect", lambda *args: 0):
@@ -86,12 +85,6 @@ def test_holm_matches_statsmodels(pvalues: list[float], q: float) -> None:
     ours = holm(pvalues)
     np.testing.assert_allclose(ours, adjusted, rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(ours <= q, reject)
-
-
-@pytest.mark.slow
-@PROPERTY
-@given(pvalue_lists, st.sampled_from([0.01, 0.05, 0.1]))
-def test_benjamini_hochberg_matches_statsmodels(pvalues: list[float], q: float) -> None:
     reject, adjusted, _, _ = multipletests(pvalues, alpha=q, method="fdr_bh")
     ours = benjamini_hochberg(pvalues)
     np.testing.assert_allclose(ours, adjusted, rtol=1e-12, atol=1e-15)

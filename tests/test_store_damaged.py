@@ -33,14 +33,30 @@ def test_agent(prove_replicate):
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
+@pytest.fixture(scope="module")
+def _store_made() -> dict[str, bytes]:
+    """The project's store as the first test of the module made it in this process, by file."""
+    return {}
+
+
 @pytest.fixture
-def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """Runs 'first' and 'second', and the baseline 'b' saved from 'first'."""
+def project(pytester: pytest.Pytester, _store_made: dict[str, bytes]) -> pytest.Pytester:
+    """Runs 'first' and 'second', and the baseline 'b' saved from 'first': made by the first
+    test that asks for them in this process, and copied into the store of the others (each
+    test damages its own copy)."""
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
+    store = pytester.path / ".prove"
+    if _store_made:
+        for name, content in _store_made.items():
+            (store / name).parent.mkdir(parents=True, exist_ok=True)
+            (store / name).write_bytes(content)
+        return pytester
     pytester.runpytest("--prove-name=first", "--prove-save-baseline=b").assert_outcomes(
         passed=3)
     pytester.runpytest("--prove-name=second").assert_outcomes(passed=3)
+    _store_made.update({str(path.relative_to(store)): path.read_bytes()
+                        for path in store.rglob("*") if path.is_file()})
     return pytester
 
 
@@ -126,7 +142,6 @@ def test_nested_json_in_a_runs_line_is_refused_by_line(project: pytest.Pytester,
     assert "damaged: second: " in out and "episodes.jsonl:2" in out
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize(("manifest", "why"), [
     (DEEP, "nested too deeply to read"),
     ("{not json", "is not JSON"),
