@@ -5,7 +5,6 @@ coverage, the power at a printed limit)."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import itertools
 import math
@@ -18,7 +17,6 @@ from scipy import stats
 
 from pytest_prove.stats import (
     _metric_limits,
-    _metrics,
     metric_limit,
     metric_test,
     outward_units,
@@ -160,16 +158,7 @@ def test_the_exact_rank_sum_null_is_enumeration() -> None:
         assert np.allclose(_rank_sum_null(m, n), counts / counts.sum(), rtol=0, atol=1e-15)
 
 
-@pytest.fixture
-def rank_sum_nulls_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The simulations below call metric_test hundreds of times on samples of one size; the
-    exact rank-sum null of those sizes (a pure function of them, 4 ms at 40 and 40, checked
-    against enumeration above) is built once rather than on every call."""
-    monkeypatch.setattr(_metrics, "_rank_sum_null", functools.cache(_rank_sum_null))
-
-
 @pytest.mark.parametrize("paired", [True, False])
-@pytest.mark.usefixtures("rank_sum_nulls_kept")
 def test_the_interval_covers_the_shift_as_often_as_it_says(paired: bool) -> None:
     rng = np.random.default_rng(2024 if paired else 2025)
     sims, n, shift = 400, 30, 0.5
@@ -184,7 +173,6 @@ def test_the_interval_covers_the_shift_as_often_as_it_says(paired: bool) -> None
 
 
 @pytest.mark.parametrize("paired", [True, False])
-@pytest.mark.usefixtures("rank_sum_nulls_kept")
 def test_nothing_changed_is_flagged_at_most_alpha_of_the_time(paired: bool) -> None:
     rng = np.random.default_rng(31 if paired else 32)
     sims, n, alpha = 800, 40, 0.05
@@ -200,7 +188,6 @@ def test_nothing_changed_is_flagged_at_most_alpha_of_the_time(paired: bool) -> N
 
 @pytest.mark.slow
 @pytest.mark.parametrize("paired, better", [(True, "lower"), (False, "higher")])
-@pytest.mark.usefixtures("rank_sum_nulls_kept")
 def test_a_shift_at_the_printed_limit_is_flagged_four_times_in_five(paired: bool,
                                                                      better: str) -> None:
     """A limit is a power over the runs a design gives: each simulated comparison draws its
