@@ -78,7 +78,10 @@ def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
     baseline = Store(agent.path / ".prove").open("baseline:main")
     assert all(set(e["metrics"]) == {"judge", "latency_s"} for e in baseline.episodes)
 
-    same = agent.runpytest("--prove-baseline=main", *workers)
+    # Under xdist the unchanged run goes through one worker (-n 1: the workers' metrics
+    # reach the controller the same way, one worker start less); the runs before and after
+    # split every condition's replicates between two.
+    same = agent.runpytest("--prove-baseline=main", *(["-n", "1"] if workers else []))
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     same.stdout.fnmatch_lines(["metrics: no significant change in 4 metric row(s) *"])
 
@@ -296,8 +299,12 @@ def test_the_scored_example_fails_on_the_terse_prompts_slower_refunds(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
     for name in ("pytest.ini", "scored_bot.py", "test_scored.py"):
         shutil.copy2(SCORED / name, pytester.path / name)
-    assert pytester.runpytest("--prove-save-baseline=main", *workers).ret == 0
-    same = pytester.runpytest("--prove-baseline=main", *workers)
+    # Under xdist the baseline and the unchanged run go through one worker (-n 1: the same
+    # controller/worker path, one worker start less each; a baseline of metrics saved from
+    # two workers is the test above's); the terse run splits its replicates between two.
+    one = ["-n", "1"] if workers else []
+    assert pytester.runpytest("--prove-save-baseline=main", *one).ret == 0
+    same = pytester.runpytest("--prove-baseline=main", *one)
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     monkeypatch.setenv("PROMPT", "terse")
     result = pytester.runpytest("-rf", "--prove-baseline=main", *workers)
