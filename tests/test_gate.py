@@ -84,8 +84,10 @@ def test_fail_on_too_small(bot: pytest.Pytester) -> None:
 
 # The refusal through xdist's controller needs one worker only (its collection fails the
 # design check and the controller reports it): -n 1 takes that path, one worker start less.
+# Still slow: the worker imports numpy and scipy to compute the check (1.1 s of CPU).
 @pytest.mark.parametrize("workers", [pytest.param([], id="single"),
-                                     pytest.param(["-n", "1"], id="xdist")])
+                                     pytest.param(["-n", "1"], id="xdist",
+                                                  marks=pytest.mark.slow)])
 def test_design_check_stops_an_underpowered_session(pytester: pytest.Pytester,
                                                      workers: list[str]) -> None:
     pytester.makepyfile(test_bot=BOT)
