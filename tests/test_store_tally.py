@@ -124,7 +124,6 @@ def pytest_terminal_summary(terminalreporter, config):
 
 # Under xdist the reports the controller keeps are the workers' ones, deserialised: -n 1
 # takes that path (one worker start less than -n 2; each report is kept on its own).
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one-process", "xdist"])
 def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pytester,
                                                              workers: list[str]) -> None:
