@@ -279,8 +279,9 @@ def test_agent(prove_replicate):
 """
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("old", [True, False], ids=["format 1", "format 2"])
+@pytest.mark.parametrize("old", [
+    pytest.param(True, id="format 1", marks=pytest.mark.slow),  # a second or more of CPU
+    pytest.param(False, id="format 2")])
 def test_a_run_resumed_under_xdist_goes_on_in_its_own_format(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, old: bool) -> None:
     """A run of format 1 (as an earlier pytest-prove left it) resumed with -n 2 goes on in
