@@ -278,6 +278,8 @@ def test_a_replay_under_pdb_stops_in_the_rollout_on_its_seed(
     drill.runpytest("--prove-name=first")
     _, doc = _json(drill, capsys, "show", "first")
     errored = doc["errored"][0]
+    # In a subprocess: pdb reads the commands from the process's own stdin, which an
+    # in-process session shares with (and cannot be fed past) the outer run's capture.
     result = drill.run(sys.executable, "-m", "pytest", errored["replay"]["item"],
                        "--prove-replay=first", "--pdb", "-p", "no:xdist",
                        stdin=b"p ('seed', prove_seed)\nc\n", timeout=120)
