@@ -1,6 +1,6 @@
 """What the controller keeps a byte an episode (issue 14, item 5: its memory): the endings of
 the run it writes and the replicates pytest's selection kept, checked against the sets and
-Counters they replace; and the reports of a rollout item under xdist, whose properties the
+Counters they replace; and the reports of a rollout item under -n 2, whose properties the
 controller shares between its call and teardown reports."""
 
 from __future__ import annotations
@@ -122,9 +122,8 @@ def pytest_terminal_summary(terminalreporter, config):
 """
 
 
-# Under xdist the reports the controller keeps are the workers' ones, deserialised: -n 1
-# takes that path (one worker start less than -n 2; each report is kept on its own).
-@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one-process", "xdist"])
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_the_controller_keeps_one_list_of_properties_an_item(bot: pytest.Pytester,
                                                              workers: list[str]) -> None:
     """Every rollout item's call and teardown reports share one list of properties, equal to

@@ -25,11 +25,8 @@ def _section(text: str) -> list[str]:
     return lines[start + 1:end]
 
 
-# Under xdist the section and the gate's line are the controller's, from its workers'
-# reports: -n 1 takes that path (xdist's progress, the controller's summary), one worker start
-# less than -n 2.
 @pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
-                                     pytest.param(["-n", "1"], id="xdist",
+                                     pytest.param(["-n", "2"], id="xdist",
                                                   marks=pytest.mark.slow)])
 def test_quiet_says_the_verdict_and_where_and_nothing_else(
         example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
