@@ -247,7 +247,9 @@ def test_a_replay_of_a_blocked_run_with_a_timeout_runs_each_replicate_in_the_mai
     # Blocks of 4 in threads, each under a timeout: where no debugger can stop.
     monkeypatch.setenv("BOT_BLOCK", "4")
     monkeypatch.setenv("BOT_TIMEOUT", "30")
-    drill.runpytest("--prove-name=blocked", *workers)
+    # Under xdist the blocked run is stored through one worker (-n 1: the worker's blocks, the
+    # controller's store, one worker start less); the replay below runs on two.
+    drill.runpytest("--prove-name=blocked", *(["-n", "1"] if workers else []))
     stored = {(r["condition"]["ticket"], r["replicate"]): r for r in
               _store(drill).open("blocked").episodes}
     assert stored[("refund", 5)]["item"] == "test_bot.py::test_bot[refund-r004-007]"
@@ -276,6 +278,8 @@ def test_a_replay_under_pdb_stops_in_the_rollout_on_its_seed(
     drill.runpytest("--prove-name=first")
     _, doc = _json(drill, capsys, "show", "first")
     errored = doc["errored"][0]
+    # In a subprocess: pdb reads the commands from the process's own stdin, which an
+    # in-process session shares with (and cannot be fed past) the outer run's capture.
     result = drill.run(sys.executable, "-m", "pytest", errored["replay"]["item"],
                        "--prove-replay=first", "--pdb", "-p", "no:xdist",
                        stdin=b"p ('seed', prove_seed)\nc\n", timeout=120)
@@ -329,9 +333,13 @@ def test_replay_refuses_a_report(drill: pytest.Pytester) -> None:
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
         drill: pytest.Pytester, capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
+    # Under xdist, the --lf rerun goes on two workers (each must take the salt of 'first');
+    # the other sessions go through one (-n 1: the same controller/worker path, one worker
+    # start less): the stored run, a replay of one item, a run on a salt of its own.
+    one = ["-n", "1"] if workers else []
     # A fixed salt: on a fresh one, none of the episodes erred about one run in 7,700
     # (0.8 ** 40), and this test has nothing to rerun.
-    drill.runpytest("--prove-name=first", "--prove-salt=lf-drill", *workers)
+    drill.runpytest("--prove-name=first", "--prove-salt=lf-drill", *one)
     first = _store(drill).open("first")
     failed = sorted((r["condition"]["ticket"], r["replicate"], r["seed"])
                     for r in first.episodes if r.get("error"))
@@ -352,13 +360,13 @@ def test_lf_after_an_unpaired_run_reruns_the_failures_on_their_seeds(
     passed = next(r for r in first.episodes if not r.get("error"))
     ticket, replicate = passed["condition"]["ticket"], passed["replicate"]
     result = drill.runpytest(f"test_bot.py::test_bot[{ticket}-r{replicate:03d}]",
-                             "--prove-replay=again", *workers)
+                             "--prove-replay=again", *one)
     result.stdout.fnmatch_lines([
         "*replayed 1 episode(s) of run 'again' *: 0 ended as stored, 1 not in the run; *",
         f"  ticket={ticket} r{replicate} seed {passed['seed']}: {passed['outcome']}; run "
         "'again' holds no such episode, so this is the seed its salt gives that replicate"])
     # Without --lf the next run draws a salt of its own, as before.
-    drill.runpytest("--prove-name=third", *workers)
+    drill.runpytest("--prove-name=third", *one)
     assert _store(drill).open("third").salt != first.salt
 
 

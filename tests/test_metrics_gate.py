@@ -78,7 +78,10 @@ def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
     baseline = Store(agent.path / ".prove").open("baseline:main")
     assert all(set(e["metrics"]) == {"judge", "latency_s"} for e in baseline.episodes)
 
-    same = agent.runpytest("--prove-baseline=main", *workers)
+    # Under xdist the unchanged run goes through one worker (-n 1: the workers' metrics
+    # reach the controller the same way, one worker start less); the runs before and after
+    # split every condition's replicates between two.
+    same = agent.runpytest("--prove-baseline=main", *(["-n", "1"] if workers else []))
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     same.stdout.fnmatch_lines(["metrics: no significant change in 4 metric row(s) *"])
 
@@ -289,24 +292,29 @@ def test_a_bad_metrics_option_is_a_usage_error(pytester: pytest.Pytester) -> Non
 SCORED = Path(__file__).resolve().parent.parent / "examples" / "scored_bot"
 
 
-@pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
-                                     pytest.param(["-n", "2"], id="xdist",
-                                                  marks=pytest.mark.slow)])
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_scored_example_fails_on_the_terse_prompts_slower_refunds(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process and under xdist (once two tests, [one-process] and [xdist], each
+    saving the same baseline of the example's seeds: one baseline serves both now). Under
+    xdist the unchanged run goes through one worker (-n 1: the same controller/worker path,
+    one worker start less; a baseline of metrics saved from two workers is the test
+    above's); the terse run splits its replicates between two."""
     for name in ("pytest.ini", "scored_bot.py", "test_scored.py"):
         shutil.copy2(SCORED / name, pytester.path / name)
-    assert pytester.runpytest("--prove-save-baseline=main", *workers).ret == 0
-    same = pytester.runpytest("--prove-baseline=main", *workers)
-    assert same.ret == pytest.ExitCode.OK, same.stdout.str()
+    assert pytester.runpytest("--prove-save-baseline=main").ret == 0
+    for workers in ([], ["-n", "1"]):
+        same = pytester.runpytest("--prove-baseline=main", *workers)
+        assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     monkeypatch.setenv("PROMPT", "terse")
-    result = pytester.runpytest("-rf", "--prove-baseline=main", *workers)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "metrics: worse: latency_s in ticket=refund +* (+3?%) *",
-        "FAILED test_scored.py::test_scored::prove-gate?ticket=refund? - metrics worse*",
-        "*= 1 failed, 260 passed in *"])
-    assert "judge in" not in result.stdout.str()  # the judge's score did not move
+    for workers in ([], ["-n", "2"]):
+        result = pytester.runpytest("-rf", "--prove-baseline=main", *workers)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines([
+            "metrics: worse: latency_s in ticket=refund +* (+3?%) *",
+            "FAILED test_scored.py::test_scored::prove-gate?ticket=refund? - metrics worse*",
+            "*= 1 failed, 260 passed in *"])
+        assert "judge in" not in result.stdout.str()  # the judge's score did not move
 
 
 PRICED = textwrap.dedent(
