@@ -1,0 +1,109 @@
+"""The HTML report's target grids (issue 32, item 5): per target, a grid of the conditions laid
+out as the page's event grids, each cell marked and toned by its row's word (meets, misses,
+too small to tell), with the rate and the bound beside the target, and its title and label
+saying it in words; on the one-run page and on the comparison's; every value escaped."""
+
+from __future__ import annotations
+
+import html
+import re
+import textwrap
+
+import pytest
+
+from pytest_prove.cli import main
+
+from .conftest import INI
+
+SCRIPT = "<script>alert(1)</script>"
+
+#: A seeded agent, 40 replicates a condition: refund tickets stay unresolved 80% of the time
+#: (misses unresolved<=0.3), password tickets never (meets it), and the third, whose name is
+#: an HTML script, 30% of the time (too small to tell at 40 episodes).
+AGENT = textwrap.dedent(
+    """
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+    RATES = {"refund": 0.8, "password": 0.0, "<script>alert(1)</script>": 0.3}
+
+
+    @prove.rollout(replicates=40, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", list(RATES), ids=["refund", "password", "script"])
+    def test_agent(ticket, prove_seed):
+        rng = random.Random(prove_seed)
+        return prove.Episode("unresolved" if rng.random() < RATES[ticket] else "resolved")
+    """
+)
+
+_CELL = re.compile(r'<td role="gridcell" class="cell target-(\w+)" tabindex="(-?\d)" '
+                   r'title="([^"]*)" aria-label="([^"]*)"><span class="ch">([^<]*)</span>'
+                   r'<span class="ba">([^<]*)</span><span class="lim">n (\d+)</span></td>')
+
+
+def _target_cells(page: str) -> list[tuple[str, ...]]:
+    """The target grid's cells, in the grid's order: (tone, tabindex, title, label, short
+    word, rate and bound, episodes), unescaped."""
+    targets = page[page.index('<section class="targets">'):]
+    grid = targets[targets.index('<table class="grid"'):targets.index("</table>")]
+    return [tuple(html.unescape(part) for part in found) for found in _CELL.findall(grid)]
+
+
+def _check_page(page: str) -> None:
+    assert SCRIPT not in page  # escaped everywhere, in the grid as in the table
+    targets = page[page.index('<section class="targets">'):]
+    grid = targets[targets.index('<table class="grid"'):targets.index("</table>")]
+    # The grid's columns are the ticket axis's values, in the order the sweep declared them.
+    assert re.findall(r'<th scope="col">([^<]*)</th>', grid)[1:] == [
+        "refund", "password", html.escape(SCRIPT)]
+    cells = _target_cells(page)
+    assert [c[0] for c in cells] == ["misses", "meets", "undecided"]
+    assert [c[4] for c in cells] == ["✗ misses", "✓ meets", "? too small"]
+    assert [c[1] for c in cells] == ["0", "-1", "-1"]  # the grid is one Tab stop
+    assert [c[6] for c in cells] == ["40", "40", "40"]
+    for (_, _, title, label, _, beside, _), name, word in zip(
+            cells, ["ticket=refund", "ticket=password", f"ticket={SCRIPT}"],
+            ["misses target", "meets target", "too small to tell"], strict=True):
+        assert title == label
+        assert label.startswith(f"{name}, target unresolved at most 0.3: {word}; rate ")
+        # The rate, then the high end of its exact bounds beside the target, in the cell and
+        # in words, the same numbers.
+        found = re.fullmatch(r"(0\.\d{3}) \(bound (\d\.\d{3})\) ([<>=]) 0\.3", beside)
+        assert found, beside
+        estimate, bound, relation = found.groups()
+        assert f"rate {estimate} over 40 episodes" in label
+        assert f"the high end {bound} " in label
+        assert relation == ("<" if float(bound) < 0.3 else ">")
+        assert f"{'below' if relation == '<' else 'above'} the target" in label
+    misses, meets, undecided = cells
+    assert float(meets[5].split()[0]) == 0.0 and meets[5].endswith("< 0.3")
+    assert misses[5].endswith("> 0.3") and undecided[5].endswith("> 0.3")
+    assert "replicates a condition would decide it" in undecided[3]
+    # The table of the target rows stays below the grid.
+    assert targets.index("<table>") > targets.index('<table class="grid"')
+    assert targets.count("<tr class=\"target-") == 3
+
+
+def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=AGENT)
+    assert pytester.runpytest("--prove-salt=fixed", "--prove-save-baseline=main"
+                              ).ret == pytest.ExitCode.OK
+    result = pytester.runpytest("--prove-target=unresolved<=0.3", "--prove-salt=fixed",
+                                "--prove-report=run.html")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # refund misses its target
+    result.stdout.fnmatch_lines(["targets: misses target: 1 row*1 meet, 1 miss, 1 too small*"])
+    page = (pytester.path / "run.html").read_text(encoding="utf-8")
+    _check_page(page)
+    assert "cell is coloured but a target's (by its word, under Targets)" in page
+
+    monkeypatch.chdir(pytester.path)
+    assert main(["report", "baseline:main", "latest", "--out", "cmp.html"]) == 0
+    compared = (pytester.path / "cmp.html").read_text(encoding="utf-8")
+    _check_page(compared)
+    # The page's own script reads a cell's details by data-i: no target cell has one.
+    targets = compared[compared.index('<section class="targets">'):]
+    assert "data-i=" not in targets[:targets.index("<table>")]
