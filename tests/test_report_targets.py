@@ -13,9 +13,9 @@ import pytest
 
 from pytest_prove.cli import main
 
-from .conftest import INI
+from .conftest import CHROMIUM, INI, needs_chromium
 
-SCRIPT = "<script>alert(1)</script>"
+SCRIPT = "<script>window.__pwned = 1</script>"
 
 #: A seeded agent, 40 replicates a condition: refund tickets stay unresolved 80% of the time
 #: (misses unresolved<=0.3), password tickets never (meets it), and the third, whose name is
@@ -27,7 +27,7 @@ AGENT = textwrap.dedent(
     import pytest
     import pytest_prove as prove
 
-    RATES = {"refund": 0.8, "password": 0.0, "<script>alert(1)</script>": 0.3}
+    RATES = {"refund": 0.8, "password": 0.0, "<script>window.__pwned = 1</script>": 0.3}
 
 
     @prove.rollout(replicates=40, failures=["unresolved"], successes=["resolved"])
@@ -86,8 +86,11 @@ def _check_page(page: str) -> None:
     assert targets.count("<tr class=\"target-") == 3
 
 
-def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def pages(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The one-run page and the comparison's (against a baseline of the same agent), of a
+    run whose target unresolved<=0.3 one condition misses, one meets and one is too small to
+    tell."""
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
     assert pytester.runpytest("--prove-salt=fixed", "--prove-save-baseline=main"
@@ -96,14 +99,59 @@ def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
                                 "--prove-report=run.html")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # refund misses its target
     result.stdout.fnmatch_lines(["targets: misses target: 1 row*1 meet, 1 miss, 1 too small*"])
-    page = (pytester.path / "run.html").read_text(encoding="utf-8")
-    _check_page(page)
-    assert "cell is coloured but a target's (by its word, under Targets)" in page
-
     monkeypatch.chdir(pytester.path)
     assert main(["report", "baseline:main", "latest", "--out", "cmp.html"]) == 0
-    compared = (pytester.path / "cmp.html").read_text(encoding="utf-8")
+    return str(pytester.path / "run.html"), str(pytester.path / "cmp.html")
+
+
+def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
+        pages: tuple[str, str]) -> None:
+    with open(pages[0], encoding="utf-8") as f:
+        page = f.read()
+    _check_page(page)
+    assert "cell is coloured but a target's (by its word, under Targets)" in page
+    with open(pages[1], encoding="utf-8") as f:
+        compared = f.read()
     _check_page(compared)
     # The page's own script reads a cell's details by data-i: no target cell has one.
     targets = compared[compared.index('<section class="targets">'):]
     assert "data-i=" not in targets[:targets.index("<table>")]
+
+
+@needs_chromium
+@pytest.mark.slow  # a browser and two inner sessions
+def test_the_target_grid_renders_and_the_keyboard_reaches_it(pages: tuple[str, str]) -> None:
+    """In headless Chromium: the grid shows its three cells with their words, Tab reaches
+    its first cell and the arrow keys move along it; the <script> value never runs."""
+    from pathlib import Path
+
+    from .test_report_html import ARGS
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(Path(pages[0]).as_uri())
+            cells = page.locator("section.targets table.grid td.cell")
+            assert [t.split("\n")[0] for t in cells.all_inner_texts()] == [
+                "✗ misses", "✓ meets", "? too small"]
+            assert all(cells.nth(i).is_visible() for i in range(3))
+            # Tab from the last cell of the event grids above reaches the target grid's first.
+            page.locator("main > section.event td.cell[tabindex='0']").last.focus()
+            page.keyboard.press("Tab")
+
+            def focused() -> str:
+                return str(page.evaluate("document.activeElement.getAttribute('aria-label')"))
+
+            assert focused().startswith("ticket=refund, target unresolved at most 0.3: misses")
+            page.keyboard.press("ArrowRight")
+            assert focused().startswith("ticket=password, target unresolved at most 0.3: meets")
+            page.keyboard.press("End")
+            assert focused().startswith(f"ticket={SCRIPT}, target unresolved at most 0.3: too")
+            assert page.evaluate("window.__pwned") is None
+            assert not errors
+        finally:
+            browser.close()
