@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from pytest_prove.cli import main
 
 from .conftest import CHROMIUM, INI, needs_chromium
 
-SCRIPT = "<script>window.__pwned = 1</script>"
+SCRIPT = "\"'><script>window.__pwned = 1</script>"
 
 #: A seeded agent, 40 replicates a condition: refund tickets stay unresolved 80% of the time
 #: (misses unresolved<=0.3), password tickets never (meets it), and the third, whose name is
@@ -27,7 +28,7 @@ AGENT = textwrap.dedent(
     import pytest
     import pytest_prove as prove
 
-    RATES = {"refund": 0.8, "password": 0.0, "<script>window.__pwned = 1</script>": 0.3}
+    RATES = {"refund": 0.8, "password": 0.0, "\\"'><script>window.__pwned = 1</script>": 0.3}
 
 
     @prove.rollout(replicates=40, failures=["unresolved"], successes=["resolved"])
@@ -52,7 +53,7 @@ def _target_cells(page: str) -> list[tuple[str, ...]]:
 
 
 def _check_page(page: str) -> None:
-    assert SCRIPT not in page  # escaped everywhere, in the grid as in the table
+    assert "<script>window" not in page  # escaped everywhere, in the grid as in the table
     targets = page[page.index('<section class="targets">'):]
     grid = targets[targets.index('<table class="grid"'):targets.index("</table>")]
     # The grid's columns are the ticket axis's values, in the order the sweep declared them.
@@ -155,3 +156,50 @@ def test_the_target_grid_renders_and_the_keyboard_reaches_it(pages: tuple[str, s
             assert not errors
         finally:
             browser.close()
+
+
+def _row(condition: str, word: str, estimate: float, low: float, high: float,
+         reason: str | None = None) -> Any:
+    from pytest_prove.declare.targets import parse_target
+    from pytest_prove.review.targets import TargetRow
+
+    return TargetRow("r", "", condition, condition, parse_target("resolved>=0.6"), 50, 0,
+                     estimate, low, high, 1.0, 1.0, word, 400, reason)  # type: ignore[arg-type]
+
+
+def test_the_target_grid_takes_the_pages_axes_and_says_a_row_it_cannot_vouch_for() -> None:
+    """The grid lays the conditions out as the page's grids do (``--x``, ``--y``, one grid per
+    value of a further axis, declared order), the bound beside a ``>=`` target is the low
+    end, and a row that cannot be vouched for says so, in its cell and in words."""
+    from pytest_prove.report.html import _target_grids
+    from pytest_prove.report.targets import target_html
+    from pytest_prove.review.labels import Labels
+    from pytest_prove.review.targets import MEETS, MISSES, UNDECIDED, TargetReview
+
+    names = {f"m={m}, t={t}, k={k}": {"m": m, "t": t, "k": k}
+             for k in ("b", "a") for t in ("y", "x") for m in ("p", "q")}
+    labels = Labels("before", "after", axes=names,
+                    order={"m": ["q", "p"], "t": ["y", "x"], "k": ["b", "a"]})
+    words = [MEETS, MISSES, UNDECIDED, UNDECIDED] * 2
+    rows = tuple(_row(c, w, 0.7, 0.65 if w == MEETS else 0.4, 0.8,
+                      "2 episodes, fewer than the 4 it needs" if i == 7 else None)
+                 for i, (c, w) in enumerate(zip(names, words, strict=True)))
+    page = target_html(TargetReview(rows, 0.05, 0.1), labels, _target_grids("m", "t"))
+    grids = re.findall(r'<table class="grid".*?</table>', page, flags=re.S)
+    assert [re.search(r"<caption>([^<]*)</caption>", g).group(1)  # type: ignore[union-attr]
+            for g in grids] == ["k=b", "k=a"]
+    for grid, first in zip(grids, ("k=b", "k=a"), strict=True):
+        assert re.findall(r'<th scope="col">([^<]*)</th>', grid)[1:] == ["q", "p"]
+        assert re.findall(r'<th scope="row">([^<]*)</th>', grid) == ["y", "x"]
+        labels_in = [html.unescape(a) for a in re.findall(r'aria-label="([^"]*)"', grid)[1:]]
+        assert [a.split(",")[0] for a in labels_in] == ["m=q", "m=p", "m=q", "m=p"]
+        assert all(f"k={first.split('=')[1]}" in a for a in labels_in)
+    cells = re.findall(r'class="cell target-(\w+)".*?<span class="ch">([^<]*)</span>'
+                       r'<span class="ba">([^<]*)</span>', page)
+    by_tone = {tone: (short, html.unescape(beside)) for tone, short, beside in cells}
+    assert by_tone["meets"] == ("✓ meets", "0.700 (bound 0.650) > 0.6")
+    assert by_tone["misses"] == ("✗ misses", "0.700 (bound 0.400) < 0.6")
+    assert by_tone["undecided"][0] == "? too small"
+    assert by_tone["unvouched"][0] == "! cannot vouch"
+    assert "m=q, t=x, k=a, target resolved&gt;=0.6: cannot be vouched for: 2 episodes" in page
+    assert "the low end 0.650 above the target" in page
