@@ -203,3 +203,19 @@ def test_the_target_grid_takes_the_pages_axes_and_says_a_row_it_cannot_vouch_for
     assert by_tone["unvouched"][0] == "! cannot vouch"
     assert "m=q, t=x, k=a, target resolved&gt;=0.6: cannot be vouched for: 2 episodes" in page
     assert "the low end 0.650 above the target" in page
+
+
+def test_a_target_row_the_page_has_no_axes_for_gets_a_cell_of_its_own() -> None:
+    """Two rows whose labels the page's names do not know (two rollouts of one short name)
+    are never drawn into one cell: each is a condition of its own."""
+    from pytest_prove.report.html import _target_grids
+    from pytest_prove.report.targets import target_html
+    from pytest_prove.review.labels import Labels
+    from pytest_prove.review.targets import MEETS, MISSES, TargetReview
+
+    rows = (_row("a · ticket=x", MEETS, 0.9, 0.8, 0.95), _row("b · ticket=x", MISSES, 0.3, 0.2,
+                                                                  0.4))
+    page = target_html(TargetReview(rows, 0.05, 0.1), Labels("b", "a"), _target_grids(None, None))
+    assert re.findall(r"<caption>([^<]*)</caption>", page) == ["condition=a · ticket=x",
+                                                                "condition=b · ticket=x"]
+    assert re.findall(r'class="cell target-(\w+)"', page) == ["meets", "misses"]
