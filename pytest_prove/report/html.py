@@ -15,6 +15,8 @@ with ``textContent`` only.
 
 Colour marks flagged rows only (red where the flag leans worse, green where it leans safer;
 solid when the verdict counts the row): an unflagged cell is not a finding, so it stays grey.
+A run with targets adds their grids, laid out by :func:`_grids` too, each cell toned and
+marked by its target row's word (report/targets.py).
 """
 
 from __future__ import annotations
