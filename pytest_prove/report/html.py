@@ -15,6 +15,8 @@ with ``textContent`` only.
 
 Colour marks flagged rows only (red where the flag leans worse, green where it leans safer;
 solid when the verdict counts the row): an unflagged cell is not a finding, so it stays grey.
+A run with targets adds their grids, laid out by :func:`_grids` too, each cell toned and
+marked by its target row's word (report/targets.py).
 """
 
 from __future__ import annotations
@@ -247,6 +249,12 @@ def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
     return out
 
 
+def _target_grids(x: str | None, y: str | None) -> Callable[..., list[str]]:
+    """A target's grids, laid out as an event's (report/targets.py colours their cells)."""
+    return lambda name, members, labels, cell: _grids(name, members, labels, x, y, cell, None,
+                                                      "no target")
+
+
 def _sections(events: dict[str, list[tuple[int, str]]], worse: dict[str, str], labels: Labels,
               x: str | None, y: str | None, cell: CellRenderer, order: Sequence[int],
               empty: str = "not compared",
@@ -450,7 +458,7 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     if review.targets is not None:  # the target rows, coloured by their word
         from .targets import target_html
 
-        sections += target_html(review.targets)
+        sections += target_html(review.targets, labels, _target_grids(x, y))
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))
     header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
@@ -533,7 +541,7 @@ def render_run_html(found: Description, *, x: str | None = None,
     if found.targets is not None:  # the target rows, coloured by their word
         from .targets import target_html
 
-        sections += target_html(found.targets)
+        sections += target_html(found.targets, labels, _target_grids(x, y))
     opens = ""
     if order:
         worst = rows[order[0]]
@@ -541,10 +549,11 @@ def render_run_html(found: Description, *, x: str | None = None,
                           f"{'highest' if worst.worse_when == 'rise' else 'lowest'} rate, "
                           f"{rate(worst.rate)}")
     run = labels.after
+    tinted = "" if found.targets is None else " but a target's (by its word, under Targets)"
     header = f"""<h1>run {_e(run)}</h1>
 <p class="verdict">{len(found.run.episodes)} episodes; each condition's rate of each event with
 its {level} exact interval (Clopper-Pearson). One run on its own: nothing is compared, so no
-cell is coloured; compare it with a baseline for a verdict.</p>
+cell is coloured{tinted}; compare it with a baseline for a verdict.</p>
 <p class="muted">{_axes_note(x, y)}. Use the arrow keys in a grid, or hover a cell, to read its
 details.</p>{opens}"""
     return _page(title=f"pytest-prove: run {run}", header=header, sections=sections,

@@ -15,6 +15,7 @@ import html
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from pytest_prove.review.labels import Labels
 from pytest_prove.review.targets import (
     MEETS,
     MISSES,
@@ -154,10 +155,118 @@ def target_json(targets: TargetReview) -> dict[str, Any]:
 
 _CLASS = {MEETS: "meets", MISSES: "misses", UNDECIDED: "undecided"}
 
+#: A word's short form in a grid's cell (a mark and a word: the tone is never the only sign).
+_SHORT = {MEETS: "✓ meets", MISSES: "✗ misses", UNDECIDED: "? too small"}
 
-def target_html(targets: TargetReview) -> str:
-    """The HTML report's section: one row a target, coloured by its word, the bound beside
-    the target."""
+#: The target's tones: blue, orange and grey with stripes (Okabe-Ito's blue and orange, which
+#: stay apart under each kind of colour blindness), each with its mark and word in the cell.
+TARGET_CSS = (
+    ":root{--t-meets:#cfe3f7;--t-misses:#f9d2a8;--t-open:#ececef;--t-open2:#dcdce1;"
+    "--t-edge-meets:#0072b2;--t-edge-misses:#c05600;--t-edge-open:#77777f}"
+    "@media (prefers-color-scheme: dark){:root{--t-meets:#173a5c;--t-misses:#5c3410;"
+    "--t-open:#2a2a2f;--t-open2:#34343a;--t-edge-meets:#56b4e9;--t-edge-misses:#e69f00;"
+    "--t-edge-open:#a1a1a8}}"
+    "section.targets section.event{grid-template-columns:minmax(0,1fr)}"
+    "td.cell.target-meets{background:var(--t-meets);border-left:4px solid var(--t-edge-meets)}"
+    "td.cell.target-misses{background:var(--t-misses);"
+    "border-left:4px solid var(--t-edge-misses)}"
+    "td.cell.target-undecided{background:repeating-linear-gradient(135deg,var(--t-open) 0 6px,"
+    "var(--t-open2) 6px 12px);border-left:4px dashed var(--t-edge-open)}"
+    "td.cell.target-unvouched{background:var(--t-misses);"
+    "border-left:4px dashed var(--t-edge-misses)}"
+    "tr.target-meets td{background:var(--t-meets)}tr.target-misses td{background:var(--t-misses)}"
+    "tr.target-undecided td{background:var(--t-open)}"
+    ".legend .l-t-meets{background:var(--t-meets)}.legend .l-t-misses{background:var(--t-misses)}"
+    ".legend .l-t-open{background:var(--t-open)}")
+
+#: Lays out one target's grids, as the page's grids of an event: (the grid's name, its rows'
+#: (index, condition label), the names the conditions go by, the cell of a row).
+TargetGrids = Callable[[str, Sequence[tuple[int, str]], Labels, Callable[[int, bool, bool], str]],
+                       list[str]]
+
+
+def _relation(row: TargetRow) -> str:
+    bound, target = float(f"{row.bound:.12g}"), row.target.rate
+    return "<" if bound < target else ">" if bound > target else "="
+
+
+def _beside(row: TargetRow) -> str:
+    """The rate, and the bound beside the target: ``0.380 (bound 0.440) > 0.25``."""
+    return (f"{rate(row.estimate)} (bound {rate(row.bound)}) {_relation(row)} "
+            f"{row.target.rate:g}")
+
+
+def _cell_words(row: TargetRow) -> str:
+    """What a target's cell says, in words (its title and its label for a screen reader)."""
+    side = "at most" if row.target.side == "<=" else "at least"
+    end = "high" if row.target.side == "<=" else "low"
+    place = {"<": "below", ">": "above", "=": "at"}[_relation(row)]
+    said = (f"{row.label}, target {row.target.subject} {side} {row.target.rate:g}: "
+            f"{row.word}; rate {rate(row.estimate)} over {row.n} episodes, exact bounds "
+            f"{rate(row.low)} to {rate(row.high)}, the {end} end {rate(row.bound)} {place} "
+            "the target")
+    if row.reason is not None:
+        return f"{row.label}, target {row.target.claim}: cannot be vouched for: {row.reason}"
+    if row.word == UNDECIDED:
+        said += f"; {_needed(row)}"
+    return said
+
+
+def _target_cell(row: TargetRow) -> Callable[[bool], str]:
+    esc = html.escape
+    tone = "unvouched" if row.reason is not None else _CLASS[row.word]
+    short = "! cannot vouch" if row.reason is not None else _SHORT[row.word]
+    words = esc(_cell_words(row), quote=True)
+
+    def cell(focusable: bool) -> str:
+        # No data-i: the page's script reads a cell's details from the rows of its events,
+        # and a target's cell says everything in its text and its label.
+        return (f'<td role="gridcell" class="cell target-{tone}" '
+                f'tabindex="{0 if focusable else -1}" title="{words}" aria-label="{words}">'
+                f'<span class="ch">{esc(short)}</span><span class="ba">{esc(_beside(row))}'
+                f'</span><span class="lim">n {row.n}</span></td>')
+    return cell
+
+
+def _grid_labels(rows: Sequence[TargetRow], labels: Labels) -> Labels:
+    """The names of the target rows' conditions: the page's axes where it knows the row's
+    label, else the label as a condition of its own (a grid never puts two rows in one cell)."""
+    return Labels(before=labels.before, after=labels.after,
+                  axes={r.label: labels.axes.get(r.label) or {"condition": r.label}
+                        for r in rows},
+                  order=labels.order)
+
+
+def _target_sections(targets: TargetReview, labels: Labels, grids: TargetGrids) -> str:
+    esc = html.escape
+    by: dict[str, list[int]] = {}
+    for i, r in enumerate(targets.rows):
+        by.setdefault(r.target.claim, []).append(i)
+    named = _grid_labels(targets.rows, labels)
+    cells = [_target_cell(r) for r in targets.rows]
+
+    def cell(i: int, focusable: bool, _start: bool) -> str:
+        return cells[i](focusable)
+
+    out = []
+    for claim, members in by.items():
+        first = targets.rows[members[0]].target
+        side, end = ("at most", "high") if first.side == "<=" else ("at least", "low")
+        drawn = grids(f"target {claim}", [(i, targets.rows[i].label) for i in members], named,
+                      cell)
+        out.append(f'<section class="event" aria-label="target {esc(claim)}">'
+                   f"<h3>{esc(first.subject)} {side} {first.rate:g} <span class=\"muted\">"
+                   f"(a cell: its word; the rate, the {end} end of its exact bounds and the "
+                   "target; its episodes)</span></h3>"
+                   f'<div class="grids">{"".join(drawn)}</div></section>')
+    return "".join(out)
+
+
+def target_html(targets: TargetReview, labels: Labels | None = None,
+                grids: TargetGrids | None = None) -> str:
+    """The HTML report's section: per target, a grid of the conditions as the page lays out
+    its events' (``grids``, given the page's ``labels``), each cell coloured and marked by the
+    row's word with the rate and the bound beside the target; then one row a target."""
     esc = html.escape
     cells = []
     for r in targets.rows:
@@ -166,10 +275,15 @@ def target_html(targets: TargetReview) -> str:
             f"<td>{esc(r.target.claim)}</td><td>{rate(r.estimate)}</td>"
             f"<td>{rate(r.bound)}</td><td>{r.n}</td><td>{esc(r.word)}"
             f"{'' if r.reason is None else ': ' + esc(r.reason)}</td></tr>")
-    return ("<section><h2>Targets</h2>"
+    drawn = ""
+    if labels is not None and grids is not None:
+        drawn = ('<p class="legend muted"><span class="l-t-meets">✓ meets target</span><span '
+                 'class="l-t-misses">✗ misses target</span><span class="l-t-open">? too small '
+                 'to tell</span><span class="l-t-misses">! cannot be vouched for</span></p>'
+                 + _target_sections(targets, labels, grids))
+    return ('<section class="targets"><h2>Targets</h2>'
             f"<p>{esc(target_verdict_line(targets).removeprefix('targets: '))}</p>"
-            "<style>.target-meets td{background:#e6f4ea}.target-misses td{background:#fce8e6}"
-            ".target-undecided td{background:#fef7e0}</style>"
+            f"<style>{TARGET_CSS}</style>{drawn}"
             "<table><thead><tr><th>condition</th><th>target</th><th>rate</th>"
             "<th>bound</th><th>n</th><th>word</th></tr></thead><tbody>"
             + "".join(cells) + "</tbody></table></section>")
