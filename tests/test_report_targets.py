@@ -69,13 +69,14 @@ def _check_page(page: str) -> None:
             ["misses target", "meets target", "too small to tell"], strict=True):
         assert title == label
         assert label.startswith(f"{name}, target unresolved at most 0.3: {word}; rate ")
-        # The rate, then the high end of its exact bounds beside the target, in the cell and
-        # in words, the same numbers.
+        # The rate, then the end of its exact bounds that decides the row beside the target
+        # (a miss of "at most": the low end, over the target; else the high end), in the cell
+        # and in words, the same numbers.
         found = re.fullmatch(r"(0\.\d{3}) \(bound (\d\.\d{3})\) ([<>=]) 0\.3", beside)
         assert found, beside
         estimate, bound, relation = found.groups()
         assert f"rate {estimate} over 40 episodes" in label
-        assert f"the high end {bound} " in label
+        assert f"the {'low' if word == 'misses target' else 'high'} end {bound} " in label
         assert relation == ("<" if float(bound) < 0.3 else ">")
         assert f"{'below' if relation == '<' else 'above'} the target" in label
     misses, meets, undecided = cells
@@ -170,7 +171,8 @@ def _row(condition: str, word: str, estimate: float, low: float, high: float,
 def test_the_target_grid_takes_the_pages_axes_and_says_a_row_it_cannot_vouch_for() -> None:
     """The grid lays the conditions out as the page's grids do (``--x``, ``--y``, one grid per
     value of a further axis, declared order), the bound beside a ``>=`` target is the low
-    end, and a row that cannot be vouched for says so, in its cell and in words."""
+    end (the high end for a row shown to miss it), and a row that cannot be vouched for says
+    so, in its cell and in words."""
     from pytest_prove.report.html import _target_grids
     from pytest_prove.report.targets import target_html
     from pytest_prove.review.labels import Labels
@@ -181,7 +183,8 @@ def test_the_target_grid_takes_the_pages_axes_and_says_a_row_it_cannot_vouch_for
     labels = Labels("before", "after", axes=names,
                     order={"m": ["q", "p"], "t": ["y", "x"], "k": ["b", "a"]})
     words = [MEETS, MISSES, UNDECIDED, UNDECIDED] * 2
-    rows = tuple(_row(c, w, 0.7, 0.65 if w == MEETS else 0.4, 0.8,
+    rows = tuple(_row(c, w, 0.5 if w == MISSES else 0.7, 0.65 if w == MEETS else 0.4,
+                      0.55 if w == MISSES else 0.8,
                       "2 episodes, fewer than the 4 it needs" if i == 7 else None)
                  for i, (c, w) in enumerate(zip(names, words, strict=True)))
     page = target_html(TargetReview(rows, 0.05, 0.1), labels, _target_grids("m", "t"))
@@ -198,7 +201,8 @@ def test_the_target_grid_takes_the_pages_axes_and_says_a_row_it_cannot_vouch_for
                        r'<span class="ba">([^<]*)</span>', page)
     by_tone = {tone: (short, html.unescape(beside)) for tone, short, beside in cells}
     assert by_tone["meets"] == ("✓ meets", "0.700 (bound 0.650) > 0.6")
-    assert by_tone["misses"] == ("✗ misses", "0.700 (bound 0.400) < 0.6")
+    # a miss of an "at least" target: its high end, under the target
+    assert by_tone["misses"] == ("✗ misses", "0.500 (bound 0.550) < 0.6")
     assert by_tone["undecided"][0] == "? too small"
     assert by_tone["unvouched"][0] == "! cannot vouch"
     assert "m=q, t=x, k=a, target resolved&gt;=0.6: cannot be vouched for: 2 episodes" in page

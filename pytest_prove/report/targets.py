@@ -199,7 +199,7 @@ def _beside(row: TargetRow) -> str:
 def _cell_words(row: TargetRow) -> str:
     """What a target's cell says, in words (its title and its label for a screen reader)."""
     side = "at most" if row.target.side == "<=" else "at least"
-    end = "high" if row.target.side == "<=" else "low"
+    end = "high" if row.upper_end else "low"
     place = {"<": "below", ">": "above", "=": "at"}[_relation(row)]
     said = (f"{row.label}, target {row.target.subject} {side} {row.target.rate:g}: "
             f"{row.word}; rate {rate(row.estimate)} over {row.n} episodes, exact bounds "

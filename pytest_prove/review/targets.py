@@ -72,9 +72,17 @@ class TargetRow:
     reason: str | None = None
 
     @property
+    def upper_end(self) -> bool:
+        """Whether :attr:`bound` is the interval's high end (else its low end)."""
+        return (self.target.side == "<=") != (self.word == MISSES)
+
+    @property
     def bound(self) -> float:
-        """The bound beside the target: the high end for ``<=``, the low end for ``>=``."""
-        return self.high if self.target.side == "<=" else self.low
+        """The bound beside the target, the end of the exact interval that decides the row:
+        for a row shown to miss, the end on the target's wrong side (``<=``: the low end,
+        even the least the rate could be is over the target); otherwise the end the target
+        must clear to be met (``<=``: the high end; ``>=``: the low end)."""
+        return self.high if self.upper_end else self.low
 
     @property
     def label(self) -> str:
