@@ -14,7 +14,16 @@ import pytest
 from .conftest import INI, load
 
 #: The xdist variant is slow (a second or more of CPU, bench/suite_time.py), the other not.
+#: It runs ONE worker: what it checks (a refusal at collection, a value escaped before the
+#: worker sends it to the controller) is one process's, and -n 1 goes through the same
+#: worker hooks and report channel as -n 2 with one process (0.6-1.5 s of CPU) less.
 WORKERS = pytest.mark.parametrize("workers", [
+    pytest.param([], id="single"),
+    pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.slow)])
+
+#: The same with two workers: the items of one run split between them, their episodes
+#: (one of them a contract error) counted together by the controller.
+TWO_WORKERS = pytest.mark.parametrize("workers", [
     pytest.param([], id="single"),
     pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 
@@ -85,7 +94,7 @@ def test_an_outcome_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) 
     assert not (pytester.path / ".prove").exists()
 
 
-@WORKERS
+@TWO_WORKERS
 @pytest.mark.parametrize(("meta", "message"), [
     ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),
     ('{"case_id": "c", "s": ["ok", "\\ud800"]}',
