@@ -173,7 +173,17 @@ def test_every_episode_lands_once_in_the_controllers_store(
     assert not (pytester.path / ".prove").exists()
 
 
+#: Workers xdist starts itself in folders of their own (popen//chdir=), which the session
+#: drives in this process, for tests whose point is not the socket gateway: each one's
+#: socket servers cost a process of their own for the controller (see run_remote), 1-1.5 s
+#: of CPU.  The socket gateway itself: test_every_episode_lands_once_in_the_controllers_store
+#: [socket], test_the_cap_stops_remote_workers[items] and
+#: test_a_socket_server_used_again_is_refused.
+POPEN = pytest.mark.parametrize("workers", ["popen"], indirect=True)
+
+
 @pytest.mark.slow
+@POPEN
 def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
                                            project: Callable[[str], None],
                                            workers: list[Worker]) -> None:
@@ -205,6 +215,7 @@ def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
 
 
 @pytest.mark.slow
+@POPEN
 def test_the_design_check_refuses_before_anything_runs(pytester: pytest.Pytester,
                                                        workers: list[Worker]) -> None:
     pytester.makeini("[pytest]\n")  # the design check is not relaxed
@@ -221,7 +232,9 @@ def test_the_design_check_refuses_before_anything_runs(pytester: pytest.Pytester
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["--prove-concurrency=3"]], ids=["items", "blocks"])
+@pytest.mark.parametrize(("workers", "extra"), [("socket", []),
+                                                ("popen", ["--prove-concurrency=3"])],
+                         ids=["items", "blocks"], indirect=["workers"])
 def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[Worker],
                                       extra: list[str]) -> None:
     pytester.makeini(INI + "prove_prices =\n    sim-model = 2.00 8.00\n")
