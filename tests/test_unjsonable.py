@@ -13,16 +13,16 @@ import pytest
 
 from .conftest import INI, load
 
-#: The xdist variant is slow (a second or more of CPU, bench/suite_time.py), the other not.
-#: It runs ONE worker: what it checks (a refusal at collection, a value escaped before the
-#: worker sends it to the controller) is one process's, and -n 1 goes through the same
-#: worker hooks and report channel as -n 2 with one process (0.6-1.5 s of CPU) less.
+#: The xdist variant runs ONE worker: what it checks (a refusal at collection, a value
+#: escaped before the worker sends it to the controller) is one process's, and -n 1 goes
+#: through the same worker hooks and report channel as -n 2 with one process (0.6-1.5 s of
+#: CPU) less: under a second of CPU, not slow.
 WORKERS = pytest.mark.parametrize("workers", [
-    pytest.param([], id="single"),
-    pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.slow)])
+    pytest.param([], id="single"), pytest.param(["-n", "1"], id="xdist")])
 
-#: The same with two workers: the items of one run split between them, their episodes
-#: (one of them a contract error) counted together by the controller.
+#: Two workers: the items of one run split between them, their episodes (one of them a
+#: contract error) counted together by the controller.  The xdist variant is slow (a second
+#: or more of CPU, bench/suite_time.py), the other not.
 TWO_WORKERS = pytest.mark.parametrize("workers", [
     pytest.param([], id="single"),
     pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
