@@ -67,8 +67,8 @@ COUNT_HELD_REPORTS = textwrap.dedent(
 
 @pytest.mark.parametrize("workers", [
     # One worker: what each process keeps is its own; -n 1 has a worker that sends its
-    # reports to the controller as two do, with one process less.
-    "0", pytest.param("1", marks=pytest.mark.slow)])  # slow: a second or more of CPU
+    # reports to the controller as two do, with one process less (under a second of CPU).
+    "0", "1"])
 def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) -> None:
     bot.makeconftest(COUNT_HELD_REPORTS)
     dist = ["-n", workers] if workers != "0" else ["-p", "no:xdist"]
@@ -138,7 +138,6 @@ OTHER_VERSION_ON_WORKERS = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_a_worker_on_another_pytest_prove_is_refused_before_anything_runs(
         bot: pytest.Pytester) -> None:
     import pytest_prove
