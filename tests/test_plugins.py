@@ -50,9 +50,8 @@ ASYNC = textwrap.dedent(
     pytest.param([], id="one-process"),
     # One worker: the rollout's loop is one process's, and -n 1 runs it in a worker as
     # -n 2 does, with one process less (two workers: the xdist-blocks-pytest-asyncio
-    # variant of the pytest-timeout test below).  A second or more of CPU
-    # (bench/suite_time.py).
-    pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.slow)])
+    # variant of the pytest-timeout test below); under a second of CPU.
+    pytest.param(["-n", "1"], id="xdist")])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
                                              workers: list[str]) -> None:
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
@@ -121,24 +120,23 @@ ASYNC_STOPPED = textwrap.dedent(
 )
 
 
-#: The slow marker for the xdist variants (a second or more of CPU, bench/suite_time.py);
-#: the others take a tenth of that, and wait 2 s for pytest-timeout's alarm.  The xdist
-#: variants run one worker (-n 1: the alarm and the replicate it stops are one process's,
-#: and a worker sends what it stored to the controller as with two), except
-#: xdist-blocks-pytest-asyncio, which keeps two.
+#: The slow marker for the variant with two xdist workers (a second or more of CPU,
+#: bench/suite_time.py); the others take a tenth of that, or under a second with one worker,
+#: and wait 2 s for pytest-timeout's alarm.  The xdist variants run one worker (-n 1: the
+#: alarm and the replicate it stops are one process's, and a worker sends what it stored to
+#: the controller as with two), except xdist-blocks-pytest-asyncio, which keeps two.
 XDIST_IS_SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="one-process"),
-    pytest.param(["-n", "1"], id="xdist", marks=XDIST_IS_SLOW),
+    pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks"),
     pytest.param(["-o", "asyncio_mode=auto"], id="pytest-asyncio"),
     pytest.param(["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
                  id="xdist-blocks-pytest-asyncio", marks=XDIST_IS_SLOW),
     pytest.param(["--prove-episode-timeout=600"], id="episode-timeout"),
-    pytest.param(["-n", "1", "--prove-episode-timeout=600"], id="xdist-episode-timeout",
-                 marks=XDIST_IS_SLOW)])
+    pytest.param(["-n", "1", "--prove-episode-timeout=600"], id="xdist-episode-timeout")])
 def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """pytest-timeout's signal lands where the event loop waits, outside every task: the
@@ -212,7 +210,7 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
 
 
 @pytest.mark.parametrize("args", [pytest.param([], id="one-process"),
-                                  pytest.param(["-n", "1"], id="xdist", marks=XDIST_IS_SLOW)])
+                                  pytest.param(["-n", "1"], id="xdist")])
 def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """The signal lands in the thread that waits for a block's threads: the whole block was
@@ -256,8 +254,8 @@ ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
     # a second or more of CPU (bench/suite_time.py)
     pytest.param("default", ["-n", "2"], id="xdist-default", marks=pytest.mark.slow),
     # One worker: the runner and its loop are one process's; -n 1 goes through a worker
-    # as -n 2 does, with one process less.
-    pytest.param("fixture", ["-n", "1"], id="xdist-fixture", marks=pytest.mark.slow)])
+    # as -n 2 does, with one process less (under a second of CPU).
+    pytest.param("fixture", ["-n", "1"], id="xdist-fixture")])
 def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
                                            args: list[str]) -> None:
     """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
