@@ -79,7 +79,8 @@ AGENT = textwrap.dedent(
 
     BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
     # True: pydantic-ai's agent span also carries the sum of its calls as gen_ai.usage.*
-    SUMMED = os.environ["AGENT_SPAN_USAGE"] == "1"
+    # (a setting of each agent: one session can hold both kinds, an axis of the rollout)
+    SUMMED = [value == "1" for value in os.environ["AGENT_SPAN_USAGE"].split(",")]
 
 
     def lookup(ticket: str) -> str:
@@ -89,13 +90,14 @@ AGENT = textwrap.dedent(
 
     @prove.rollout(replicates=4, failures=["unresolved"], successes=["resolved"],
                    capture={"instrument": INSTRUMENT})
+    @pytest.mark.parametrize("summed", SUMMED)
     @pytest.mark.parametrize("ticket", ["refund", "password"])
-    async def test_agent(ticket, prove_seed):
+    async def test_agent(ticket, summed, prove_seed):
         client = AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
         model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
         agent = Agent(model, tools=[lookup])
         agent.instrument = InstrumentationSettings(
-            use_aggregated_usage_attribute_names=not SUMMED)
+            use_aggregated_usage_attribute_names=not summed)
         result = await agent.run(f"SECRET-PROMPT-c41d {ticket} seed {prove_seed}")
         return prove.Episode(result.output, meta={"case_id": ticket})
     """
@@ -104,23 +106,28 @@ AGENT = textwrap.dedent(
 
 @pytest.mark.slow  # a subprocess, or xdist workers
 @pytest.mark.parametrize(("instrument", "summed", "args"), [
-    ([], False, ["-p", "no:xdist"]),
-    ([], True, ["-p", "no:xdist"]),
-    (["openai"], True, ["-p", "no:xdist"]),
-    (["openai"], True, ["-n", "2", "--prove-concurrency", "4"]),
-], ids=["pydantic-ai", "pydantic-ai-summing", "with-openai-instrumentor",
-        "with-openai-instrumentor-xdist-blocks"])
+    # Agents with the sum on their span and without it, in one session (one subprocess:
+    # this was two, "pydantic-ai" and "pydantic-ai-summing").
+    ([], [False, True], ["-p", "no:xdist"]),
+    (["openai"], [True], ["-p", "no:xdist"]),
+    # One worker: counting once is each episode's, in the worker that ran it; -n 1 goes
+    # through the worker's capture and its hand-off to the controller as -n 2 does, with
+    # one process less (two workers capture in test_capture_openai.py and
+    # test_capture_global.py).
+    (["openai"], [True], ["-n", "1", "--prove-concurrency", "4"]),
+], ids=["pydantic-ai", "with-openai-instrumentor", "with-openai-instrumentor-xdist-blocks"])
 def test_pydantic_ai_tokens_are_the_servers_counted_once(
         pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument: list[str],
-        summed: bool, args: list[str]) -> None:
+        summed: list[bool], args: list[str]) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT.replace("INSTRUMENT", json.dumps(instrument)))
     pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
-    pytester._monkeypatch.setenv("AGENT_SPAN_USAGE", "1" if summed else "0")
+    pytester._monkeypatch.setenv("AGENT_SPAN_USAGE", ",".join(str(int(s)) for s in summed))
     result = capture_session(pytester, *args, timeout=180)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     run = load(pytester)
-    assert len(run.episodes) == 8
+    assert len(run.episodes) == 8 * len(summed)
+    assert sorted({r["condition"]["summed"] for r in run.episodes}) == summed
     # Two calls an episode reached the server, each one once.
     assert sorted(server.calls) == sorted(  # type: ignore[attr-defined]
         (r["seed"], call) for r in run.episodes for call in (1, 2))
@@ -135,7 +142,7 @@ def test_pydantic_ai_tokens_are_the_servers_counted_once(
         # client's under them), and its agent span with the sum when asked.
         with_usage = [s for s in record["spans"]
                       if "gen_ai.usage.input_tokens" in s["attributes"]]
-        assert len(with_usage) == 2 * (1 + len(instrument)) + summed
+        assert len(with_usage) == 2 * (1 + len(instrument)) + record["condition"]["summed"]
         assert any(s["attributes"].get("gen_ai.tool.name") == "lookup" for s in record["spans"])
     assert run.manifest["capture"] == {"global": "installed", "instrumented": instrument,
                                        "missing": {}}

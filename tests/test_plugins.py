@@ -48,8 +48,10 @@ ASYNC = textwrap.dedent(
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 @pytest.mark.parametrize("workers", [
     pytest.param([], id="one-process"),
-    # a second or more of CPU (bench/suite_time.py)
-    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
+    # One worker: the rollout's loop is one process's, and -n 1 runs it in a worker as
+    # -n 2 does, with one process less (two workers: the xdist-blocks-pytest-asyncio
+    # variant of the pytest-timeout test below); under a second of CPU.
+    pytest.param(["-n", "1"], id="xdist")])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
                                              workers: list[str]) -> None:
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
@@ -118,21 +120,23 @@ ASYNC_STOPPED = textwrap.dedent(
 )
 
 
-#: The slow marker for the xdist variants (a second or more of CPU, bench/suite_time.py);
-#: the others take a tenth of that, and wait 2 s for pytest-timeout's alarm.
+#: The slow marker for the variant with two xdist workers (a second or more of CPU,
+#: bench/suite_time.py); the others take a tenth of that, or under a second with one worker,
+#: and wait 2 s for pytest-timeout's alarm.  The xdist variants run one worker (-n 1: the
+#: alarm and the replicate it stops are one process's, and a worker sends what it stored to
+#: the controller as with two), except xdist-blocks-pytest-asyncio, which keeps two.
 XDIST_IS_SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="one-process"),
-    pytest.param(["-n", "2"], id="xdist", marks=XDIST_IS_SLOW),
+    pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks"),
     pytest.param(["-o", "asyncio_mode=auto"], id="pytest-asyncio"),
     pytest.param(["-n", "2", "--prove-concurrency=2", "-o", "asyncio_mode=auto"],
                  id="xdist-blocks-pytest-asyncio", marks=XDIST_IS_SLOW),
     pytest.param(["--prove-episode-timeout=600"], id="episode-timeout"),
-    pytest.param(["-n", "2", "--prove-episode-timeout=600"], id="xdist-episode-timeout",
-                 marks=XDIST_IS_SLOW)])
+    pytest.param(["-n", "1", "--prove-episode-timeout=600"], id="xdist-episode-timeout")])
 def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """pytest-timeout's signal lands where the event loop waits, outside every task: the
@@ -206,7 +210,7 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
 
 
 @pytest.mark.parametrize("args", [pytest.param([], id="one-process"),
-                                  pytest.param(["-n", "2"], id="xdist", marks=XDIST_IS_SLOW)])
+                                  pytest.param(["-n", "1"], id="xdist")])
 def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """The signal lands in the thread that waits for a block's threads: the whole block was
@@ -242,11 +246,16 @@ ANYIO = textwrap.dedent(
 ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
 
 
-@pytest.mark.parametrize("backend", ["default", "fixture"])
-@pytest.mark.parametrize("args", [
-    pytest.param([], id="one-process"), pytest.param(["--prove-concurrency=2"], id="blocks"),
+@pytest.mark.parametrize(("backend", "args"), [
+    pytest.param("default", [], id="one-process-default"),
+    pytest.param("fixture", [], id="one-process-fixture"),
+    pytest.param("default", ["--prove-concurrency=2"], id="blocks-default"),
+    pytest.param("fixture", ["--prove-concurrency=2"], id="blocks-fixture"),
     # a second or more of CPU (bench/suite_time.py)
-    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
+    pytest.param("default", ["-n", "2"], id="xdist-default", marks=pytest.mark.slow),
+    # One worker: the runner and its loop are one process's; -n 1 goes through a worker
+    # as -n 2 does, with one process less (under a second of CPU).
+    pytest.param("fixture", ["-n", "1"], id="xdist-fixture")])
 def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
                                            args: list[str]) -> None:
     """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
@@ -424,11 +433,14 @@ def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester
     and ends as it did."""
     if how == "pytest-randomly":
         pytest.importorskip("pytest_randomly")
+        # One worker: pytest-randomly's reseeding is each process's; the twins spread
+        # over two workers are the conftest variant's.
         first, second = ["-p", "randomly", "--randomly-seed=1"], ["-p", "randomly",
-                                                                  "--randomly-seed=2"]
+                                                                  "--randomly-seed=2",
+                                                                  "-n", "1"]
     else:
         bot.makeconftest(SHUFFLE)
-        first, second = ["-p", "no:randomly"], ["-p", "no:randomly"]
+        first, second = ["-p", "no:randomly"], ["-p", "no:randomly", "-n", "2"]
     monkeypatch.setenv("SHUFFLE", "1")
     result = bot.runpytest("-p", "no:cacheprovider", *first, "--prove-save-baseline=b")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -436,7 +448,7 @@ def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester
     order = [(r["condition_key"], r["replicate"]) for r in before.episodes]
     assert order != sorted(order)  # the items did run out of order
     monkeypatch.setenv("SHUFFLE", "2")
-    result = bot.runpytest("-p", "no:cacheprovider", *second, "-n", "2", "--prove-baseline=b")
+    result = bot.runpytest("-p", "no:cacheprovider", *second, "--prove-baseline=b")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["*nothing changed significantly*"])
     result.stdout.no_fnmatch_line("*unpaired*")

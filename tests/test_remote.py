@@ -173,7 +173,17 @@ def test_every_episode_lands_once_in_the_controllers_store(
     assert not (pytester.path / ".prove").exists()
 
 
+#: Workers xdist starts itself in folders of their own (popen//chdir=), which the session
+#: drives in this process, for tests whose point is not the socket gateway: each one's
+#: socket servers cost a process of their own for the controller (see run_remote), 1-1.5 s
+#: of CPU.  The socket gateway itself: test_every_episode_lands_once_in_the_controllers_store
+#: [socket], test_the_cap_stops_remote_workers[items] and
+#: test_a_socket_server_used_again_is_refused.
+POPEN = pytest.mark.parametrize("workers", ["popen"], indirect=True)
+
+
 @pytest.mark.slow
+@POPEN
 def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
                                            project: Callable[[str], None],
                                            workers: list[Worker]) -> None:
@@ -205,12 +215,15 @@ def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
 
 
 @pytest.mark.slow
+@POPEN
 def test_the_design_check_refuses_before_anything_runs(pytester: pytest.Pytester,
                                                        workers: list[Worker]) -> None:
     pytester.makeini("[pytest]\n")  # the design check is not relaxed
     pytester.makeconftest(NO_STORE_ON_WORKERS + WHERE_WORKERS_RAN)
     pytester.makepyfile(test_bot=BOT_AT.replace("{rate}", "0.1"))
-    result = run_remote(pytester, workers, "--prove-replicates=20")
+    # One worker: the refusal is the whole session's, before any item runs; one worker in
+    # a folder of its own goes through the same hand-off as two, with a process less.
+    result = run_remote(pytester, workers[:1], "--prove-replicates=20")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([
         "*design check failed: with 20 replicates a condition and 2 tests*"])
@@ -221,7 +234,9 @@ def test_the_design_check_refuses_before_anything_runs(pytester: pytest.Pytester
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["--prove-concurrency=3"]], ids=["items", "blocks"])
+@pytest.mark.parametrize(("workers", "extra"), [("socket", []),
+                                                ("popen", ["--prove-concurrency=3"])],
+                         ids=["items", "blocks"], indirect=["workers"])
 def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[Worker],
                                       extra: list[str]) -> None:
     pytester.makeini(INI + "prove_prices =\n    sim-model = 2.00 8.00\n")
@@ -248,11 +263,14 @@ def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[W
 def test_a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
                                                project: Callable[[str], None],
                                                workers: list[Worker]) -> None:
+    # One socket server used twice: the refusal is each worker process's own (a second
+    # server would cost a worker's start-up twice more and show nothing else).
+    server = workers[:1]
     project("0.1")
-    run_remote(pytester, workers, "--prove-replicates=2").assert_outcomes(passed=4)
-    # The servers' processes still hold test_bot as first imported: rate 0.1, not 0.6.
+    run_remote(pytester, server, "--prove-replicates=2").assert_outcomes(passed=4)
+    # The server's process still holds test_bot as first imported: rate 0.1, not 0.6.
     project("0.6")
-    result = run_remote(pytester, workers, "--prove-replicates=2", "--prove-name=again")
+    result = run_remote(pytester, server, "--prove-replicates=2", "--prove-name=again")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([
         "*this xdist worker's process already ran a pytest session*"

@@ -13,8 +13,21 @@ import pytest
 
 from .conftest import INI, load
 
-#: The xdist variant is slow (a second or more of CPU, bench/suite_time.py), the other not.
+#: The xdist variant runs ONE worker: what it checks (a value escaped before the worker
+#: sends it to the controller) is one process's, and -n 1 goes through the same worker hooks
+#: and report channel as -n 2 with one process (0.6-1.5 s of CPU) less: under a second of
+#: CPU, not slow.
 WORKERS = pytest.mark.parametrize("workers", [
+    pytest.param([], id="single"), pytest.param(["-n", "1"], id="xdist")])
+
+#: Two workers: the items of one run split between them, their episodes (one of them a
+#: contract error) counted together by the controller; and the refusal of a parameter at
+#: collection, which with ONE worker now and then ends in an INTERNALERROR (the worker
+#: stops through session.shouldstop after telling the controller its collection is done,
+#: and the controller sends it tests on the closed channel: "OSError: cannot send to
+#: <Channel ... closed>", about 1 run in 6 here; a bug of the plugin, reported, not fixed
+#: here).  The xdist variant is slow (a second or more of CPU, bench/suite_time.py).
+TWO_WORKERS = pytest.mark.parametrize("workers", [
     pytest.param([], id="single"),
     pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
 
@@ -33,7 +46,7 @@ def _parametrized(pytester: pytest.Pytester, value: str) -> None:
         """))
 
 
-@WORKERS
+@TWO_WORKERS
 @pytest.mark.parametrize(("value", "shown"), [
     ('float("nan")', "nan cannot"),
     ('float("-inf")', "-inf cannot"),
@@ -85,7 +98,7 @@ def test_an_outcome_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) 
     assert not (pytester.path / ".prove").exists()
 
 
-@WORKERS
+@TWO_WORKERS
 @pytest.mark.parametrize(("meta", "message"), [
     ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),
     ('{"case_id": "c", "s": ["ok", "\\ud800"]}',
