@@ -142,7 +142,10 @@ def test_with_a_baseline_both_the_comparison_and_the_targets_are_read(
     assert main(["show", "latest"]) == 0
     assert "pass^k (all k tries succeed)" in capsys.readouterr().out
     # the k of a pass^k target joins 1, 2, 4 and 8
-    assert agent.runpytest("--prove-target=pass^3>=0.01").ret == pytest.ExitCode.OK
+    # (whether refund's pass^3, about 0.001 here, is shown to miss 0.01 depends on the salt:
+    # spared on purpose, the session passes either way and stores its run)
+    assert agent.runpytest("--prove-target=pass^3>=0.01", "--prove-fail-on=no-missed"
+                           ).ret == pytest.ExitCode.OK
     capsys.readouterr()  # the session's own lines
     assert main(["show", "latest", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)["pass_k"]
