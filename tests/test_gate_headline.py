@@ -70,7 +70,8 @@ def agent(pytester: pytest.Pytester) -> pytest.Pytester:
 @pytest.mark.parametrize("quiet", [pytest.param([], id="default"),
                                    pytest.param(["-q"], id="quiet")])
 def test_a_worse_metric_beside_unchanged_outcomes_heads_the_section_with_the_gate(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, quiet: list[str]) -> None:
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], quiet: list[str]) -> None:
     monkeypatch.setenv("SLOW", "1")
     result = agent.runpytest("--prove-baseline=main", "--prove-report=r.json", *quiet)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -87,6 +88,18 @@ def test_a_worse_metric_beside_unchanged_outcomes_heads_the_section_with_the_gat
         "failed": True, "failed_on": ["metrics"],
         "headline": "gate failed: metrics worse (latency_s in ticket=refund); outcome rows: "
                     "no significant change"}
+    # the command line's report says it first too, and so does its HTML page's heading
+    monkeypatch.chdir(agent.path)
+    from pytest_prove.cli import main
+
+    capsys.readouterr()
+    assert main(["report", "baseline:main", "latest", "--out", "r.html"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == ("gate failed: metrics worse (latency_s in ticket=refund); outcome rows: "
+                       "no significant change"), said
+    assert said[1].startswith("no significant change: report of baseline:main -> ")
+    page = (agent.path / "r.html").read_text()
+    assert '<h1 class="word-worse">gate failed on metrics</h1>' in page
 
 
 def test_a_missed_target_beside_unchanged_outcomes_heads_the_section_with_the_gate(

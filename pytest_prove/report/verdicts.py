@@ -166,8 +166,14 @@ def run_report_lines(found: Description, path: Path) -> list[str]:
 
 
 def report_lines(review: Review, path: Path) -> list[str]:
+    from .headline import gate_headline
+
     word = verdict_word(review)
-    return [f"{word}: report of {terminal_text(review.labels.before)} -> "
+    said = gate_headline(review)
+    # the gate's line first when the metric or target rows fail it beside a word that reads
+    # as a pass
+    return [*([] if said is None else [plain_text(said)]),
+            f"{word}: report of {terminal_text(review.labels.before)} -> "
             f"{terminal_text(review.labels.after)} written to {path}",
             *(f"{head}: {plain_text(text)}" for head, text in unfinished(review)),
             f"next: open {path}"]
