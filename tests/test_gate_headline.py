@@ -23,7 +23,7 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 #: A seeded agent: its outcomes never depend on SLOW, its latency on refund tickets is 30%
-#: longer with SLOW=1; refund tickets stay unresolved 10% of the time.
+#: longer with SLOW=1; refund tickets stay unresolved 10% of the time (60% with BAD=1).
 AGENT = textwrap.dedent(
     """
     import os
@@ -33,6 +33,7 @@ AGENT = textwrap.dedent(
     import pytest_prove as prove
 
     SLOW = os.environ.get("SLOW") == "1"
+    BAD = os.environ.get("BAD") == "1"
 
 
     @prove.rollout(replicates=120, failures=["unresolved"], successes=["resolved"],
@@ -43,7 +44,7 @@ AGENT = textwrap.dedent(
         latency = rng.lognormvariate(0.0, 0.5)
         if SLOW and ticket == "refund":
             latency *= 1.3
-        rate = {"refund": 0.1, "password": 0.05}[ticket]
+        rate = {"refund": 0.6 if BAD else 0.1, "password": 0.05}[ticket]
         outcome = "unresolved" if rng.random() < rate else "resolved"
         return prove.Episode(outcome, metrics={"latency_s": latency})
     """
@@ -139,3 +140,17 @@ def test_metric_and_target_rows_that_fail_nothing_leave_the_section_as_it_was(
     gate = json.loads((agent.path / "r.json").read_text())["gate"]
     assert gate["failed"] is False and gate["failed_on"] == []
     assert gate["headline"].startswith("no significant change: ")
+
+
+def test_outcome_rows_that_fail_the_gate_themselves_keep_their_own_line_first(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOW", "1")
+    monkeypatch.setenv("BAD", "1")
+    result = agent.runpytest("--prove-baseline=main", "--prove-report=r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert _first_line(out).startswith("worse: 1 condition got worse"), _first_line(out)
+    assert "pytest-prove: gate failed: metrics worse" not in out
+    gate = json.loads((agent.path / "r.json").read_text())["gate"]
+    assert gate["failed_on"] == ["outcomes", "metrics"]
+    assert gate["headline"].startswith("worse: 1 condition got worse")
