@@ -154,3 +154,18 @@ def test_outcome_rows_that_fail_the_gate_themselves_keep_their_own_line_first(
     gate = json.loads((agent.path / "r.json").read_text())["gate"]
     assert gate["failed_on"] == ["outcomes", "metrics"]
     assert gate["headline"].startswith("worse: 1 condition got worse")
+
+
+def test_a_session_without_metric_or_target_rows_has_no_gate_line_nor_gate_object(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_agent=AGENT.replace('metrics={"latency_s": "lower"}', "")
+                        .replace('metrics={"latency_s": latency}', ""))
+    assert pytester.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    result = pytester.runpytest("--prove-baseline=main", "--prove-report=r.json", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    out = result.stdout.str()
+    assert _first_line(out).startswith("no significant change: nothing changed significantly")
+    assert "gate failed" not in out
+    document = json.loads((pytester.path / "r.json").read_text())
+    assert "gate" not in document and "metrics" not in document
