@@ -461,7 +461,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
         sections += target_html(review.targets, labels, _target_grids(x, y))
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))
-    header = f"""<h1 class="word-{_e(verdict.word.split()[0])}">{_e(verdict.word)}</h1>
+    heading, gate_said = _gate_heading(review, verdict.word)
+    header = f"""{heading}{gate_said}
 <p class="verdict">{_e(verdict_line(comparison))}</p>{margin_said}{incomplete}
 <p class="muted">{_e(labels.before)} → {_e(labels.after)}, {comparison.m} tests,
 {'paired on shared seeds' if prepared.paired else 'unpaired'}; {_axes_note(x, y)}. Use the arrow
@@ -469,12 +470,36 @@ keys in a grid, or hover a cell, to read its details.</p>{opens}
 <p class="legend muted"><span class="l-worse-c">worse, counted</span><span
 class="l-worse">flagged, leaning worse</span><span class="l-safer">flagged,
 leaning safer</span><span class="l-plain">not flagged</span></p>"""
-    return _page(title=f"pytest-prove: {verdict.word}: {labels.before} → {labels.after}",
+    return _page(title=f"pytest-prove: {_title_word(review, verdict.word)}: {labels.before} → "
+                       f"{labels.after}",
                  header=header, sections=sections, table=table, notes=notes,
                  method=comparison.method + ("" if comparison.margin is None
                                              else f". {comparison.margin.method}"),
                  data=data, figures=_figures(figures, labels),
                  css="" if metrics is None else METRIC_CSS)
+
+
+def _title_word(review: Review, word: str) -> str:
+    """The verdict's word, or ``gate failed on metrics`` (targets) when those rows fail the
+    gate and the word alone would read as a pass (:mod:`.headline`)."""
+    from .headline import failed_parts, gate_headline
+
+    if gate_headline(review, str) is None:
+        return word
+    return "gate failed on " + " and ".join(p for p in failed_parts(review) if p != "outcomes")
+
+
+def _gate_heading(review: Review, word: str) -> tuple[str, str]:
+    """The page's heading, and the gate's line under it when the metric or target rows fail
+    the gate and the verdict's word alone would read as a pass (else nothing: a page without
+    them stays as it was, byte for byte)."""
+    from .headline import gate_headline
+
+    said = gate_headline(review, str)
+    if said is None:
+        return f'<h1 class="word-{_e(word.split()[0])}">{_e(word)}</h1>', ""
+    return (f'<h1 class="word-worse">{_e(_title_word(review, word))}</h1>',
+            f'\n<p class="verdict"><b>{_e(said)}</b></p>')
 
 
 def _metrics_only_page(review: Review, figures: Figures | None) -> str:
@@ -487,13 +512,15 @@ def _metrics_only_page(review: Review, figures: Figures | None) -> str:
     word = metric_word(metrics)
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))
-    header = f"""<h1 class="word-{_e(word.split()[0])}">{_e(word)}</h1>{metric_header(metrics)}\
+    heading, gate_said = _gate_heading(review, word)
+    header = f"""{heading}{gate_said}{metric_header(metrics)}\
 {incomplete}
 <p class="muted">{_e(labels.before)} → {_e(labels.after)}, {metrics.m} metric rows,
 {'paired on shared seeds' if review.prepared.paired else 'unpaired'}; {_e(METRICS_ONLY)}.</p>"""
     data = {"schema_version": REPORT_SCHEMA_VERSION, "fields": _FIELDS, "worst": None,
             "rows": []}
-    return _page(title=f"pytest-prove: {word}: {labels.before} → {labels.after}",
+    return _page(title=f"pytest-prove: {_title_word(review, word)}: {labels.before} → "
+                       f"{labels.after}",
                  header=header, sections=metric_section(metrics),
                  table=f'<p class="muted">{_e(METRICS_ONLY)}; the table of every metric row '
                        "is under Metrics above.</p>",

@@ -92,6 +92,15 @@ def _tail(review: Review, document: dict[str, Any]) -> dict[str, Any]:
                         for arm, label, run in (("before", labels.before, review.before),
                                                 ("after", labels.after, review.after))}
     document["incomplete"] = list(review.gate.reasons)
+    if review.metrics is not None or review.targets is not None:
+        # The gate as a whole, beside the outcome rows' "verdict": which parts fail it, and
+        # the line the summary starts with (the gate's, when metric or target rows fail it
+        # and the outcome rows' verdict alone would read as a pass). A document without
+        # metric or target rows, whose "verdict" is the whole answer, stays as it was.
+        from .headline import failed_parts, gate_headline
+
+        document["gate"] = {"failed": review.gate.failed, "failed_on": failed_parts(review),
+                            "headline": gate_headline(review, str) or document["verdict_line"]}
     document["notes"] = list(review.notes)
     if review.metrics is not None:  # the metric rows (a rollout declares metrics)
         from .metrics import metric_margin_line, metric_verdict_line

@@ -46,6 +46,18 @@ def _status(row: Row) -> str:
                        blind="blind to {blind}", either="+")
 
 
+def _headline(review: Review, word: str) -> list[str]:
+    """The heading, the verdict's word; when the metric or target rows fail the gate and
+    that word alone reads as a pass, which part fails, and the gate's line under it."""
+    from .headline import failed_parts, gate_headline
+
+    said = gate_headline(review, lambda text: escape(text, _OURS))
+    if said is None:
+        return [f"### pytest-prove: {word}", ""]
+    parts = " and ".join(p for p in failed_parts(review) if p != "outcomes")
+    return [f"### pytest-prove: gate failed on {parts}", "", f"**{said}**", ""]
+
+
 def render_markdown(review: Review, *, verbose: bool = False) -> str:
     """The summary: the verdict first, the rows that matter (all with ``verbose``), the
     method, and what to do next."""
@@ -54,8 +66,7 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
     comparison, labels, prepared = review.require_comparison(), review.labels, review.prepared
     verdict = comparison.verdict
     lines = [
-        f"### pytest-prove: {escape(verdict.word)}",
-        "",
+        *_headline(review, escape(verdict.word)),
         escape(verdict_line(comparison), _OURS),
         "",
         *([] if comparison.margin is None else [
@@ -133,7 +144,7 @@ def _metrics_only(review: Review, verbose: bool) -> str:
     metrics, labels = review.metrics, review.labels
     assert metrics is not None
     word = metric_word(metrics)
-    lines = [f"### pytest-prove: {escape(word)}", "",
+    lines = [*_headline(review, escape(word)),
              *(f"**{escape(head.capitalize(), _OURS)}**: {escape(text, _OURS)}\n"
                for head, text in unfinished(review)),
              f"<code>{escape(labels.before)}</code> → <code>{escape(labels.after)}</code>, "

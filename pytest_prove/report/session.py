@@ -36,6 +36,15 @@ def _spared(review: Review) -> list[str]:
     return [f"pytest-prove: note: {plain_text(note)}" for note in review.gate.notes]
 
 
+def _headline(review: Review) -> list[str]:
+    """The gate's line when the metric or target rows fail it and the outcome rows' verdict
+    alone would read as a pass (:mod:`.headline`); said first."""
+    from .headline import gate_headline
+
+    said = gate_headline(review)
+    return [] if said is None else [f"pytest-prove: {plain_text(said)}"]
+
+
 def _left_aside(review: Review | None) -> list[str]:
     if review is None:
         return []
@@ -54,6 +63,7 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
     if refusal is not None:
         lines.append(f"pytest-prove: {plain_text(refusal)}")
     if review is not None:
+        lines.extend(_headline(review))
         lines.extend(f"pytest-prove: gate failed: {plain_text(reason)}"
                      for reason in review.gate.reasons)
         if review.comparison is not None:
@@ -109,6 +119,7 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
     if refusal is not None:
         lines.append(f"pytest-prove: {plain_text(refusal)}")
     if review is not None:
+        lines.extend(_headline(review))
         lines.extend(f"pytest-prove: gate failed: {plain_text(reason)}"
                      for reason in review.gate.reasons)
         if review.comparison is not None and after is not None:

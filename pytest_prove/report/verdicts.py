@@ -130,6 +130,13 @@ def check_lines(review: Review, verbose: bool, *, partial_ok: bool = False) -> l
         # are read.
         failed = [f"check failed: {plain_text(r)}" for r in reasons]
         return failed + lines + [f"note: {plain_text(n)}" for n in gate.notes] + failed
+    from .headline import gate_headline
+
+    said = gate_headline(review)
+    if said is not None:
+        # The metric or target rows fail the check and the outcome rows' verdict, which
+        # comes next, would read as a pass: the check's word comes first.
+        lines.insert(0, f"check failed: {plain_text(said.removeprefix('gate failed: '))}")
     comparison = review.comparison
     word = verdict_word(review)
     margin = ("" if comparison is None or comparison.margin is None
@@ -159,8 +166,14 @@ def run_report_lines(found: Description, path: Path) -> list[str]:
 
 
 def report_lines(review: Review, path: Path) -> list[str]:
+    from .headline import gate_headline
+
     word = verdict_word(review)
-    return [f"{word}: report of {terminal_text(review.labels.before)} -> "
+    said = gate_headline(review)
+    # the gate's line first when the metric or target rows fail it beside a word that reads
+    # as a pass
+    return [*([] if said is None else [plain_text(said)]),
+            f"{word}: report of {terminal_text(review.labels.before)} -> "
             f"{terminal_text(review.labels.after)} written to {path}",
             *(f"{head}: {plain_text(text)}" for head, text in unfinished(review)),
             f"next: open {path}"]
