@@ -149,10 +149,27 @@ def pytest_make_collect_report(collector: pytest.Collector
     return report
 
 
+#: The plugins of every session a test starts, named: this one and xdist's two, with pytest's
+#: loading of every installed plugin turned off (PYTEST_DISABLE_PLUGIN_AUTOLOAD).  Reading each
+#: installed distribution's entry points and metadata (for that loading, for the assertion
+#: rewriting of plugins, for the header's plugin list) was a sixth of an in-process session's
+#: own cost, and every subprocess and xdist worker paid it again; and the test extra's plugins
+#: (pytest-asyncio, anyio, pytest-timeout, pytest-rerunfailures, hypothesis) were set up in
+#: projects that use none of them.  A test of this plugin beside those is marked
+#: ``installed_plugins``: its sessions load every installed plugin, as a user's do.
+INNER_PLUGINS = "-p prove -p xdist -p xdist.looponfail -p no:unraisableexception"
+
+
 @pytest.fixture
-def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytest's own ``pytester``, with :data:`INNER_ADDOPTS` for the sessions it runs."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+             request: pytest.FixtureRequest) -> pytest.Pytester:
+    """pytest's own ``pytester``, whose sessions load :data:`INNER_PLUGINS` only (or every
+    installed plugin with :data:`INNER_ADDOPTS`, for a test marked ``installed_plugins``)."""
+    if request.node.get_closest_marker("installed_plugins") is not None:
+        monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+    else:
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        monkeypatch.setenv("PYTEST_ADDOPTS", INNER_PLUGINS)
     return pytester
 
 

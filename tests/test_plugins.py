@@ -15,6 +15,9 @@ from pytest_prove.store import Store
 
 from .conftest import load
 
+#: These sessions run beside the other plugins a user has installed, as a user's do.
+pytestmark = pytest.mark.installed_plugins
+
 pytest.importorskip("pytest_asyncio")
 pytest.importorskip("pytest_timeout")
 pytest.importorskip("pytest_rerunfailures")

@@ -100,12 +100,11 @@ def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
         if problem is None:
             return scalar
         shown, why = problem[0], f"cannot be stored: {problem[1]}"
-    message = words.unkeyable_parameter(item.nodeid, shown, why)
-    if item.config.stash[SETTINGS_KEY].is_worker:
-        # A worker that raises here is an INTERNALERROR for xdist; one that asks to stop
-        # ends the whole session with this message, and no worker runs a test.
-        item.session.shouldstop = message
-    raise pytest.UsageError(message)
+    raise _UnkeyableError(words.unkeyable_parameter(item.nodeid, shown, why))
+
+
+class _UnkeyableError(Exception):
+    """A parameter no condition can be keyed by: refused before anything runs."""
 
 
 Condition = tuple[dict[str, Any], str]
@@ -270,8 +269,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a shard marks its slice; refuse blocks that would get a fixture's seed wrong, and
     rollout ids that two tests share."""
     sweep = _Sweep(config)
-    for item in items:
-        sweep.note(item)
+    try:
+        for item in items:
+            sweep.note(item)
+    except _UnkeyableError as refused:
+        # Through _refuse: a worker keeps running with no item, and the controller says
+        # why (a worker that asked the session to stop here did so after telling the
+        # controller its collection was done, which then sent it tests on a closed
+        # channel now and then: an INTERNALERROR).
+        _refuse(config, items, str(refused))
+        return
     chosen = config.stash[SETTINGS_KEY].shard
     if chosen is not None:
         refusal = shards.slice_sweep(config, items, chosen)
