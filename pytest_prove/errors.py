@@ -64,4 +64,6 @@ NOT_ERRORS: Final[Mapping[str, str]] = {
     "BlockInterrupted": "control flow: an item's block was stopped; the item reports what it "
                         "finished and the session ends after it",
     "StoreWarning": "a warning (warnings.warn), never raised: something was read with a loss",
+    "_UnkeyableError": "control flow inside collection: caught by the hook that raised it, "
+                       "which refuses the session with its message (a usage error)",
 }
