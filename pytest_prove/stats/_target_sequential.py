@@ -38,16 +38,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats  # type: ignore[import-untyped]
 
-from ._check import check_power, check_q
 from ._roots import smallest
 from ._sequential import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
 from ._targets import (
     Side,
     _check_int,
-    _check_k,
-    _check_side,
-    _check_target,
     _rate_target,
+    check_design,
     target_p_values,
     target_power,
     target_test,
@@ -218,17 +215,7 @@ def sequential_target_replicates(
     every N up to ``max_n`` (a maximum below ``looks`` is not considered). None when max_n
     is not enough or target +- distance leaves [0, 1]. Never below
     :func:`target_replicates` at the same level, and usually within a third above it."""
-    k = _check_k(k)
-    t = _check_target(target)
-    side = _check_side(side)
-    a = check_q(alpha, "alpha")
-    pw = check_power(power)
-    r = _check_int("rows", rows, 1)
+    t, d, side, k, a, pw, r, top = check_design(target, distance, side, k, alpha, power,
+                                                rows, max_n)
     lk = _check_int("looks", looks, 1)
-    top = _check_int("max_n", max_n, 1)
-    if isinstance(distance, bool) or not isinstance(distance, (int, float)):
-        raise ValueError(f"distance must be a number between 0 and 1, got {distance!r}")
-    d = float(distance)
-    if not (math.isfinite(d) and 0.0 < d <= 1.0):
-        raise ValueError(f"distance must be above 0 and at most 1, got {distance!r}")
     return _sequential_replicates(t, d, side, k, a, pw, r, lk, top)

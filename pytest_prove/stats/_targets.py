@@ -361,9 +361,19 @@ def target_replicates(
     reach them. None when max_n replicates are not enough, or when target +- distance
     leaves [0, 1] (no agent can be that much better or worse).
     """
-    k = _check_k(k)
+    t, d, side, k, a, pw, r, top = check_design(target, distance, side, k, alpha, power,
+                                                rows, max_n)
+    return _replicates(t, d, side, k, a / r, pw, top)
+
+
+def check_design(target: object, distance: object, side: object, k: object, alpha: object,
+                 power: object, rows: object, max_n: object
+                 ) -> tuple[float, float, Side, int, float, float, int, int]:
+    """A design's arguments checked (ValueError naming the bad one): target, distance,
+    side, k, alpha, power, rows and max_n, as numbers."""
+    kk = _check_k(k)
     t = _check_target(target)
-    side = _check_side(side)
+    sd = _check_side(side)
     a = check_q(alpha, "alpha")
     pw = check_power(power)
     r = _check_int("rows", rows, 1)
@@ -373,4 +383,4 @@ def target_replicates(
     d = float(distance)
     if not (math.isfinite(d) and 0.0 < d <= 1.0):
         raise ValueError(f"distance must be above 0 and at most 1, got {distance!r}")
-    return _replicates(t, d, side, k, a / r, pw, top)
+    return t, d, sd, kk, a, pw, r, top
