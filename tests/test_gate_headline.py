@@ -106,7 +106,10 @@ def test_a_worse_metric_beside_unchanged_outcomes_heads_the_section_with_the_gat
 def test_a_missed_target_beside_unchanged_outcomes_heads_the_section_with_the_gate(
         agent: pytest.Pytester, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    result = agent.runpytest("--prove-baseline=main", "--prove-target=unresolved<=0.02",
+    # refund's alone: password's 0.05 is shown to miss 0.02 on some salts, and the line names
+    # the first row that fails (the test failed when password's did)
+    result = agent.runpytest("--prove-baseline=main",
+                             "--prove-target=ticket=refund: unresolved<=0.02",
                              "--prove-report=r.md", "-q")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
