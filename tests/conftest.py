@@ -17,17 +17,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import scipy.optimize  # type: ignore[import-untyped]
+import scipy.stats  # noqa: F401  # type: ignore[import-untyped]
 from _pytest.reports import BaseReport
 
 # The plugin imports the engine (numpy, scipy) only when a session has something to
-# compare.  pytester's in-process runs drop modules first imported inside them, and
-# numpy cannot be imported twice in one process, so the suite imports it up front.
+# compare.  pytester's in-process runs drop modules first imported inside them, and a
+# module built on a C extension cannot be imported twice in one process: numpy refuses,
+# scipy's extensions keep their first classes, and so does libyaml's (`yaml._yaml`): a
+# yaml imported again after a drop hands mkdocs' CSafeLoader nodes of the first import,
+# which the second import's resolver does not recognise ("could not determine a
+# constructor for the tag None").  So the suite imports them up front, before any
+# pytester snapshot is taken.
 import pytest_prove.stats  # noqa: F401
 from pytest_prove.review import Gate, Labels, Review
 from pytest_prove.review.coverage import Coverage
 from pytest_prove.review.pairing import Prepared
 from pytest_prove.stats import Comparison
 from pytest_prove.store import Run, Store
+
+with contextlib.suppress(ImportError):  # the test extra has it; test_suite_rules checks
+    import yaml  # noqa: F401
+
+#: Whether pyyaml was imported before any test ran (tests/test_suite_rules.py checks it).
+YAML_UP_FRONT = "yaml" in sys.modules
 
 #: A seeded agent whose refund tickets fail at the rate REFUND_FAIL says.
 BOT = textwrap.dedent(

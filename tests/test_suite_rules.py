@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DECLARED, NO_CHROMIUM, missing_in_ci
+from .conftest import DECLARED, NO_CHROMIUM, YAML_UP_FRONT, missing_in_ci
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
@@ -89,3 +89,13 @@ def test_only_a_declared_module_or_chromium_is_missing_in_ci() -> None:
     assert missing_in_ci("git is not installed") is None
     assert missing_in_ci(NO_CHROMIUM) is not None
     assert sys.modules.get("yaml", sys) is not None  # the inner session's None was undone
+
+
+def test_yaml_is_imported_before_any_pytester_snapshot() -> None:
+    """libyaml's C extension keeps the classes of the first import: a yaml first imported
+    inside a pytester test, dropped at its teardown and imported again, broke mkdocs'
+    loader in the docs-site tests (an order-dependent failure under -m "not slow")."""
+    yaml = pytest.importorskip("yaml")
+    assert YAML_UP_FRONT
+    if yaml.__with_libyaml__:
+        assert yaml.load("a: 1", Loader=yaml.CSafeLoader) == {"a": 1}
