@@ -10,6 +10,7 @@ whole.
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
@@ -269,6 +270,11 @@ def flips_lines(f: Flips, verbose: bool) -> list[str]:
         if len(shown) < len(found):
             lines.append(f"  ... and {len(found) - len(shown)} more (-v lists them all)")
     if f.flips:
+        first = f.flips[0]
+        item = first.replay.item if first.replay is not None and first.replay.keyword is None \
+            else f"{first.condition_key}-r{first.replicate:03d}"
+        lines.append(f"read a pair side by side: pytest-prove episode {shlex.quote(f.before)} "
+                     f"{shlex.quote(terminal_text(item, 200))} --twin {shlex.quote(f.after)}")
         lines.append("next: run a replay line as it is, or with --pdb to stop where the "
                      "rollout raised (a breakpoint() in the rollout stops there too)")
     else:

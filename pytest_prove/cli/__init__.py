@@ -1,7 +1,8 @@
 """The ``pytest-prove`` command: read stored runs without pytest.
 
-Every subcommand is one function registered in :data:`COMMANDS` by :func:`command`; adding one
-is one decorated function::
+Every subcommand is one function registered in :data:`~.base.COMMANDS` by
+:func:`~.base.command`; adding one is one decorated function (here, or in :mod:`.drill` for
+the drill-down commands)::
 
     @command("cost", "token use and price of a run", lambda p: p.add_argument("run"))
     def _cost(args: argparse.Namespace, out: Output) -> int: ...
@@ -17,184 +18,50 @@ renderers; never pytest or the plugin.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
 
-from .config.project import fill_defaults, project_settings
-from .config.values import error_rate, fail_on, gate_fails_on, margin, max_mde, missing_mode, share
-from .errors import ProveError
-from .report import baselines as baselines_text
-from .report import cost as cost_text
-from .report import drilldown, verdicts
-from .report import runs as runs_text
-from .report._format import REPORT_SCHEMA_VERSION, plain_text
-from .report.files import write_report
-from .report.json import comparison_document
-from .report.markdown import append_step_summary, render_markdown
-from .review import RefusalError, Review, cost, review
-from .review.baseline_diff import diff_baselines
-from .review.describe import describe
-from .review.fixcheck import fix_check_runs
-from .review.flips import flips
-from .review.steps import compare_steps, where
-from .review.tallies import stored_runs, tally
-from .store import Run, Store, StoreError, read_baseline
+from ..config.project import fill_defaults, project_settings
+from ..config.values import error_rate, fail_on, max_mde, share
+from ..errors import ProveError
+from ..report import baselines as baselines_text
+from ..report import cost as cost_text
+from ..report import runs as runs_text
+from ..report import verdicts
+from ..report._format import plain_text
+from ..report.files import write_report
+from ..report.json import comparison_document
+from ..review import RefusalError, cost
+from ..review.baseline_diff import diff_baselines
+from ..review.describe import describe
+from ..review.tallies import stored_runs, tally
+from ..store import Run, Store, StoreError, read_baseline
+from .base import (
+    COMMANDS,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    Command,
+    Output,
+    command,
+    engine_options,
+    load_run,
+    review_of,
+    step_summary,
+    store_of,
+)
 
 __all__ = ["COMMANDS", "Command", "Output", "command", "load_run", "main"]
-
-EXIT_OK: Final = 0
-EXIT_REFUSED: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_FAILED: Final = 4
-
-Handler = Callable[[argparse.Namespace, "Output"], int]
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One subcommand: its name, a one-line help, its arguments and what it does."""
-
-    name: str
-    help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
-    run: Handler
-
-
-#: Every subcommand, in the order ``--help`` lists them.
-COMMANDS: dict[str, Command] = {}
-
-
-def command(name: str, summary: str,
-            arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None,
-            ) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the subcommand ``name``."""
-    def register(function: Handler) -> Handler:
-        COMMANDS[name] = Command(name, summary, arguments, function)
-        return function
-    return register
-
-
-@dataclass(slots=True)
-class Output:
-    """Where a command writes: lines of text, or one JSON document with ``--json``."""
-
-    as_json: bool
-    stream: TextIO = field(default_factory=lambda: sys.stdout)
-
-    def line(self, text: str = "") -> None:
-        if not self.as_json:
-            print(text, file=self.stream)
-
-    def lines(self, texts: Sequence[str]) -> None:
-        for text in texts:
-            self.line(text)
-
-    def answer(self, command_name: str, body: dict[str, Any], texts: Sequence[str]) -> None:
-        """A command's answer: ``body`` as its JSON document with ``--json``, else ``texts``."""
-        self.document(command_name, body)
-        self.lines(texts)
-
-    def document(self, command_name: str, body: dict[str, Any]) -> None:
-        if self.as_json:
-            doc = {"schema_version": REPORT_SCHEMA_VERSION, "command": command_name, **body}
-            print(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False),
-                  file=self.stream)
-
-
-# --------------------------------------------------------------------------- reading runs
-
-
-def load_run(store: Store, text: str) -> Run:
-    """``Store.open(text)``, with what was read with a loss (a truncated tail) said on stderr."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run = store.open(text)
-    for note in caught:
-        print(f"pytest-prove: note: {note.message}", file=sys.stderr)
-    return run
-
-
-def _store(args: argparse.Namespace) -> Store:
-    return Store(Path(args.store))
-
-
-def _pair_of(args: argparse.Namespace) -> tuple[Run, Run]:
-    return load_run(_store(args), args.before), load_run(_store(args), args.after)
-
-
-def _review(args: argparse.Namespace) -> Review:
-    """The review of the two runs the command names, refused when there is nothing to
-    compare."""
-    before, after = _pair_of(args)
-    margin_asked = getattr(args, "margin", None)
-    done = review(before, after, events=args.event or None, q=args.q, max_mde=args.max_mde,
-                  fail_on=gate_fails_on(getattr(args, "fail_on", None),
-                                        margin=margin_asked is not None),
-                  missing=args.missing, margin=margin_asked, chaos_differs=args.chaos_differs,
-                  allow_underpowered=bool(getattr(args, "allow_underpowered", False))
-                  and "too-small" not in (getattr(args, "fail_on", None) or ()),
-                  max_errored=getattr(args, "max_errored", None))
-    done.require_compared()
-    return done
-
-
-def _step_summary(done: Review) -> None:
-    append_step_summary(render_markdown(done))
-
-
-# --------------------------------------------------------------------------- arguments
-
-
-def _pair(parser: argparse.ArgumentParser, *, one_is_enough: bool = False) -> None:
-    parser.add_argument("before", metavar="A", help="the run before the change (or a baseline)"
-                        + ("; alone, the one run to describe" if one_is_enough else ""))
-    parser.add_argument("after", metavar="B", nargs="?" if one_is_enough else None,
-                        help="the run after the change")
-
-
-def _engine_options(parser: argparse.ArgumentParser, *, one_is_enough: bool = False) -> None:
-    _pair(parser, one_is_enough=one_is_enough)
-    parser.add_argument("--event", action="append", default=[],
-                        help="compare this outcome (repeatable; default: every declared "
-                             "failure and success)")
-    parser.add_argument("--q", type=error_rate, default=None,
-                        help="error rate for flags (BH) and the verdict (Holm); default: "
-                             "ini prove_q, else 0.05")
-    parser.add_argument("--max-mde", type=max_mde, default=None,
-                        help="the largest change you accept not being able to see; default: "
-                             "ini prove_max_mde, else 0.20")
-    parser.add_argument("--missing", type=missing_mode, default=None,
-                        help="episodes without an outcome: test (a rise in their share is "
-                             "worse) or ignore (they are infrastructure); default: ini "
-                             "prove_missing, else test")
-    parser.add_argument("--margin", type=margin, default=None, metavar="D",
-                        help="test every condition and event against a non-inferiority "
-                             "margin D (0 < D < 1): is its rise toward worse shown to be "
-                             "below D? default: ini prove_margin, else no margin")
-    parser.add_argument("--chaos-differs", action="store_true",
-                        help="compare runs whose rollouts injected different faults (chaos): "
-                             "the question whether the agent survives them (refused "
-                             "without it)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show every row")
-
-
-def _one_event(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--event", default=None,
-                        help="the outcome to follow (default: the one declared failure)")
-
 
 # --------------------------------------------------------------------------- runs, show
 
 
 @command("runs", "list the stored runs and baselines")
 def _runs(args: argparse.Namespace, out: Output) -> int:
-    store = _store(args)
+    store = store_of(args)
     runs, baselines = stored_runs(store, load_run)
     out.answer("runs", {"store": str(store.root), "runs": runs, "baselines": baselines},
                runs_text.runs_lines(store.root, runs, baselines))
@@ -209,7 +76,7 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("show", "a run's manifest, tallies and errored episodes", _show_arguments)
 def _show(args: argparse.Namespace, out: Output) -> int:
-    counted = tally(load_run(_store(args), args.run))
+    counted = tally(load_run(store_of(args), args.run))
     out.answer("show", runs_text.show_document(counted),
                runs_text.show_lines(counted, args.verbose))
     return EXIT_OK
@@ -218,17 +85,17 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 # --------------------------------------------------------------------------- diff, check, report
 
 
-@command("diff", "compare two runs condition by condition", _engine_options)
+@command("diff", "compare two runs condition by condition", engine_options)
 def _diff(args: argparse.Namespace, out: Output) -> int:
-    done = _review(args)
+    done = review_of(args)
     out.answer("diff", comparison_document(done),
                verdicts.diff_lines(done, args.verbose))
-    _step_summary(done)
+    step_summary(done)
     return EXIT_OK
 
 
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
-    _engine_options(parser)
+    engine_options(parser)
     parser.add_argument("--fail-on", type=fail_on, default=None,
                         help="verdicts that fail besides the defaults, comma-separated: "
                              "worse and too-small always, not-within with --margin; no-WORD "
@@ -250,17 +117,17 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)
 def _check(args: argparse.Namespace, out: Output) -> int:
-    done = _review(args)
+    done = review_of(args)
     out.answer("check", verdicts.check_document(done, partial_ok=args.partial),
                verdicts.check_lines(done, args.verbose, partial_ok=args.partial))
     if done.gate.reasons or (verdicts.partial_text(done) is not None and not args.partial):
         return EXIT_FAILED
-    _step_summary(done)
+    step_summary(done)
     return EXIT_FAILED if done.gate.failed else EXIT_OK
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    _engine_options(parser, one_is_enough=True)
+    engine_options(parser, one_is_enough=True)
     parser.add_argument("--out", required=True, type=Path,
                         help="the file to write: .html, .md or .json")
     parser.add_argument("--x", default=None, help="the heat-map's axis across (HTML)")
@@ -271,104 +138,17 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
          "condition's rates with exact intervals)", _report_arguments)
 def _report(args: argparse.Namespace, out: Output) -> int:
     if args.after is None:
-        found = describe(load_run(_store(args), args.before), events=args.event or None,
+        found = describe(load_run(store_of(args), args.before), events=args.event or None,
                          missing=args.missing)
         found.require_rows()
         path = write_report(args.out, found, x=args.x, y=args.y)
         out.answer("report", {"path": str(path), "kind": "run", "run": found.labels.after,
                               "verdict": None}, verdicts.run_report_lines(found, path))
         return EXIT_OK
-    done = _review(args)
+    done = review_of(args)
     path = write_report(args.out, done, x=args.x, y=args.y)
     out.answer("report", {"path": str(path), "verdict": verdicts.verdict_word(done)},
                verdicts.report_lines(done, path))
-    return EXIT_OK
-
-
-# --------------------------------------------------------------------------- where, compare
-
-
-def _where_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", help="a run name, run id, latest or baseline:NAME")
-    _one_event(parser)
-
-
-@command("where", "where failing episodes stop, by step", _where_arguments)
-def _where(args: argparse.Namespace, out: Output) -> int:
-    found = where(load_run(_store(args), args.run), args.event)
-    out.answer("where", drilldown.where_document(found), drilldown.where_lines(found))
-    return EXIT_OK
-
-
-def _steps_arguments(parser: argparse.ArgumentParser) -> None:
-    _pair(parser)
-    _one_event(parser)
-    parser.add_argument("--q", type=error_rate, default=0.05,
-                        help="level of the test and of BH over step names; default 0.05")
-    parser.add_argument("--max-hr", type=float, default=2.0,
-                        help="the largest hazard ratio you accept not being able to see; "
-                             "default 2.0")
-
-
-@command("compare", "do failing episodes stop sooner after the change? (log-rank by step)",
-         _steps_arguments)
-def _compare_steps(args: argparse.Namespace, out: Output) -> int:
-    before, after = _pair_of(args)
-    done = compare_steps(before, after, args.event, q=args.q, max_hr=args.max_hr)
-    out.answer("compare", drilldown.compare_steps_document(done),
-               drilldown.compare_steps_lines(done))
-    return EXIT_OK
-
-
-# --------------------------------------------------------------------------- flips
-
-
-def _flips_arguments(parser: argparse.ArgumentParser) -> None:
-    _pair(parser)
-    parser.add_argument("--condition", action="append", default=[],
-                        help="only this condition, as the comparison labels it "
-                             "(ticket=refund; repeatable)")
-    parser.add_argument("--event", action="append", default=[],
-                        help="only this event's row: a declared outcome, or 'no outcome' "
-                             "(repeatable; default: every row the comparison tests)")
-    parser.add_argument("--missing", type=missing_mode, default=None,
-                        help="episodes without an outcome: test (their row is listed) or "
-                             "ignore; default: ini prove_missing, else test")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="list every changed twin (default: ten a condition)")
-
-
-@command("flips", "the twins (same seed in both runs) whose outcome changed, and how to "
-         "replay each", _flips_arguments)
-def _flips(args: argparse.Namespace, out: Output) -> int:
-    before, after = _pair_of(args)
-    found = flips(before, after, conditions=args.condition, events=args.event,
-                  missing=args.missing)
-    out.answer("flips", drilldown.flips_document(found),
-               drilldown.flips_lines(found, args.verbose))
-    return EXIT_OK
-
-
-# --------------------------------------------------------------------------- fix-check
-
-
-def _fix_arguments(parser: argparse.ArgumentParser) -> None:
-    _pair(parser)
-    _one_event(parser)
-    parser.add_argument("--alpha", type=error_rate, default=0.05,
-                        help="level of the test and of BH over cases; default 0.05")
-    parser.add_argument("--max-mde", type=max_mde, default=0.20,
-                        help="the smallest change a conclusive run must be able to see; "
-                             "default 0.20")
-
-
-@command("fix-check", "did the event get more or less frequent over cases? (exact CMH)",
-         _fix_arguments)
-def _fix_check(args: argparse.Namespace, out: Output) -> int:
-    before, after = _pair_of(args)
-    done = fix_check_runs(before, after, args.event, alpha=args.alpha, max_mde=args.max_mde)
-    out.answer("fix-check", drilldown.fix_check_document(done),
-               drilldown.fix_check_lines(done))
     return EXIT_OK
 
 
@@ -384,7 +164,7 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
 @command("cost", "tokens in and out, calls and price by model and condition (with a second "
          "run: did the cost per episode change, and the ratio)", _cost_arguments)
 def _cost(args: argparse.Namespace, out: Output) -> int:
-    store = _store(args)
+    store = store_of(args)
     runs = [load_run(store, name) for name in (args.run, args.run2) if name]
     costs = [cost.cost_of(run, cost.prices_for(run, Path.cwd())) for run in runs]
     both = cost.compare_costs(costs[0], costs[1]) if len(costs) == 2 else None
@@ -407,7 +187,7 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("plan", "expected tokens and price of a sweep, from an earlier run", _plan_arguments)
 def _plan(args: argparse.Namespace, out: Output) -> int:
-    source = load_run(_store(args), args.source)
+    source = load_run(store_of(args), args.source)
     if args.replicates is not None and args.replicates < 1:
         raise RefusalError(f"--replicates must be >= 1, got {args.replicates}")
     planned = cost.planned_sweep(source, Path(args.spec) if args.spec else None,
@@ -423,7 +203,7 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
 
 
 def _prune_arguments(parser: argparse.ArgumentParser) -> None:
-    from .config.values import count
+    from ..config.values import count
 
     parser.add_argument("--keep", type=count, required=True, metavar="N",
                         help="keep the newest N runs; older ones are deleted")
@@ -436,7 +216,7 @@ def _prune_arguments(parser: argparse.ArgumentParser) -> None:
 @command("prune", "delete all but the newest N runs (never a baseline, nor a run being "
          "written; a named run only with --named)", _prune_arguments)
 def _prune(args: argparse.Namespace, out: Output) -> int:
-    done = _store(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
+    done = store_of(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
     document = done.to_json()
     out.answer("prune", document, runs_text.prune_lines(document))
     return EXIT_REFUSED if done.failed else EXIT_OK
@@ -465,7 +245,7 @@ def _baseline_diff_arguments(parser: argparse.ArgumentParser) -> None:
 @command("baseline-diff", "what a change to a baseline does: each condition's rates before "
          "and after, and the replicates whose ending changed", _baseline_diff_arguments)
 def _baseline_diff(args: argparse.Namespace, out: Output) -> int:
-    store = _store(args)
+    store = store_of(args)
     done = diff_baselines(_baseline_of(store, args.old), _baseline_of(store, args.new))
     out.answer("baseline-diff", baselines_text.baseline_diff_document(done),
                baselines_text.baseline_diff_lines(done, args.verbose))
@@ -495,7 +275,7 @@ def _baseline_text(args: argparse.Namespace, out: Output) -> int:
 
 
 def _merge_arguments(parser: argparse.ArgumentParser) -> None:
-    from .config.values import new_run_name, store_name
+    from ..config.values import new_run_name, store_name
 
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="the runs of the shards (pytest --prove-shard=K/N), one per K: "
@@ -520,15 +300,15 @@ def _merge_arguments(parser: argparse.ArgumentParser) -> None:
 @command("merge", "join the runs of a sweep's shards (--prove-shard=K/N) into one run",
          _merge_arguments)
 def _merge(args: argparse.Namespace, out: Output) -> int:
-    from .store.baselines import save_baseline
-    from .store.merging import merge_runs
+    from ..store.baselines import save_baseline
+    from ..store.merging import merge_runs
 
-    store = _store(args)
+    store = store_of(args)
     runs = [load_run(store, name) for name in args.runs]
     run = merge_runs(store, runs, args.name)
     saved = None
     if args.save_baseline is not None:
-        from .review.vouch import thin_baseline
+        from ..review.vouch import thin_baseline
 
         saved = save_baseline(store, args.save_baseline, run,
                               missing=int(run.manifest.get("missing") or 0),
@@ -596,3 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
+
+
+# The drill-down commands register last: --help lists them after the commands above.
+from . import drill as drill  # noqa: E402
