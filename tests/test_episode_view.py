@@ -182,3 +182,45 @@ def test_spans_are_listed_with_their_attributes_events_and_what_was_dropped(
     every = "\n".join(episode_lines(Found(run, record, found.item, found.replay),
                                     verbose=True))
     assert "extra.13 = 13" in every and "more (-v shows" not in every
+
+
+def test_a_compact_baseline_and_the_html_report_read_the_same_twins(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_bot=AGENT.replace("replicates=12", "replicates=40"))
+    saved = pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base")
+    assert saved.ret == pytest.ExitCode.OK, saved.stdout.str()
+    same = pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
+                              "--prove-name=same")
+    assert same.ret == pytest.ExitCode.OK
+    monkeypatch.setenv("ESCALATE", "1")
+    worse = pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
+                               "--prove-name=worse")
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+
+    code, out, _ = _cli(pytester, capsys, "flips", "base", "worse")
+    line = next(x for x in out.splitlines() if x.startswith("read a pair side by side:"))
+    words = line.split(": ", 1)[1].split()
+    assert words[2] == "baseline:base"
+    code, out, err = _cli(pytester, capsys, "episode", words[2], words[3].strip("'"),
+                          "--twin", "worse")
+    assert code == 0, err
+    assert "(a compact baseline keeps only how many steps and the last one's name)" in out
+    assert "  2 steps, the last answer (a compact baseline" in out
+
+    page = pytester.path / "worse.html"
+    code, _, err = _cli(pytester, capsys, "report", "base", "worse", "--out", str(page))
+    assert code == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert "<h2>Twins that ended differently</h2>" in text
+    assert text.count("<details><summary>r") == 5  # the first five of ticket=refund
+    section = text.split("<h2>Twins that ended differently</h2>")[1].split("</section>")[0]
+    assert "ticket=refund: " in section and "ticket=password" not in section
+    assert "escalate\\x1b[31m" in text and "\x1b" not in text
+    assert "pytest-prove episode baseline:base" in text
+
+    calm = pytester.path / "same.html"
+    code, _, _ = _cli(pytester, capsys, "report", "base", "same", "--out", str(calm))
+    assert code == 0
+    assert "Twins that ended differently" not in calm.read_text(encoding="utf-8")

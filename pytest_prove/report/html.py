@@ -37,6 +37,7 @@ from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
 from .figures import cost_figure, forest_order, forest_plot, step_figures
+from .html_twins import twins_section
 from .metric_plot import METRIC_CSS, metric_header, metric_section
 from .notes import run_set_aside, set_aside, unfinished
 from .terminal import bound_text, margin_line, verdict_line
@@ -459,6 +460,7 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
         from .targets import target_html
 
         sections += target_html(review.targets, labels, _target_grids(x, y))
+    sections += twins_section(review)  # "" unless a flagged condition has changed twins
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))
     heading, gate_said = _gate_heading(review, verdict.word)

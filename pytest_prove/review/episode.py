@@ -22,7 +22,7 @@ from .flips import Replay, replay_target
 from .labels import label_of
 
 __all__ = ["Difference", "EpisodeNotFoundError", "Found", "find_episode",
-           "first_difference", "twin_of"]
+           "first_difference", "found_of", "twin_of"]
 
 #: An id's replicate: ``r017`` at its end, or before a block's end (``r016-031``).
 _REPLICATE = re.compile(r"(?:^|[-\[])r(\d+)(?:-\d+)?\]?$")
@@ -51,8 +51,25 @@ def _item_of(run: Run, record: Mapping[str, Any]) -> str:
     target = replay_target(run, record)
     if target is not None and target.keyword is None:
         return target.item
-    key = str(record.get("condition_key", ""))
-    return f"{record.get('rollout')}[{key}-r{int(record['replicate']):03d}]"
+    # A run that did not record its items (an older baseline): the id pytest gives its
+    # replicate, from the condition's values as parametrize writes plain ones.
+    replicate = f"r{int(record['replicate']):03d}" if target is None else str(target.keyword)
+    values = [_id(v) for v in dict(record.get("condition") or {}).values()]
+    node = str(record.get("rollout")) if target is None else target.item
+    return f"{node}[{'-'.join([*values, replicate])}]"
+
+
+def _id(value: object) -> str:
+    """A parameter's part of a pytest id: a plain string as it is, anything else as str()."""
+    if isinstance(value, str):
+        return value if value.isascii() and value.isprintable() else \
+            value.encode("unicode_escape").decode("ascii")
+    return str(value)
+
+
+def found_of(run: Run, record: Mapping[str, Any]) -> Found:
+    """``record`` (an episode of ``run``) with the id a user reads and its replay."""
+    return Found(run, record, _item_of(run, record), replay_target(run, record))
 
 
 def _replicate_of(text: str) -> int | None:
@@ -80,6 +97,12 @@ def _candidates(run: Run, wanted: str) -> list[Found]:
             found.append(Found(run, record, item, replay_target(run, record)))
     if found:
         return found
+    if "[" in wanted and wanted.endswith("]"):
+        # An item's id as another run names it (a run that did not record its items names
+        # the rollout differently): its part in brackets still names the replicate.
+        inside = wanted[wanted.index("[") + 1:-1]
+        if inside:
+            return _candidates(run, inside)
     replicate = _replicate_of(wanted)
     if replicate is not None and wanted.lstrip("[").startswith("r"):
         # A replicate alone (r017) names an episode when one condition holds it.
