@@ -52,6 +52,8 @@ def rollout(
     sequential: bool | None = None,
     metrics: Mapping[str, str] | None = None,
     targets: Mapping[str, str] | None = None,
+    keep_answers: bool = False,
+    grader: str | None = None,
 ) -> Callable[[F], F]:
     """Declare a rollout.
 
@@ -78,6 +80,10 @@ def rollout(
     ``targets={"unresolved": "<= 0.10", "pass^8": ">= 0.5"}`` sets absolute targets each
     condition must meet, no baseline needed; ``"ticket=refund: resolved": ">= 0.9"`` holds
     one to a condition (docs/targets.md).
+    ``keep_answers=True`` stores each episode's ``answer`` (``prove.Episode(outcome,
+    answer=...)``) so that ``pytest-prove regrade`` can grade it again; ``grader=
+    "module:function"`` grades an episode that returns an answer and no outcome, and keeps
+    the answers (docs/grading.md).
     """
     if fn is not None:
         raise TypeError(
@@ -100,6 +106,8 @@ def rollout(
             sequential=sequential,
             metrics=metrics or (),
             targets=targets or (),
+            keep_answers=keep_answers,
+            grader=grader,
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the

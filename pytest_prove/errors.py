@@ -47,6 +47,9 @@ USER_ERRORS: Final[Mapping[str, str]] = {
     "RunBusyError": "a run being written by a session, asked to be pruned",
     # What is asked of stored runs (review/, report/).
     "RefusalError": "a question these runs cannot answer (nothing to compare)",
+    "EpisodeNotFoundError": "an episode name (pytest-prove episode) no stored episode has, "
+                            "or several",
+    "GraderError": "a grader (grader=, --grader) that cannot be imported or is not a function",
     "DeclarationError": "a rollout declared otherwise in the two runs compared",
     "CaseMixError": "a condition whose episodes recorded more than one case_id",
     "AxisError": "an axis asked of the HTML report (--x, --y) that no condition has",

@@ -224,6 +224,10 @@ class EpisodeRecord(TypedDict):
     chaos: NotRequired[dict[str, Any]]
     #: Set only when its rollout declares metrics: each one's value, by name.
     metrics: NotRequired[dict[str, float]]
+    #: Set only when its rollout keeps answers: the agent's answer (any JSON value), or,
+    #: when it was larger than a store keeps, its size in bytes (``answer_bytes``).
+    answer: NotRequired[Any]
+    answer_bytes: NotRequired[int]
 
 
 #: Said after a problem with a run's line (runs are not committed, so not restored).

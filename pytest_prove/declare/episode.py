@@ -151,6 +151,9 @@ class Episode:
     JSON-serialisable dict; ``meta["case_id"]`` names the case the episode ran.
     ``metrics`` are the numbers the episode reports by name (``{"judge": 0.8}``), each one
     the rollout declares with the direction that is better (``metrics=`` of the decorator).
+    ``answer`` is what the agent answered (text, or any JSON value): stored only when the
+    rollout asks for it (``keep_answers=True``, or a ``grader=``), so that ``pytest-prove
+    regrade`` can grade it again without running the agent (docs/grading.md).
     """
 
     outcome: str | None = None
@@ -158,6 +161,7 @@ class Episode:
     horizon: float | int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    answer: Any = None
 
     def __post_init__(self) -> None:
         if self.outcome is not None and (not isinstance(self.outcome, str)
@@ -182,6 +186,12 @@ class Episode:
             object.__setattr__(self, "metrics", check_metric_values(self.metrics))
         except MetricError as exc:
             raise RolloutContractError(str(exc)) from None
+        if self.answer is not None:
+            found = unstorable(self.answer, "answer")
+            if found is not None:
+                raise RolloutContractError(
+                    f"Episode answer must be text or a JSON value, and {found[0]} is not: "
+                    f"{found[1]}")
 
     @property
     def case_id(self) -> str | int | None:

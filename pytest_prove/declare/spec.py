@@ -148,6 +148,12 @@ class Declaration:
     #: :class:`~.targets.Target` values, checked against the declared outcomes.
     targets: tuple[Target, ...] | Mapping[str, str] | Sequence[str] = field(
         default=(), compare=False)
+    #: Keep each episode's answer (``prove.Episode(..., answer=...)``) in the store, for
+    #: ``pytest-prove regrade`` (docs/grading.md); a grader implies it.
+    keep_answers: bool = field(default=False, compare=False)
+    #: ``module:function`` that maps an episode's answer and condition to its outcome (and
+    #: metrics), for an episode that returns an answer and no outcome; None: no grader.
+    grader: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, tuple):
@@ -206,6 +212,11 @@ class Declaration:
                                _table(ChaosConfig.from_mapping, self.chaos, "chaos="))
         if self.targets:
             self._check_targets()
+        if not isinstance(self.keep_answers, bool):
+            raise SpecError(f"keep_answers must be a boolean (True or False), got "
+                            f"{self.keep_answers!r}")
+        if self.grader is not None:
+            object.__setattr__(self, "grader", grader_name(self.grader, "grader="))
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
@@ -301,6 +312,10 @@ class Declaration:
             found["metrics"] = self.metric_directions
         if self.targets:
             found["targets"] = [t.text for t in self.target_list]
+        if self.grader is not None:
+            found["grader"] = self.grader
+        if self.keep_answers or self.grader is not None:
+            found["keep_answers"] = True
         return found
 
     @classmethod
@@ -316,11 +331,26 @@ class Declaration:
             sequential=data.get("sequential"),
             metrics=data.get("metrics") or (),
             targets=data.get("targets") or (),
+            keep_answers=bool(data.get("keep_answers", False)),
+            grader=data.get("grader"),
             axes=None if axes is None else tuple(
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
             ),
         )
+
+
+#: ``module:function``, or ``package.module:function``: where a grader lives.
+_GRADER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def grader_name(text: object, where: str) -> str:
+    """``text`` as a grader's ``module:function``, or a :class:`SpecError` with the form."""
+    if not isinstance(text, str) or _GRADER.fullmatch(text.strip()) is None:
+        raise SpecError(f"{where} must name a function as module:function (e.g. "
+                        f"grader=\"graders:strict\", a function strict in graders.py beside "
+                        f"the tests), got {text!r}")
+    return text.strip()
 
 
 def condition_key(condition: Mapping[str, Scalar]) -> str:

@@ -85,6 +85,14 @@ def _shard_lines(m: Mapping[str, Any]) -> list[str]:
         return [f"merged from shards {held}"
                 + (f"; missing {', '.join(f'{k}/{count}' for k in missing)}" if missing
                    else "")]
+    regraded = m.get("regraded")
+    if isinstance(regraded, Mapping):
+        times = regraded.get("times")
+        return [f"regraded from {terminal_text(str(regraded.get('from')))!r} with "
+                f"{terminal_text(str(regraded.get('grader')))}"
+                + (f", each answer graded {times} times" if isinstance(times, int)
+                   and times > 1 else "")
+                + ": the agent did not run again, its stored answers were graded"]
     return []
 
 

@@ -25,6 +25,7 @@ from typing import Any, final
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosConfig, ChaosLog
 from ..declare.episode import Episode, NoOutcome, RolloutContractError
+from ..declare.grading import MAX_ANSWER_BYTES, GraderError, answer_size, grade, load_grader
 from ..declare.metrics import BUILTIN_METRICS, MEASURED
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
@@ -258,9 +259,17 @@ def finish(identity: Identity, declaration: Declaration, where: Callable[[Identi
             return ReplicateResult(record, contract_error=f"{where(identity)}: {message}")
         record["error"]["traceback"] = _traceback(exc)
         return ReplicateResult(record, exception=exc)
-    problem = _check_return(value, declaration)
+    if declaration.grader is not None and isinstance(value, Episode) \
+            and value.outcome is None and value.answer is not None and not value.metrics:
+        value, problem = _graded(value, declaration, identity)
+    else:
+        problem = None
+    problem = problem or _check_return(value, declaration)
     if problem is not None:
         record = error_record(identity, "contract", "RolloutContractError", problem, duration)
+        if isinstance(value, Episode) and value.answer is not None and (
+                declaration.keep_answers or declaration.grader):
+            _keep_answer(record, value.answer)  # a regrade may still grade it
         _store_chaos(log, record)
         return ReplicateResult(record, contract_error=f"{where(identity)}: {problem}")
     assert isinstance(value, Episode)
@@ -289,7 +298,34 @@ def finish(identity: Identity, declaration: Declaration, where: Callable[[Identi
     close_log(log, record)
     if declaration.metrics:
         record["metrics"] = _metrics(value, declaration, record)
+    if value.answer is not None and (declaration.keep_answers or declaration.grader):
+        _keep_answer(record, value.answer)
     return ReplicateResult(record)
+
+
+def _keep_answer(record: dict[str, Any], answer: object) -> None:
+    """Store ``answer`` with the episode, or, past :data:`MAX_ANSWER_BYTES`, its size."""
+    size = answer_size(answer)
+    if size <= MAX_ANSWER_BYTES:
+        record["answer"] = answer
+    else:
+        record["answer_bytes"] = size
+
+
+def _graded(value: Episode, declaration: Declaration,
+            identity: Identity) -> tuple[Episode, str | None]:
+    """``value`` with the outcome and metrics its rollout's grader gives its answer, or
+    why the grader could not give them."""
+    name = str(declaration.grader)
+    try:
+        function = load_grader(name)
+    except GraderError as exc:
+        return value, str(exc)
+    graded = grade(function, name, value.answer, identity.condition, declaration)
+    if graded.error is not None:
+        return value, graded.error
+    return Episode(graded.outcome, t=value.t, horizon=value.horizon, meta=value.meta,
+                   metrics=graded.metrics, answer=value.answer), None
 
 
 def _metrics(value: Episode, declaration: Declaration,

@@ -221,6 +221,9 @@ class StoredEpisode(_Fields):
     last_step: str | UnsetType | None = UNSET
     #: The values of the metrics its rollout declares, by name (set only when it has any).
     metrics: dict[str, float] | UnsetType = UNSET
+    #: The agent's answer, kept when its rollout asked (or its size, when too large to keep).
+    answer: Any | UnsetType = UNSET
+    answer_bytes: int | UnsetType = UNSET
 
 
 class ItemPattern:
