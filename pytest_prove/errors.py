@@ -67,6 +67,8 @@ NOT_ERRORS: Final[Mapping[str, str]] = {
     "BlockInterrupted": "control flow: an item's block was stopped; the item reports what it "
                         "finished and the session ends after it",
     "StoreWarning": "a warning (warnings.warn), never raised: something was read with a loss",
+    "CacheMiss": "raised into the agent's HTTP call when a replayed episode makes a call the "
+                 "cache does not hold; the episode then ends as an error naming the call",
     "_UnkeyableError": "control flow inside collection: caught by the hook that raised it, "
                        "which refuses the session with its message (a usage error)",
 }

@@ -228,6 +228,9 @@ class EpisodeRecord(TypedDict):
     #: when it was larger than a store keeps, its size in bytes (``answer_bytes``).
     answer: NotRequired[Any]
     answer_bytes: NotRequired[int]
+    #: Set when its HTTP calls were answered from the cache (--prove-cache=replay): not
+    #: evidence, refused by every comparison and by a baseline.
+    replayed: NotRequired[bool]
 
 
 #: Said after a problem with a run's line (runs are not committed, so not restored).

@@ -205,8 +205,10 @@ def _plan(args: argparse.Namespace, out: Output) -> int:
 def _prune_arguments(parser: argparse.ArgumentParser) -> None:
     from ..config.values import count
 
-    parser.add_argument("--keep", type=count, required=True, metavar="N",
+    parser.add_argument("--keep", type=count, metavar="N",
                         help="keep the newest N runs; older ones are deleted")
+    parser.add_argument("--cache", action="store_true",
+                        help="empty the cache of recorded HTTP calls (--prove-cache)")
     parser.add_argument("--named", action="store_true",
                         help="delete older named runs (--prove-name) too; kept by default")
     parser.add_argument("--dry-run", action="store_true",
@@ -216,6 +218,22 @@ def _prune_arguments(parser: argparse.ArgumentParser) -> None:
 @command("prune", "delete all but the newest N runs (never a baseline, nor a run being "
          "written; a named run only with --named)", _prune_arguments)
 def _prune(args: argparse.Namespace, out: Output) -> int:
+    if args.cache and args.keep is not None:
+        raise ProveError("prune the runs (--keep N) and the cache (--cache) one at a time")
+    if args.cache:
+        from ..store.pruning import prune_cache
+
+        root = store_of(args).root
+        files, size = prune_cache(root, dry_run=args.dry_run)
+        verb = "would remove" if args.dry_run else "removed"
+        out.answer("prune", {"store": str(root), "cache_files": files, "cache_bytes": size,
+                             "dry_run": args.dry_run},
+                   [f"{verb} the cache of HTTP calls in {root}/cache: {files} episode "
+                    f"file(s), {runs_text.size_text(size)}" if files else
+                    f"nothing to remove: no recorded HTTP calls in {root}/cache"])
+        return EXIT_OK
+    if args.keep is None:
+        raise ProveError("prune needs --keep N (the newest runs to keep), or --cache")
     done = store_of(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
     document = done.to_json()
     out.answer("prune", document, runs_text.prune_lines(document))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, calls, capture, heap, worker
+from . import budget, cache, calls, capture, heap, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -41,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
     budget.add_options(parser)
     capture.add_options(parser)
+    cache.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
     config.stash[PLANNED_KEY] = {}
+    cache.start(config, settings)
     heap.install(config)
     own(config, RolloutCalls(), "prove_calls")
     lf = config.pluginmanager.get_plugin("lfplugin")
@@ -65,7 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     opt = config.option
     store = Store(settings.store)
+    cache.take_recorded_salt(config, settings)
     start = choose_salt(config, settings, store)
+    cache.note_salt(config, settings)
     try:
         session = ProveSession(
             config, settings, store, name=opt.prove_name, baseline=start.baseline,
@@ -119,6 +123,7 @@ def pytest_plugin_registered(plugin: object) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    cache.end()
     prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
         prove.run.writer.release()  # held from the first episode until the session ends

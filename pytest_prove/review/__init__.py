@@ -181,6 +181,14 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     theirs (each condition at the look it stopped at, on sequential p-values), and the review
     says how each condition stopped.
     """
+    for run in (before, after):
+        replayed = sum(1 for r in run.episodes if r.get("replayed"))
+        if replayed:
+            raise RefusalError(
+                f"{label_of(run)} holds {replayed} replayed episode(s) (--prove-cache="
+                "replay): a replayed run is not evidence, its model calls were answered "
+                "from the cache and not by the model as it is today; compare runs made "
+                "without the cache, or with --prove-cache=record")
     # Each run's episodes read once, for the rows, the labels and the coverage alike.
     indexes = (read_run(before), read_run(after))
     prepared = prepare(before, after, events or None, missing=missing,

@@ -1,4 +1,5 @@
-"""Fault injection at the HTTP clients' transports, while a block of episodes runs.
+"""Fault injection at the HTTP clients' transports, while a block of episodes runs (and the
+cache of their calls, :mod:`.cache`, which answers a call fault injection lets through).
 
 :func:`injecting` puts wrappers on the methods every request of these clients goes through,
 and takes them off when the last block using them ends:
@@ -32,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..declare.chaos import STATUS, ChaosLog
+from .cache import CacheLog, CacheMiss, decode_body, request_digest
 from .recording import current_log
 
 #: A call's entry in the episode's chaos log, its fault (or None) and its delay in seconds.
@@ -53,6 +55,13 @@ def _episode_chaos() -> ChaosLog | None:
     if log is None or log.closed:
         return None
     return log.chaos
+
+
+def _episode_cache() -> CacheLog | None:
+    log = current_log()
+    if log is None or log.closed:
+        return None
+    return log.cache
 
 
 def _message(kind: str, index: int) -> str:
@@ -113,19 +122,63 @@ def _noting_errors(entry: dict[str, Any]) -> Iterator[None]:
         raise
 
 
+def _httpx_cached_sync(module: Any, original: Any, transport: Any, request: Any) -> Any:
+    """The response to ``request``: from the server, recorded when the episode records its
+    calls; or from the cache when it replays them (see :mod:`.cache`)."""
+    cache = _episode_cache()
+    if cache is None:
+        return original(transport, request)
+    index, method, url = cache.next_index(), str(request.method), str(request.url)
+    digest = request_digest(method, url, request.read())
+    if cache.config.replaying:
+        found = cache.lookup(index, method, url, digest)
+        if found is not None:
+            return module.Response(int(found["status"]), headers=found["headers"],
+                                   content=decode_body(found), request=request)
+        if cache.config.mode == "replay":
+            raise CacheMiss(cache.misses[-1])
+    response = original(transport, request)
+    response.read()
+    cache.keep(index, method, url, digest, response.status_code,
+               list(response.headers.multi_items()), response.content)
+    return response
+
+
+async def _httpx_cached_async(module: Any, original: Any, transport: Any,
+                              request: Any) -> Any:
+    """:func:`_httpx_cached_sync` for the async transport."""
+    cache = _episode_cache()
+    if cache is None:
+        return await original(transport, request)
+    index, method, url = cache.next_index(), str(request.method), str(request.url)
+    digest = request_digest(method, url, await request.aread())
+    if cache.config.replaying:
+        found = cache.lookup(index, method, url, digest)
+        if found is not None:
+            return module.Response(int(found["status"]), headers=found["headers"],
+                                   content=decode_body(found), request=request)
+        if cache.config.mode == "replay":
+            raise CacheMiss(cache.misses[-1])
+    response = await original(transport, request)
+    await response.aread()
+    cache.keep(index, method, url, digest, response.status_code,
+               list(response.headers.multi_items()), response.content)
+    return response
+
+
 def _wrap_httpx_sync(module: Any, original: Any) -> Any:
     def handle_request(self: Any, request: Any) -> Any:
         chaos = _episode_chaos()
         call = _httpx_call(chaos, request)
         if chaos is None or call is None:
-            return original(self, request)
+            return _httpx_cached_sync(module, original, self, request)
         entry, fault, delay = call
         if delay:
             time.sleep(delay)
         if fault is not None:
             return _httpx_fault(module, fault, entry["call"], chaos, request)
         with _noting_errors(entry):
-            response = original(self, request)
+            response = _httpx_cached_sync(module, original, self, request)
         entry["status"] = response.status_code
         return response
 
@@ -138,14 +191,14 @@ def _wrap_httpx_async(module: Any, original: Any) -> Any:
         chaos = _episode_chaos()
         call = _httpx_call(chaos, request)
         if chaos is None or call is None:
-            return await original(self, request)
+            return await _httpx_cached_async(module, original, self, request)
         entry, fault, delay = call
         if delay:
             await _sleep(delay)
         if fault is not None:
             return _httpx_fault(module, fault, entry["call"], chaos, request)
         with _noting_errors(entry):
-            response = await original(self, request)
+            response = await _httpx_cached_async(module, original, self, request)
         entry["status"] = response.status_code
         return response
 
@@ -169,11 +222,54 @@ async def _sleep(seconds: float) -> None:
 # ---- requests
 
 
+def _requests_cached(original: Any, adapter: Any, request: Any, *args: Any,
+                     **kwargs: Any) -> Any:
+    """:func:`_httpx_cached_sync` for requests' adapter."""
+    cache = _episode_cache()
+    if cache is None:
+        return original(adapter, request, *args, **kwargs)
+    body = request.body
+    raw = body.encode("utf-8") if isinstance(body, str) else body if isinstance(
+        body, bytes) else None
+    index, method, url = cache.next_index(), str(request.method), str(request.url)
+    digest = request_digest(method, url, raw)
+    if cache.config.replaying:
+        found = cache.lookup(index, method, url, digest)
+        if found is not None:
+            return _requests_response(request, int(found["status"]), found["headers"],
+                                      decode_body(found))
+        if cache.config.mode == "replay":
+            raise CacheMiss(cache.misses[-1])
+    response = original(adapter, request, *args, **kwargs)
+    cache.keep(index, method, url, digest, response.status_code,
+               list(response.headers.items()), response.content)
+    return response
+
+
+def _requests_response(request: Any, status: int, headers: Any, body: bytes) -> Any:
+    requests: Any = importlib.import_module("requests")
+    response = requests.Response()
+    response.status_code = status
+    response.reason = _REASONS.get(status, "")
+    response.headers = requests.structures.CaseInsensitiveDict(headers)
+    response._content = body
+    response.encoding = response.headers.get("content-type", "").partition("charset=")[2] or \
+        "utf-8"
+    response.url = str(request.url)
+    response.request = request
+    return response
+
+
+_REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request",
+            401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+
+
 def _wrap_requests(original: Any) -> Any:
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         chaos = _episode_chaos()
         if chaos is None:
-            return original(self, request, *args, **kwargs)
+            return _requests_cached(original, self, request, *args, **kwargs)
         url = urlsplit(str(request.url))
         host = (url.hostname or "").lower()
         try:
@@ -181,7 +277,7 @@ def _wrap_requests(original: Any) -> Any:
         except ValueError:
             port = None
         if not chaos.config.matches(host, port):
-            return original(self, request, *args, **kwargs)
+            return _requests_cached(original, self, request, *args, **kwargs)
         shown = f"{host}:{port}" if port is not None else host
         entry, fault, delay = chaos.begin(shown, str(request.method), url.path)
         if delay:
@@ -189,7 +285,7 @@ def _wrap_requests(original: Any) -> Any:
         if fault is not None:
             return _requests_fault(fault, entry["call"], chaos, request)
         with _noting_errors(entry):
-            response = original(self, request, *args, **kwargs)
+            response = _requests_cached(original, self, request, *args, **kwargs)
         entry["status"] = response.status_code
         return response
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
@@ -29,6 +30,8 @@ from ..declare.grading import MAX_ANSWER_BYTES, GraderError, answer_size, grade,
 from ..declare.metrics import BUILTIN_METRICS, MEASURED
 from ..declare.spec import Declaration, Scalar
 from ..record import utc_now
+from .cache import CacheLog
+from .cache import current_config as current_cache
 from .recording import EpisodeLog, storable
 
 __all__ = ["EpisodeTimeout", "Identity", "ReplicateResult", "Stopped", "close_log",
@@ -174,6 +177,28 @@ def close_log(log: EpisodeLog, record: dict[str, Any], *, running: bool = False)
     if log.spans_dropped:
         record["spans_dropped"] = log.spans_dropped
     _store_chaos(log, record)
+    if log.cache is not None:
+        _settle_cache(log.cache, record)
+
+
+def _settle_cache(cache: CacheLog, record: dict[str, Any]) -> None:
+    """Write what the episode recorded; mark a replayed episode, and make one whose call
+    the cache did not hold an error naming that call (whatever the agent made of the
+    miss: a client may retry it, or wrap it in an error of its own)."""
+    problem = cache.flush()
+    if problem is not None:
+        warnings.warn(problem, stacklevel=1)
+    if not cache.config.replaying:
+        return
+    record["replayed"] = True
+    if cache.misses and cache.config.mode == "replay":
+        previous = record.get("error")
+        record["outcome"] = None
+        record.pop("metrics", None)
+        record["error"] = {"kind": "contract", "type": "CacheMiss",
+                           "message": cache.misses[0]}
+        if isinstance(previous, Mapping) and previous.get("traceback"):
+            record["error"]["traceback"] = previous["traceback"]
 
 
 def _store_chaos(log: EpisodeLog, record: dict[str, Any]) -> None:
@@ -185,8 +210,11 @@ def _store_chaos(log: EpisodeLog, record: dict[str, Any]) -> None:
 def new_log(identity: Identity, capture: CaptureConfig | None,
             chaos: ChaosConfig | None) -> EpisodeLog:
     """A fresh log for ``identity``'s episode, with its own fault stream under chaos."""
+    cache = current_cache()
     return EpisodeLog(capture=capture,
-                      chaos=None if chaos is None else ChaosLog(chaos, identity.seed))
+                      chaos=None if chaos is None else ChaosLog(chaos, identity.seed),
+                      cache=None if cache is None else CacheLog.start(
+                          cache, identity.rollout, identity.condition_key, identity.seed))
 
 
 def _describe(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Final, final
 
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosLog
+from .cache import CacheLog
 
 __all__ = ["MAX_SPANS", "EpisodeLog", "current_log", "recording", "set_current", "step",
            "storable", "usage"]
@@ -45,6 +46,8 @@ class EpisodeLog:
     closed: bool = False
     #: Its HTTP calls and the faults injected into them, when its rollout declares chaos.
     chaos: ChaosLog | None = None
+    #: Its HTTP calls recorded, or answered from the cache (--prove-cache).
+    cache: CacheLog | None = None
     _depth: int = 0
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from ..declare.capture import CaptureConfig
 from ..declare.chaos import ChaosConfig
 from ..declare.spec import Declaration
+from .cache import active as cache_active
 from .chaos import injecting
 from .deadline import run_with_deadline
 from .endings import (
@@ -63,7 +64,7 @@ def run_block(
     With ``chaos``, the HTTP clients' transports inject its faults while the block runs,
     each replicate from a stream of its own (see :mod:`.chaos`).
     """
-    with injecting(chaos is not None):
+    with injecting(chaos is not None or cache_active()):
         return _run_block(identities, declaration, call, where, is_async, capture, stops,
                           timeout, loop, chaos)
 

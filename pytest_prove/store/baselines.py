@@ -69,6 +69,11 @@ def save_baseline(store: Store, name: str, run: Run, *, missing: int,
     an outcome, and what ``thin`` says (the design check of the episodes with an outcome,
     :func:`pytest_prove.review.vouch.thin_baseline`, which this layer cannot import). The
     old baseline is left as it was."""
+    if any(r.get("replayed") for r in run.episodes):
+        return _refused(
+            f"not saved: baseline {name!r} must be evidence, and run {run.name!r} replayed "
+            "its model calls from the cache (--prove-cache=replay); save a baseline from a "
+            "run made without the cache, or with --prove-cache=record")
     merged = missing_slices(run.manifest, run.name)
     if merged is not None:
         return _refused(

@@ -224,6 +224,8 @@ class StoredEpisode(_Fields):
     #: The agent's answer, kept when its rollout asked (or its size, when too large to keep).
     answer: Any | UnsetType = UNSET
     answer_bytes: int | UnsetType = UNSET
+    #: Set when its HTTP calls were answered from the cache (--prove-cache=replay).
+    replayed: bool | UnsetType = UNSET
 
 
 class ItemPattern:

@@ -314,3 +314,23 @@ def prune_runs(root: Path, runs_dir: Path, runs: Iterable[tuple[Path, Mapping[st
                    leftovers=leftovers, leftover_bytes=leftover_bytes,
                    baselines=tuple(baselines))
 
+
+def prune_cache(root: Path, *, dry_run: bool) -> tuple[int, int]:
+    """Empty the cache of HTTP calls (``--prove-cache``) under the store ``root``: the number
+    of episode files and the bytes removed (or that would be, with ``dry_run``).  The folder
+    is renamed away first, so that a session recording into it meanwhile starts a new one."""
+    folder = root / "cache"
+    if not folder.is_dir() or _linked(folder):
+        return 0, 0
+    files = sum(1 for p in folder.rglob("*.json") if p.is_file())
+    size = folder_size(folder)
+    if dry_run:
+        return files, size
+    doomed = root / f".cache-pruned-{os.getpid()}"
+    try:
+        os.replace(folder, doomed)
+        shutil.rmtree(doomed)
+    except OSError as exc:
+        raise StoreError(f"{folder}: cannot empty the cache ({exc.strerror or exc}); make it "
+                         "writable, then prune again") from None
+    return files, size
