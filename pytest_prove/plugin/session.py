@@ -103,10 +103,15 @@ class ProveSession:
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
         self.capture: CaptureManager | None = None  # what instrumentors ran; see start()
         self.sequential: SequentialControl | None = None  # --prove-sequential; see start()
+        #: The variables and packages the run records (see plugin/environment.py; start()).
+        self.recorded: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def start(self) -> None:
         """Build and register what the session owns besides itself: the budget (prices, the
         token cap and its watch) and the capture manager."""
+        from .environment import recorded_names
+
+        self.recorded = recorded_names(self.config)  # a bad name: refused before any test
         self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
         self.capture = capture.register(self.config, self.run)
         from .sequential import sequential_possible
@@ -123,7 +128,7 @@ class ProveSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        self.run.stamp(self.config.rootpath)
+        self.run.stamp(self.config.rootpath, *self.recorded)
         # In one process the plan is known now (under xdist it comes with each worker's
         # first report): in the manifest from the first episode on, a killed run keeps it.
         self.run.merge_plan(plan_data(self.config))
