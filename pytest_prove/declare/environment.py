@@ -10,7 +10,8 @@ A run records, in its manifest's ``environment`` (and so in a baseline's header)
 - ``packages``: the versions of the packages the user names (ini
   ``prove_record_packages``, ``--prove-record-packages``), pytest-prove's and Python's own
   (``null`` for a package not installed);
-- ``platform``: the operating system and machine, as :func:`platform.platform` says;
+- ``platform``: the operating system and machine, as :func:`platform.platform` says, and
+  ``system``, the same without versions (``Linux x86_64``: what two runs are compared on);
 - ``models``: the model names seen in captured spans (``gen_ai.request.model``,
   ``gen_ai.response.model``), each with how many spans named it in the run.
 
@@ -125,7 +126,8 @@ def environment_record(variables: Iterable[str], packages: Iterable[str],
                                     for name in (*OWN_PACKAGES, *packages)}
     found["python"] = platform.python_version()
     return {"variables": {name: _variable(name, env) for name in variables},
-            "packages": found, "platform": platform.platform(), "models": {}}
+            "packages": found, "platform": platform.platform(),
+            "system": f"{platform.system()} {platform.machine()}".strip(), "models": {}}
 
 
 def add_models(models: dict[str, dict[str, int]], spans: object) -> None:
