@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_prove.declare.environment import shell_prefix
 from pytest_prove.declare.spec import condition_label
 
 from ._format import terminal_text
@@ -27,11 +28,19 @@ _SHOWN = 20
 
 
 def replay_command(replay: Replay) -> str:
-    """The command line that replays one episode on its seed (quoted for a POSIX shell)."""
-    words = ["pytest", shlex.quote(replay.item)]
+    """The command line that replays one episode on its seed (quoted for a POSIX shell), in
+    the declared environment its run recorded (``AGENT_MODEL=agent-mini pytest ...``); a
+    secret variable, recorded as a digest only, is named in a comment after the command, to
+    be exported by hand first."""
+    prefix, secrets = shell_prefix(replay.env, replay.unset)
+    words = [prefix] if prefix else []
+    words += ["pytest", shlex.quote(replay.item)]
     if replay.keyword is not None:
         words += ["-k", shlex.quote(replay.keyword)]
     words.append(f"--prove-replay={shlex.quote(replay.run)}")
+    if secrets:
+        words.append("  # first: " + "; ".join(f"export {name}=..." for name in secrets)
+                     + " (recorded as a digest, not its value)")
     return terminal_text(" ".join(words), 600)
 
 

@@ -146,7 +146,7 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
                      f"(seed {e['seed']}, {terminal_text(e['node'] or e['rollout'])}): "
                      f"{terminal_text(e['type'])}: {terminal_text(e['message'], 200)}")
         if e.get("replay"):
-            lines.append(f"    replay: {replay_command(Replay(**e['replay']))}")
+            lines.append(f"    replay: {replay_command(Replay.from_dict(e['replay']))}")
         if verbose and e.get("traceback"):
             lines.extend(f"    {terminal_text(line, 200)}"
                          for line in str(e["traceback"]).rstrip().splitlines()[-8:])
