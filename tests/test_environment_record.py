@@ -188,8 +188,9 @@ def test_a_difference_is_said_beside_the_verdict_and_never_changes_it(
     document = json.loads((pytester.path / "r.json").read_text())
     said = document["environment"]
     assert said["differs"] and not said["stale_warning"]
-    assert [(d["name"], d["before"], d["after"], d["declared"]) for d in said["differences"]][0] \
-        == ("AGENT_MODEL", "agent-large", "agent-mini", True)
+    first = said["differences"][0]
+    assert (first["name"], first["before"], first["after"], first["declared"]) == (
+        "AGENT_MODEL", "agent-large", "agent-mini", True)
     assert said["refresh"] == "pytest --prove-baseline=current --prove-update-baseline"
     assert SECRET not in (pytester.path / "r.json").read_text()
     # The same comparison without the difference: the verdict is the one the rates give.
