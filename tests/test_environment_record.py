@@ -292,3 +292,26 @@ def test_a_run_without_the_record_reads_as_not_recorded(
     assert replay_command(replay).startswith("pytest 'test_agent.py::test_agent[")
     review = environment_review(load(pytester, "old"), load(pytester, "old"))
     assert review.before_record is None and not review.differences
+
+
+def test_merged_shards_keep_one_environment_and_refuse_two(
+        pytester: pytest.Pytester, env: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _project(pytester)
+    for k in (1, 2):
+        result = pytester.runpytest(f"--prove-shard={k}/2", "--prove-salt=one",
+                                    f"--prove-name=part-{k}")
+        assert result.ret == 0, result.stdout.str()
+    env.setenv("AGENT_MODEL", "agent-mini")
+    assert pytester.runpytest("--prove-shard=2/2", "--prove-salt=one",
+                              "--prove-name=other").ret == 0
+    env.chdir(pytester.path)
+    status, _ = _cli(capsys, "merge", "part-1", "part-2", "--name", "all")
+    assert status == 0
+    merged = load(pytester, "all").manifest["environment"]
+    assert merged["variables"] == load(pytester, "part-1").manifest["environment"]["variables"]
+    capsys.readouterr()
+    status = main(["merge", "part-1", "other", "--name", "mixed"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "differ in recorded environment (declared variables, packages, system)" in err

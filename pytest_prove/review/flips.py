@@ -49,9 +49,13 @@ class Replay:
     unset: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "item": self.item, "keyword": self.keyword,
-                "env": [[name, value] for name, value in self.env],
-                "unset": list(self.unset)}
+        """As JSON: ``env`` (``[[name, value or null], ...]``) and ``unset`` only when the
+        run recorded declared variables."""
+        found: dict[str, Any] = {"run": self.run, "item": self.item, "keyword": self.keyword}
+        if self.env or self.unset:
+            found["env"] = [[name, value] for name, value in self.env]
+            found["unset"] = list(self.unset)
+        return found
 
     @classmethod
     def from_dict(cls, found: Mapping[str, Any]) -> Replay:
