@@ -231,6 +231,14 @@ def test_an_undeclared_difference_warns_of_a_stale_baseline_under_xdist(
     status, out = _cli(capsys, "show", "latest")
     assert "models seen in spans: agent-large (20 spans, request), agent-large-2025-01-01 " \
            "(20 spans, response)" in out
+    for name in ("r.html", "r.md"):
+        status, _ = _cli(capsys, "report", "baseline:current", "latest", "--out", name)
+        assert status == 0
+    page = (pytester.path / "r.html").read_text()
+    assert "model seen agent-large-2024-08-06, agent-large -> agent-large-2025-01-01" in page
+    assert "the baseline may be stale: refresh it with pytest --prove-baseline=current" in page
+    summary = (pytester.path / "r.md").read_text()
+    assert "Stale baseline?: model seen was not declared as the change" in summary
 
 
 def test_replay_commands_carry_the_recorded_variables(
@@ -315,3 +323,48 @@ def test_merged_shards_keep_one_environment_and_refuse_two(
     err = capsys.readouterr().err
     assert status == 1
     assert "differ in recorded environment (declared variables, packages, system)" in err
+
+
+@pytest.mark.slow
+def test_the_example_records_its_prompt_and_replays_with_it(
+        example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled example declares SUPPORT_BOT_PROMPT: against its committed baseline (saved
+    before runs recorded their environment) it says "not recorded"; against a baseline of
+    the careful prompt it names the change; a replay command from flips, run with the
+    variables it sets, ends as stored (without them, the careful prompt would run)."""
+    monkeypatch.delenv("SUPPORT_BOT_PROMPT", raising=False)
+    small = ["-p", "no:randomly", "--prove-replicates=30", "--prove-allow-underpowered"]
+    monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
+    result = example.runpytest(*small, "-k", "refund", "--prove-baseline=current")
+    result.stdout.fnmatch_lines([
+        "environment: the environment of baseline:current is not recorded (it was made by a "
+        "pytest-prove that did not record the environment), so the two runs' environments "
+        "were not compared; refresh it with pytest --prove-baseline=current "
+        "--prove-update-baseline to record it"])
+    monkeypatch.delenv("SUPPORT_BOT_PROMPT")
+    assert example.runpytest(*small, "--prove-save-baseline=careful").ret == 0
+    monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
+    result = example.runpytest(*small, "--prove-baseline=careful")
+    result.stdout.fnmatch_lines([
+        "environment: the environment differs from baseline:careful's: SUPPORT_BOT_PROMPT "
+        "unset -> terse (this does not change the verdict)"])
+    monkeypatch.chdir(example.path)
+    status, out = _cli(capsys, "flips", "baseline:careful", "latest")
+    assert status == 0
+    commands = [line.strip() for line in out.splitlines() if "--prove-replay=" in line]
+    assert commands and all(c.startswith("SUPPORT_BOT_PROMPT=terse pytest 'test_support.py::")
+                            for c in commands)
+    # Replayed as pasted: the variables the command sets, then its pytest arguments.
+    words = shlex.split(commands[0])
+    assigned = dict(w.split("=", 1) for w in words[:words.index("pytest")])
+    monkeypatch.delenv("SUPPORT_BOT_PROMPT")
+    for name, value in assigned.items():
+        monkeypatch.setenv(name, value)
+    replayed = example.runpytest(*words[words.index("pytest") + 1:])
+    replayed.stdout.fnmatch_lines(["replayed 1 episode(s) of run * 1 ended as stored*"])
+    # Without them the careful prompt runs, and the flipped twin ends as the baseline's did.
+    for name in assigned:
+        monkeypatch.delenv(name)
+    bare = example.runpytest(*words[words.index("pytest") + 1:])
+    bare.stdout.fnmatch_lines(["replayed 1 episode(s) of run * 1 ended differently*"])
