@@ -368,3 +368,18 @@ def test_the_example_records_its_prompt_and_replays_with_it(
         monkeypatch.delenv(name)
     bare = example.runpytest(*words[words.index("pytest") + 1:])
     bare.stdout.fnmatch_lines(["replayed 1 episode(s) of run * 1 ended differently*"])
+
+
+def test_quiet_keeps_only_the_stale_baseline_warning(
+        pytester: pytest.Pytester, env: pytest.MonkeyPatch) -> None:
+    _project(pytester, capture=True)
+    assert pytester.runpytest("-n", "2", "--prove-save-baseline=current").ret == 0
+    env.setenv("AGENT_MODEL", "agent-mini")
+    env.setenv("SERVED_MODEL", "agent-large-2025-01-01")
+    result = pytester.runpytest("-n", "2", "-q", "--prove-baseline=current")
+    text = result.stdout.str()
+    assert "the environment differs" not in text
+    result.stdout.fnmatch_lines([
+        "stale baseline?: model seen was not declared as the change (the declared change is "
+        "AGENT_MODEL; the rest may follow from it): if you did not change this, the baseline "
+        "may be stale: refresh it with pytest --prove-baseline=current --prove-update-baseline"])
