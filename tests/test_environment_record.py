@@ -383,3 +383,26 @@ def test_quiet_keeps_only_the_stale_baseline_warning(
         "stale baseline?: model seen was not declared as the change (the declared change is "
         "AGENT_MODEL; the rest may follow from it): if you did not change this, the baseline "
         "may be stale: refresh it with pytest --prove-baseline=current --prove-update-baseline"])
+
+
+def test_a_run_is_resumed_only_in_the_environment_it_recorded(
+        pytester: pytest.Pytester, env: pytest.MonkeyPatch) -> None:
+    _project(pytester)
+    assert pytester.runpytest("-k", "refund", "--prove-name=half").ret == 0
+    env.setenv("AGENT_MODEL", "agent-mini")
+    env.setenv("OPENAI_API_KEY", SECRET + "-2")
+    refused = pytester.runpytest("--prove-resume=half")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([
+        "*run 'half' was recorded in another environment than this session's (AGENT_MODEL "
+        "was 'agent-large', is 'agent-mini'; OPENAI_API_KEY was a secret (digest "
+        f"{secret_digest(SECRET)}), is a secret (digest {secret_digest(SECRET + '-2')})), "
+        "and resuming it would mix two agents in one run; set the variables back as "
+        "recorded*"])
+    assert SECRET not in refused.stderr.str()
+    assert len(load(pytester, "half").episodes) == 10  # nothing was added
+    env.setenv("AGENT_MODEL", "agent-large")
+    env.setenv("OPENAI_API_KEY", SECRET)
+    resumed = pytester.runpytest("--prove-resume=half")
+    assert resumed.ret == 0, resumed.stdout.str()
+    assert load(pytester, "half").status == "complete"

@@ -9,15 +9,19 @@ record nothing).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from ..declare.environment import (
     EnvironmentNameError,
+    environment_record,
     parse_package_names,
     parse_variable_names,
 )
 
-__all__ = ["add_options", "recorded_names"]
+__all__ = ["add_options", "check_resumed", "recorded_names"]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -56,3 +60,33 @@ def recorded_names(config: pytest.Config) -> tuple[tuple[str, ...], tuple[str, .
         except EnvironmentNameError as exc:
             raise pytest.UsageError(str(exc)) from None
     return found[0], found[1]
+
+
+def check_resumed(manifest: Mapping[str, Any], variables: tuple[str, ...]) -> None:
+    """Refuse, before anything runs, to resume a run in another declared environment: its
+    episodes would mix two agents under one record (a usage error naming each variable,
+    its recorded value and this session's, never a secret's)."""
+    found = manifest.get("environment")
+    stored = found.get("variables") if isinstance(found, Mapping) else None
+    if not isinstance(stored, Mapping):
+        return
+    now = environment_record(variables, ())["variables"]
+    differ = [name for name in variables if name in stored and stored[name] != now[name]]
+    if not differ:
+        return
+
+    def shown(entry: object) -> str:
+        if not isinstance(entry, Mapping):
+            return "?"
+        if entry.get("unset"):
+            return "unset"
+        return "a secret (digest " + str(entry["digest"]) + ")" if "digest" in entry \
+            else repr(entry.get("value"))
+
+    said = "; ".join(f"{name} was {shown(stored[name])}, is {shown(now[name])}"
+                     for name in differ)
+    raise pytest.UsageError(
+        f"run {manifest.get('name')!r} was recorded in another environment than this "
+        f"session's ({said}), and resuming it would mix two agents in one run; set the "
+        "variables back as recorded (pytest-prove show prints them), or start a new run "
+        "without --prove-resume")

@@ -109,9 +109,11 @@ class ProveSession:
     def start(self) -> None:
         """Build and register what the session owns besides itself: the budget (prices, the
         token cap and its watch) and the capture manager."""
-        from .environment import recorded_names
+        from .environment import check_resumed, recorded_names
 
         self.recorded = recorded_names(self.config)  # a bad name: refused before any test
+        if self.run.writer.existing:
+            check_resumed(self.run.writer.manifest, self.recorded[0])
         self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
         self.capture = capture.register(self.config, self.run)
         from .sequential import sequential_possible
