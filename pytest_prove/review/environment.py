@@ -109,16 +109,16 @@ def _variable_text(entry: object) -> str:
 
 
 def _models(record: Mapping[str, Any]) -> list[str]:
-    """The model names spans named, responses first (they name the version served)."""
+    """The model names spans named: those of the responses (they name the version served),
+    else those of the requests."""
     models = record.get("models")
     if not isinstance(models, Mapping):
         return []
-    names: list[str] = []
     for kind in ("response", "request"):
         seen = models.get(kind)
-        if isinstance(seen, Mapping):
-            names.extend(str(n) for n in sorted(seen) if str(n) not in names)
-    return names
+        if isinstance(seen, Mapping) and seen:
+            return sorted(str(n) for n in seen)
+    return []
 
 
 def _mapping(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
