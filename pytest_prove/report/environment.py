@@ -31,10 +31,9 @@ def environment_notes(review: Review, esc: Callable[[str], str]) -> list[tuple[s
         return []
     if not found.recorded:
         missing = before if found.before_record is None else after
-        fix = (f"; refresh it with {esc(found.refresh)} to record it"
-               if found.before_record is None else "")
         return [("environment", f"the environment of {missing} is {_NOT_RECORDED}, so the "
-                                f"two runs' environments were not compared{fix}")]
+                                "two runs' environments were not compared (a run records "
+                                "it now, and a baseline saved from one keeps it)")]
     if not found.differences:
         return []
     said = "; ".join(f"{esc(d.name)} {esc(d.before)} -> {esc(d.after)}"
