@@ -363,11 +363,16 @@ def test_the_example_records_its_prompt_and_replays_with_it(
         monkeypatch.setenv(name, value)
     replayed = example.runpytest(*words[words.index("pytest") + 1:])
     replayed.stdout.fnmatch_lines(["replayed 1 episode(s) of run * 1 ended as stored*"])
+    assert "environment differs" not in replayed.stdout.str()
     # Without them the careful prompt runs, and the flipped twin ends as the baseline's did.
     for name in assigned:
         monkeypatch.delenv(name)
     bare = example.runpytest(*words[words.index("pytest") + 1:])
-    bare.stdout.fnmatch_lines(["replayed 1 episode(s) of run * 1 ended differently*"])
+    bare.stdout.fnmatch_lines([
+        "replayed 1 episode(s) of run * 1 ended differently*",
+        "note: this session's environment differs from the one run * recorded: "
+        "SUPPORT_BOT_PROMPT was 'terse', is unset; an ending may differ for that alone: set "
+        "them as the replay commands of pytest-prove flips and show do"])
 
 
 def test_quiet_keeps_only_the_stale_baseline_warning(

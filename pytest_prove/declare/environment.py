@@ -33,8 +33,8 @@ from typing import Any, Final
 from ..errors import ProveError
 
 __all__ = ["MODEL_ATTRIBUTES", "SECRET_MARKS", "EnvironmentNameError", "add_models",
-           "environment_record", "is_secret", "parse_package_names", "parse_variable_names",
-           "replay_environment", "secret_digest", "shell_prefix"]
+           "changed_variables", "environment_record", "is_secret", "parse_package_names",
+           "parse_variable_names", "replay_environment", "secret_digest", "shell_prefix"]
 
 #: A name holding one of these (in any case) is recorded as a digest, never its value.
 SECRET_MARKS: Final = ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH")
@@ -182,3 +182,28 @@ def shell_prefix(env: Iterable[tuple[str, str | None]],
         else:
             words.append(f"{name}={shlex.quote(value)}")
     return " ".join(words), tuple(secrets)
+
+
+def _shown(entry: object) -> str:
+    """A recorded variable as a person reads it (a secret as its digest)."""
+    if not isinstance(entry, Mapping):
+        return "not recorded"
+    if entry.get("unset"):
+        return "unset"
+    if isinstance(entry.get("digest"), str):
+        return f"a secret (digest {entry['digest']})"
+    return repr(entry.get("value"))
+
+
+def changed_variables(record: object, environ: Mapping[str, str] | None = None,
+                      ) -> list[tuple[str, str, str]]:
+    """The declared variables a run recorded (``record``: its manifest's environment) whose
+    value differs in this process: ``(name, as recorded, as now)``, a secret as its digest."""
+    variables = record.get("variables") if isinstance(record, Mapping) else None
+    if not isinstance(variables, Mapping):
+        return []
+    env = os.environ if environ is None else environ
+    names = [str(n) for n in variables if _VARIABLE.match(str(n))]
+    now = {name: _variable(name, env) for name in names}
+    return [(name, _shown(variables[name]), _shown(now[name])) for name in names
+            if variables[name] != now[name]]

@@ -16,7 +16,7 @@ import pytest
 
 from ..declare.environment import (
     EnvironmentNameError,
-    environment_record,
+    changed_variables,
     parse_package_names,
     parse_variable_names,
 )
@@ -67,24 +67,10 @@ def check_resumed(manifest: Mapping[str, Any], variables: tuple[str, ...]) -> No
     episodes would mix two agents under one record (a usage error naming each variable,
     its recorded value and this session's, never a secret's)."""
     found = manifest.get("environment")
-    stored = found.get("variables") if isinstance(found, Mapping) else None
-    if not isinstance(stored, Mapping):
-        return
-    now = environment_record(variables, ())["variables"]
-    differ = [name for name in variables if name in stored and stored[name] != now[name]]
+    differ = [d for d in changed_variables(found) if d[0] in variables]
     if not differ:
         return
-
-    def shown(entry: object) -> str:
-        if not isinstance(entry, Mapping):
-            return "?"
-        if entry.get("unset"):
-            return "unset"
-        return "a secret (digest " + str(entry["digest"]) + ")" if "digest" in entry \
-            else repr(entry.get("value"))
-
-    said = "; ".join(f"{name} was {shown(stored[name])}, is {shown(now[name])}"
-                     for name in differ)
+    said = "; ".join(f"{name} was {was}, is {now}" for name, was, now in differ)
     raise pytest.UsageError(
         f"run {manifest.get('name')!r} was recorded in another environment than this "
         f"session's ({said}), and resuming it would mix two agents in one run; set the "

@@ -539,10 +539,12 @@ class ProveSession:
         if self.replay is not None:
             if self.settings.plan_only or self.config.option.collectonly:
                 return []  # nothing was meant to run
+            from ..declare.environment import changed_variables
             from ..report.replay import replay_lines
 
             return replay_lines(self.run_label() or "", self.replay.salt, self.replay.episodes,
-                                self.replayed, verbose=verbose)
+                                self.replayed, verbose=verbose, changed=changed_variables(
+                                    self.replay.manifest.get("environment")))
 
         ended = self.run.ended
         outcome = self.outcome
