@@ -40,6 +40,8 @@ USER_ERRORS: Final[Mapping[str, str]] = {
     "TargetError": "a target (--prove-target, ini prove_targets, targets=, [targets]) "
                    "written wrongly or naming an event not declared",
     "PriceError": "a price declaration that cannot be read",
+    "EnvironmentNameError": "a name in prove_record_env or prove_record_packages (or their "
+                            "options) that is no variable's or package's name",
     "IniError": "a configuration file, or a value in it, that cannot be read",
     # What is stored (record.py, store/).
     "StoreError": "an unknown run or baseline, a bad name, a damaged line",

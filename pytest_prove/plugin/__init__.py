@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, calls, capture, heap, worker
+from . import budget, cache, calls, capture, environment, heap, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -42,6 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     budget.add_options(parser)
     capture.add_options(parser)
     cache.add_options(parser)
+    environment.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:

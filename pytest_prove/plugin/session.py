@@ -103,10 +103,17 @@ class ProveSession:
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
         self.capture: CaptureManager | None = None  # what instrumentors ran; see start()
         self.sequential: SequentialControl | None = None  # --prove-sequential; see start()
+        #: The variables and packages the run records (see plugin/environment.py; start()).
+        self.recorded: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def start(self) -> None:
         """Build and register what the session owns besides itself: the budget (prices, the
         token cap and its watch) and the capture manager."""
+        from .environment import check_resumed, recorded_names
+
+        self.recorded = recorded_names(self.config)  # a bad name: refused before any test
+        if self.run.writer.existing:
+            check_resumed(self.run.writer.manifest, self.recorded[0])
         self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
         self.capture = capture.register(self.config, self.run)
         from .sequential import sequential_possible
@@ -123,7 +130,7 @@ class ProveSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        self.run.stamp(self.config.rootpath)
+        self.run.stamp(self.config.rootpath, *self.recorded)
         # In one process the plan is known now (under xdist it comes with each worker's
         # first report): in the manifest from the first episode on, a killed run keeps it.
         self.run.merge_plan(plan_data(self.config))
@@ -532,10 +539,12 @@ class ProveSession:
         if self.replay is not None:
             if self.settings.plan_only or self.config.option.collectonly:
                 return []  # nothing was meant to run
+            from ..declare.environment import changed_variables
             from ..report.replay import replay_lines
 
             return replay_lines(self.run_label() or "", self.replay.salt, self.replay.episodes,
-                                self.replayed, verbose=verbose)
+                                self.replayed, verbose=verbose, changed=changed_variables(
+                                    self.replay.manifest.get("environment")))
 
         ended = self.run.ended
         outcome = self.outcome

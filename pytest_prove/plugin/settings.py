@@ -64,7 +64,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
-                 "--prove-metrics", "--prove-metric-margin", "--prove-target")
+                 "--prove-metrics", "--prove-metric-margin", "--prove-target",
+                 "--prove-record-env", "--prove-record-packages")
 
 
 def add_options(parser: pytest.Parser) -> None:

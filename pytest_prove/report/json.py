@@ -102,6 +102,11 @@ def _tail(review: Review, document: dict[str, Any]) -> dict[str, Any]:
         document["gate"] = {"failed": review.gate.failed, "failed_on": failed_parts(review),
                             "headline": gate_headline(review, str) or document["verdict_line"]}
     document["notes"] = list(review.notes)
+    if review.environment is not None:  # what differs between the runs' environments
+        from .environment import environment_notes
+
+        document["environment"] = {**review.environment.to_json(), "said": [
+            f"{head}: {text}" for head, text in environment_notes(review, str)]}
     if review.metrics is not None:  # the metric rows (a rollout declares metrics)
         from .metrics import metric_margin_line, metric_verdict_line
 

@@ -86,7 +86,10 @@ def set_aside(review: Review, esc: Callable[[str], str]) -> list[tuple[str, str]
     """The lines, as ``(head, text)``, in the order a reader needs them."""
     prepared = review.prepared
     before, after = esc(review.labels.before), esc(review.labels.after)
-    lines: list[tuple[str, str]] = [
+    from .environment import environment_notes
+
+    lines = environment_notes(review, esc)
+    lines += [
         ("sequential", f"{esc(label)}: {_whole(reason, esc)}" if label else _whole(reason, esc))
         for label, reason in review.sequential]
     if prepared.chaos:

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_prove.declare.environment import shell_prefix
 from pytest_prove.declare.spec import condition_label
 
 from ._format import terminal_text
@@ -27,11 +28,19 @@ _SHOWN = 20
 
 
 def replay_command(replay: Replay) -> str:
-    """The command line that replays one episode on its seed (quoted for a POSIX shell)."""
-    words = ["pytest", shlex.quote(replay.item)]
+    """The command line that replays one episode on its seed (quoted for a POSIX shell), in
+    the declared environment its run recorded (``AGENT_MODEL=agent-mini pytest ...``); a
+    secret variable, recorded as a digest only, is named in a comment after the command, to
+    be exported by hand first."""
+    prefix, secrets = shell_prefix(replay.env, replay.unset)
+    words = [prefix] if prefix else []
+    words += ["pytest", shlex.quote(replay.item)]
     if replay.keyword is not None:
         words += ["-k", shlex.quote(replay.keyword)]
     words.append(f"--prove-replay={shlex.quote(replay.run)}")
+    if secrets:
+        words.append("  # first: " + "; ".join(f"export {name}=..." for name in secrets)
+                     + " (recorded as a digest, not its value)")
     return terminal_text(" ".join(words), 600)
 
 
@@ -48,16 +57,26 @@ def ending_text(record: Mapping[str, Any]) -> str:
 
 
 def replay_lines(run: str, salt: str, stored: Iterable[Mapping[str, Any]],
-                 replayed: Sequence[Mapping[str, Any]], *, verbose: bool) -> list[str]:
-    """The verdict (how many ended as stored), then each episode: its seed, both endings."""
+                 replayed: Sequence[Mapping[str, Any]], *, verbose: bool,
+                 changed: Sequence[tuple[str, str, str]] = ()) -> list[str]:
+    """The verdict (how many ended as stored), then each episode: its seed, both endings;
+    ``changed``: the declared variables the run recorded that differ in this session
+    (name, as recorded, as now), said after them, since they replay another agent."""
     label = terminal_text(run)
+    said = [] if not changed else [
+        "note: this session's environment differs from the one run "
+        f"{label!r} recorded: "
+        + "; ".join(f"{terminal_text(name)} was {terminal_text(was)}, is {terminal_text(now)}"
+                    for name, was, now in changed)
+        + "; an ending may differ for that alone: set them as the replay commands of "
+          "pytest-prove flips and show do"]
     by_identity = {(str(r["rollout"]), str(r["condition_key"]), int(r["replicate"])): r
                    for r in stored}
     if not replayed:
         return [f"replay of run {label!r} (salt {terminal_text(salt)}): no rollout item ran, "
                 "so nothing was replayed",
                 f"next: name the item to replay, e.g. pytest 'test_x.py::test_y[case-r017]' "
-                f"--prove-replay={label} (pytest-prove flips and show print it)"]
+                f"--prove-replay={label} (pytest-prove flips and show print it)", *said]
     same = differ = absent = 0
     lines = []
     for record in replayed:
@@ -93,6 +112,7 @@ def replay_lines(run: str, salt: str, stored: Iterable[Mapping[str, Any]],
     out = [head, *shown]
     if len(shown) < len(lines):
         out.append(f"  ... and {len(lines) - len(shown)} more (-v lists them all)")
+    out.extend(said)
     if differ:
         out.append("note: an ending that differs on the same seed means the rollout depends on "
                    "more than its seed (the code changed since, or a clock, the network, a "

@@ -18,6 +18,7 @@ from pytest_prove.review.flips import Replay
 from pytest_prove.review.tallies import RunLine, Tally
 
 from ._format import table, terminal_text
+from .environment import recorded_lines
 from .notes import fault_text
 from .replay import replay_command
 
@@ -49,6 +50,8 @@ def show_document(t: Tally) -> dict[str, Any]:
         **t.summary, "ended": m.get("ended"), "salt": run.salt, "path": str(run.path),
         "git_commit": m.get("git_commit"), "command_line": m.get("command"),
         "packages": m.get("packages"), "episodes_read": len(run.episodes),
+        # The environment the run recorded (None: not recorded, an older run).
+        "environment": m.get("environment") if isinstance(m.get("environment"), dict) else None,
         "outcomes": dict(t.outcomes), "by_condition": {k: dict(v) for k, v in
                                                        t.by_condition.items()},
         "without_outcome": dict(t.without_outcome), "errored": t.errored,
@@ -109,6 +112,7 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
     if m.get("git_commit"):
         lines.append(f"git commit {m['git_commit']}")
     lines.extend(_shard_lines(m))
+    lines.extend(recorded_lines(m.get("environment"), terminal_text))
     if m.get("command"):
         lines.append("command: " + terminal_text(" ".join(str(c) for c in m["command"]), 400))
     for rollout_id, info in (m.get("rollouts") or {}).items():
@@ -150,7 +154,7 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
                      f"(seed {e['seed']}, {terminal_text(e['node'] or e['rollout'])}): "
                      f"{terminal_text(e['type'])}: {terminal_text(e['message'], 200)}")
         if e.get("replay"):
-            lines.append(f"    replay: {replay_command(Replay(**e['replay']))}")
+            lines.append(f"    replay: {replay_command(Replay.from_dict(e['replay']))}")
         if verbose and e.get("traceback"):
             lines.extend(f"    {terminal_text(line, 200)}"
                          for line in str(e["traceback"]).rstrip().splitlines()[-8:])

@@ -81,6 +81,13 @@ def _quiet_lines(*, refusal: str | None, review: Review | None, notes: Sequence[
             if said is not None:
                 lines.append(said)
         lines.extend(_spared(review))
+        from .environment import environment_notes
+
+        # Of the environment, only the stale-baseline warning (a difference not declared as
+        # the change): the rest is said without -q.
+        lines.extend(f"{head}: {text}" for head, text in environment_notes(review,
+                                                                           terminal_text)
+                     if head == "stale baseline?")
     if ended:
         lines.append(f"run {terminal_text(str(manifest['name']))!r} ({manifest['status']}) "
                      f"stored in {where}")

@@ -18,6 +18,7 @@ from ..declare.metrics import MetricMargin
 from ..stats import Comparison, Row, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
+from .environment import EnvironmentReview, environment_review
 from .labels import Labels, label_of, labels_of
 from .metrics import MetricReview, MetricRow, failing_rows, gate_metrics, metric_review
 from .pairing import (
@@ -95,6 +96,8 @@ class Review:
     metrics: MetricReview | None = None
     #: The target rows (None: no rollout of the new run declares a target).
     targets: TargetReview | None = None
+    #: What differs between the environments the two runs recorded (never the verdict).
+    environment: EnvironmentReview | None = None
 
     @property
     def metrics_only(self) -> bool:
@@ -289,4 +292,5 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
                             blind=blind.failing, notes=tuple(spared),
                             metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered)),
                             targets=target_failing),
-                  sequential=lines, metrics=metrics, targets=targets)
+                  sequential=lines, metrics=metrics, targets=targets,
+                  environment=environment_review(before, after))

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
+from ..declare.environment import replay_environment
 from ..declare.spec import condition_label, quoted_label
 from ..record import Missing
 from ..store import Run
@@ -36,14 +37,33 @@ class Replay:
 
     ``item`` is the item's node id; for an episode stored by a pytest-prove that did not
     record its item, it is the rollout's node id and ``keyword`` picks the replicate.
+    ``env``: the declared environment variables the run recorded, ``(name, value)``, the
+    value None for a secret (recorded as a digest only: the user exports it); ``unset``:
+    those that were unset (prove_record_env, declare/environment.py).
     """
 
     run: str
     item: str
     keyword: str | None = None
+    env: tuple[tuple[str, str | None], ...] = ()
+    unset: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "item": self.item, "keyword": self.keyword}
+        """As JSON: ``env`` (``[[name, value or null], ...]``) and ``unset`` only when the
+        run recorded declared variables."""
+        found: dict[str, Any] = {"run": self.run, "item": self.item, "keyword": self.keyword}
+        if self.env or self.unset:
+            found["env"] = [[name, value] for name, value in self.env]
+            found["unset"] = list(self.unset)
+        return found
+
+    @classmethod
+    def from_dict(cls, found: Mapping[str, Any]) -> Replay:
+        """A replay as :meth:`to_dict` wrote it."""
+        return cls(str(found["run"]), str(found["item"]), found.get("keyword"),
+                   tuple((str(n), None if v is None else str(v))
+                         for n, v in found.get("env") or ()),
+                   tuple(str(n) for n in found.get("unset") or ()))
 
 
 #: The end of an item's id: its replicate, or its block of replicates (``r016-031``).
@@ -59,12 +79,14 @@ def replay_target(run: Run, record: Mapping[str, Any]) -> Replay | None:
     """
     replicate = int(record["replicate"])
     item = record.get("item")
+    env, unset = replay_environment(run.manifest.get("environment"))
     if isinstance(item, str) and item:
         found = _BLOCK.search(item)
         if found is not None:
             width = len(found.group(1))
-            return Replay(label_of(run), item[:found.start()] + f"r{replicate:0{width}d}]")
-        return Replay(label_of(run), item)
+            return Replay(label_of(run), item[:found.start()] + f"r{replicate:0{width}d}]",
+                          env=env, unset=unset)
+        return Replay(label_of(run), item, env=env, unset=unset)
     info = (run.manifest.get("rollouts") or {}).get(record.get("rollout")) or {}
     node = info.get("node") if isinstance(info, dict) else None
     if not isinstance(node, str) or not node:
@@ -72,7 +94,7 @@ def replay_target(run: Run, record: Mapping[str, Any]) -> Replay | None:
     declaration = info.get("declaration") or {}
     total = declaration.get("replicates") if isinstance(declaration, dict) else None
     width = max(3, len(str(max(int(total) - 1, 0)))) if isinstance(total, int) else 3
-    return Replay(label_of(run), node, f"r{replicate:0{width}d}")
+    return Replay(label_of(run), node, f"r{replicate:0{width}d}", env=env, unset=unset)
 
 
 @final
@@ -259,7 +281,8 @@ def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),
         replay = replay_target(after, a)
         twin = replay_target(before, b)
         if twin is not None and twin.keyword is None and (replay is None or replay.keyword):
-            replay = Replay(label_b, twin.item)
+            env, unset = replay_environment(after.manifest.get("environment"))
+            replay = Replay(label_b, twin.item, env=env, unset=unset)
         found.append(Flip(condition=named[key][0], rollout=key[0], condition_key=key[1],
                           replicate=r, seed=int(a["seed"]), before=b, after=a,
                           events=tuple(which), replay=replay))

@@ -193,6 +193,9 @@ def _merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
            lambda r: manifest_declarations(r.manifest), "run every shard on the same code")
     _agree(ordered, "package versions", lambda r: r.manifest.get("packages"),
            "install the same versions (and Python) for every shard")
+    _agree(ordered, "recorded environment (declared variables, packages, system)",
+           lambda r: _environment_shape(r.manifest),
+           "run every shard with the same prove_record_env values, packages and system")
     _agree(ordered, "baseline they were paired with",
            lambda r: (r.manifest.get("paired_with") or {}).get("baseline"),
            "pair every shard with the same --prove-baseline, or none")
@@ -248,6 +251,7 @@ def _merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
         "paired_with": first.get("paired_with"),
         "rollouts": rollouts,
         "packages": first.get("packages"),
+        **_merged_environment(ordered),
         "git_commit": commits[0] if len(commits) == 1 else None,
         "command": ["pytest-prove", "merge", *(r.name for r in runs), "--name", name],
         "plan": first.get("plan"),
@@ -268,3 +272,28 @@ def _merge_runs(store: Store, runs: Sequence[Run], name: str) -> Run:
     finally:
         writer.close()
     return store.read(writer.directory)
+
+
+def _environment_shape(manifest: Mapping[str, Any]) -> object:
+    """What shards of one sweep must have recorded alike (their models seen may differ)."""
+    found = manifest.get("environment")
+    if not isinstance(found, dict):
+        return None
+    return {k: found.get(k) for k in ("variables", "packages", "system")}
+
+
+def _merged_environment(runs: list[Run]) -> dict[str, Any]:
+    """The shards' recorded environment (one, as they agree), their models seen added up;
+    nothing when the first shard recorded none."""
+    first = runs[0].manifest.get("environment")
+    if not isinstance(first, dict):
+        return {}
+    models: dict[str, dict[str, int]] = {}
+    for run in runs:
+        found = run.manifest.get("environment")
+        seen = found.get("models") if isinstance(found, dict) else None
+        for kind, names in (seen or {}).items():
+            into = models.setdefault(str(kind), {})
+            for name, count in (names or {}).items():
+                into[str(name)] = into.get(str(name), 0) + int(count)
+    return {"environment": {**first, "models": models}}

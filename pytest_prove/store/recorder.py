@@ -19,6 +19,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, final
 
+from ..declare.environment import add_models, environment_record
 from ..record import add_tokens, ending, identity, utc_now
 from ..wire import PlanData, unspan
 from . import Run, RunWriter, Store, StoreError
@@ -77,6 +78,9 @@ class RunRecorder:
         self.states = Endings()  # how each stored episode ended, by identity
         self.spent = {"input": 0, "output": 0}  # tokens of the run so far
         self.any_tokens = False
+        #: The model names captured spans named, counted as episodes are stored (the
+        #: manifest's ``environment.models``; a resumed run's are counted again from its lines).
+        self.models: dict[str, dict[str, int]] = {}
         self.failure: str | None = None  # the store could not be written
         self.ended = False
         if resume is not None:
@@ -117,11 +121,21 @@ class RunRecorder:
     def keys(self) -> set[Key]:
         return self.states.keys()
 
-    def stamp(self, root: Path) -> None:
+    def stamp(self, root: Path, variables: Iterable[str] = (),
+              packages: Iterable[str] = ()) -> None:
         """Record what made the run, once, before any test runs (so that no test's fixture,
-        such as a monkeypatched subprocess, can change what is recorded)."""
+        such as a monkeypatched subprocess or environment, can change what is recorded): the
+        provenance, and the environment the user declares as part of the agent (its
+        ``variables`` and ``packages``; a resumed run keeps the one its first session
+        recorded)."""
         if self.writer.manifest.get("packages") is None:
             self.writer.manifest.update(provenance(root))
+        if not isinstance(self.writer.manifest.get("environment"), dict):
+            self.writer.manifest["environment"] = environment_record(variables, packages)
+
+    def models_json(self) -> dict[str, dict[str, int]]:
+        """The models seen in spans so far, sorted, for the manifest."""
+        return {kind: dict(sorted(seen.items())) for kind, seen in sorted(self.models.items())}
 
     def store(self, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append ``records``; return those stored (none once the store has failed)."""
@@ -150,6 +164,9 @@ class RunRecorder:
             self.write_manifest()
 
     def count(self, record: Mapping[str, Any]) -> None:
+        spans = record.get("spans")
+        if spans:
+            add_models(self.models, spans)
         if record.get("tokens"):
             self.any_tokens = True
             add_tokens(self.spent, record)
@@ -330,6 +347,9 @@ class RunRecorder:
             self.writer.manifest["capped"] = capped
         if prices:
             self.writer.manifest["prices"] = prices
+        environment = self.writer.manifest.get("environment")
+        if isinstance(environment, dict):
+            environment["models"] = self.models_json()
         updates = {"ended": utc_now(), "status": status, "plan": self.plan_json(),
                    "selection": self.selection(), "missing": missing}
         if self.shard is not None:
