@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, calls, capture, environment, heap, worker
+from . import budget, cache, calls, capture, dryrun, environment, heap, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -43,6 +43,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     capture.add_options(parser)
     cache.add_options(parser)
     environment.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> None:
+    dryrun.load_initial_conftests(early_config, args)  # --prove-plan: before any import
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -125,6 +131,7 @@ def pytest_plugin_registered(plugin: object) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     cache.end()
+    dryrun.unblock()
     prove = config.stash.get(SESSION_KEY, None)
     if prove is not None:
         prove.run.writer.release()  # held from the first episode until the session ends
@@ -154,6 +161,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         worker.finish(config)
     elif prove is not None:
         prove.end(session, exitstatus)
+    if settings.plan_only:
+        dryrun.report(session)  # an import that touched the network: named, exit 4
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

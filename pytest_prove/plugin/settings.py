@@ -102,7 +102,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="seed this run from WORD instead of a fresh salt (give every shard "
                          "of a sweep the same WORD; a baseline's run takes its salt)")
     group.addoption("--prove-plan", action="store_true", default=False,
-                    help="collect, print the plan and the design check, and run nothing")
+                    help="collect, print the plan and the design check, and run nothing; "
+                         "the project is imported with the network blocked, and an import "
+                         "that touches it is named (exit 4)")
     group.addoption("--prove-replicates", metavar="N", type=replicates_option, default=None,
                     help="replicates per condition for every rollout, overriding declarations")
     group.addoption("--prove-concurrency", metavar="K", type=concurrency_option, default=None,
