@@ -128,7 +128,7 @@ def test_flips_are_the_discordant_pairs_of_the_paired_test(
     assert lines[0].startswith(f"{len(doc['flips'])} of 80 twins ended differently in worse "
                                "than in baseline:base")
     first = doc["flips"][0]
-    assert (f"  r{first['replicate']}  seed {first['seed']}  {first['before']['outcome']} -> "
+    assert (f"  r{first['replicate']:03d}  seed {first['seed']}  {first['before']['outcome']} -> "
             f"{first['after']['outcome']}") in lines
     assert f"        pytest 'test_bot.py::test_bot[refund-r{first['replicate']:03d}]' " \
            "--prove-replay=worse" in lines

@@ -10,6 +10,7 @@ whole.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from typing import Any
 
@@ -234,6 +235,20 @@ def flips_document(f: Flips) -> dict[str, Any]:
                       "pairs (before_only = b, after_only = c)"}
 
 
+#: The replicate at the end of an item's id (``...-r004]``) or a replay's keyword.
+_REPLICATE_ID = re.compile(r"(r\d+)\]?$")
+
+
+def _replicate_id(flip: Any) -> str:
+    """The replicate as the twin's item names it (``r004``), so that the line and the
+    replay command below it read alike."""
+    if flip.replay is not None:
+        found = _REPLICATE_ID.search(flip.replay.keyword or flip.replay.item)
+        if found is not None:
+            return found.group(1)
+    return f"r{int(flip.replicate):03d}"
+
+
 def flips_lines(f: Flips, verbose: bool) -> list[str]:
     la, lb = terminal_text(f.before), terminal_text(f.after)
     scope = [*(f"condition {terminal_text(c)}" for c in f.chosen),
@@ -263,8 +278,8 @@ def flips_lines(f: Flips, verbose: bool) -> list[str]:
         lines.append("")
         lines.append(f"{terminal_text(condition)}: {len(found)} twin(s) changed")
         for flip in shown:
-            lines.append(f"  r{flip.replicate}  seed {flip.seed}  {ending_text(flip.before)} -> "
-                         f"{ending_text(flip.after)}")
+            lines.append(f"  {_replicate_id(flip)}  seed {flip.seed}  "
+                         f"{ending_text(flip.before)} -> {ending_text(flip.after)}")
             if flip.replay is not None:
                 lines.append(f"        {replay_command(flip.replay)}")
         if len(shown) < len(found):

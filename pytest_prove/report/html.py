@@ -358,8 +358,8 @@ def _notes(said: Iterable[tuple[str, str]]) -> list[str]:
 
 def _axes_note(x: str | None, y: str | None) -> str:
     return (f"grid: {_e(x or 'one condition')} across" + (f", {_e(y)} down" if y else "")
-            + ", values in the order the sweep declared them (choose the axes with --x and "
-              "--y)")
+            + ", values in the order the sweep declared them (pytest-prove report ... --x AXIS "
+              "--y AXIS draws other axes)")
 
 
 def _opens_on(condition: str, event: str, why: str) -> str:

@@ -9,6 +9,7 @@ whole.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,7 @@ def show_lines(t: Tally, verbose: bool) -> list[str]:
     lines.extend(_shard_lines(m))
     lines.extend(recorded_lines(m.get("environment"), terminal_text))
     if m.get("command"):
-        lines.append("command: " + terminal_text(" ".join(str(c) for c in m["command"]), 400))
+        lines.append("command: " + terminal_text(shlex.join(str(c) for c in m["command"]), 400))
     for rollout_id, info in (m.get("rollouts") or {}).items():
         declaration = (info or {}).get("declaration") or {}
         failures = ", ".join(map(terminal_text, declaration.get("failures", []))) or "-"

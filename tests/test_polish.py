@@ -1,0 +1,76 @@
+"""What a user reads, polished (issue 34 item 5): each line here was seen wrong by a new
+user, and each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_prove.cli import main
+
+from .conftest import BOT, INI
+
+
+@pytest.fixture
+def usual_umask() -> Iterator[None]:
+    mask = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(mask)
+
+
+def _cli(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+         *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["--store", str(project.path / ".prove"), *args])
+    return code, capsys.readouterr().out
+
+
+def test_reports_are_readable_as_any_file_written(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        usual_umask: None) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-name=first",
+                              "--prove-report=session.html").ret == 0
+    modes = {}
+    for suffix in ("html", "json", "md"):
+        code, _ = _cli(pytester, capsys, "report", "first", "--out", f"one.{suffix}")
+        assert code == 0
+        modes[suffix] = stat.S_IMODE(os.stat(pytester.path / f"one.{suffix}").st_mode)
+    modes["session"] = stat.S_IMODE(os.stat(pytester.path / "session.html").st_mode)
+    assert modes == dict.fromkeys(modes, 0o644)  # HTML and JSON were 0600, markdown 0644
+
+
+def test_show_prints_the_command_as_a_shell_reads_it(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-name=first").ret == 0
+    # What the run records is the process's argv (here the outer pytest's, in-process):
+    # written as a shell gave it, with one word that holds spaces.
+    manifest = next((pytester.path / ".prove" / "runs").glob("*/manifest.json"))
+    document = json.loads(manifest.read_text(encoding="utf-8"))
+    document["command"] = ["pytest", "-k", "refund and not password"]
+    manifest.write_text(json.dumps(document), encoding="utf-8")
+    code, out = _cli(pytester, capsys, "show", "first")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("command: "))
+    assert "-k 'refund and not password'" in line  # it read -k refund and not password
+
+
+def test_the_session_report_names_the_command_that_chooses_the_axes(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
+                              "--prove-report=page.html").ret == 0
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    assert "choose the axes with --x and --y" not in page  # flags pytest does not take
+    assert "pytest-prove report ... --x AXIS --y AXIS draws other axes" in page
