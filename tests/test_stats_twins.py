@@ -1,0 +1,124 @@
+"""Twin agreement and the paired test's power at an observed agreement (stats/_twins.py),
+checked by exact enumeration of every table of twins and against the engine's own
+independent-twins power and design check (kappa = 1)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pytest_prove.stats import design_check, detection_power, limits, mcnemar_midp
+from pytest_prove.stats._twins import (
+    agreement,
+    discordance_power,
+    pooled_kappa,
+    twin_design_check,
+    twin_limit,
+    twin_power,
+)
+
+
+def _enumerated_power(n: int, pb: float, pc: float, alpha: float) -> float:
+    """Every (b, c) of n twins with its multinomial probability; rejected toward c when
+    c > b and the mid-p is at most alpha."""
+    total = 0.0
+    rest = 1.0 - pb - pc
+    for b, c in itertools.product(range(n + 1), repeat=2):
+        if b + c > n or c <= b or mcnemar_midp(b, c) > alpha:
+            continue
+        log_p = (math.lgamma(n + 1) - math.lgamma(b + 1) - math.lgamma(c + 1)
+                 - math.lgamma(n - b - c + 1))
+        for count, share in ((b, pb), (c, pc), (n - b - c, rest)):
+            if count:
+                log_p += count * math.log(share) if share > 0 else -math.inf
+        total += math.exp(log_p)
+    return total
+
+
+@pytest.mark.parametrize("n", [1, 5, 12, 23])
+@pytest.mark.parametrize("alpha", [0.3, 0.05, 0.005])
+def test_discordance_power_equals_every_table_enumerated(n: int, alpha: float) -> None:
+    for pb, pc in ((0.05, 0.2), (0.0, 0.3), (0.2, 0.2), (0.3, 0.1), (0.01, 0.9)):
+        assert discordance_power(n, pb, pc, alpha) == pytest.approx(
+            _enumerated_power(n, pb, pc, alpha), abs=1e-12), (pb, pc)
+
+
+@pytest.mark.parametrize("p0, p1, n", [(0.3, 0.45, 100), (0.1, 0.3, 50), (0.5, 0.3, 200),
+                                       (0.0, 0.2, 40), (0.9, 1.0, 30)])
+def test_kappa_one_is_the_engines_independent_twins(p0: float, p1: float, n: int) -> None:
+    for alpha in (0.05, 0.001):
+        assert twin_power(n, p0, p1, kappa=1.0, alpha=alpha) == pytest.approx(
+            detection_power(p0, p1, n, paired=True, alpha=alpha), abs=1e-9)
+
+
+def test_the_limit_at_kappa_one_is_the_engines_and_shrinks_with_agreement() -> None:
+    for x, n in ((30, 100), (5, 60), (120, 200)):
+        engine = limits(x, n, paired=True, alpha=0.01)
+        for direction, want in (("rise", engine.rise), ("fall", engine.fall)):
+            found = twin_limit(n, x / n, kappa=1.0, alpha=0.01, direction=direction)
+            assert found.status == want.status
+            if want.value is None or found.value is None:
+                continue
+            assert found.value == pytest.approx(want.value, abs=1e-6)
+            tighter = twin_limit(n, x / n, kappa=0.2, alpha=0.01, direction=direction)
+            assert tighter.value is not None and tighter.value < found.value
+    assert twin_limit(10, 1.0, kappa=0.5, alpha=0.05).status == "no room"
+    assert twin_limit(3, 0.5, kappa=1.0, alpha=1e-6).status == "none detectable"
+
+
+def test_agreement_counts_of_a_hand_built_pair() -> None:
+    # 10 twins: 3 failed in both, 2 before only, 1 after only, 4 in neither.
+    found = agreement(10, 3, 2, 1)
+    assert (found.n, found.alike, found.discordant) == (10, 7, 3)
+    assert found.rate == pytest.approx(0.7)
+    assert (found.before, found.after) == (pytest.approx(0.5), pytest.approx(0.4))
+    # independent twins at 0.5 and 0.4 disagree on 0.5 * 0.6 + 0.5 * 0.4 = 0.5 of seeds
+    assert found.kappa == pytest.approx(0.3 / 0.5)
+    # Clopper-Pearson one-sided: P(Bin(10, upper) <= 3) = 0.05
+    upper = 1.0 - found.low(0.95)
+    assert stats.binom.cdf(3, 10, upper) == pytest.approx(0.05, abs=1e-9)
+    assert agreement(5, 0, 0, 0).kappa is None  # no twin had room to disagree
+    with pytest.raises(ValueError, match="at most n"):
+        agreement(3, 2, 1, 1)
+
+
+def test_pooled_kappa_and_its_upper_bound() -> None:
+    rows = [agreement(100, 20, 5, 5), agreement(100, 45, 5, 5)]
+    pooled = pooled_kappa(rows)
+    expected = 100 * (0.25 * 0.75 * 2) + 100 * (0.5 * 0.5 * 2)
+    assert pooled.kappa == pytest.approx(20 / expected)
+    share = float(stats.beta.ppf(0.95, 21, 180))
+    assert pooled.upper == pytest.approx(share / (expected / 200))
+    assert pooled.upper is not None and pooled.kappa < pooled.upper
+    assert pooled_kappa([agreement(4, 4, 0, 0)]).kappa is None
+
+
+def test_the_worst_base_rate_is_where_the_model_is_most_discordant() -> None:
+    # The design reads one base rate, (1 - max_mde)/2: power at every other is no lower.
+    for n, kappa in ((40, 1.0), (80, 0.3), (150, 0.05)):
+        change, alpha = 0.2, 0.01
+        worst = twin_power(n, 0.4, 0.6, kappa=kappa, alpha=alpha)
+        for p0 in np.linspace(0.0, 0.8, 81):
+            assert twin_power(n, p0, p0 + change, kappa=kappa, alpha=alpha) >= worst - 1e-12
+
+
+@pytest.mark.parametrize("replicates, m", [(50, 1), (50, 10), (30, 4), (200, 40)])
+def test_the_design_at_kappa_one_asks_what_the_engine_asks(replicates: int, m: int) -> None:
+    engine = design_check(replicates, m, paired=True)
+    mine = twin_design_check(replicates, m, kappa=1.0)
+    assert mine.ok == engine.ok
+    assert mine.replicates_needed == engine.replicates_needed
+
+
+def test_agreement_asks_for_fewer_replicates_and_the_count_reaches_power() -> None:
+    loose = twin_design_check(50, 10, kappa=1.0)
+    tight = twin_design_check(50, 10, kappa=0.2)
+    assert loose.replicates_needed is not None and tight.replicates_needed is not None
+    assert tight.replicates_needed < loose.replicates_needed
+    n = tight.replicates_needed
+    assert twin_power(n, 0.4, 0.6, kappa=0.2, alpha=0.005) >= 0.8
+    assert twin_power(n - 1, 0.4, 0.6, kappa=0.2, alpha=0.005) < 0.8
