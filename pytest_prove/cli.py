@@ -259,6 +259,37 @@ def _check(args: argparse.Namespace, out: Output) -> int:
     return EXIT_FAILED if done.gate.failed else EXIT_OK
 
 
+def _aa_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("before", metavar="A", help="a run of the code (or a baseline)")
+    parser.add_argument("after", metavar="B", help="another run of the same code, on the "
+                        "same salt (pytest --prove-salt=WORD, twice)")
+    parser.add_argument("--q", type=error_rate, default=None,
+                        help="error rate of the verdict; default: ini prove_q, else 0.05")
+    parser.add_argument("--max-mde", type=max_mde, default=None,
+                        help="the change a paired design must see; default: ini "
+                             "prove_max_mde, else 0.20")
+    parser.add_argument("--missing", type=missing_mode, default=None,
+                        help="episodes without an outcome: test or ignore; default: ini "
+                             "prove_missing, else test")
+
+
+@command("aa", "an A/A check: two runs of the same code on one salt, their twins' agreement "
+         "(the noise floor) and the false alarms it gives", _aa_arguments)
+def _aa(args: argparse.Namespace, out: Output) -> int:
+    from .report.twins import aa_lines
+    from .review.aa import aa_review
+
+    before, after = _pair_of(args)
+    found = aa_review(before, after, q=args.q, max_mde=args.max_mde, missing=args.missing)
+    done = found.review
+    lines = aa_lines(done.twins, done.require_comparison(), before=done.labels.before,
+                     after=done.labels.after)
+    out.answer("aa", {**comparison_document(done), "aa": {"worse": found.worse,
+                                                          "safer": found.safer}},
+               [*lines, *verdicts.run_note_lines(done)])
+    return EXIT_OK
+
+
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
     _engine_options(parser, one_is_enough=True)
     parser.add_argument("--out", required=True, type=Path,

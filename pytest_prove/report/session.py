@@ -127,6 +127,9 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
 
             lines.extend(format_comparison(review.comparison, before=review.before.name,
                                            after=after, verbose=verbose))
+            from .twins import twin_lines
+
+            lines.extend(twin_lines(review.twins, verbose=verbose))
         if review.metrics is not None:
             from .metrics import metric_lines
 

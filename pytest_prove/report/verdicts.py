@@ -54,6 +54,9 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
     else:
         lines = format_comparison(review.require_comparison(), before=review.labels.before,
                                   after=review.labels.after, verbose=verbose)
+        from .twins import twin_lines
+
+        lines += twin_lines(review.twins, verbose=verbose)
     if review.metrics is not None:
         from .metrics import metric_lines
 

@@ -31,6 +31,7 @@ from .pairing import (
     prepare,
 )
 from .reading import read_run
+from .twins import TwinReview, twin_review
 
 if TYPE_CHECKING:
     from .sequential import Looks
@@ -95,6 +96,8 @@ class Review:
     metrics: MetricReview | None = None
     #: The target rows (None: no rollout of the new run declares a target).
     targets: TargetReview | None = None
+    #: How often twins ended alike, row by row (None: no paired row): ``review/twins.py``.
+    twins: TwinReview | None = None
 
     @property
     def metrics_only(self) -> bool:
@@ -281,4 +284,5 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
                             blind=blind.failing, notes=tuple(spared),
                             metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered)),
                             targets=target_failing),
-                  sequential=lines, metrics=metrics, targets=targets)
+                  sequential=lines, metrics=metrics, targets=targets,
+                  twins=twin_review(comparison))
