@@ -23,6 +23,7 @@ from ..config.ini import FROM_INI, INI, given_or_ini
 from ..config.paths import space_form_problem
 from ..config.values import (
     DEFAULT_FAIL_ON,
+    agreement_runs,
     chaos_switch,
     error_rate,
     fail_on,
@@ -64,7 +65,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
-                 "--prove-metrics", "--prove-metric-margin", "--prove-target")
+                 "--prove-metrics", "--prove-metric-margin", "--prove-target",
+                 "--prove-agreement-from")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -169,6 +171,13 @@ def add_options(parser: pytest.Parser) -> None:
                          "baseline, in the baseline a gate reads, and with "
                          "--prove-missing=ignore in the run; default: ini "
                          "prove_max_errored, else 0.25")
+    group.addoption("--prove-agreement-from", metavar="RUNS", type=agreement_runs,
+                    default=None,
+                    help="let the paired design check read the twins' agreement seen in "
+                         "RUN (against the baseline it was paired with) or in A,B (two runs "
+                         "on one salt, e.g. an A/A check): at its 95%% lower bound it may ask "
+                         "for fewer replicates than independent twins need; needs "
+                         "--prove-baseline")
     group.addoption("--prove-report", metavar="PATH", type=report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
@@ -265,6 +274,8 @@ class Settings:
     #: event, and where they were said.
     targets: tuple[Target, ...] = ()
     targets_from: str = "--prove-target"
+    #: --prove-agreement-from: the runs whose twins the paired design check reads.
+    agreement_from: tuple[str, ...] = ()
     _targets_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
 
     @classmethod
@@ -303,7 +314,8 @@ class Settings:
             events=tuple(opt.prove_event) or None, missing=found["prove_missing"],
             fail_on=gate_fails_on(asked_words,
                                   margin=margin is not None or bool(metric_margin)),
-            fail_on_asked=asked_words, metric_margin=metric_margin)
+            fail_on_asked=asked_words, metric_margin=metric_margin,
+            agreement_from=opt.prove_agreement_from or ())
         if opt.prove_target:
             settings.targets = tuple(opt.prove_target)
         else:
@@ -400,6 +412,11 @@ def _check_options(opt: Any) -> None:
             f"--prove-event={NO_OUTCOME_EVENT!r} names no outcome: episodes that end without "
             "one are tested anyway, beside the events you pick (--prove-missing=ignore "
             "leaves them out)")
+    if opt.prove_agreement_from and not opt.prove_baseline:
+        raise pytest.UsageError(
+            "--prove-agreement-from lets the paired design check read an observed agreement, "
+            "and this run is not paired: add --prove-baseline NAME (the twins are its "
+            "episodes and this run's on the same seeds), or drop --prove-agreement-from")
     if opt.prove_update_baseline and not opt.prove_baseline:
         raise pytest.UsageError(
             "--prove-update-baseline replaces the baseline named by --prove-baseline; "

@@ -8,14 +8,15 @@ independent twins give. Runs on different salts have no twins and are refused.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final
 
-from ..store import Run
+from ..store import Run, Store
 from . import RefusalError, Review, review
 from .pairing import Missing
 
-__all__ = ["AAReview", "aa_review"]
+__all__ = ["AAReview", "aa_review", "observed_agreement"]
 
 
 @final
@@ -41,3 +42,38 @@ def aa_review(before: Run, after: Run, *, q: float, max_mde: float,
     done.require_comparison()
     verdict = done.require_comparison().verdict
     return AAReview(done, len(verdict.worse), len(verdict.safer))
+
+
+def observed_agreement(store: Store, names: Sequence[str], *, q: float, max_mde: float,
+                       missing: Missing = "test") -> Review:
+    """The paired comparison whose twins a design reads (--prove-agreement-from): two runs
+    ``A,B`` on one salt, or one run read against the run it was paired with (its baseline,
+    as that baseline stood: refused when the baseline was replaced since)."""
+    if len(names) == 2:
+        before, after = store.open(names[0]), store.open(names[1])
+    else:
+        after = store.open(names[0])
+        paired = after.manifest.get("paired_with") or {}
+        baseline = paired.get("baseline") if isinstance(paired, dict) else None
+        if not baseline:
+            raise RefusalError(
+                f"run {after.name!r} was not paired with a baseline, so it has no twins to "
+                "read; name two runs of one salt instead (--prove-agreement-from=A,B), or a "
+                "run made with --prove-baseline")
+        before = store.open(f"baseline:{baseline}")
+        if before.run_id != paired.get("run_id"):
+            raise RefusalError(
+                f"run {after.name!r} was paired with baseline {baseline!r} as it stood then "
+                f"(run {paired.get('run_id')}), and the baseline has been replaced since; "
+                "name both runs instead (--prove-agreement-from=A,B)")
+    if not before.salt or before.salt != after.salt:
+        raise RefusalError(
+            f"runs {before.name!r} and {after.name!r} ran on different salts, so no seed ran "
+            "in both and there are no twins to read; name two runs of one salt")
+    done = review(before, after, events=None, q=q, max_mde=max_mde, fail_on=frozenset(),
+                  missing=missing)
+    if done.twins is None:
+        raise RefusalError(
+            f"runs {before.name!r} and {after.name!r} share no paired condition with an "
+            "outcome, so there are no twins to read; name runs of the rollouts you run")
+    return done

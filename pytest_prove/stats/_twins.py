@@ -247,6 +247,8 @@ class TwinDesign:
     power_at_worst: float  # at the configured replicates, the weakest base rate
     ok: bool
     replicates_needed: int | None  # at this kappa; None above the search's ceiling
+    worst_limit: float | None  # the rise limit at the weakest base rate; None: none seen
+    worst_base_rate: float
 
 
 def twin_replicates(m: int, *, kappa: float, q: float = 0.05, max_mde: float = 0.20,
@@ -277,4 +279,16 @@ def twin_design_check(replicates: int, m: int, *, kappa: float, q: float = 0.05,
     ok = at >= power
     needed = None if ok else twin_replicates(m, kappa=kappa, q=q, max_mde=max_mde,
                                              power=power, start=n + 1)
-    return TwinDesign(n, m, q, max_mde, power, kappa, at, ok, needed)
+    # The weakest base rate for a rise L is (1 - L)/2: a few rounds of limit and rate.
+    base = (1.0 - max_mde) / 2.0
+    worst: float | None = None
+    for _ in range(4):
+        found = twin_limit(n, base, kappa=kappa, alpha=q / m, power=power)
+        worst = found.value
+        if worst is None:
+            break
+        moved = (1.0 - worst) / 2.0
+        if abs(moved - base) < 1e-4:
+            break
+        base = moved
+    return TwinDesign(n, m, q, max_mde, power, kappa, at, ok, needed, worst, base)
