@@ -18,6 +18,7 @@ from pytest_prove.stats._twins import (
     pooled_kappa,
     twin_design_check,
     twin_limit,
+    twin_limits,
     twin_power,
 )
 
@@ -122,3 +123,20 @@ def test_agreement_asks_for_fewer_replicates_and_the_count_reaches_power() -> No
     n = tight.replicates_needed
     assert twin_power(n, 0.4, 0.6, kappa=0.2, alpha=0.005) >= 0.8
     assert twin_power(n - 1, 0.4, 0.6, kappa=0.2, alpha=0.005) < 0.8
+
+
+@pytest.mark.parametrize("n, kappa", [(20, 0.77), (20, 1.0), (60, 0.3), (150, 1.0)])
+def test_the_designs_worst_limit_is_the_largest_over_base_rates(n: int, kappa: float) -> None:
+    check = twin_design_check(n, 1, kappa=kappa)
+    scanned = twin_limits(n, np.linspace(0, 0.8, 161), kappa=kappa, alpha=0.05)
+    if any(limit.value is None for limit in scanned):
+        assert check.worst_limit is None
+        first = next(p0 for p0, limit in zip(np.linspace(0, 0.8, 161), scanned, strict=True)
+                     if limit.value is None)
+        assert check.worst_base_rate == pytest.approx(first, abs=0.005)
+    else:
+        assert check.worst_limit is not None
+        top = max(limit.value or 0.0 for limit in scanned)
+        assert check.worst_limit == pytest.approx(top, abs=2e-3)
+        assert check.worst_limit >= top - 1e-9 or check.worst_limit == pytest.approx(top)
+    assert check.ok == (check.worst_limit is not None and check.worst_limit <= 0.2 + 1e-9)

@@ -35,7 +35,8 @@ def _replicates(twins: TwinReview) -> str:
     def said(count: int | None) -> str:
         return "more than the search tries" if count is None else str(count)
 
-    return (f"a paired design sees {rate(twins.max_mde)} (max_mde) over {twins.m} tests with "
+    tests = f"{twins.m} test{'' if twins.m == 1 else 's'}"
+    return (f"a paired design sees {rate(twins.max_mde)} (max_mde) over {tests} with "
             f"{said(twins.replicates_at_agreement)} replicates per condition at this "
             f"agreement (its {_percent(twins.pooled.level)} lower bound), "
             f"{said(twins.replicates_independent)} with independent twins")

@@ -52,11 +52,11 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
         lines = [f"{terminal_text(review.labels.before)} -> "
                  f"{terminal_text(review.labels.after)}: {METRICS_ONLY}"]
     else:
-        lines = format_comparison(review.require_comparison(), before=review.labels.before,
-                                  after=review.labels.after, verbose=verbose)
         from .twins import twin_lines
 
-        lines += twin_lines(review.twins, verbose=verbose)
+        lines = format_comparison(review.require_comparison(), before=review.labels.before,
+                                  after=review.labels.after, verbose=verbose,
+                                  beside=twin_lines(review.twins, verbose=verbose))
     if review.metrics is not None:
         from .metrics import metric_lines
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special, stats  # type: ignore[import-untyped]
 
 from ._check import check_count, check_power, check_probability, check_q
@@ -48,10 +49,12 @@ from ._regions import _mcnemar_region
 from ._replicates import MAX_REPLICATES_PAIRED, _smallest_n
 
 __all__ = ["AGREEMENT_LEVEL", "TWIN_MODEL", "Agreement", "PooledKappa", "TwinDesign", "agreement",
-           "discordance_power", "pooled_kappa", "twin_design_check", "twin_limit",
+           "discordance_power", "pooled_kappa", "twin_design_check", "twin_limit", "twin_limits",
            "twin_power", "twin_replicates"]
 
 Direction = Literal["rise", "fall"]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 #: The one-sided confidence level of the agreement's lower bound a design reads.
 AGREEMENT_LEVEL = 0.95
@@ -65,6 +68,26 @@ TWIN_MODEL = (
 _BISECTIONS = 40
 
 
+def _power_many(n: int, minority: FloatArray, majority: FloatArray,
+                alpha: float) -> FloatArray:
+    """:func:`discordance_power` at many (minority, majority) rates at once: the sum over
+    d of P(D = d) P(Binomial(d, share) <= bcrit[d]), every d from 0 to n (no window)."""
+    total = np.minimum(minority + majority, 1.0)
+    if n == 0:
+        return np.zeros(total.shape)
+    bcrit = _mcnemar_region(n, alpha)
+    d = np.arange(n + 1)
+    live = total > 0.0
+    p = np.where(live, total, 0.5)[:, None]
+    log_choose = (special.gammaln(n + 1.0) - special.gammaln(d + 1.0)
+                  - special.gammaln(n - d + 1.0))
+    weight = np.exp(log_choose + special.xlogy(d, p) + special.xlog1py(n - d, -p))
+    share = np.where(live, minority / np.where(live, total, 1.0), 0.0)[:, None]
+    inner = np.where(bcrit < 0, 0.0, special.bdtr(np.maximum(bcrit, 0), d, share))
+    power = np.einsum("ij,ij->i", weight, inner)
+    return np.asarray(np.where(live, np.clip(power, 0.0, 1.0), 0.0), dtype=np.float64)
+
+
 def discordance_power(n: int, minority: float, majority: float, alpha: float) -> float:
     """Exact probability that McNemar's mid-p test at level ``alpha`` on n twins rejects
     toward the majority side, when a twin is discordant on the minority side (before-only
@@ -75,22 +98,27 @@ def discordance_power(n: int, minority: float, majority: float, alpha: float) ->
     majority = check_probability(majority, "majority")
     if minority + majority > 1.0 + 1e-12:
         raise ValueError(f"minority + majority must be at most 1, got {minority + majority}")
-    total = min(minority + majority, 1.0)
-    if n == 0 or total <= 0.0:
-        return 0.0
-    bcrit = _mcnemar_region(n, alpha)
-    d = np.arange(n + 1)
-    weight = stats.binom.pmf(d, n, total)
-    share = minority / total
-    inner = np.where(bcrit < 0, 0.0, special.bdtr(np.maximum(bcrit, 0), d, share))
-    return float(min(1.0, max(0.0, float(np.dot(weight, inner)))))
+    return float(_power_many(n, np.array([minority]), np.array([majority]), alpha)[0])
 
 
-def _rates(p0: float, p1: float, kappa: float) -> tuple[float, float]:
+def _rates(p0: FloatArray, p1: FloatArray, kappa: float) -> tuple[FloatArray, FloatArray]:
     """(before-only, after-only) under the model, kept within what the margins allow."""
     pb = kappa * p0 * (1.0 - p1)
-    pb = min(max(pb, max(0.0, p0 - p1)), min(p0, 1.0 - p1))
+    pb = np.minimum(np.maximum(pb, np.maximum(0.0, p0 - p1)), np.minimum(p0, 1.0 - p1))
     return pb, pb + p1 - p0
+
+
+def _twin_power_many(n: int, p0: FloatArray, p1: FloatArray, kappa: float, alpha: float,
+                     direction: Direction) -> FloatArray:
+    pb, pc = _rates(p0, p1, kappa)
+    if direction == "rise":
+        return _power_many(n, pb, pc, alpha)
+    return _power_many(n, pc, pb, alpha)
+
+
+def _check_kappa(kappa: float) -> None:
+    if not (math.isfinite(kappa) and kappa >= 0.0):
+        raise ValueError(f"kappa must be a number >= 0, got {kappa!r}")
 
 
 def twin_power(n: int, p_before: float, p_after: float, *, kappa: float, alpha: float,
@@ -99,42 +127,50 @@ def twin_power(n: int, p_before: float, p_after: float, *, kappa: float, alpha: 
     twins' discordance ratio is ``kappa`` (1: independent twins, as ``detection_power``)."""
     p0 = check_probability(p_before, "p_before")
     p1 = check_probability(p_after, "p_after")
-    if not (math.isfinite(kappa) and kappa >= 0.0):
-        raise ValueError(f"kappa must be a number >= 0, got {kappa!r}")
+    n = check_count("n", n)
+    alpha = check_q(alpha, "alpha")
+    _check_kappa(kappa)
     if direction is None:
         direction = "rise" if p1 >= p0 else "fall"
-    pb, pc = _rates(p0, p1, kappa)
-    if direction == "rise":
-        return discordance_power(n, pb, pc, alpha)
-    return discordance_power(n, pc, pb, alpha)
+    return float(_twin_power_many(n, np.array([p0]), np.array([p1]), kappa, alpha,
+                                  direction)[0])
+
+
+def twin_limits(n: int, p_before: FloatArray, *, kappa: float, alpha: float,
+                power: float = 0.8, direction: Direction = "rise") -> list[Limit]:
+    """:func:`twin_limit` at many base rates at once (one vectorised bisection)."""
+    p0 = np.asarray(p_before, dtype=np.float64)
+    sign = 1.0 if direction == "rise" else -1.0
+    room = 1.0 - p0 if direction == "rise" else p0.copy()
+
+    def reaches(change: FloatArray) -> BoolArray:
+        p1 = np.clip(p0 + sign * change, 0.0, 1.0)
+        return _twin_power_many(n, p0, p1, kappa, alpha, direction) >= power
+
+    seen = reaches(room) & (room > 0.0)
+    lo, hi = np.zeros(p0.size), room.copy()
+    for _ in range(_BISECTIONS):
+        mid = (lo + hi) / 2.0
+        ok = reaches(mid)
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    return [Limit(float(h), "ok") if s else
+            Limit(None, "no room" if r <= 0.0 else "none detectable")
+            for s, r, h in zip(seen, room, hi, strict=True)]
 
 
 def twin_limit(n: int, p_before: float, *, kappa: float, alpha: float, power: float = 0.8,
                direction: Direction = "rise") -> Limit:
     """The smallest change from ``p_before`` the paired test on n twins flags with
     ``power`` at discordance ratio ``kappa`` (power rises with the change: the majority
-    side grows and the minority side shrinks)."""
+    side grows and the minority side shrinks), to room / 2**40 from above."""
     p0 = check_probability(p_before, "p_before")
     power = check_power(power)
-    sign = 1.0 if direction == "rise" else -1.0
-    room = 1.0 - p0 if direction == "rise" else p0
-    if room <= 0.0:
-        return Limit(None, "no room")
-
-    def reaches(change: float) -> bool:
-        p1 = min(max(p0 + sign * change, 0.0), 1.0)
-        return twin_power(n, p0, p1, kappa=kappa, alpha=alpha, direction=direction) >= power
-
-    if not reaches(room):
-        return Limit(None, "none detectable")
-    lo, hi = 0.0, room
-    for _ in range(_BISECTIONS):
-        mid = (lo + hi) / 2.0
-        if reaches(mid):
-            hi = mid
-        else:
-            lo = mid
-    return Limit(hi, "ok")
+    n = check_count("n", n)
+    alpha = check_q(alpha, "alpha")
+    _check_kappa(kappa)
+    return twin_limits(n, np.array([p0]), kappa=kappa, alpha=alpha, power=power,
+                       direction=direction)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +261,23 @@ def pooled_kappa(found: Sequence[Agreement], level: float = AGREEMENT_LEVEL) -> 
 
 
 
-def _worst_rates(kappa: float, change: float) -> tuple[float, float]:
-    """(before-only, after-only) at the base rate where a rise of ``change`` has the most
-    discordance under the model: pb = kappa p0 (1 - p0 - change) peaks at
-    p0 = (1 - change)/2 (power falls as pb grows with the change fixed)."""
-    p0 = (1.0 - change) / 2.0
-    return _rates(p0, p0 + change, kappa)
+#: Base rates a design is checked at: this many, evenly from 0 to 1 - max_mde, and the one
+#: where the model is most discordant.
+_GRID = 201
+
+
+def _grid(change: float) -> list[float]:
+    top = 1.0 - change
+    return sorted({top * k / (_GRID - 1) for k in range(_GRID)} | {top / 2.0})
+
+
+def _weakest(n: int, kappa: float, change: float, alpha: float) -> float:
+    """The least power of a rise of ``change`` over the base rates of :func:`_grid`. (The
+    model is most discordant at p0 = (1 - change)/2, and power is least there in every case
+    the tests try; the grid makes the check hold without relying on it.)"""
+    p0 = np.array(_grid(change))
+    return float(_twin_power_many(n, p0, np.minimum(p0 + change, 1.0), kappa, alpha,
+                                  "rise").min())
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,42 +300,60 @@ class TwinDesign:
 
 def twin_replicates(m: int, *, kappa: float, q: float = 0.05, max_mde: float = 0.20,
                     power: float = 0.8, start: int = 1) -> int | None:
-    """Twins per condition at which every base rate sees a rise (or fall) of ``max_mde``
-    with ``power`` at level q/m, at discordance ratio ``kappa``."""
+    """Twins per condition at which every base rate sees a rise (or, by symmetry, a fall)
+    of ``max_mde`` with ``power`` at level q/m, at discordance ratio ``kappa``."""
     alpha = check_q(q) / check_count("m", m)
-    pb, pc = _worst_rates(kappa, check_q(max_mde, "max_mde"))
+    max_mde = check_q(max_mde, "max_mde")
     power = check_power(power)
-    return _smallest_n(lambda n: discordance_power(n, pb, pc, alpha) >= power,
+    return _smallest_n(lambda n: _weakest(n, kappa, max_mde, alpha) >= power,
                        start, MAX_REPLICATES_PAIRED)
+
+
+def _worst_limit(n: int, kappa: float, alpha: float, power: float,
+                 change: float) -> tuple[float | None, float]:
+    """The largest rise limit over base rates with room for ``change``, and where: the
+    first base rate from which no rise is seen (power at p1 = 1 falls as p0 rises: pb is 0
+    there and the after-only share 1 - p0 shrinks), else the limit where the model is most
+    discordant for it, p0 = (1 - limit)/2, found in a few rounds."""
+    top = 1.0 - change
+
+    def seen(p0: float) -> bool:
+        return twin_power(n, p0, 1.0, kappa=kappa, alpha=alpha, direction="rise") >= power
+
+    if not seen(top):
+        lo, hi = 0.0, top  # the first p0 not seen lies in (lo, hi]
+        if not seen(0.0):
+            return None, 0.0
+        for _ in range(_BISECTIONS):
+            mid = (lo + hi) / 2.0
+            lo, hi = (mid, hi) if seen(mid) else (lo, mid)
+        return None, hi
+    base = top / 2.0
+    worst = 0.0
+    for _ in range(6):
+        found = twin_limit(n, base, kappa=kappa, alpha=alpha, power=power)
+        worst = found.value if found.value is not None else 1.0 - base
+        moved = min(max((1.0 - worst) / 2.0, 0.0), top)
+        if abs(moved - base) < 1e-4:
+            break
+        base = moved
+    return worst, base
 
 
 def twin_design_check(replicates: int, m: int, *, kappa: float, q: float = 0.05,
                       max_mde: float = 0.20, power: float = 0.8) -> TwinDesign:
     """The paired design check read at discordance ratio ``kappa`` (for a design, its
     upper bound: :func:`pooled_kappa`). With kappa = 1 it asks what the independent-twins
-    check asks, at every base rate rather than the k/n a run can show."""
+    check asks, at base rates on a fine grid rather than the k/n a run can show."""
     n = check_count("replicates", replicates)
     m = check_count("m", m)
     if n == 0 or m == 0:
         raise ValueError(f"replicates and m must be positive, got replicates={n}, m={m}")
-    if not (math.isfinite(kappa) and kappa >= 0.0):
-        raise ValueError(f"kappa must be a number >= 0, got {kappa!r}")
+    _check_kappa(kappa)
     q, max_mde, power = check_q(q), check_q(max_mde, "max_mde"), check_power(power)
-    pb, pc = _worst_rates(kappa, max_mde)
-    at = discordance_power(n, pb, pc, q / m)
+    at = _weakest(n, kappa, max_mde, q / m)
     ok = at >= power
     needed = None if ok else twin_replicates(m, kappa=kappa, q=q, max_mde=max_mde,
                                              power=power, start=n + 1)
-    # The weakest base rate for a rise L is (1 - L)/2: a few rounds of limit and rate.
-    base = (1.0 - max_mde) / 2.0
-    worst: float | None = None
-    for _ in range(4):
-        found = twin_limit(n, base, kappa=kappa, alpha=q / m, power=power)
-        worst = found.value
-        if worst is None:
-            break
-        moved = (1.0 - worst) / 2.0
-        if abs(moved - base) < 1e-4:
-            break
-        base = moved
+    worst, base = _worst_limit(n, kappa, q / m, power, max_mde)
     return TwinDesign(n, m, q, max_mde, power, kappa, at, ok, needed, worst, base)
