@@ -37,7 +37,7 @@ from .report._format import REPORT_SCHEMA_VERSION, plain_text
 from .report.files import write_report
 from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
-from .review import RefusalError, Review, cost, review
+from .review import RefusalError, Review, aa, cost, review
 from .review.baseline_diff import diff_baselines
 from .review.describe import describe
 from .review.fixcheck import fix_check_runs
@@ -259,34 +259,9 @@ def _check(args: argparse.Namespace, out: Output) -> int:
     return EXIT_FAILED if done.gate.failed else EXIT_OK
 
 
-def _aa_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("before", metavar="A", help="a run of the code (or a baseline)")
-    parser.add_argument("after", metavar="B", help="another run of the same code, on the "
-                        "same salt (pytest --prove-salt=WORD, twice)")
-    parser.add_argument("--q", type=error_rate, default=None,
-                        help="error rate of the verdict; default: ini prove_q, else 0.05")
-    parser.add_argument("--max-mde", type=max_mde, default=None,
-                        help="the change a paired design must see; default: ini "
-                             "prove_max_mde, else 0.20")
-    parser.add_argument("--missing", type=missing_mode, default=None,
-                        help="episodes without an outcome: test or ignore; default: ini "
-                             "prove_missing, else test")
-
-
-@command("aa", "an A/A check: two runs of the same code on one salt, their twins' agreement "
-         "(the noise floor) and the false alarms it gives", _aa_arguments)
+@command("aa", "A/A: two runs of one code on one salt, their twins' agreement", _engine_options)
 def _aa(args: argparse.Namespace, out: Output) -> int:
-    from .report.twins import aa_lines
-    from .review.aa import aa_review
-
-    before, after = _pair_of(args)
-    found = aa_review(before, after, q=args.q, max_mde=args.max_mde, missing=args.missing)
-    done = found.review
-    lines = aa_lines(done.twins, done.require_comparison(), before=done.labels.before,
-                     after=done.labels.after)
-    out.answer("aa", {**comparison_document(done), "aa": {"worse": found.worse,
-                                                          "safer": found.safer}},
-               [*lines, *verdicts.run_note_lines(done)])
+    out.answer("aa", *verdicts.aa_answer(aa.aa_of(_review(args))))
     return EXIT_OK
 
 
@@ -583,16 +558,12 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # Accepted before or after the subcommand; SUPPRESS keeps the subparser from
     # overwriting a value given before it.
-    common.add_argument("--store", default=argparse.SUPPRESS,
-                        help="folder of runs and baselines (default: ini prove_store, else "
-                             ".prove under the rootdir)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="write one JSON document instead of text")
-    parser.add_argument("--store", default=None,
-                        help="folder of runs and baselines (default: ini prove_store, else "
-                             ".prove under the rootdir)")
-    parser.add_argument("--json", action="store_true", default=False,
-                        help="write one JSON document instead of text")
+    for each, store, as_json in ((common, argparse.SUPPRESS, argparse.SUPPRESS),
+                                 (parser, None, False)):
+        each.add_argument("--store", default=store, help="folder of runs and baselines "
+                          "(default: ini prove_store, else .prove under the rootdir)")
+        each.add_argument("--json", action="store_true", default=as_json,
+                          help="write one JSON document instead of text")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for entry in COMMANDS.values():
         child = sub.add_parser(entry.name, help=entry.help, description=entry.help,

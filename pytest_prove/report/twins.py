@@ -161,3 +161,4 @@ def aa_lines(twins: TwinReview | None, comparison: Comparison, *, before: str,
         "next: let the design check read this agreement: pytest --prove-agreement-from="
         f"{terminal_text(before)},{terminal_text(after)}")
     return lines
+

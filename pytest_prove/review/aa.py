@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final
 
-from ..store import Run, Store
+from ..store import Store
 from . import RefusalError, Review, review
 from .pairing import Missing
 
-__all__ = ["AAReview", "aa_review", "observed_agreement"]
+__all__ = ["AAReview", "aa_of", "observed_agreement"]
 
 
 @final
@@ -29,17 +29,15 @@ class AAReview:
     safer: int
 
 
-def aa_review(before: Run, after: Run, *, q: float, max_mde: float,
-              missing: Missing = "test") -> AAReview:
-    """Read ``after`` against ``before`` as an A/A check; refused when they share no salt."""
+def aa_of(done: Review) -> AAReview:
+    """``done`` read as an A/A check; refused when its runs share no salt (no twins)."""
+    before, after = done.before, done.after
     if not before.salt or before.salt != after.salt:
         raise RefusalError(
-            f"an A/A check reads twins, and runs {before.name!r} and {after.name!r} ran on "
-            "different salts, so no seed ran in both; run the same code twice on one salt "
-            "(pytest --prove-salt=WORD, twice) and name those two runs")
-    done = review(before, after, events=None, q=q, max_mde=max_mde, fail_on=frozenset(),
-                  missing=missing)
-    done.require_comparison()
+            f"an A/A check reads twins, and runs {done.labels.before!r} and "
+            f"{done.labels.after!r} ran on different salts, so no seed ran in both; run the "
+            "same code twice on one salt (pytest --prove-salt=WORD, twice) and name those two "
+            "runs")
     verdict = done.require_comparison().verdict
     return AAReview(done, len(verdict.worse), len(verdict.safer))
 
