@@ -9,7 +9,7 @@ check, ``pytest-prove aa``), or two arms of one session.  The statistics are in
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, final
 
@@ -22,8 +22,9 @@ from ..stats import (
     PooledKappa,
     Row,
     agreement,
+    design_check,
     pooled_kappa,
-    twin_limit,
+    twin_limits,
     twin_replicates,
 )
 
@@ -98,32 +99,40 @@ class TwinReview:
                 "model": TWIN_MODEL, "rows": [r.to_dict() for r in self.rows]}
 
 
-@functools.lru_cache(maxsize=4096)
-def _limit(n: int, p0: float, kappa: float, alpha: float, power: float,
-           direction: Literal["rise", "fall"]) -> Limit:
-    return twin_limit(n, p0, kappa=kappa, alpha=alpha, power=power, direction=direction)
-
-
-def _twin_row(row: Row, alpha: float, power: float) -> TwinRow | None:
-    pairs = row.pairs
-    if pairs is None or pairs.n == 0:
-        return None
-    found = agreement(pairs.n, pairs.both, pairs.before_only, pairs.after_only)
-    direction: Literal["rise", "fall"] = "rise" if row.worse_when == "rise" else "fall"
-    independent = row.rise if direction == "rise" else row.fall
-    # kappa None: the rates are 0 or 1 in both runs, where the model's discordance is 0 at
-    # any kappa, so the limit is the independent one.
-    limit = independent if found.kappa is None else _limit(
-        pairs.n, row.before, round(found.kappa, 4), alpha, power, direction)
-    return TwinRow(row.condition, row.event, found, direction, limit, independent)
+def _twin_rows(rows: Sequence[Row], alpha: float, power: float) -> list[TwinRow]:
+    """Every paired row's twins, the limits at their agreement computed together for the
+    rows of one size and direction (one vectorised bisection)."""
+    paired = [(row, agreement(row.pairs.n, row.pairs.both, row.pairs.before_only,
+                              row.pairs.after_only))
+              for row in rows if row.pairs is not None and row.pairs.n > 0]
+    limits: dict[int, Limit] = {}
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, (row, found) in enumerate(paired):
+        # kappa None: the rates are 0 or 1 in both runs, where the model's discordance is 0
+        # at any kappa, so the limit is the independent one.
+        if found.kappa is not None:
+            groups.setdefault((found.n, row.worse_when), []).append(i)
+    for (n, worse_when), members in groups.items():
+        p0 = [paired[i][0].before for i in members]
+        kappa = [paired[i][1].kappa or 0.0 for i in members]
+        toward: Literal["rise", "fall"] = "rise" if worse_when == "rise" else "fall"
+        for i, limit in zip(members, twin_limits(n, p0, kappa=kappa, alpha=alpha,
+                                                 power=power, direction=toward), strict=True):
+            limits[i] = limit
+    found_rows = []
+    for i, (row, found) in enumerate(paired):
+        direction: Literal["rise", "fall"] = "rise" if row.worse_when == "rise" else "fall"
+        independent = row.rise if direction == "rise" else row.fall
+        found_rows.append(TwinRow(row.condition, row.event, found, direction,
+                                  limits.get(i, independent), independent))
+    return found_rows
 
 
 def twin_review(comparison: Comparison | None) -> TwinReview | None:
     """The twins of ``comparison``'s paired rows, or None when it has none."""
     if comparison is None:
         return None
-    rows = tuple(found for row in comparison.rows
-                 if (found := _twin_row(row, comparison.alpha, comparison.power)) is not None)
+    rows = tuple(_twin_rows(comparison.rows, comparison.alpha, comparison.power))
     if not rows:
         return None
     # One row a condition (its first): rows of one condition share their twins, and the
@@ -135,7 +144,9 @@ def twin_review(comparison: Comparison | None) -> TwinReview | None:
     kappa = 1.0 if pooled.upper is None else min(pooled.upper, 1.0)
     at_agreement = twin_replicates(comparison.m, kappa=kappa, q=comparison.q,
                                    max_mde=comparison.max_mde, power=comparison.power)
-    independent = twin_replicates(comparison.m, kappa=1.0, q=comparison.q,
-                                  max_mde=comparison.max_mde, power=comparison.power)
+    # At independence, the design check's own figure (the plan's), from one replicate up.
+    independent = design_check(1, comparison.m, paired=True, q=comparison.q,
+                               max_mde=comparison.max_mde,
+                               power=comparison.power).replicates_needed
     return TwinReview(rows, pooled, comparison.max_mde, comparison.m, at_agreement,
                       independent)

@@ -91,6 +91,7 @@ from ._twins import (
     pooled_kappa,
     twin_design_check,
     twin_limit,
+    twin_limits,
     twin_power,
     twin_replicates,
 )
@@ -176,6 +177,7 @@ __all__ = [
     "target_test",
     "twin_design_check",
     "twin_limit",
+    "twin_limits",
     "twin_power",
     "twin_replicates",
     "wilson_interval",

@@ -101,15 +101,16 @@ def discordance_power(n: int, minority: float, majority: float, alpha: float) ->
     return float(_power_many(n, np.array([minority]), np.array([majority]), alpha)[0])
 
 
-def _rates(p0: FloatArray, p1: FloatArray, kappa: float) -> tuple[FloatArray, FloatArray]:
+def _rates(p0: FloatArray, p1: FloatArray, kappa: float | FloatArray
+           ) -> tuple[FloatArray, FloatArray]:
     """(before-only, after-only) under the model, kept within what the margins allow."""
     pb = kappa * p0 * (1.0 - p1)
     pb = np.minimum(np.maximum(pb, np.maximum(0.0, p0 - p1)), np.minimum(p0, 1.0 - p1))
     return pb, pb + p1 - p0
 
 
-def _twin_power_many(n: int, p0: FloatArray, p1: FloatArray, kappa: float, alpha: float,
-                     direction: Direction) -> FloatArray:
+def _twin_power_many(n: int, p0: FloatArray, p1: FloatArray, kappa: float | FloatArray,
+                     alpha: float, direction: Direction) -> FloatArray:
     pb, pc = _rates(p0, p1, kappa)
     if direction == "rise":
         return _power_many(n, pb, pc, alpha)
@@ -136,10 +137,14 @@ def twin_power(n: int, p_before: float, p_after: float, *, kappa: float, alpha: 
                                   direction)[0])
 
 
-def twin_limits(n: int, p_before: FloatArray, *, kappa: float, alpha: float,
+def twin_limits(n: int, p_before: Sequence[float] | FloatArray, *,
+                kappa: float | Sequence[float] | FloatArray, alpha: float,
                 power: float = 0.8, direction: Direction = "rise") -> list[Limit]:
-    """:func:`twin_limit` at many base rates at once (one vectorised bisection)."""
+    """:func:`twin_limit` at many base rates (each with its own kappa, or one for all) at
+    once: one vectorised bisection."""
     p0 = np.asarray(p_before, dtype=np.float64)
+    if not isinstance(kappa, float | int):
+        kappa = np.asarray(kappa, dtype=np.float64)
     sign = 1.0 if direction == "rise" else -1.0
     room = 1.0 - p0 if direction == "rise" else p0.copy()
 
