@@ -14,7 +14,7 @@ What it shows:
 2. one condition moved by max_mde from its weakest base rate, at the replicates the design
    check asks for (independent twins): detected at least 0.80 - 2 s.e. of the time;
 3. the design from an observed agreement: each sweep first runs an A/A pilot, takes the
-   one-sided 95% upper bound of its discordance ratio (``pooled_kappa``) and runs the
+   one-sided 99% upper bound of its discordance ratio (``pooled_kappa``) and runs the
    replicates ``twin_replicates`` asks at it (fewer than independent twins need); the moved
    condition is still detected at least 0.80 - 2 s.e. of the time, and nothing-changed keeps
    its size;
@@ -163,7 +163,7 @@ def main() -> int:
                    found, f">= 0.80 - 2 s.e. = {0.8 - 2 * se:.4f}", share >= 0.8 - 2 * se)
 
     print(f"\nthe design from an observed agreement: an A/A pilot of {PILOT} twins per "
-          "condition, then the replicates at its kappa's 95% upper bound")
+          "condition, then the replicates at its kappa's 99% upper bound")
     for target in (0.9, 0.5):
         kappa = kappa_for(target)
         both, b, c = draw(rng, sweeps, PILOT, p_null, p_null, kappa)

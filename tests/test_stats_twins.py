@@ -89,7 +89,7 @@ def test_agreement_counts_of_a_hand_built_pair() -> None:
 
 def test_pooled_kappa_and_its_upper_bound() -> None:
     rows = [agreement(100, 20, 5, 5), agreement(100, 45, 5, 5)]
-    pooled = pooled_kappa(rows)
+    pooled = pooled_kappa(rows, 0.95)
     expected = 100 * (0.25 * 0.75 * 2) + 100 * (0.5 * 0.5 * 2)
     assert pooled.kappa == pytest.approx(20 / expected)
     share = float(stats.beta.ppf(0.95, 21, 180))

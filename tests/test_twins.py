@@ -58,7 +58,7 @@ def test_the_summary_and_every_report_say_how_often_twins_ended_alike(
         "twins ended alike in 85% of 20 seeds (1 condition) (b 2 before only, c 1 after only)",
         "twins: at this agreement the paired test sees a rise of * (independent twins: *); "
         "a paired design sees 0.200 (max_mde) over 1 test with * replicates per condition "
-        "at this agreement (its 95% lower bound), * with independent twins",
+        "at this agreement (its 99% lower bound), * with independent twins",
     ])
     doc = json.loads((agent.path / "out.json").read_text())
     twins = doc["twins"]
@@ -149,7 +149,7 @@ def test_the_design_check_reads_an_observed_agreement(
         "design check: the smallest rise one condition alone would be flagged for is * at "
         "its worst base rate*",
         "design check read at the twins' agreement of a1 -> a2: they ended alike in 100% of "
-        "60 seeds; at its one-sided 95% bound the discordance is 0.10 of independent twins'*"])
+        "60 seeds; at its one-sided 99% bound the discordance is 0.15 of independent twins'*"])
 
     def shown(result: pytest.RunResult) -> float:
         line = next(x for x in result.outlines if x.startswith("design check: "))

@@ -175,7 +175,7 @@ def add_options(parser: pytest.Parser) -> None:
                     default=None,
                     help="let the paired design check read the twins' agreement seen in "
                          "RUN (against the baseline it was paired with) or in A,B (two runs "
-                         "on one salt, e.g. an A/A check): at its 95%% lower bound it may ask "
+                         "on one salt, e.g. an A/A check): at its 99%% lower bound it may ask "
                          "for fewer replicates than independent twins need; needs "
                          "--prove-baseline")
     group.addoption("--prove-report", metavar="PATH", type=report_path, default=None,

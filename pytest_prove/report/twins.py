@@ -48,11 +48,11 @@ def _summary(twins: TwinReview, text: Callable[[str], str]) -> list[str]:
     line = (f"twins ended alike in {_percent(twins.rate)} of {_seeds(twins.twins)}"
             f" ({conditions} condition{'' if conditions == 1 else 's'})")
     lowest = twins.lowest
-    if lowest is not None and conditions > 1:
+    if lowest is not None and conditions > 1 and lowest.agreement.rate < 1.0:
         a = lowest.agreement
         line += (f"; least alike: {_row_name(lowest, text)}, {_percent(a.rate)} of {a.n} "
                  f"(b {a.before_only} before only, c {a.after_only} after only)")
-    elif lowest is not None:
+    elif lowest is not None and conditions == 1:
         a = lowest.agreement
         line += f" (b {a.before_only} before only, c {a.after_only} after only)"
     lines = [line]

@@ -26,7 +26,8 @@ From a paired row: kappa = (b + c)/n over p0(1 - p1) + (1 - p0) p1 at the observ
 For a design, kappa is pooled over conditions (one row each, so no twin is counted twice),
 and its one-sided upper confidence bound is the Clopper-Pearson bound of the pooled
 discordant share over the independent share at the observed rates: the design is then
-conservative with probability at least 1 - ``level`` as far as the discordant count goes.
+conservative with probability at least ``AGREEMENT_LEVEL`` (0.99) as far as the discordant
+count goes.
 The observed rates enter as plug-ins (not bounded), and kappa is assumed the same at every
 base rate, in every condition and after the change. Those are the assumptions the design
 from agreement adds to the exact test; its error rates are otherwise exact.
@@ -57,7 +58,7 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 #: The one-sided confidence level of the agreement's lower bound a design reads.
-AGREEMENT_LEVEL = 0.95
+AGREEMENT_LEVEL = 0.99
 
 TWIN_MODEL = (
     "twins whose discordance is kappa times that of independent twins at the same rates "
