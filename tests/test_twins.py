@@ -123,7 +123,7 @@ def test_aa_names_the_rows_that_read_worse_as_the_noise_floor(
     assert "twins ended alike in 55% of 20 seeds" in out
 
 
-def test_aa_refuses_runs_on_different_salts(
+def test_aa_refuses_runs_on_different_salts_and_one_run_twice(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(agent, monkeypatch, "1", "--prove-salt=one", "--prove-name=one").ret == 0
@@ -132,6 +132,9 @@ def test_aa_refuses_runs_on_different_salts(
     err = capsys.readouterr().err
     assert "'one' and 'two' ran on different salts" in err
     assert "--prove-salt=WORD, twice" in err
+    # one run read against itself agrees with itself whatever the agent does
+    assert main(["--store", str(agent.path / ".prove"), "aa", "one", "one"]) == 1
+    assert "are the same run" in capsys.readouterr().err
 
 
 def test_the_design_check_reads_an_observed_agreement(

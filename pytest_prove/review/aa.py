@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final
 
-from ..store import Store
+from ..store import Run, Store
 from . import RefusalError, Review, review
 from .pairing import Missing
 
@@ -38,8 +38,19 @@ def aa_of(done: Review) -> AAReview:
             f"{done.labels.after!r} ran on different salts, so no seed ran in both; run the "
             "same code twice on one salt (pytest --prove-salt=WORD, twice) and name those two "
             "runs")
+    _check_two(before, after, done.labels.before, done.labels.after)
     verdict = done.require_comparison().verdict
     return AAReview(done, len(verdict.worse), len(verdict.safer))
+
+
+def _check_two(before: Run, after: Run, first: str, second: str) -> None:
+    """Refuse one run read against itself (a baseline holds the id of the run it was saved
+    from): its twins are the same episodes, so they agree whatever the agent does."""
+    if before.run_id == after.run_id:
+        raise RefusalError(
+            f"{first!r} and {second!r} are the same run ({before.run_id}), so each twin is "
+            "one episode read twice and agrees with itself whatever the agent does; name two "
+            "runs of the same code on one salt")
 
 
 def observed_agreement(store: Store, names: Sequence[str], *, q: float, max_mde: float,
@@ -68,6 +79,7 @@ def observed_agreement(store: Store, names: Sequence[str], *, q: float, max_mde:
         raise RefusalError(
             f"runs {before.name!r} and {after.name!r} ran on different salts, so no seed ran "
             "in both and there are no twins to read; name two runs of one salt")
+    _check_two(before, after, before.name, after.name)
     done = review(before, after, events=None, q=q, max_mde=max_mde, fail_on=frozenset(),
                   missing=missing)
     if done.twins is None:
