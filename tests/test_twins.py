@@ -203,3 +203,63 @@ def test_twin_review_counts_a_hand_built_comparison() -> None:
     unpaired = [RowInput(condition="c1", event="fail", worse_when="rise", x_before=5,
                          n_before=10, x_after=4, n_after=10)]
     assert twin_review(compare(unpaired, q=0.05, max_mde=0.2)) is None
+
+
+#: Fails on every odd call of the process: a replicate's first run fails, its twin (the next
+#: call, on the same seed) does not: the "same code" disagrees with itself on every seed.
+FLAKY = textwrap.dedent(
+    """
+    import pytest_prove as prove
+
+    CALLS = [0]
+
+
+    @prove.rollout(replicates=20, failures=["unresolved"], successes=["resolved"])
+    def test_flaky(prove_seed):
+        CALLS[0] += 1
+        return prove.Episode("unresolved" if CALLS[0] % 2 else "resolved")
+    """
+)
+
+
+def test_prove_aa_runs_each_replicate_twice_and_reads_the_twins(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(agent, monkeypatch, "3,7", "--prove-aa", "--prove-name=one")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "run 'one' (complete): 20 episodes, 20 with an outcome*",
+        "--prove-aa: each replicate ran twice on its seed; the twins are stored as run "
+        "'one-aa' (pytest-prove aa one one-aa)",
+        "A/A: no row reads worse or safer: one and one-aa ran the same code on the same seeds*",
+        "twins ended alike in 100% of 20 seeds (1 condition) (b 0 before only, c 0 after only)",
+    ])
+    store = str(agent.path / ".prove")
+    capsys.readouterr()
+    assert main(["--store", store, "--json", "show", "latest"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "one"  # still the latest run
+    assert main(["--store", store, "--json", "aa", "one", "one-aa"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["twins"]["twins"], doc["twins"]["alike"]) == (20, 20)
+
+
+def test_prove_aa_names_a_false_alarm_as_the_noise_floor(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_flaky=FLAKY)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-aa")
+    assert result.ret == 0  # an A/A check measures; it does not gate
+    result.stdout.fnmatch_lines([
+        "A/A: 0 row(s) read worse and 1 safer although * ran the same code on the same seeds "
+        "((one condition) unresolved 1.000 -> 0.000). That is the noise floor the gate works "
+        "against*",
+        "twins ended alike in 0% of 20 seeds (1 condition) (b 20 before only, c 0 after only)",
+    ])
+
+
+def test_prove_aa_is_refused_with_what_cannot_keep_the_twins_apart(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _run(agent, monkeypatch, "3", "--prove-name=first").ret == 0
+    result = _run(agent, monkeypatch, "3", "--prove-aa", "--prove-resume=first")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prove-aa runs every replicate twice*--prove-resume "
+                                 "cannot keep them apart*"])

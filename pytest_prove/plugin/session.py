@@ -27,6 +27,7 @@ from ..store import Run, Store
 from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
+from .aa import TwinRun, spent_with
 from .budget import Budget, TokenCap, controller_budget, price_metrics
 from .capture import CaptureManager
 from .gate import GateReports
@@ -101,13 +102,15 @@ class ProveSession:
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
+        self.aa = TwinRun() if settings.aa else None  # --prove-aa: see plugin/aa.py
         self.capture: CaptureManager | None = None  # what instrumentors ran; see start()
         self.sequential: SequentialControl | None = None  # --prove-sequential; see start()
 
     def start(self) -> None:
         """Build and register what the session owns besides itself: the budget (prices, the
         token cap and its watch) and the capture manager."""
-        self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
+        self.budget = controller_budget(self.config,
+                                        spent=lambda: spent_with(self.run.spent, self.aa))
         self.capture = capture.register(self.config, self.run)
         from .sequential import sequential_possible
 
@@ -138,6 +141,8 @@ class ProveSession:
         if self.rerun:
             records = [fold_attempts(r, self.rerun.pop(identity(r)))
                        if identity(r) in self.rerun else r for r in records]
+        if self.aa is not None:  # --prove-aa: each replicate's twin goes to its own run
+            records = self.aa.split(records)
         if self.replay is not None:  # a replay stores nothing; its summary reads them
             self.replayed.extend(records)
             return
@@ -297,6 +302,10 @@ class ProveSession:
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
         elif self.baseline is not None:
             self._review(outcome)
+        if self.aa is not None:
+            notes.extend(self.aa.finish(self.store, self.run, self.ended_run(),
+                                        interrupted=status != "complete", asked=self.asked,
+                                        q=self.settings.q, max_mde=self.settings.max_mde))
         elif declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 

@@ -51,6 +51,7 @@ from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError
 from ..declare.targets import Target
 from ..declare.targets_of import with_targets
 from ..record import Missing
+from .aa import AA_HELP, AGREEMENT_HELP, check_twin_options
 
 __all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
            "sequential_of"]
@@ -171,13 +172,9 @@ def add_options(parser: pytest.Parser) -> None:
                          "baseline, in the baseline a gate reads, and with "
                          "--prove-missing=ignore in the run; default: ini "
                          "prove_max_errored, else 0.25")
+    group.addoption("--prove-aa", action="store_true", default=False, help=AA_HELP)
     group.addoption("--prove-agreement-from", metavar="RUNS", type=agreement_runs,
-                    default=None,
-                    help="let the paired design check read the twins' agreement seen in "
-                         "RUN (against the baseline it was paired with) or in A,B (two runs "
-                         "on one salt, e.g. an A/A check): at its 99%% lower bound it may ask "
-                         "for fewer replicates than independent twins need; needs "
-                         "--prove-baseline")
+                    default=None, help=AGREEMENT_HELP)
     group.addoption("--prove-report", metavar="PATH", type=report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
@@ -276,6 +273,7 @@ class Settings:
     targets_from: str = "--prove-target"
     #: --prove-agreement-from: the runs whose twins the paired design check reads.
     agreement_from: tuple[str, ...] = ()
+    aa: bool = False  # --prove-aa: every replicate twice on its seed (plugin/aa.py)
     _targets_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
 
     @classmethod
@@ -315,7 +313,7 @@ class Settings:
             fail_on=gate_fails_on(asked_words,
                                   margin=margin is not None or bool(metric_margin)),
             fail_on_asked=asked_words, metric_margin=metric_margin,
-            agreement_from=opt.prove_agreement_from or ())
+            agreement_from=opt.prove_agreement_from or (), aa=bool(opt.prove_aa))
         if opt.prove_target:
             settings.targets = tuple(opt.prove_target)
         else:
@@ -412,11 +410,7 @@ def _check_options(opt: Any) -> None:
             f"--prove-event={NO_OUTCOME_EVENT!r} names no outcome: episodes that end without "
             "one are tested anyway, beside the events you pick (--prove-missing=ignore "
             "leaves them out)")
-    if opt.prove_agreement_from and not opt.prove_baseline:
-        raise pytest.UsageError(
-            "--prove-agreement-from lets the paired design check read an observed agreement, "
-            "and this run is not paired: add --prove-baseline NAME (the twins are its "
-            "episodes and this run's on the same seeds), or drop --prove-agreement-from")
+    check_twin_options(opt)  # --prove-aa, --prove-agreement-from: plugin/aa.py
     if opt.prove_update_baseline and not opt.prove_baseline:
         raise pytest.UsageError(
             "--prove-update-baseline replaces the baseline named by --prove-baseline; "
