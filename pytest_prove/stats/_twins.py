@@ -48,6 +48,7 @@ from ._check import check_count, check_power, check_probability, check_q
 from ._limits import Limit
 from ._regions import _mcnemar_region
 from ._replicates import MAX_REPLICATES_PAIRED, _smallest_n
+from ._roots import bisect, boundary
 
 __all__ = ["AGREEMENT_LEVEL", "TWIN_MODEL", "Agreement", "PooledKappa", "TwinDesign", "agreement",
            "discordance_power", "pooled_kappa", "twin_design_check", "twin_limit", "twin_limits",
@@ -154,12 +155,9 @@ def twin_limits(n: int, p_before: Sequence[float] | FloatArray, *,
         return _twin_power_many(n, p0, p1, kappa, alpha, direction) >= power
 
     seen = reaches(room) & (room > 0.0)
-    lo, hi = np.zeros(p0.size), room.copy()
-    for _ in range(_BISECTIONS):
-        mid = (lo + hi) / 2.0
-        ok = reaches(mid)
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
+    # every row asked at every step (kappa may be one per row): the rows argument is all
+    _, hi = bisect(lambda rows, change: reaches(change), np.zeros(p0.size), room,
+                   steps=_BISECTIONS)
     return [Limit(float(h), "ok") if s else
             Limit(None, "no room" if r <= 0.0 else "none detectable")
             for s, r, h in zip(seen, room, hi, strict=True)]
@@ -327,13 +325,10 @@ def _worst_limit(n: int, kappa: float, alpha: float, power: float,
         return twin_power(n, p0, 1.0, kappa=kappa, alpha=alpha, direction="rise") >= power
 
     if not seen(top):
-        lo, hi = 0.0, top  # the first p0 not seen lies in (lo, hi]
         if not seen(0.0):
             return None, 0.0
-        for _ in range(_BISECTIONS):
-            mid = (lo + hi) / 2.0
-            lo, hi = (mid, hi) if seen(mid) else (lo, mid)
-        return None, hi
+        # the first p0 not seen lies in (0, top]
+        return None, boundary(lambda p0: not seen(p0), 0.0, top, steps=_BISECTIONS)
     base = top / 2.0
     worst = 0.0
     for _ in range(6):
