@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_prove.stats import design_check, detection_power, limits, mcnemar_midp
+from pytest_prove.stats import (
+    design_check,
+    detection_power,
+    limits,
+    margin_design_check,
+    mcnemar_midp,
+)
 from pytest_prove.stats._twins import (
     agreement,
     discordance_power,
@@ -140,3 +146,18 @@ def test_the_designs_worst_limit_is_the_largest_over_base_rates(n: int, kappa: f
         assert check.worst_limit == pytest.approx(top, abs=2e-3)
         assert check.worst_limit >= top - 1e-9 or check.worst_limit == pytest.approx(top)
     assert check.ok == (check.worst_limit is not None and check.worst_limit <= 0.2 + 1e-9)
+
+
+def test_the_margin_design_at_an_agreement_asks_fewer_replicates() -> None:
+    plain = margin_design_check(100, 4, paired=True, margin=0.1)
+    assert margin_design_check(100, 4, paired=True, margin=0.1, kappa=1.0) == plain
+    tight = margin_design_check(100, 4, paired=True, margin=0.1, kappa=0.3)
+    assert plain.replicates_needed is not None and tight.replicates_needed is not None
+    assert tight.weakest_power > plain.weakest_power
+    assert tight.replicates_needed < plain.replicates_needed
+    assert "discordance ratio 0.30" in tight.method
+    # the replicates it names pass at that kappa
+    assert margin_design_check(tight.replicates_needed, 4, paired=True, margin=0.1,
+                               kappa=0.3).ok
+    with pytest.raises(ValueError, match="kappa"):
+        margin_design_check(100, 4, paired=True, margin=0.1, kappa=1.5)

@@ -161,6 +161,10 @@ def test_the_design_check_reads_an_observed_agreement(
     # 60 seeds alike at a rate of 0.5: the discordance's bound is a tenth of independent
     # twins', and the limit falls well below theirs
     assert shown(read) < 0.8 * shown(plain)
+    margin = _run(agent, monkeypatch, half, many, "--prove-baseline=base", "--prove-plan",
+                  "--prove-margin=0.15", "--prove-agreement-from=a1,a2")
+    margin.stdout.fnmatch_lines(["margin design check: *twins at discordance ratio 0.15 (an "
+                                 "observed agreement's bound)*"])
 
 
 def test_agreement_from_is_refused_by_name_when_it_cannot_be_read(

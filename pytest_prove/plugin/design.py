@@ -123,9 +123,10 @@ def _design_check(config: pytest.Config, replicates: int, m: int,
 
 
 def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: Settings
-                     ) -> tuple[_Check, str | None, str | None]:
+                     ) -> tuple[_Check, str | None, str | None, float]:
     """The paired design check at the agreement seen in --prove-agreement-from's runs (its
-    one-sided lower bound): the check, the plan's line, and why the runs cannot be read."""
+    one-sided lower bound): the check, the plan's line, why the runs cannot be read, and the
+    discordance ratio the margin's design check reads (1 when they cannot)."""
     from ..errors import ProveError
     from ..review.aa import observed_agreement
     from ..stats import twin_design_check
@@ -137,7 +138,7 @@ def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: S
                                   missing=settings.missing)
     except ProveError as exc:  # the plan reads the independent check; the run stops
         return (_design_check(config, replicates, m, settings), None,
-                f"--prove-agreement-from={','.join(settings.agreement_from)}: {exc}")
+                f"--prove-agreement-from={','.join(settings.agreement_from)}: {exc}", 1.0)
     twins = done.twins
     assert twins is not None
     kappa = 1.0 if twins.pooled.upper is None else min(twins.pooled.upper, 1.0)
@@ -147,23 +148,23 @@ def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: S
                     ok=check.ok, replicates_needed=check.replicates_needed,
                     shown=words.limit_shown(check.worst_limit))
     return design, words.agreement_line(done.labels.before, done.labels.after, twins,
-                                        kappa), None
+                                        kappa), None, kappa
 
 
 def _margin_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings) -> _MarginCheck | None:
+                  settings: Settings, kappa: float = 1.0) -> _MarginCheck | None:
     """The margin's design check (--prove-margin), remembered in pytest's cache."""
     if settings.margin is None:
         return None
     key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
-           f"{settings.margin}")
+           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
     from ..stats import margin_design_check
 
     check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
-                                q=settings.q)
+                                q=settings.q, kappa=kappa if settings.paired else 1.0)
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
                           advice=words.margin_advice(check, m, settings.margin))
     _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice})
@@ -252,10 +253,10 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
         # Only the plan prints these checks, and only a run that does not allow an
         # underpowered design is refused by them.
         if settings.agreement_from and settings.paired:
-            check, said, design.agreement_refusal = _agreement_check(
+            check, said, design.agreement_refusal, kappa = _agreement_check(
                 config, replicates, m, settings)
         else:
-            check, said = _design_check(config, replicates, m, settings), None
+            check, said, kappa = _design_check(config, replicates, m, settings), None, 1.0
         design.check = check
         design.lines = words.plan_head(
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
@@ -264,7 +265,7 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
             m=m, max_mde=settings.max_mde)
         if said is not None:
             design.lines.append(said)
-        design.margin = _margin_check(config, replicates, m, settings)
+        design.margin = _margin_check(config, replicates, m, settings, kappa)
         if design.margin is not None:
             design.lines.append(design.margin.line)
     from .sequential import declared
