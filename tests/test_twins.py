@@ -16,6 +16,7 @@ import pytest
 from pytest_prove.cli import main
 from pytest_prove.review.twins import twin_review
 from pytest_prove.stats import Pairs, RowInput, compare
+from pytest_prove.store import Store
 
 from .conftest import INI
 
@@ -267,3 +268,19 @@ def test_prove_aa_is_refused_with_what_cannot_keep_the_twins_apart(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--prove-aa runs every replicate twice*--prove-resume "
                                  "cannot keep them apart*"])
+
+
+@pytest.mark.slow  # two xdist workers start
+def test_prove_aa_under_xdist_with_concurrency_keeps_each_twin_apart(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = _run(agent, monkeypatch, "1,2,3", "--prove-aa", "--prove-name=par", "-n", "2",
+                  "--prove-concurrency=3")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "run 'par' (complete): 20 episodes, 20 with an outcome*",
+        "*the twins are stored as run 'par-aa'*",
+        "twins ended alike in 100% of 20 seeds (1 condition) (b 0 before only, c 0 after only)",
+    ])
+    twins = Store(agent.path / ".prove").load("par-aa")
+    assert twins.manifest["status"] == "complete"
+    assert sorted(int(r["replicate"]) for r in twins.episodes) == list(range(20))
