@@ -26,6 +26,7 @@ from pytest_prove.stats._twins import (
     twin_limit,
     twin_limits,
     twin_power,
+    twin_replicates,
 )
 
 
@@ -161,3 +162,16 @@ def test_the_margin_design_at_an_agreement_asks_fewer_replicates() -> None:
                                kappa=0.3).ok
     with pytest.raises(ValueError, match="kappa"):
         margin_design_check(100, 4, paired=True, margin=0.1, kappa=1.5)
+
+
+@pytest.mark.parametrize("m, kappa, max_mde", [(1, 1.0, 0.2), (4, 0.2, 0.2), (10, 0.5, 0.3),
+                                               (3, 0.05, 0.1)])
+def test_the_replicate_search_equals_the_search_over_the_whole_grid(
+        m: int, kappa: float, max_mde: float) -> None:
+    from pytest_prove.stats._replicates import MAX_REPLICATES_PAIRED, _smallest_n
+    from pytest_prove.stats._twins import _weakest
+
+    alpha = 0.05 / m
+    direct = _smallest_n(lambda n: _weakest(n, kappa, max_mde, alpha) >= 0.8, 1,
+                         MAX_REPLICATES_PAIRED)
+    assert twin_replicates(m, kappa=kappa, max_mde=max_mde) == direct

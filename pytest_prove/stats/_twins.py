@@ -68,6 +68,8 @@ TWIN_MODEL = (
 )
 
 _BISECTIONS = 40
+#: The most (rate, d) cells one power evaluation holds at once.
+_CELLS = 1 << 21
 
 
 def _power_many(n: int, minority: FloatArray, majority: FloatArray,
@@ -77,6 +79,10 @@ def _power_many(n: int, minority: FloatArray, majority: FloatArray,
     total = np.minimum(minority + majority, 1.0)
     if n == 0:
         return np.zeros(total.shape)
+    rows = max(1, _CELLS // (n + 1))
+    if total.size > rows:  # a block of rows at a time: memory stays near _CELLS numbers
+        return np.concatenate([_power_many(n, minority[i:i + rows], majority[i:i + rows],
+                                           alpha) for i in range(0, total.size, rows)])
     bcrit = _mcnemar_region(n, alpha)
     d = np.arange(n + 1)
     live = total > 0.0
@@ -309,8 +315,21 @@ def twin_replicates(m: int, *, kappa: float, q: float = 0.05, max_mde: float = 0
     alpha = check_q(q) / check_count("m", m)
     max_mde = check_q(max_mde, "max_mde")
     power = check_power(power)
-    return _smallest_n(lambda n: _weakest(n, kappa, max_mde, alpha) >= power,
-                       start, MAX_REPLICATES_PAIRED)
+    centre = np.array([(1.0 - max_mde) / 2.0])
+
+    def at_centre(n: int) -> bool:
+        return bool(_twin_power_many(n, centre, centre + max_mde, kappa, alpha,
+                                     "rise")[0] >= power)
+
+    def everywhere(n: int) -> bool:
+        return _weakest(n, kappa, max_mde, alpha) >= power
+
+    # The weakest base rate first (one rate: fast at any size), then the whole grid at the
+    # size found, searching on from there in the rare case another rate is weaker.
+    found = _smallest_n(at_centre, start, MAX_REPLICATES_PAIRED)
+    if found is None or everywhere(found):
+        return found
+    return _smallest_n(everywhere, found + 1, MAX_REPLICATES_PAIRED)
 
 
 def _worst_limit(n: int, kappa: float, alpha: float, power: float,
