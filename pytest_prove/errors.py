@@ -69,6 +69,9 @@ NOT_ERRORS: Final[Mapping[str, str]] = {
     "BlockInterrupted": "control flow: an item's block was stopped; the item reports what it "
                         "finished and the session ends after it",
     "StoreWarning": "a warning (warnings.warn), never raised: something was read with a loss",
+    "NetworkBlockedError": "an OSError raised into the project's own call when --prove-plan "
+                           "imports it with the network blocked; the plan names the place "
+                           "and exits 4",
     "CacheMiss": "raised into the agent's HTTP call when a replayed episode makes a call the "
                  "cache does not hold; the episode then ends as an error naming the call",
     "_UnkeyableError": "control flow inside collection: caught by the hook that raised it, "

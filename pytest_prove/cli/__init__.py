@@ -33,7 +33,7 @@ from ..report import verdicts
 from ..report._format import plain_text
 from ..report.files import write_report
 from ..report.json import comparison_document
-from ..review import RefusalError, cost
+from ..review import RefusalError, aa, cost
 from ..review.baseline_diff import diff_baselines
 from ..review.describe import describe
 from ..review.tallies import stored_runs, tally
@@ -124,6 +124,12 @@ def _check(args: argparse.Namespace, out: Output) -> int:
         return EXIT_FAILED
     step_summary(done)
     return EXIT_FAILED if done.gate.failed else EXIT_OK
+
+
+@command("aa", "A/A: two runs of one code on one salt, their twins' agreement", engine_options)
+def _aa(args: argparse.Namespace, out: Output) -> int:
+    out.answer("aa", *verdicts.aa_answer(aa.aa_of(review_of(args))))
+    return EXIT_OK
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -350,16 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # Accepted before or after the subcommand; SUPPRESS keeps the subparser from
     # overwriting a value given before it.
-    common.add_argument("--store", default=argparse.SUPPRESS,
-                        help="folder of runs and baselines (default: ini prove_store, else "
-                             ".prove under the rootdir)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="write one JSON document instead of text")
-    parser.add_argument("--store", default=None,
-                        help="folder of runs and baselines (default: ini prove_store, else "
-                             ".prove under the rootdir)")
-    parser.add_argument("--json", action="store_true", default=False,
-                        help="write one JSON document instead of text")
+    for each, store, as_json in ((common, argparse.SUPPRESS, argparse.SUPPRESS),
+                                 (parser, None, False)):
+        each.add_argument("--store", default=store, help="folder of runs and baselines "
+                          "(default: ini prove_store, else .prove under the rootdir)")
+        each.add_argument("--json", action="store_true", default=as_json,
+                          help="write one JSON document instead of text")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for entry in COMMANDS.values():
         child = sub.add_parser(entry.name, help=entry.help, description=entry.help,

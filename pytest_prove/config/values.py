@@ -18,7 +18,8 @@ from ..store import StoreError, check_name, check_run_name
 
 __all__ = ["CONCURRENCY_RANGE", "DEFAULT_EPISODE_TIMEOUT", "DEFAULT_FAIL_ON", "FAIL_ON",
            "MARGIN_FAIL_ON", "MARGIN_RANGE", "MAX_MDE_RANGE", "NO_TIMEOUT", "Q_RANGE",
-           "REPLICATES_RANGE", "TOKENS_RANGE", "concurrency", "count", "error_rate", "fail_on",
+           "REPLICATES_RANGE", "TOKENS_RANGE", "agreement_runs", "concurrency", "count",
+           "error_rate", "fail_on",
            "fraction", "gate_fails_on", "margin", "max_mde", "missing_mode", "new_run_name",
            "positive_int", "replay_name", "replicates", "report_path", "run_name", "salt_word",
            "seconds", "shard", "share", "store_name", "switch", "target", "target_lines",
@@ -199,6 +200,16 @@ def replay_name(text: str) -> str:
     if text.startswith("baseline:"):
         return "baseline:" + store_name(text.removeprefix("baseline:"))
     return run_name(text)
+
+
+def agreement_runs(text: str) -> tuple[str, ...]:
+    """--prove-agreement-from: RUN (read against the run it was paired with), or A,B (two
+    runs of one salt, as ``pytest-prove aa`` reads them)."""
+    names = tuple(part.strip() for part in text.split(","))
+    if not 1 <= len(names) <= 2 or not all(names):
+        raise argparse.ArgumentTypeError(
+            f"expected RUN or A,B (two runs on one salt), got {text!r}")
+    return tuple(replay_name(name) for name in names)
 
 
 def report_path(text: str) -> Path:

@@ -122,20 +122,49 @@ def _design_check(config: pytest.Config, replicates: int, m: int,
     return design
 
 
+def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: Settings
+                     ) -> tuple[_Check, str | None, str | None, float]:
+    """The paired design check at the agreement seen in --prove-agreement-from's runs (its
+    one-sided lower bound): the check, the plan's line, why the runs cannot be read, and the
+    discordance ratio the margin's design check reads (1 when they cannot)."""
+    from ..errors import ProveError
+    from ..review.aa import observed_agreement
+    from ..stats import twin_design_check
+    from ..store import Store
+
+    try:
+        done = observed_agreement(Store(settings.store), settings.agreement_from,
+                                  q=settings.q, max_mde=settings.max_mde,
+                                  missing=settings.missing)
+    except ProveError as exc:  # the plan reads the independent check; the run stops
+        return (_design_check(config, replicates, m, settings), None,
+                f"--prove-agreement-from={','.join(settings.agreement_from)}: {exc}", 1.0)
+    twins = done.twins
+    assert twins is not None
+    kappa = 1.0 if twins.pooled.upper is None else min(twins.pooled.upper, 1.0)
+    check = twin_design_check(replicates, m, kappa=kappa, q=settings.q,
+                              max_mde=settings.max_mde)
+    design = _Check(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
+                    ok=check.ok, replicates_needed=check.replicates_needed,
+                    shown=words.limit_shown(check.worst_limit))
+    return design, words.agreement_line(done.labels.before, done.labels.after, twins,
+                                        kappa), None, kappa
+
+
 def _margin_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings) -> _MarginCheck | None:
+                  settings: Settings, kappa: float = 1.0) -> _MarginCheck | None:
     """The margin's design check (--prove-margin), remembered in pytest's cache."""
     if settings.margin is None:
         return None
     key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
-           f"{settings.margin}")
+           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
     from ..stats import margin_design_check
 
     check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
-                                q=settings.q)
+                                q=settings.q, kappa=kappa if settings.paired else 1.0)
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
                           advice=words.margin_advice(check, m, settings.margin))
     _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice})
@@ -157,6 +186,8 @@ class Design:
     lines: list[str] = field(default_factory=list)
     sequential_refusal: str | None = None
     target_refusal: str | None = None  # the targets' design check (plugin/targets.py)
+    #: --prove-agreement-from named runs whose twins cannot be read.
+    agreement_refusal: str | None = None
     #: For the cost estimate: each rollout's condition keys and the replicates each runs.
     planned: dict[str, tuple[set[str], int]] = field(default_factory=dict)
 
@@ -179,12 +210,16 @@ class Design:
                 stops.append(words.margin_fails_in_plan(self.margin.advice))
         if self.target_refusal is not None:
             stops.append(words.would_stop(self.target_refusal))
+        if self.agreement_refusal is not None:
+            stops.append(words.would_stop(self.agreement_refusal))
         if stops:
             config.stash[PLAN_FAILS_KEY] = True
         return [*lines, *stops]
 
     def refusal(self, settings: Settings) -> str | None:
         """Why the run is refused before any rollout runs, or None."""
+        if self.agreement_refusal is not None:
+            return self.agreement_refusal
         if not self.m and settings.margin is not None:
             return words.margin_without_outcomes(settings.margin)
         if self.check is not None and not self.check.ok and not settings.allow_underpowered:
@@ -214,16 +249,23 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
             design.lines = words.plan_head_metrics_only(
                 episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
                 rollouts=len(selected), cells=cells, replicates=replicates)
-    elif settings.plan_only or not settings.allow_underpowered:
+    elif settings.plan_only or not settings.allow_underpowered or settings.agreement_from:
         # Only the plan prints these checks, and only a run that does not allow an
         # underpowered design is refused by them.
-        check = design.check = _design_check(config, replicates, m, settings)
+        if settings.agreement_from and settings.paired:
+            check, said, design.agreement_refusal, kappa = _agreement_check(
+                config, replicates, m, settings)
+        else:
+            check, said, kappa = _design_check(config, replicates, m, settings), None, 1.0
+        design.check = check
         design.lines = words.plan_head(
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
             rollouts=len(selected), cells=cells, replicates=replicates, shown=check.shown,
             worst_base_rate=check.worst_base_rate, paired=settings.paired, q=settings.q,
             m=m, max_mde=settings.max_mde)
-        design.margin = _margin_check(config, replicates, m, settings)
+        if said is not None:
+            design.lines.append(said)
+        design.margin = _margin_check(config, replicates, m, settings, kappa)
         if design.margin is not None:
             design.lines.append(design.margin.line)
     from .sequential import declared

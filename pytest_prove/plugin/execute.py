@@ -63,6 +63,8 @@ def _identities(item: pytest.Item) -> list[Identity]:
     settings = item.config.stash[SETTINGS_KEY]
     salt = settings.salt
     replicates = _to_run(plan, settings.done)
+    if settings.aa:  # --prove-aa: each replicate twice, one right after the other
+        replicates = tuple(r for r in replicates for _ in range(2))
     return [
         Identity(
             rollout=plan.rollout_id,

@@ -27,9 +27,11 @@ from ..store import Run, Store
 from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
+from .aa import TwinRun, spent_with
 from .budget import Budget, TokenCap, controller_budget, price_metrics
 from .capture import CaptureManager
 from .gate import GateReports
+from .report_files import write_reports
 from .salts import remember_failed
 from .settings import Settings
 from .state import PLAN_FAILS_KEY, own, plan_data
@@ -101,6 +103,7 @@ class ProveSession:
         self.run = RunRecorder(store, name=name, salt=settings.salt, baseline=baseline,
                                resume=resume, on_failure=lambda: self._stop(_STORE_STOP))
         self.budget = Budget(prices=Prices(), cap=TokenCap())  # see start()
+        self.aa = TwinRun() if settings.aa else None  # --prove-aa: see plugin/aa.py
         self.capture: CaptureManager | None = None  # what instrumentors ran; see start()
         self.sequential: SequentialControl | None = None  # --prove-sequential; see start()
         #: The variables and packages the run records (see plugin/environment.py; start()).
@@ -114,7 +117,8 @@ class ProveSession:
         self.recorded = recorded_names(self.config)  # a bad name: refused before any test
         if self.run.writer.existing:
             check_resumed(self.run.writer.manifest, self.recorded[0])
-        self.budget = controller_budget(self.config, spent=lambda: self.run.spent)
+        self.budget = controller_budget(self.config,
+                                        spent=lambda: spent_with(self.run.spent, self.aa))
         self.capture = capture.register(self.config, self.run)
         from .sequential import sequential_possible
 
@@ -145,6 +149,8 @@ class ProveSession:
         if self.rerun:
             records = [fold_attempts(r, self.rerun.pop(identity(r)))
                        if identity(r) in self.rerun else r for r in records]
+        if self.aa is not None:  # --prove-aa: each replicate's twin goes to its own run
+            records = self.aa.split(records)
         if self.replay is not None:  # a replay stores nothing; its summary reads them
             self.replayed.extend(records)
             return
@@ -304,6 +310,10 @@ class ProveSession:
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
         elif self.baseline is not None:
             self._review(outcome)
+        if self.aa is not None:
+            notes.extend(self.aa.finish(self.store, self.run, self.ended_run(),
+                                        interrupted=status != "complete", asked=self.asked,
+                                        q=self.settings.q, max_mde=self.settings.max_mde))
         elif declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 
@@ -319,7 +329,7 @@ class ProveSession:
         notes.extend(n.text for n in saved)
         outcome.notes = tuple(notes)
         outcome.not_saved = tuple(n.text for n in saved if not n.saved)
-        self._write_report(outcome)
+        write_reports(self, outcome)
         if self.budget.capped is not None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if outcome.refusal is not None or outcome.failed_gate or outcome.not_saved:
@@ -471,34 +481,6 @@ class ProveSession:
 
     # ---- reports (issue 4): --prove-report, and GitHub's step summary when it is set
 
-    def _write_report(self, outcome: Outcome) -> None:
-        """--prove-report: the comparison, or without a baseline the run on its own (each
-        condition's rates with exact intervals); the comparison's summary also goes to
-        GitHub's step summary."""
-        path = self.config.getoption("prove_report", None)
-        found = outcome.review
-        if found is None:
-            if path is not None and self.baseline is None:
-                self._write_run_report(outcome, Path(path))
-            elif path is not None:
-                outcome.notes += (f"no report written to {path}: nothing was compared",)
-            return
-        if found.comparison is None and not found.metrics_only:
-            if path is not None:
-                outcome.notes += (f"no report written to {path}: nothing was compared",)
-            return
-        from ..report.files import write_report
-        from ..report.markdown import append_step_summary, render_markdown
-
-        if path is not None:
-            try:
-                written = write_report(Path(path), found)
-            except (OSError, ValueError) as exc:
-                outcome.notes += (f"report not written to {path}: {exc}",)
-            else:
-                outcome.notes += (f"report written to {_rel(written)}",)
-        append_step_summary(render_markdown(found))
-
     @property
     def ran_any(self) -> bool:
         """Whether any rollout item ran in this session."""
@@ -514,23 +496,6 @@ class ProveSession:
         if self.replay is not None:
             return f"baseline:{self.replay.name}" if self.replay.is_baseline else self.replay.name
         return str(self.run.writer.manifest.get("name")) if self.run.writer.created else None
-
-    def _write_run_report(self, outcome: Outcome, path: Path) -> None:
-        from ..report.files import write_report
-        from ..review.describe import describe
-
-        try:
-            found = describe(self.ended_run(), events=self.asked.get("events"),
-                             missing=self.asked.get("missing", "test"), q=self.settings.q,
-                             max_mde=self.settings.max_mde,
-                             max_errored=self.settings.max_errored)
-            found.require_rows()
-            written = write_report(path, found)
-        except (OSError, ValueError) as exc:
-            outcome.notes += (f"report not written to {path}: {exc}",)
-        else:
-            outcome.notes += (f"report of this run alone written to {_rel(written)} (no "
-                              "baseline: each condition's rates with exact intervals)",)
 
     def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines

@@ -23,6 +23,7 @@ from ..config.ini import FROM_INI, INI, given_or_ini
 from ..config.paths import space_form_problem
 from ..config.values import (
     DEFAULT_FAIL_ON,
+    agreement_runs,
     chaos_switch,
     error_rate,
     fail_on,
@@ -50,6 +51,7 @@ from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError
 from ..declare.targets import Target
 from ..declare.targets_of import with_targets
 from ..record import Missing
+from .aa import AA_HELP, AGREEMENT_HELP, check_twin_options
 
 __all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
            "sequential_of"]
@@ -65,7 +67,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-episode-timeout", "--prove-replay", "--prove-shard",
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
                  "--prove-metrics", "--prove-metric-margin", "--prove-target",
-                 "--prove-record-env", "--prove-record-packages")
+                 "--prove-record-env", "--prove-record-packages",
+                 "--prove-agreement-from")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -172,6 +175,9 @@ def add_options(parser: pytest.Parser) -> None:
                          "baseline, in the baseline a gate reads, and with "
                          "--prove-missing=ignore in the run; default: ini "
                          "prove_max_errored, else 0.25")
+    group.addoption("--prove-aa", action="store_true", default=False, help=AA_HELP)
+    group.addoption("--prove-agreement-from", metavar="RUNS", type=agreement_runs,
+                    default=None, help=AGREEMENT_HELP)
     group.addoption("--prove-report", metavar="PATH", type=report_path, default=None,
                     help="write the comparison as a report: .html (self-contained), .md or "
                          ".json; without --prove-baseline, this run's rates with exact "
@@ -268,6 +274,9 @@ class Settings:
     #: event, and where they were said.
     targets: tuple[Target, ...] = ()
     targets_from: str = "--prove-target"
+    #: --prove-agreement-from: the runs whose twins the paired design check reads.
+    agreement_from: tuple[str, ...] = ()
+    aa: bool = False  # --prove-aa: every replicate twice on its seed (plugin/aa.py)
     _targets_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
 
     @classmethod
@@ -306,7 +315,8 @@ class Settings:
             events=tuple(opt.prove_event) or None, missing=found["prove_missing"],
             fail_on=gate_fails_on(asked_words,
                                   margin=margin is not None or bool(metric_margin)),
-            fail_on_asked=asked_words, metric_margin=metric_margin)
+            fail_on_asked=asked_words, metric_margin=metric_margin,
+            agreement_from=opt.prove_agreement_from or (), aa=bool(opt.prove_aa))
         if opt.prove_target:
             settings.targets = tuple(opt.prove_target)
         else:
@@ -403,6 +413,7 @@ def _check_options(opt: Any) -> None:
             f"--prove-event={NO_OUTCOME_EVENT!r} names no outcome: episodes that end without "
             "one are tested anyway, beside the events you pick (--prove-missing=ignore "
             "leaves them out)")
+    check_twin_options(opt)  # --prove-aa, --prove-agreement-from: plugin/aa.py
     if opt.prove_update_baseline and not opt.prove_baseline:
         raise pytest.UsageError(
             "--prove-update-baseline replaces the baseline named by --prove-baseline; "

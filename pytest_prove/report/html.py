@@ -460,6 +460,9 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
         from .targets import target_html
 
         sections += target_html(review.targets, labels, _target_grids(x, y))
+    from .twins import twin_html
+
+    sections += twin_html(review.twins)  # paired rows: how often twins ended alike
     sections += twins_section(review)  # "" unless a flagged condition has changed twins
     incomplete = "".join(f'\n<p class="verdict"><b>{_e(head.capitalize())}</b>: {_e(text)}</p>'
                          for head, text in unfinished(review))

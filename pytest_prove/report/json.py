@@ -56,6 +56,9 @@ def comparison_document(review: Review) -> dict[str, Any]:
             "faults": {arm: {label: c.to_json() for label, c in counts.items()}
                        for arm, counts in prepared.faults.items()}}}),
     }
+    from .twins import twin_json
+
+    document.update(twin_json(review.twins))  # paired rows: how often twins ended alike
     # Whether the comparison vouches for every condition: an incomplete run, conditions
     # that never ran (the gate's reasons beside the verdict), and how each run ended.
     return _tail(review, document)

@@ -117,6 +117,9 @@ def render_markdown(review: Review, *, verbose: bool = False) -> str:
         from .targets import target_markdown
 
         lines += [*target_markdown(review.targets, compared=True), ""]
+    from .twins import twin_markdown
+
+    lines += twin_markdown(review.twins, lambda text: escape(text, _OURS))
     for head, text in set_aside(review, escape):
         lines += [f"{escape(head.capitalize(), _OURS)}: {text}", ""]
     lines += [f"<sub>{escape(comparison.method, _OURS)}</sub>", ""]

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_prove.review.metrics import PlannedLimit
+    from pytest_prove.review.twins import TwinReview
     from pytest_prove.stats import MarginDesignCheck, SequentialDesign
 
 __all__ = [
     "NO_ROLLOUT",
     "SEQUENTIAL_COST",
+    "agreement_line",
     "blocked_fixtures",
     "chaos_resumed",
     "design_failed",
@@ -138,6 +140,17 @@ def plan_head(*, episodes: int, rollouts: int, cells: int, replicates: int, show
         f"({method}, q {q:g} over {m} tests, 4 times in 5; you accept up to "
         f"{max_mde:.3f})",
     ]
+
+
+def agreement_line(before: str, after: str, twins: TwinReview, kappa: float) -> str:
+    """The plan's line when the paired design check reads an observed agreement."""
+    low = 1.0 - twins.pooled.level
+    return (f"design check read at the twins' agreement of {before} -> {after}: they ended "
+            f"alike in {100.0 * twins.rate:.0f}% of {twins.twins} seeds; at its one-sided "
+            f"{100.0 * twins.pooled.level:.0f}% bound the discordance is {kappa:.2f} of "
+            "independent twins' (the check is wrong at most "
+            f"{low:g} of the time on that count, given the same agreement at every base "
+            "rate and after the change; docs/statistics.md)")
 
 
 def plan_head_metrics_only(*, episodes: int, rollouts: int, cells: int,

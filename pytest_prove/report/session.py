@@ -131,9 +131,11 @@ def summary_lines(*, refusal: str | None, review: Review | None, after: str | No
                      for reason in review.gate.reasons)
         if review.comparison is not None and after is not None:
             from .terminal import format_comparison
+            from .twins import twin_lines
 
             lines.extend(format_comparison(review.comparison, before=review.before.name,
-                                           after=after, verbose=verbose))
+                                           after=after, verbose=verbose,
+                                           beside=twin_lines(review.twins, verbose=verbose)))
         if review.metrics is not None:
             from .metrics import metric_lines
 

@@ -198,9 +198,11 @@ def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
 
 
 def format_comparison(
-    comparison: Comparison, *, before: str, after: str, verbose: bool = False
+    comparison: Comparison, *, before: str, after: str, verbose: bool = False,
+    beside: Sequence[str] = (),
 ) -> list[str]:
-    """Lines for the terminal summary of a comparison of run ``before`` with run ``after``."""
+    """Lines for the terminal summary of a comparison of run ``before`` with run ``after``;
+    ``beside``: lines said after the table, before the method (the twins' agreement)."""
     verdict = comparison.verdict
     before, after = terminal_text(before), terminal_text(after)
     lines = [verdict_line(comparison)]
@@ -226,6 +228,7 @@ def format_comparison(
     if hidden:
         lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
                      f"{rate(comparison.max_mde)} not shown (-v shows every row)")
+    lines.extend(beside)
     lines.append(
         f"method: {plain_text(comparison.method)}. rise/fall: the smallest change each row "
         f"alone would be flagged for, 4 times in 5, from its rate in {before}"

@@ -14,15 +14,17 @@ from typing import Any
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT, quoted_label
 from pytest_prove.review import Review
+from pytest_prove.review.aa import AAReview
 from pytest_prove.review.describe import Description
 
 from ._format import plain_text, terminal_text
 from .json import comparison_document
 from .notes import set_aside, unfinished
 from .terminal import format_comparison
+from .twins import aa_lines
 
-__all__ = ["check_document", "check_lines", "comparison_lines", "diff_lines", "partial_text",
-           "report_lines", "run_note_lines", "run_report_lines", "verdict_word"]
+__all__ = ["aa_answer", "check_document", "check_lines", "comparison_lines", "diff_lines",
+           "partial_text", "report_lines", "run_note_lines", "run_report_lines", "verdict_word"]
 
 
 def verdict_word(review: Review) -> str:
@@ -52,8 +54,11 @@ def comparison_lines(review: Review, verbose: bool) -> list[str]:
         lines = [f"{terminal_text(review.labels.before)} -> "
                  f"{terminal_text(review.labels.after)}: {METRICS_ONLY}"]
     else:
+        from .twins import twin_lines
+
         lines = format_comparison(review.require_comparison(), before=review.labels.before,
-                                  after=review.labels.after, verbose=verbose)
+                                  after=review.labels.after, verbose=verbose,
+                                  beside=twin_lines(review.twins, verbose=verbose))
     if review.metrics is not None:
         from .metrics import metric_lines
 
@@ -177,3 +182,13 @@ def report_lines(review: Review, path: Path) -> list[str]:
             f"{terminal_text(review.labels.after)} written to {path}",
             *(f"{head}: {plain_text(text)}" for head, text in unfinished(review)),
             f"next: open {path}"]
+
+
+def aa_answer(found: AAReview) -> tuple[dict[str, Any], list[str]]:
+    """``pytest-prove aa``'s JSON document and lines: an A/A check's false alarms, its
+    twins' agreement, and what the comparison left aside."""
+    done = found.review
+    lines = aa_lines(done.twins, done.require_comparison(), before=done.labels.before,
+                     after=done.labels.after)
+    document = {**comparison_document(done), "aa": {"worse": found.worse, "safer": found.safer}}
+    return document, [*lines, *run_note_lines(done)]

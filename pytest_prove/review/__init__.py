@@ -32,6 +32,7 @@ from .pairing import (
     prepare,
 )
 from .reading import read_run
+from .twins import TwinReview, twin_review
 
 if TYPE_CHECKING:
     from .sequential import Looks
@@ -98,6 +99,8 @@ class Review:
     targets: TargetReview | None = None
     #: What differs between the environments the two runs recorded (never the verdict).
     environment: EnvironmentReview | None = None
+    #: How often twins ended alike, row by row (None: no paired row): ``review/twins.py``.
+    twins: TwinReview | None = None
 
     @property
     def metrics_only(self) -> bool:
@@ -293,4 +296,5 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
                             metrics=tuple(failing_rows(metrics, fail_on, allow_underpowered)),
                             targets=target_failing),
                   sequential=lines, metrics=metrics, targets=targets,
-                  environment=environment_review(before, after))
+                  environment=environment_review(before, after),
+                  twins=twin_review(comparison))

@@ -93,30 +93,34 @@ def _critical_counts(paired: bool, n: int, margin: float, alpha: float, grid: Fl
     return _quick_counts(paired, n, n, margin, boundary(passes, hi, lo, width=1e-7))
 
 
-def unchanged_nuisance(paired: bool, base: FloatArray) -> FloatArray:
+def unchanged_nuisance(paired: bool, base: FloatArray, kappa: float = 1.0) -> FloatArray:
     """The nuisance value when nothing changed at each base rate: the base rate itself, or
-    (paired, twins independent given the rate) the before-only rate p (1 - p)."""
-    return np.asarray(base * (1.0 - base) if paired else base, dtype=np.float64)
+    (paired) the before-only rate kappa p (1 - p): kappa 1 for twins independent given the
+    rate, less for twins that agree more often (``_twins``)."""
+    return np.asarray(kappa * base * (1.0 - base) if paired else base, dtype=np.float64)
 
 
 def within_power(paired: bool, n: int, margin: float, alpha: float,
-                 base: FloatArray) -> FloatArray:
+                 base: FloatArray, kappa: float = 1.0) -> FloatArray:
     """P(a row is shown within the margin at level alpha) when nothing changed, at each
-    base rate, with n replicates in each run (paired: n independent twins)."""
+    base rate, with n replicates in each run (paired: n twins at discordance ratio
+    ``kappa``; 1: independent)."""
     counts = _quick_region(paired, n, margin, alpha)
-    return _region_probability(paired, n, n, counts, unchanged_nuisance(paired, base), 0.0)
+    return _region_probability(paired, n, n, counts,
+                               unchanged_nuisance(paired, base, kappa), 0.0)
 
 
-def _weakest(paired: bool, n: int, margin: float, alpha: float) -> tuple[float, float]:
+def _weakest(paired: bool, n: int, margin: float, alpha: float,
+             kappa: float = 1.0) -> tuple[float, float]:
     """The smallest power over base rates k/n when nothing changed, and where: a coarse
     grid, then every k/n near its weakest point. (Power is the same at p and 1 - p, by
     swapping the runs and counting non-events, and weakest near 1/2.)"""
     coarse = np.linspace(0.0, 1.0, 41)
-    values = within_power(paired, n, margin, alpha, coarse)
+    values = within_power(paired, n, margin, alpha, coarse, kappa)
     centre = float(coarse[int(np.argmin(values))])
     k = np.arange(n + 1)
     near = k[np.abs(k / n - centre) <= max(0.03, 2.0 / n)] / n
-    fine = within_power(paired, n, margin, alpha, near)
+    fine = within_power(paired, n, margin, alpha, near, kappa)
     i = int(np.argmin(fine))
     if fine[i] <= values.min():
         return float(fine[i]), float(near[i])
@@ -150,24 +154,26 @@ MARGIN_CEILING = 20_000
 EXACT_SEARCH_UP_TO = 600
 
 
-def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float) -> int:
+def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float,
+                  kappa: float = 1.0) -> int:
     """The replicates a normal approximation asks at base rate 1/2 (a starting point)."""
     z = float(special.ndtri(1.0 - alpha) + special.ndtri(row_power))
-    variance = 0.5  # 2 p (1 - p) at p = 1/2: unpaired, and twins' discordance 2 p (1 - p)
+    # 2 p (1 - p) at p = 1/2: unpaired, and twins' discordance 2 kappa p (1 - p)
+    variance = 0.5 * (kappa if paired else 1.0)
     return max(2, math.ceil(z * z * variance / (margin * margin)))
 
 
 def margin_replicates(paired: bool, m: int, q: float, margin: float,
-                      power: float = 0.8) -> int | None:
+                      power: float = 0.8, kappa: float = 1.0) -> int | None:
     """The fewest replicates per condition (in each run) at which, when nothing changed,
     every row of m is shown within the margin at level q with probability at least
     ``power`` at every base rate, rows independent: each row with power ** (1 / m)."""
     row_power = power ** (1.0 / m)
 
     def passes(n: int) -> bool:
-        return bool(_weakest(paired, n, margin, q)[0] >= row_power)
+        return bool(_weakest(paired, n, margin, q, kappa)[0] >= row_power)
 
-    guess = min(MARGIN_CEILING, _normal_guess(paired, margin, q, row_power))
+    guess = min(MARGIN_CEILING, _normal_guess(paired, margin, q, row_power, kappa))
     step = max(1, guess // 50)
     lo = hi = guess
     if passes(guess):
@@ -189,23 +195,26 @@ def margin_replicates(paired: bool, m: int, q: float, margin: float,
 
 
 def replicates_needed(paired: bool, m: int, q: float, margin: float,
-                      power: float = 0.8) -> tuple[int | None, bool]:
+                      power: float = 0.8, kappa: float = 1.0) -> tuple[int | None, bool]:
     """The replicates per condition the margin claim over m rows needs (as
     :func:`margin_replicates`), and whether the figure is exact: above
     ``EXACT_SEARCH_UP_TO`` by the normal approximation the normal figure is given instead."""
-    guess = _normal_guess(paired, margin, q, power ** (1.0 / m))
+    guess = _normal_guess(paired, margin, q, power ** (1.0 / m), kappa)
     if guess <= EXACT_SEARCH_UP_TO:
-        return margin_replicates(paired, m, q, margin, power), True
+        return margin_replicates(paired, m, q, margin, power, kappa), True
     return guess, False
 
 
 def margin_design_check(replicates: int, m: int, *, paired: bool, margin: float,
-                        q: float = 0.05, power: float = 0.8) -> MarginDesignCheck:
+                        q: float = 0.05, power: float = 0.8,
+                        kappa: float = 1.0) -> MarginDesignCheck:
     """Check a design for the margin claim before it runs: with ``replicates`` per condition
     and nothing changed, is every one of the m rows shown within ``margin`` (each at level
     q, the intersection-union test) with probability ``power``? Rows taken as independent,
     each row needs power ** (1 / m); the power is computed exactly at the weakest base rate
-    (k / replicates, near 1/2)."""
+    (k / replicates, near 1/2). ``kappa`` (paired): the twins' discordance ratio, 1 for
+    independent twins; a bound from an observed agreement (``_twins.pooled_kappa``) lets
+    the check ask for fewer replicates (the test's level does not depend on it)."""
     n = check_count("replicates", replicates)
     m = check_count("m", m)
     if n == 0 or m == 0:
@@ -214,12 +223,17 @@ def margin_design_check(replicates: int, m: int, *, paired: bool, margin: float,
     q = check_q(q)
     power = check_q(power, "power")
     row_power = power ** (1.0 / m)
-    weakest, where = _weakest(paired, n, margin, q)
+    if not (math.isfinite(kappa) and 0.0 <= kappa <= 1.0):
+        raise ValueError(f"kappa must be between 0 and 1, got {kappa!r}")
+    weakest, where = _weakest(paired, n, margin, q, kappa)
     ok = weakest >= row_power
-    needed, exact = (None, True) if ok else replicates_needed(paired, m, q, margin, power)
+    needed, exact = (None, True) if ok else replicates_needed(paired, m, q, margin, power,
+                                                              kappa)
     test = "Tango score, exact unconditional" if paired else (
         "Miettinen-Nurminen score, exact unconditional")
-    model = "; twins independent given the rate" if paired else ""
+    model = ("; twins independent given the rate" if kappa == 1.0 else
+             f"; twins at discordance ratio {kappa:.2f} (an observed agreement's bound)"
+             ) if paired else ""
     return MarginDesignCheck(
         replicates=n, m=m, paired=paired, q=q, margin=margin, power=power,
         row_power=row_power, weakest_power=weakest, weakest_base_rate=where, ok=ok,
