@@ -52,6 +52,8 @@ def rollout(
     sequential: bool | None = None,
     metrics: Mapping[str, str] | None = None,
     targets: Mapping[str, str] | None = None,
+    arms: Iterable[str] | None = None,
+    reference: str | None = None,
 ) -> Callable[[F], F]:
     """Declare a rollout.
 
@@ -78,6 +80,10 @@ def rollout(
     ``targets={"unresolved": "<= 0.10", "pass^8": ">= 0.5"}`` sets absolute targets each
     condition must meet, no baseline needed; ``"ticket=refund: resolved": ">= 0.9"`` holds
     one to a condition (docs/targets.md).
+    ``arms=["current", "cheaper"]`` runs every (condition, replicate) once per arm, on one
+    seed, and compares each arm with the reference arm (the first, or ``reference=``) in the
+    same session, as a baseline comparison would; the test takes its arm from the
+    ``prove_arm`` fixture, a ``fn(cfg, seed)`` from ``cfg["arm"]`` (docs/arms.md).
     """
     if fn is not None:
         raise TypeError(
@@ -100,6 +106,8 @@ def rollout(
             sequential=sequential,
             metrics=metrics or (),
             targets=targets or (),
+            arms=() if arms is None else arms,  # type: ignore[arg-type]  # checked there
+            reference=reference,
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the
@@ -112,8 +120,10 @@ def rollout(
             raise TypeError(f"@prove.rollout decorates a function, got {target!r}")
         setattr(target, ROLLOUT_ATTR, declaration)
         if declaration.axes is None:
-            # A test function: one item per replicate needs the block parameter.
-            return pytest.mark.usefixtures("prove_block")(target)  # type: ignore[no-any-return]
+            # A test function: one item per replicate needs the block parameter (and one
+            # per arm the arm's).
+            used = ("prove_block", "prove_arm") if declaration.arms else ("prove_block",)
+            return pytest.mark.usefixtures(*used)(target)  # type: ignore[no-any-return]
         return target
 
     return decorate

@@ -21,6 +21,7 @@ from ..errors import ProveError
 from .capture import CaptureConfig, CaptureError
 from .chaos import ChaosConfig, ChaosError
 from .episode import storable_text
+from .seeds import ARM_MARK
 from .metrics import Better, MetricError, directions
 from .targets import Target, TargetError, check_target_events, parse_targets
 
@@ -148,6 +149,11 @@ class Declaration:
     #: :class:`~.targets.Target` values, checked against the declared outcomes.
     targets: tuple[Target, ...] | Mapping[str, str] | Sequence[str] = field(
         default=(), compare=False)
+    #: Its arms (docs/arms.md): every (condition, replicate) runs once per arm on one seed,
+    #: and each arm is compared with the reference arm. Empty: no arms.
+    arms: tuple[str, ...] = ()
+    #: The arm the others are compared with (None: the first arm).
+    reference: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, tuple):
@@ -206,11 +212,57 @@ class Declaration:
                                _table(ChaosConfig.from_mapping, self.chaos, "chaos="))
         if self.targets:
             self._check_targets()
+        if self.arms or self.reference is not None:
+            self._check_arms()
+        if isinstance(self.rollout_id, str) and ARM_MARK in self.rollout_id:
+            raise SpecError(f"the rollout's id {self.rollout_id!r} holds {ARM_MARK!r}, which "
+                            "pytest-prove keeps for the ids of a rollout's arms; choose an id "
+                            "without it")
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise SpecError(f"axis {', '.join(dupes)} is declared more than once")
+
+    def _check_arms(self) -> None:
+        arms = self.arms
+        if isinstance(arms, str) or not isinstance(arms, Iterable):
+            raise SpecError(f'arms must be a list of names, e.g. arms=["current", "cheaper"], '
+                            f"got {arms!r}")
+        arms = tuple(arms)
+        object.__setattr__(self, "arms", arms)
+        for arm in arms:
+            if not isinstance(arm, str) or not arm.isidentifier() or not arm.isascii():
+                raise SpecError(
+                    f"arm {arm!r} is not a name pytest-prove can use: an arm's name goes into "
+                    "item ids (test_x[refund-r017-NAME]) and is selected with -k, so it must "
+                    "be an identifier (ASCII letters, digits and '_', not starting with a "
+                    "digit), e.g. 'cheaper' or 'gpt_4o_mini'")
+        dupes = sorted({a for a in arms if arms.count(a) > 1})
+        if dupes:
+            raise SpecError(
+                f"arms names {', '.join(dupes)} more than once; each arm needs its own name "
+                "(for an A/A check of the same code, name the twin arm otherwise, e.g. "
+                f"arms=[{dupes[0]!r}, {dupes[0] + '_again'!r}])")
+        if len(arms) == 1:
+            raise SpecError(f"arms lists one arm ({arms[0]!r}), and an arm is compared with "
+                            "another; list two or more, e.g. arms=[\"current\", \"cheaper\"], "
+                            "or leave arms out")
+        if self.reference is not None and self.reference not in arms:
+            raise SpecError(
+                f"reference {self.reference!r} is not among the arms "
+                f"({', '.join(arms) or 'none'}); name one of them, or leave reference out "
+                "(the first arm is the reference)")
+        if self.axes and any(a.name == "arm" for a in self.axes):
+            raise SpecError("an axis named 'arm' cannot go with arms: the arm is given to "
+                            "fn(cfg, seed) as cfg['arm']; rename the axis")
+
+    @property
+    def reference_arm(self) -> str | None:
+        """The arm the others are compared with (None: no arms)."""
+        if not self.arms:
+            return None
+        return self.reference if self.reference is not None else self.arms[0]
 
     def _check_targets(self) -> None:
         targets = self.targets
@@ -301,6 +353,9 @@ class Declaration:
             found["metrics"] = self.metric_directions
         if self.targets:
             found["targets"] = [t.text for t in self.target_list]
+        if self.arms:
+            found["arms"] = list(self.arms)
+            found["reference"] = self.reference_arm
         return found
 
     @classmethod
@@ -316,6 +371,8 @@ class Declaration:
             sequential=data.get("sequential"),
             metrics=data.get("metrics") or (),
             targets=data.get("targets") or (),
+            arms=tuple(data.get("arms") or ()),
+            reference=data.get("reference"),
             axes=None if axes is None else tuple(
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
@@ -366,7 +423,8 @@ class SweepSpec:
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
-             "declare", "capture", "chaos", "sequential", "metrics", "targets"}
+             "declare", "capture", "chaos", "sequential", "metrics", "targets", "arms",
+             "reference"}
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -467,6 +525,8 @@ def load_spec(path: Path) -> SweepSpec:
             concurrency=data.get("concurrency"),
             timeout=data.get("timeout"),
             sequential=data.get("sequential"),
+            arms=_arms(data.get("arms")),
+            reference=data.get("reference"),
             axes=tuple(axes),
             rollout_id=target_id,
             capture=capture,
@@ -483,8 +543,12 @@ def load_spec(path: Path) -> SweepSpec:
             ("cannot be both a failure and a success", "successes"),
             ("at least one failure or success", "[declare]")) if phrase in message), None)
         key = key or next((k for k in ("replicates", "concurrency", "timeout", "t_unit",
-                                       "sequential", "failures", "successes", "outcomes")
-                           if message.startswith((f"{k} must ", f"{k} names "))), None)
+                                       "sequential", "failures", "successes", "outcomes",
+                                       "arms", "reference")
+                           if message.startswith((f"{k} must ", f"{k} names ", f"{k} lists ",
+                                                  f"{k} "))), None)
+        if key is None and message.startswith("arm "):
+            key = "arms"
         raise SpecError(f"{where(key) if key else path}: {exc}") from None
     return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
 
@@ -513,6 +577,16 @@ def _table(read: Callable[[object, str], _Config], data: object, where: str) -> 
         return read(data, where)
     except (CaptureError, ChaosError) as exc:
         raise SpecError(str(exc)) from None
+
+
+def _arms(value: object) -> Any:
+    """A spec's ``arms``: an array (checked by the declaration), or nothing."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError(f'arms must be an array of names, e.g. arms = ["current", "cheaper"], '
+                        f"got {value!r}")
+    return tuple(value)
 
 
 def _seq(value: object) -> Sequence[str]:
