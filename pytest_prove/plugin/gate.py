@@ -120,6 +120,10 @@ class GateReports:
             # On one line, nothing a terminal acts on, nothing that splits a node id, and
             # one id per condition even where two labels read alike once shortened.
             shown = terminal_text(own).replace("::", ":").replace("[", "(").replace("]", ")")
+            arm = info.get("arm") if isinstance(info, Mapping) else None
+            if isinstance(arm, str) and arm:
+                # The arms' comparison: the arm compared with the reference, named.
+                shown = f"{shown}, arm={arm}"
             nodeid = f"{node}::prove-gate[{shown}]"
             number = 2
             while nodeid in used:

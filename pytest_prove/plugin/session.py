@@ -24,6 +24,7 @@ from ..declare.targets import declares_targets
 from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
+from ..store.arms import arms_of
 from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
@@ -297,6 +298,10 @@ class ProveSession:
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
         elif self.baseline is not None:
             self._review(outcome)
+        elif self.settings.shard is None and arms_of(writer.manifest):
+            from .arms import review_arms
+
+            notes.extend(review_arms(self, outcome))
         elif declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 

@@ -1,0 +1,150 @@
+"""A run whose rollouts declare arms, read as two runs: the reference arm and the others.
+
+A rollout declared with ``arms=[...]`` stores each arm as a rollout of its own
+(``support@arm:cheaper``, :func:`~..declare.seeds.arm_rollout`), every arm of a replicate on
+one seed.  :func:`arm_runs` splits such a run into the two runs a baseline comparison reads:
+``before`` holds the reference arm's episodes, once for every arm compared with it and
+under that arm's id, and ``after`` the compared arms' episodes.  Every pair of twins then
+shares its rollout id, condition key, replicate and seed, and :func:`~..review.review` (its
+pairing, gate, metrics, every report) reads them as it reads a run against its baseline.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, final
+
+import msgspec
+
+from ..declare.seeds import arm_rollout, split_arm
+from ..record import StoreError
+from .runs import Run
+
+__all__ = ["ArmsOf", "arm_runs", "arms_of"]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ArmsOf:
+    """One rollout's arms in a run: its own id, its arms in order, its reference arm."""
+
+    rollout: str
+    arms: tuple[str, ...]
+    reference: str
+    #: The arms the run holds a rollout entry for (an arm deselected by -k has none).
+    present: tuple[str, ...]
+
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """The arms compared with the reference."""
+        return tuple(a for a in self.arms if a != self.reference)
+
+
+def arms_of(manifest: Mapping[str, Any]) -> dict[str, ArmsOf]:
+    """Each rollout of the run that declares arms, by its own id (empty: no arms)."""
+    found: dict[str, ArmsOf] = {}
+    rollouts = manifest.get("rollouts")
+    plan = manifest.get("plan")
+    ids = [*(rollouts or {}), *(plan or {})] if isinstance(rollouts, Mapping) else []
+    for rollout_id in dict.fromkeys(ids):
+        base, arm = split_arm(str(rollout_id))
+        if arm is None:
+            continue
+        info = (rollouts or {}).get(rollout_id)
+        declaration = info.get("declaration") if isinstance(info, Mapping) else None
+        arms = declaration.get("arms") if isinstance(declaration, Mapping) else None
+        if not isinstance(arms, list) or arm not in arms:
+            continue
+        reference = declaration.get("reference") if isinstance(declaration, Mapping) else None
+        held = found.get(base)
+        present = (*held.present, arm) if held is not None else (arm,)
+        found[base] = ArmsOf(base, tuple(map(str, arms)),
+                             str(reference) if isinstance(reference, str) else str(arms[0]),
+                             present)
+    return found
+
+
+def _renamed(record: Mapping[str, Any], rollout: str) -> Mapping[str, Any]:
+    if isinstance(record, msgspec.Struct):
+        return msgspec.structs.replace(record, rollout=rollout)  # type: ignore[return-value]
+    return {**record, "rollout": rollout}
+
+
+def _keyed(table: object, ids: Mapping[str, str]) -> dict[str, Any]:
+    """A manifest table keyed by rollout id (``rollouts``, ``plan``, a selection's), with
+    the entries of ``ids`` (new id -> the stored id it copies) alone."""
+    if not isinstance(table, Mapping):
+        return {}
+    return {new: copy.deepcopy(table[old]) for new, old in ids.items() if old in table}
+
+
+def _manifest(run: Run, ids: Mapping[str, str], side: str, arms: Mapping[str, str]
+              ) -> dict[str, Any]:
+    manifest = dict(run.manifest)
+    manifest["run_id"] = f"{run.run_id}:{side}"
+    manifest["name"] = f"{run.name}:{side}"
+    manifest["paired_with"] = None
+    manifest.pop("sequential", None)
+    for key in ("rollouts", "plan"):
+        manifest[key] = _keyed(run.manifest.get(key), ids)
+    for info in manifest["rollouts"].values():
+        if isinstance(info, dict):
+            info.pop("arm", None)
+    for new, info in manifest["rollouts"].items():
+        if isinstance(info, dict):
+            info["arm"] = arms[new]  # the arm compared, for the gate's reports
+    selection = run.manifest.get("selection")
+    if isinstance(selection, Mapping):
+        manifest["selection"] = {
+            **selection, **{key: _keyed(selection.get(key), ids)
+                            for key in ("deselected", "skipped")}}
+    shard = run.manifest.get("shard")
+    if isinstance(shard, Mapping) and isinstance(shard.get("slice"), Mapping):
+        manifest["shard"] = {**shard, "slice": _keyed(shard["slice"], ids)}
+    return manifest
+
+
+def arm_runs(run: Run, arms: Collection[str] | None = None) -> tuple[Run, Run]:
+    """``run``'s reference arms and its other arms (those of ``arms`` alone, when given) as
+    the ``before`` and ``after`` of a comparison (see the module's docstring); a
+    :class:`StoreError` when the run declares no arms or names none of ``arms``."""
+    found = arms_of(run.manifest)
+    if not found:
+        raise StoreError(f"run {run.name!r} declares no arms: its rollouts ran once per "
+                         "replicate; compare it with a baseline instead")
+    known = sorted({a for info in found.values() for a in info.compared})
+    if arms is not None and not set(arms) & set(known):
+        raise StoreError(f"run {run.name!r} compares no arm named {', '.join(sorted(arms))}; "
+                         f"its arms compared with a reference are {', '.join(known)}")
+    before_ids: dict[str, str] = {}  # the id in the split run -> the stored id it copies
+    after_ids: dict[str, str] = {}
+    arm_of: dict[str, str] = {}
+    copies: dict[str, list[str]] = {}  # a reference arm's stored id -> the ids it takes
+    for base, info in found.items():
+        reference = arm_rollout(base, info.reference)
+        for arm in info.compared:
+            if arms is not None and arm not in arms:
+                continue
+            own = arm_rollout(base, arm)
+            before_ids[own], after_ids[own], arm_of[own] = reference, own, arm
+            copies.setdefault(reference, []).append(own)
+    before_episodes: list[Mapping[str, Any]] = []
+    after_episodes: list[Mapping[str, Any]] = []
+    for record in run.episodes:
+        rollout = str(record.get("rollout"))
+        for own in copies.get(rollout, ()):
+            before_episodes.append(_renamed(record, own))
+        if rollout in after_ids:
+            after_episodes.append(record)
+    references = {base: info.reference for base, info in found.items()}
+    side = "+".join(dict.fromkeys(references.values()))
+    compared = "+".join(dict.fromkeys(arm_of.values()))
+    before = Run(run_id=f"{run.run_id}:{side}", name=f"{run.name}:{side}",
+                 manifest=_manifest(run, before_ids, side, arm_of),
+                 episodes=tuple(before_episodes), path=run.path, notes=run.notes)
+    after = Run(run_id=f"{run.run_id}:{compared}", name=f"{run.name}:{compared}",
+                manifest=_manifest(run, after_ids, compared, arm_of),
+                episodes=tuple(after_episodes), path=run.path, notes=())
+    return before, after
