@@ -21,8 +21,8 @@ from ..errors import ProveError
 from .capture import CaptureConfig, CaptureError
 from .chaos import ChaosConfig, ChaosError
 from .episode import storable_text
-from .seeds import ARM_MARK
 from .metrics import Better, MetricError, directions
+from .seeds import ARM_MARK
 from .targets import Target, TargetError, check_target_events, parse_targets
 
 __all__ = [

@@ -7,42 +7,83 @@ comparison's, the reference arm read as the baseline.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from ..declare.seeds import split_arm
 from ..store.arms import ArmsOf, arms_of
 
 if TYPE_CHECKING:
-    from .session import Outcome, ProveSession
+    from ..review import Review
+    from ..store import Run
+    from .settings import Settings
+    from .state import ItemPlan
 
-__all__ = ["review_arms"]
+__all__ = ["check_arms", "review_arms"]
 
 
-def review_arms(session: ProveSession, outcome: Outcome) -> list[str]:
-    """Compare the run's arms and set ``outcome`` as a baseline comparison does; the notes
-    to print (an arm that did not run, e.g. left out by -k)."""
+def check_arms(selected: Mapping[str, tuple[ItemPlan, set[str]]],
+               settings: Settings) -> str | None:
+    """Why this run's arms cannot go with the baseline or the resumed run, before any
+    rollout runs (None when they agree); the fix is in the message."""
+    mine: dict[str, list[str] | None] = {}
+    for rollout_id, (plan, _) in selected.items():
+        base = split_arm(rollout_id)[0] if plan.arm else rollout_id
+        mine[base] = list(plan.declaration.arms) or None
+    for kind, name, theirs in settings.arm_references:
+        for base, arms in sorted(mine.items()):
+            if kind == "baseline" and arms:
+                return (f"{base} declares arms ({', '.join(arms)}), and --prove-baseline="
+                        f"{name} compares the run with a baseline: a session with arms "
+                        "compares its arms with each other, on the same seeds, with no "
+                        f"baseline. Drop --prove-baseline={name} to compare the arms, or "
+                        "drop arms= to compare one version with the baseline")
+            if base not in theirs:
+                continue
+            held = theirs[base]
+            if kind == "baseline" and held:
+                return (f"baseline {name!r} holds arms of {base} ({', '.join(held)}), and "
+                        "this rollout declares none, so nothing in it pairs with one "
+                        "arm alone; declare the same arms and drop --prove-baseline (the "
+                        "arms compare with each other), or save a baseline without arms "
+                        "(--prove-save-baseline) and compare with that")
+            if kind == "run" and held != arms:
+                return (f"run {name!r} was run with the arms {_shown(held)} of {base}, and "
+                        f"the rollout now declares {_shown(arms)}: resumed, the run would "
+                        "hold replicates of arms the other never ran, and compare arms "
+                        "that did not run side by side; declare the arms it ran "
+                        f"({_shown(held)}) to resume it, or start a new run")
+    return None
+
+
+def _shown(arms: list[str] | None) -> str:
+    return "none" if not arms else "[" + ", ".join(arms) + "]"
+
+
+def review_arms(run: Run, settings: Settings, asked: Mapping[str, Any]
+                ) -> tuple[Review | None, str | None, list[str]]:
+    """The run's arms compared with its reference arm, as a baseline comparison is: the
+    review (None: nothing compared), the refusal, and the notes to print (what was
+    compared, or an arm that did not run, e.g. left out by -k)."""
+    from ..declare.seeds import arm_rollout
     from ..declare.spec import SpecError
     from ..review import CaseMixError, DeclarationError
     from ..review.arms import arms_review
 
-    run = outcome.run = session.ended_run()
     found = arms_of(run.manifest)
     ran = {str(r.get("rollout")) for r in run.episodes}
-    from ..declare.seeds import arm_rollout
-
     missing = sorted(f"{arm} of {base}" for base, info in found.items() for arm in info.arms
                      if arm_rollout(base, arm) not in ran)
     if missing:
         # An arm left out on purpose (-k cheaper runs one arm): nothing to compare it with.
-        return [f"arms not compared: no episode of arm {', '.join(missing)} ran in this "
-                "session (left out by the selection?); run every arm to compare them"]
+        return None, None, [
+            f"arms not compared: no episode of arm {', '.join(missing)} ran in this session "
+            "(left out by the selection?); run every arm to compare them"]
     try:
-        outcome.review = arms_review(run, q=session.settings.q,
-                                     max_mde=session.settings.max_mde, **session.asked)
+        review = arms_review(run, q=settings.q, max_mde=settings.max_mde, **asked)
     except (DeclarationError, CaseMixError, SpecError, ValueError) as exc:
-        outcome.refusal = str(exc)
-        return []
-    outcome.failed_gate = outcome.review.gate.failed
-    return [_compared_line(info) for info in found.values()]
+        return None, str(exc), []
+    return review, None, [_compared_line(info) for info in found.values()]
 
 
 def _compared_line(info: ArmsOf) -> str:

@@ -24,6 +24,7 @@ from ..declare.seeds import arm_rollout
 from ..declare.spec import Declaration, SpecError, condition_key
 from ..report import plan as words
 from . import shards
+from .arms import check_arms
 from .design import check_chaos, check_events, decide
 from .items import SpecFile, block_ids, blocks, function_items
 from .settings import Settings
@@ -479,6 +480,7 @@ class Collection:
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
         refusal = (check_chaos(selected, settings)
+                   or check_arms(selected, settings)
                    or check_events(config.option.prove_event, selected)
                    or check_targets(selected, settings))
         if refusal is not None:

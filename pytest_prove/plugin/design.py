@@ -205,6 +205,10 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     # A rollout that declares metrics only has no outcome row for the design check to read.
     outcomes = [(plan, keys) for plan, keys in selected.values()
                 if not plan.declaration.metrics_only]
+    # A rollout's reference arm is what its other arms are compared with: it adds no test.
+    compared = [(plan, keys) for plan, keys in outcomes
+                if not plan.arm or plan.arm != plan.declaration.reference_arm]
+    outcomes = compared or outcomes
     m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in outcomes)
     replicates = min(plan.total for plan, _ in (outcomes or selected.values()))
     cells = sum(len(keys) for _, keys in selected.values())

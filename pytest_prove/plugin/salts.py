@@ -25,6 +25,7 @@ import pytest
 from ..declare.seeds import new_salt
 from ..record import utc_now
 from ..store import Run, Store, StoreError
+from ..store.arms import declared_arms
 from .settings import Settings
 
 __all__ = ["CACHE_KEY", "FailedSalt", "Start", "choose_salt", "lf_salt", "remember_failed"]
@@ -156,6 +157,9 @@ def choose_salt(config: pytest.Config, settings: Settings, store: Store) -> Star
         baseline = _paired_baseline(store, resume, baseline)
     replay = _replayed(store, opt)
     settings.chaos_references = _chaos_references(baseline, resume, settings)
+    settings.arm_references = [[kind, run.name, declared_arms(run.manifest)]
+                               for kind, run in (("run", resume), ("baseline", baseline))
+                               if run is not None]
     last_failed: FailedSalt | None = None
     if replay is not None:
         settings.salt = replay.salt

@@ -301,7 +301,11 @@ class ProveSession:
         elif self.settings.shard is None and arms_of(writer.manifest):
             from .arms import review_arms
 
-            notes.extend(review_arms(self, outcome))
+            outcome.run = self.ended_run()
+            outcome.review, outcome.refusal, arm_notes = review_arms(
+                outcome.run, self.settings, self.asked)
+            outcome.failed_gate = outcome.review is not None and outcome.review.gate.failed
+            notes.extend(arm_notes)
         elif declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 

@@ -245,6 +245,10 @@ class Settings:
     #: {rollout id: chaos or None}, strict] for the baseline (unless --prove-chaos asks for
     #: a comparison with other faults) and the resumed run (strict: its faults are its own).
     chaos_references: list[Any] = field(default_factory=list)
+    #: What collection checks this run's arms against: ["baseline" or "run", its name,
+    #: {rollout id: its arms, or None for a rollout without}] for the baseline and the
+    #: resumed run (docs/arms.md).
+    arm_references: list[Any] = field(default_factory=list)
     _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     _metrics_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     #: Rollouts whose declaration this process has sent with a report (once each).
@@ -326,6 +330,7 @@ class Settings:
         settings.done = sent["done"]
         settings.replay = sent["replay"]
         settings.chaos_references = sent["chaos"]
+        settings.arm_references = sent["arms"]
         settings.worker_refusal = _reused_worker() or _other_version(sent["version"])
         return settings
 

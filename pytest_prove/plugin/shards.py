@@ -56,8 +56,8 @@ def slice_sweep(config: pytest.Config, items: list[pytest.Item],
                 1, settings.concurrency_for(concurrency))
         # The arms of a rollout are dealt by the rollout's own id: every arm of a block
         # falls in the same shard, so that a shard's run holds each replicate's arms whole.
-        mine = shard_of(split_arm(plan.rollout_id)[0], plan.condition_key, plan.replicates[0] // size,
-                        total) == index
+        mine = shard_of(split_arm(plan.rollout_id)[0], plan.condition_key,
+                        plan.replicates[0] // size, total) == index
         item.stash[SHARD_KEY] = mine
         if mine:
             chosen.setdefault(plan.rollout_id, {}).setdefault(

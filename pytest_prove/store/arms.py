@@ -22,7 +22,7 @@ from ..declare.seeds import arm_rollout, split_arm
 from ..record import StoreError
 from .runs import Run
 
-__all__ = ["ArmsOf", "arm_runs", "arms_of"]
+__all__ = ["ArmsOf", "arm_runs", "arms_of", "declared_arms"]
 
 
 @final
@@ -66,9 +66,23 @@ def arms_of(manifest: Mapping[str, Any]) -> dict[str, ArmsOf]:
     return found
 
 
+def declared_arms(manifest: Mapping[str, Any]) -> dict[str, list[str] | None]:
+    """Each rollout of a run or baseline by its own id: the arms it declares, or None."""
+    found: dict[str, list[str] | None] = {}
+    rollouts = manifest.get("rollouts")
+    for rollout_id in [*(rollouts if isinstance(rollouts, Mapping) else {}),
+                       *(manifest.get("plan") or {})]:
+        base, arm = split_arm(str(rollout_id))
+        if arm is None:
+            found.setdefault(base, None)
+    for base, info in arms_of(manifest).items():
+        found[base] = list(info.arms)
+    return found
+
+
 def _renamed(record: Mapping[str, Any], rollout: str) -> Mapping[str, Any]:
     if isinstance(record, msgspec.Struct):
-        return msgspec.structs.replace(record, rollout=rollout)  # type: ignore[return-value]
+        return msgspec.structs.replace(record, rollout=rollout)
     return {**record, "rollout": rollout}
 
 
