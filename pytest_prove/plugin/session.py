@@ -550,7 +550,9 @@ class ProveSession:
         outcome = self.outcome
         return summary_lines(
             refusal=outcome.refusal, review=outcome.review,
-            after=None if outcome.run is None else outcome.run.name, notes=outcome.notes,
+            after=(outcome.review.after.name if outcome.review is not None  # an arm's run
+                   else None if outcome.run is None else outcome.run.name),
+            notes=outcome.notes,
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
             cost=cost_lines(self.ended_run(), self.budget.prices)
@@ -559,7 +561,8 @@ class ProveSession:
             capture=([] if self.capture is None else self.capture.lines)
             + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
-            suggest_baseline=self.baseline is None and self.save_baseline is None,
+            suggest_baseline=(self.baseline is None and self.save_baseline is None
+                              and outcome.review is None),
             quiet=quiet, targets=outcome.targets, target_gate=outcome.target_gate,
         ) + ([] if self.last_failed is None else
              [f"note: {self.last_failed.note(self.ran_items())}"])
