@@ -14,12 +14,13 @@ from ..declare.seeds import split_arm
 from ..store.arms import ArmsOf, arms_of
 
 if TYPE_CHECKING:
+    from ..declare.prices import Prices
     from ..review import Review
     from ..store import Run
     from .settings import Settings
     from .state import ItemPlan
 
-__all__ = ["check_arms", "review_arms"]
+__all__ = ["arm_cost_lines", "check_arms", "review_arms"]
 
 
 def check_arms(selected: Mapping[str, tuple[ItemPlan, set[str]]],
@@ -84,6 +85,27 @@ def review_arms(run: Run, settings: Settings, asked: Mapping[str, Any]
     except (DeclarationError, CaseMixError, SpecError, ValueError) as exc:
         return None, str(exc), []
     return review, None, [_compared_line(info) for info in found.values()]
+
+
+def arm_cost_lines(run: Run, prices: Prices) -> list[str]:
+    """What each arm used and cost, per episode: one line an arm (none without tokens)."""
+    from ..report._format import money, terminal_text
+    from ..review.cost import cost_of
+    from ..store.arms import arm_run
+
+    arms = list(dict.fromkeys(a for info in arms_of(run.manifest).values() for a in info.arms))
+    lines = []
+    for arm in arms:
+        cost = cost_of(arm_run(run, arm), prices)
+        if not cost.models or not cost.episodes:
+            continue
+        models = ", ".join(terminal_text(m.model) for m in cost.models)
+        price = cost.price
+        each = "" if price is None else (
+            f", {money(price)}: {money(price / cost.episodes)} per episode")
+        lines.append(f"arm {arm}: tokens: {cost.input:,} input and {cost.output:,} output in "
+                     f"{cost.calls:,} calls over {cost.episodes:,} episodes ({models}){each}")
+    return lines
 
 
 def _compared_line(info: ArmsOf) -> str:

@@ -536,7 +536,6 @@ class ProveSession:
 
     def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines
-        from .budget import cost_lines
 
         if self.replay is not None:
             if self.settings.plan_only or self.config.option.collectonly:
@@ -555,9 +554,7 @@ class ProveSession:
             notes=outcome.notes,
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
-            cost=cost_lines(self.ended_run(), self.budget.prices)
-            if ended and self.run.any_tokens and not quiet
-            else [],
+            cost=self._cost_lines() if ended and self.run.any_tokens and not quiet else [],
             capture=([] if self.capture is None else self.capture.lines)
             + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
@@ -566,6 +563,18 @@ class ProveSession:
             quiet=quiet, targets=outcome.targets, target_gate=outcome.target_gate,
         ) + ([] if self.last_failed is None else
              [f"note: {self.last_failed.note(self.ran_items())}"])
+
+    def _cost_lines(self) -> list[str]:
+        """The run's tokens and price, and with arms each arm's, per episode."""
+        from .budget import cost_lines
+
+        run = self.ended_run()
+        lines = cost_lines(run, self.budget.prices)
+        if arms_of(run.manifest):
+            from .arms import arm_cost_lines
+
+            lines += arm_cost_lines(run, self.budget.prices)
+        return lines
 
     def _fault_lines(self) -> list[str]:
         """What chaos injected into this run, when it was not compared (a comparison's

@@ -22,7 +22,7 @@ from ..declare.seeds import arm_rollout, split_arm
 from ..record import StoreError
 from .runs import Run
 
-__all__ = ["ArmsOf", "arm_runs", "arms_of", "declared_arms"]
+__all__ = ["ArmsOf", "arm_run", "arm_runs", "arms_of", "declared_arms"]
 
 
 @final
@@ -107,7 +107,7 @@ def _manifest(run: Run, ids: Mapping[str, str], side: str, arms: Mapping[str, st
         if isinstance(info, dict):
             info.pop("arm", None)
     for new, info in manifest["rollouts"].items():
-        if isinstance(info, dict):
+        if isinstance(info, dict) and new in arms:
             info["arm"] = arms[new]  # the arm compared, for the gate's reports
     selection = run.manifest.get("selection")
     if isinstance(selection, Mapping):
@@ -118,6 +118,17 @@ def _manifest(run: Run, ids: Mapping[str, str], side: str, arms: Mapping[str, st
     if isinstance(shard, Mapping) and isinstance(shard.get("slice"), Mapping):
         manifest["shard"] = {**shard, "slice": _keyed(shard["slice"], ids)}
     return manifest
+
+
+def arm_run(run: Run, arm: str) -> Run:
+    """The episodes of ``run``'s arm ``arm`` alone (every rollout's, under their stored ids),
+    as a run named ``RUN:ARM``: what one arm did and cost."""
+    ids = {rid: rid for rid in (run.manifest.get("rollouts") or {})
+           if split_arm(str(rid))[1] == arm}
+    return Run(run_id=f"{run.run_id}:{arm}", name=f"{run.name}:{arm}",
+               manifest={**_manifest(run, ids, arm, {}), "run_id": f"{run.run_id}:{arm}"},
+               episodes=tuple(r for r in run.episodes if str(r.get("rollout")) in ids),
+               path=run.path, notes=())
 
 
 def arm_runs(run: Run, arms: Collection[str] | None = None) -> tuple[Run, Run]:
