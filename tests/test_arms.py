@@ -32,9 +32,14 @@ AGENT = textwrap.dedent(
     EXTRA = {"arms": ARMS} if ARMS else {}
 
 
+    # A simulated provider change: every version's refund tickets fail this much more.
+    SHIFT = float(os.environ.get("PROVIDER_SHIFT", "0"))
+
+
     def outcome(version, ticket, seed):
         draw = random.Random(seed).random()
-        return prove.Episode("bad" if draw < BAD[version][ticket] else "ok",
+        rate = BAD[version][ticket] + (SHIFT if ticket == "refund" else 0)
+        return prove.Episode("bad" if draw < rate else "ok",
                              meta={"case_id": ticket})
 
 
@@ -184,8 +189,9 @@ def test_arms_against_a_baseline_either_way_are_refused_before_anything_runs(
     held = _runs(agent)
     result = agent.runpytest("--prove-baseline=plain")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*bot declares arms (cur, cheap), and --prove-baseline=plain*"
-                                 "Drop --prove-baseline=plain to compare the arms*"])
+    result.stderr.fnmatch_lines(["*bot declares arms (cur, cheap), and baseline 'plain' holds "
+                                 "no arm cur of it to check for drift*Drop --prove-baseline="
+                                 "plain: the arms are compared with each other*"])
     assert _runs(agent) == held  # nothing written
     # A baseline with arms, read by a rollout without.
     assert agent.runpytest("--prove-save-baseline=witharms").ret == pytest.ExitCode.TESTS_FAILED
@@ -196,6 +202,39 @@ def test_arms_against_a_baseline_either_way_are_refused_before_anything_runs(
     result.stderr.fnmatch_lines(["*baseline 'witharms' holds arms of bot (cur, cheap), and "
                                  "this rollout declares none*"])
     assert _runs(agent) == held
+
+
+def test_a_baseline_saved_with_arms_is_checked_for_drift_and_the_gate_reads_the_arms(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The baseline was recorded under another provider: refund tickets failed 0.45 more
+    # often in every arm. Now the provider is back; the arms are the same code.
+    monkeypatch.setenv("N", "60")
+    monkeypatch.setenv("ARMS", "cur,same")
+    monkeypatch.setenv("PROVIDER_SHIFT", "0.45")
+    assert agent.runpytest("--prove-save-baseline=old").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("PROVIDER_SHIFT", "0")
+    result = agent.runpytest("--prove-baseline=old")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    text = re.sub(r"\s+", " ", result.stdout.str())
+    assert "the baseline has drifted: arm cur ran the same code on the same seeds as " \
+        "baseline 'old' and differs significantly in ticket=refund (ticket=refund bad" in text
+    assert "does not blame it for the drift" in text and "--prove-update-baseline" in text
+    assert "prove-gate" not in text
+    # The change itself (cheap) is judged by the arms alone, drift or not.
+    monkeypatch.setenv("ARMS", "cur,cheap")
+    result = agent.runpytest("--prove-baseline=old", "-rf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*the baseline has drifted: arm cur*",
+                                 "FAILED test_bot.py::test_bot::prove-gate?ticket=refund, "
+                                 "arm=cheap? - worse*"])
+    assert "arm=same" not in result.stdout.str()
+    monkeypatch.setenv("ARMS", "cur,same")
+    monkeypatch.setenv("PROVIDER_SHIFT", "0.45")
+    result = agent.runpytest("--prove-baseline=old")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*drift check: arm cur against baseline 'old' on the same "
+                                 "seeds: *; the baseline has not been shown to drift*"])
+    assert "has drifted" not in result.stdout.str()
 
 
 def test_a_resumed_run_whose_arms_differ_is_refused(agent: pytest.Pytester,

@@ -296,16 +296,10 @@ class ProveSession:
                 "replicates, and the gate is decided once, on the whole sweep. When every "
                 "shard's run is in one store: pytest-prove merge RUN... --name NAME, then "
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
+        elif self.settings.shard is None and arms_of(writer.manifest):
+            self._review_arms(outcome, notes)  # the gate; a baseline's drift said, not gated
         elif self.baseline is not None:
             self._review(outcome)
-        elif self.settings.shard is None and arms_of(writer.manifest):
-            from .arms import review_arms
-
-            outcome.run = self.ended_run()
-            outcome.review, outcome.refusal, arm_notes = review_arms(
-                outcome.run, self.settings, self.asked)
-            outcome.failed_gate = outcome.review is not None and outcome.review.gate.failed
-            notes.extend(arm_notes)
         elif declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 
@@ -392,6 +386,16 @@ class ProveSession:
             outcome.refusal = str(exc)
             return
         outcome.failed_gate = outcome.review.gate.failed
+
+    def _review_arms(self, outcome: Outcome, notes: list[str]) -> None:
+        """The arms against the reference arm: the review and gate (docs/arms.md)."""
+        from .arms import review_arms
+
+        outcome.run = self.ended_run()
+        outcome.review, outcome.refusal, arm_notes = review_arms(
+            outcome.run, self.settings, self.asked, baseline=self.baseline)
+        outcome.failed_gate = outcome.review is not None and outcome.review.gate.failed
+        notes.extend(arm_notes)
 
     def _fixed_note(self) -> list[str]:
         """Rollouts declaring ``sequential=True`` in a session that ran every replicate (it
@@ -536,6 +540,7 @@ class ProveSession:
 
     def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines
+        from .arms import run_cost_lines
 
         if self.replay is not None:
             if self.settings.plan_only or self.config.option.collectonly:
@@ -549,12 +554,12 @@ class ProveSession:
         outcome = self.outcome
         return summary_lines(
             refusal=outcome.refusal, review=outcome.review,
-            after=(outcome.review.after.name if outcome.review is not None  # an arm's run
-                   else None if outcome.run is None else outcome.run.name),
-            notes=outcome.notes,
+            after=outcome.review.after.name if outcome.review  # an arms' run: its arm
+            else None if outcome.run is None else outcome.run.name, notes=outcome.notes,
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
-            cost=self._cost_lines() if ended and self.run.any_tokens and not quiet else [],
+            cost=run_cost_lines(self.ended_run(), self.budget.prices)
+            if ended and self.run.any_tokens and not quiet else [],
             capture=([] if self.capture is None else self.capture.lines)
             + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
@@ -563,18 +568,6 @@ class ProveSession:
             quiet=quiet, targets=outcome.targets, target_gate=outcome.target_gate,
         ) + ([] if self.last_failed is None else
              [f"note: {self.last_failed.note(self.ran_items())}"])
-
-    def _cost_lines(self) -> list[str]:
-        """The run's tokens and price, and with arms each arm's, per episode."""
-        from .budget import cost_lines
-
-        run = self.ended_run()
-        lines = cost_lines(run, self.budget.prices)
-        if arms_of(run.manifest):
-            from .arms import arm_cost_lines
-
-            lines += arm_cost_lines(run, self.budget.prices)
-        return lines
 
     def _fault_lines(self) -> list[str]:
         """What chaos injected into this run, when it was not compared (a comparison's

@@ -13,10 +13,10 @@ from collections.abc import Collection
 from typing import Any
 
 from ..store import Run
-from ..store.arms import ArmsOf, arm_runs, arms_of
+from ..store.arms import ArmsOf, arm_runs, arms_of, reference_runs
 from . import Review, review
 
-__all__ = ["ArmsOf", "arm_runs", "arms_of", "arms_review"]
+__all__ = ["ArmsOf", "arm_runs", "arms_of", "arms_review", "drift_review"]
 
 
 def arms_review(run: Run, *, arms: Collection[str] | None = None, **asked: Any) -> Review:
@@ -25,3 +25,14 @@ def arms_review(run: Run, *, arms: Collection[str] | None = None, **asked: Any) 
     arm and ``after`` the others. ``asked``: :func:`~.review`'s keywords."""
     before, after = arm_runs(run, arms)
     return review(before, after, **asked)
+
+
+def drift_review(baseline: Run, run: Run, **asked: Any) -> Review | None:
+    """The drift check: ``run``'s reference arm against the same arm in ``baseline`` (saved
+    from a session with these arms), paired by seed (the run took the baseline's salt).
+    The same code on the same seeds: a significant difference is the world that moved (a
+    provider, a dependency), not the change. None when the baseline holds no such arm."""
+    found = reference_runs(baseline, run)
+    if found is None:
+        return None
+    return review(found[0], found[1], **asked)

@@ -22,7 +22,7 @@ from ..declare.seeds import arm_rollout, split_arm
 from ..record import StoreError
 from .runs import Run
 
-__all__ = ["ArmsOf", "arm_run", "arm_runs", "arms_of", "declared_arms"]
+__all__ = ["ArmsOf", "arm_run", "arm_runs", "arms_of", "declared_arms", "reference_runs"]
 
 
 @final
@@ -123,12 +123,29 @@ def _manifest(run: Run, ids: Mapping[str, str], side: str, arms: Mapping[str, st
 def arm_run(run: Run, arm: str) -> Run:
     """The episodes of ``run``'s arm ``arm`` alone (every rollout's, under their stored ids),
     as a run named ``RUN:ARM``: what one arm did and cost."""
-    ids = {rid: rid for rid in (run.manifest.get("rollouts") or {})
-           if split_arm(str(rid))[1] == arm}
-    return Run(run_id=f"{run.run_id}:{arm}", name=f"{run.name}:{arm}",
-               manifest={**_manifest(run, ids, arm, {}), "run_id": f"{run.run_id}:{arm}"},
-               episodes=tuple(r for r in run.episodes if str(r.get("rollout")) in ids),
-               path=run.path, notes=())
+    return _only(run, {str(rid) for rid in (run.manifest.get("rollouts") or {})
+                       if split_arm(str(rid))[1] == arm}, arm)
+
+
+def _only(run: Run, ids: Collection[str], side: str) -> Run:
+    """``run`` with the rollouts of ``ids`` alone, named ``RUN:SIDE``."""
+    kept = {rid: rid for rid in ids}
+    return Run(run_id=f"{run.run_id}:{side}", name=f"{run.name}:{side}",
+               manifest=_manifest(run, kept, side, {}),
+               episodes=tuple(r for r in run.episodes if str(r.get("rollout")) in kept),
+               path=run.path, notes=run.notes)
+
+
+def reference_runs(baseline: Run, run: Run) -> tuple[Run, Run] | None:
+    """The drift check's two runs: the reference arm of each of ``run``'s rollouts, in the
+    baseline (saved from a session with the same arms) and in ``run``; None when the
+    baseline holds none of them."""
+    ids = {arm_rollout(base, info.reference) for base, info in arms_of(run.manifest).items()}
+    held = ids & {str(rid) for rid in (baseline.manifest.get("rollouts") or {})}
+    if not held:
+        return None
+    side = "+".join(sorted({str(split_arm(rid)[1]) for rid in held}))
+    return _only(baseline, held, side), _only(run, held, side)
 
 
 def arm_runs(run: Run, arms: Collection[str] | None = None) -> tuple[Run, Run]:
