@@ -328,3 +328,22 @@ def test_prove_arm_outside_arms_says_so(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*prove_arm names the arm of a rollout that declares arms*"])
     assert json.dumps(result.ret.value) != "0"
+
+
+def test_reports_junit_and_the_command_line_read_the_arms(agent: pytest.Pytester) -> None:
+    from pytest_prove.cli import main
+
+    result = agent.runpytest("--prove-report=r.json", "--junitxml=j.xml", "--prove-name=ab")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = json.loads((agent.path / "r.json").read_text())
+    assert report["verdict"] == "worse"
+    assert report["before"].endswith(":cur") and report["after"].endswith(":cheap")
+    junit = (agent.path / "j.xml").read_text()
+    assert 'name="prove-gate[ticket=refund, arm=cheap]"' in junit
+    # The stored run named twice compares its arms, as its session did.
+    store = str(agent.path / ".prove")
+    assert main(["--store", store, "check", "ab", "ab"]) == 4
+    assert main(["--store", store, "report", "ab", "ab", "--out",
+                 str(agent.path / "r.md")]) == 0
+    text = (agent.path / "r.md").read_text()
+    assert "ab&#58;cur" in text and "ab&#58;cheap" in text and "ticket=refund" in text
