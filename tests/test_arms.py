@@ -347,3 +347,15 @@ def test_reports_junit_and_the_command_line_read_the_arms(agent: pytest.Pytester
                  str(agent.path / "r.md")]) == 0
     text = (agent.path / "r.md").read_text()
     assert "ab&#58;cur" in text and "ab&#58;cheap" in text and "ticket=refund" in text
+
+
+def test_lf_reruns_both_arms_of_the_condition_that_failed(agent: pytest.Pytester) -> None:
+    first = agent.runpytest()
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    result = agent.runpytest("--lf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*prove-gate?ticket=refund, arm=cheap?*",
+                                 "*1 failed, 60 passed*"])
+    run = Store(agent.path / ".prove").load("latest")
+    assert {(r["rollout"], r["condition"]["ticket"]) for r in run.episodes} == {
+        ("bot@arm:cur", "refund"), ("bot@arm:cheap", "refund")}

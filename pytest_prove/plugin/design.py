@@ -102,15 +102,15 @@ def _remember(config: pytest.Config, key: str, value: dict[str, Any]) -> None:
 
 
 def _design_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings) -> _Check:
+                  settings: Settings, paired: bool) -> _Check:
     """The engine's design check, remembered in pytest's cache: it depends on sizes alone."""
-    key = f"prove/design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-{settings.max_mde}"
+    key = f"prove/design/{replicates}-{m}-{int(paired)}-{settings.q}-{settings.max_mde}"
     found: _Check | None = _cached(config, key, _Check)
     if found is not None:
         return found
     from ..stats import design_check  # scipy is imported only when a sweep is collected
 
-    check = design_check(replicates, m, paired=settings.paired, q=settings.q,
+    check = design_check(replicates, m, paired=paired, q=settings.q,
                          max_mde=settings.max_mde)
     design = _Check(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
                     ok=check.ok, replicates_needed=check.replicates_needed,
@@ -123,18 +123,18 @@ def _design_check(config: pytest.Config, replicates: int, m: int,
 
 
 def _margin_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings) -> _MarginCheck | None:
+                  settings: Settings, paired: bool) -> _MarginCheck | None:
     """The margin's design check (--prove-margin), remembered in pytest's cache."""
     if settings.margin is None:
         return None
-    key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
+    key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
            f"{settings.margin}")
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
     from ..stats import margin_design_check
 
-    check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
+    check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
                                 q=settings.q)
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
                           advice=words.margin_advice(check, m, settings.margin))
@@ -209,6 +209,8 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     compared = [(plan, keys) for plan, keys in outcomes
                 if not plan.arm or plan.arm != plan.declaration.reference_arm]
     outcomes = compared or outcomes
+    # Arms are compared twin by twin with their reference arm: a paired design.
+    paired = settings.paired or any(plan.arm for plan, _ in selected.values())
     m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in outcomes)
     replicates = min(plan.total for plan, _ in (outcomes or selected.values()))
     cells = sum(len(keys) for _, keys in selected.values())
@@ -221,13 +223,13 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     elif settings.plan_only or not settings.allow_underpowered:
         # Only the plan prints these checks, and only a run that does not allow an
         # underpowered design is refused by them.
-        check = design.check = _design_check(config, replicates, m, settings)
+        check = design.check = _design_check(config, replicates, m, settings, paired)
         design.lines = words.plan_head(
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
             rollouts=len(selected), cells=cells, replicates=replicates, shown=check.shown,
-            worst_base_rate=check.worst_base_rate, paired=settings.paired, q=settings.q,
+            worst_base_rate=check.worst_base_rate, paired=paired, q=settings.q,
             m=m, max_mde=settings.max_mde)
-        design.margin = _margin_check(config, replicates, m, settings)
+        design.margin = _margin_check(config, replicates, m, settings, paired)
         if design.margin is not None:
             design.lines.append(design.margin.line)
     from .sequential import declared

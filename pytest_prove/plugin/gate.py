@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
+from ..declare.seeds import split_arm
+
 if TYPE_CHECKING:
     from ..review import Review
     from ..review.targets import TargetRow
@@ -170,8 +172,14 @@ class GateReports:
         lastfailed = getattr(lf, "lastfailed", None)
         if key is None or not isinstance(lastfailed, dict):
             return
-        for item_id in self._items.get(key, {}):
-            lastfailed[item_id] = True
+        base = split_arm(key[0])[0]
+        for found, items in self._items.items():
+            # An arm's condition fails with its reference arm's items too: --lf reruns both
+            # arms of it, on their seeds, and compares them again.
+            if found == key or (found[1] == key[1] and base != key[0]
+                                and split_arm(found[0])[0] == base):
+                for item_id in items:
+                    lastfailed[item_id] = True
 
 
 def _with_targets(reports: list[tuple[str, str, tuple[str, str] | None]],

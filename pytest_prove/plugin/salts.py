@@ -22,7 +22,7 @@ from typing import Any, Final, final
 
 import pytest
 
-from ..declare.seeds import new_salt
+from ..declare.seeds import new_salt, split_arm
 from ..record import utc_now
 from ..store import Run, Store, StoreError
 from ..store.arms import declared_arms
@@ -266,6 +266,7 @@ def _replicates_of(run: Run) -> dict[str, int]:
         total = declaration.get("replicates") if isinstance(declaration, dict) else None
         if isinstance(total, int) and total >= 1:
             found[str(rollout_id)] = total
+            found[split_arm(str(rollout_id))[0]] = total  # an arm's: its rollout's items
     return found
 
 
