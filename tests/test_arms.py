@@ -347,6 +347,10 @@ def test_reports_junit_and_the_command_line_read_the_arms(agent: pytest.Pytester
                  str(agent.path / "r.md")]) == 0
     text = (agent.path / "r.md").read_text()
     assert "ab&#58;cur" in text and "ab&#58;cheap" in text and "ticket=refund" in text
+    # RUN:ARM names one arm as a run of its own: two arms read as a run and its baseline.
+    assert main(["--store", store, "check", "ab:cur", "ab:cheap"]) == 4
+    assert main(["--store", store, "where", "ab:cheap", "--event", "bad"]) == 0
+    assert main(["--store", store, "check", "ab:cur", "ab:nope"]) == 1
 
 
 def test_lf_reruns_both_arms_of_the_condition_that_failed(agent: pytest.Pytester) -> None:

@@ -22,7 +22,8 @@ from ..declare.seeds import arm_rollout, split_arm
 from ..record import StoreError
 from .runs import Run
 
-__all__ = ["ArmsOf", "arm_run", "arm_runs", "arms_of", "declared_arms", "reference_runs"]
+__all__ = ["ArmsOf", "arm_run", "arm_runs", "arms_of", "declared_arms", "one_arm",
+           "reference_runs"]
 
 
 @final
@@ -125,6 +126,27 @@ def arm_run(run: Run, arm: str) -> Run:
     as a run named ``RUN:ARM``: what one arm did and cost."""
     return _only(run, {str(rid) for rid in (run.manifest.get("rollouts") or {})
                        if split_arm(str(rid))[1] == arm}, arm)
+
+
+def one_arm(run: Run, arm: str) -> Run:
+    """``run``'s arm ``arm`` as a run of its own, ``RUN:ARM``: its episodes under their
+    rollouts' own ids, so that two arms of one run read as a run and its baseline
+    (``pytest-prove cost RUN:current RUN:cheaper``); a :class:`StoreError` naming the arms
+    when the run has no such arm."""
+    found = arms_of(run.manifest)
+    ids = {base: arm_rollout(base, arm) for base, info in found.items() if arm in info.arms}
+    if not ids:
+        arms = sorted({a for info in found.values() for a in info.arms})
+        raise StoreError(
+            f"run {run.name!r} has no arm {arm!r}" + (
+                f"; its arms: {', '.join(arms)} (name one as {run.name}:ARM)" if arms else
+                "; it declares no arms (RUN:ARM names an arm of a run with arms)"))
+    stored = {own: base for base, own in ids.items()}
+    return Run(run_id=f"{run.run_id}:{arm}", name=f"{run.name}:{arm}",
+               manifest=_manifest(run, ids, arm, {}),
+               episodes=tuple(_renamed(r, stored[str(r.get("rollout"))]) for r in run.episodes
+                              if str(r.get("rollout")) in stored),
+               path=run.path, notes=run.notes)
 
 
 def _only(run: Run, ids: Collection[str], side: str) -> Run:
