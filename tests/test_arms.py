@@ -349,7 +349,7 @@ def test_reports_junit_and_the_command_line_read_the_arms(agent: pytest.Pytester
     assert "ab&#58;cur" in text and "ab&#58;cheap" in text and "ticket=refund" in text
     # RUN:ARM names one arm as a run of its own: two arms read as a run and its baseline.
     assert main(["--store", store, "check", "ab:cur", "ab:cheap"]) == 4
-    assert main(["--store", store, "where", "ab:cheap", "--event", "bad"]) == 0
+    assert main(["--store", store, "show", "ab:cheap"]) == 0
     assert main(["--store", store, "check", "ab:cur", "ab:nope"]) == 1
 
 
