@@ -38,7 +38,6 @@ from .report.files import write_report
 from .report.json import comparison_document
 from .report.markdown import append_step_summary, render_markdown
 from .review import RefusalError, Review, cost, review
-from .review.arms import own_arms
 from .review.baseline_diff import diff_baselines
 from .review.describe import describe
 from .review.fixcheck import fix_check_runs
@@ -125,8 +124,8 @@ def _store(args: argparse.Namespace) -> Store:
     return Store(Path(args.store))
 
 
-def _pair_of(args: argparse.Namespace) -> tuple[Run, Run]:  # one run with arms, named twice:
-    return own_arms(load_run(_store(args), args.before), load_run(_store(args), args.after))
+def _pair_of(args: argparse.Namespace) -> tuple[Run, Run]:
+    return load_run(_store(args), args.before), load_run(_store(args), args.after)
 
 
 def _review(args: argparse.Namespace) -> Review:

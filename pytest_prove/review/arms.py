@@ -16,7 +16,7 @@ from ..store import Run
 from ..store.arms import ArmsOf, arm_runs, arms_of, reference_runs
 from . import Review, review
 
-__all__ = ["ArmsOf", "arm_runs", "arms_of", "arms_review", "drift_review", "own_arms"]
+__all__ = ["ArmsOf", "arm_runs", "arms_of", "arms_review", "drift_review"]
 
 
 def arms_review(run: Run, *, arms: Collection[str] | None = None, **asked: Any) -> Review:
@@ -37,11 +37,3 @@ def drift_review(baseline: Run, run: Run, **asked: Any) -> Review | None:
         return None
     return review(found[0], found[1], **asked)
 
-
-def own_arms(before: Run, after: Run) -> tuple[Run, Run]:
-    """The two runs a command compares: one run with arms named twice (``pytest-prove check
-    RUN RUN``, e.g. shards' runs merged) is its reference arm and its other arms; any other
-    pair is itself."""
-    if before.run_id == after.run_id and not before.is_baseline and arms_of(before.manifest):
-        return arm_runs(before)
-    return before, after
