@@ -314,6 +314,13 @@ def test_a_shard_holds_every_arm_of_its_replicates(agent: pytest.Pytester) -> No
         for r in run.episodes:
             held.setdefault((r["condition_key"], r["replicate"]), set()).add(r["rollout"])
         assert held and all(v == {"bot@arm:cur", "bot@arm:cheap"} for v in held.values())
+    # The shards' runs merged are gated on their arms, named as RUN:ARM.
+    from pytest_prove.cli import main
+
+    store = str(agent.path / ".prove")
+    assert main(["--store", store, "merge", "s1", "s2", "--name=whole"]) == 0
+    assert main(["--store", store, "check", "whole:cur", "whole:cheap"]) == 4
+    assert main(["--store", store, "check", "whole:cur", "whole:cur"]) == 4  # the same run
 
 
 def test_prove_arm_outside_arms_says_so(pytester: pytest.Pytester) -> None:
