@@ -94,7 +94,8 @@ def review_arms(run: Run, settings: Settings, asked: Mapping[str, Any], *,
         review = arms_review(run, q=settings.q, max_mde=settings.max_mde, **asked)
     except (DeclarationError, CaseMixError, SpecError, ValueError) as exc:
         return None, str(exc), drift
-    return review, None, [*(_compared_line(info) for info in found.values()), *drift]
+    return review, None, [*(_compared_line(info, baseline is not None)
+                            for info in found.values()), *drift]
 
 
 def drift_lines(baseline: Run, run: Run, settings: Settings,
@@ -130,8 +131,8 @@ def drift_lines(baseline: Run, run: Run, settings: Settings,
             "the infrastructure). The gate judges the change by the arms' comparison only, "
             "which ran side by side in this session, and does not blame it for the drift. "
             f"Refresh the baseline: pytest --prove-baseline={baseline.name} "
-            "--prove-update-baseline (after review), or --prove-save-baseline="
-            f"{baseline.name} from a session without it"]
+            "--prove-update-baseline (after review), or a session without --prove-baseline "
+            f"and with --prove-save-baseline={baseline.name}"]
 
 
 def run_cost_lines(run: Run, prices: Prices) -> list[str]:
@@ -163,8 +164,10 @@ def arm_cost_lines(run: Run, prices: Prices) -> list[str]:
     return lines
 
 
-def _compared_line(info: ArmsOf) -> str:
-    """What the session compared, said once a rollout: no baseline was read."""
+def _compared_line(info: ArmsOf, drift: bool) -> str:
+    """What the session compared, said once a rollout: the gate read no baseline."""
     others = ", ".join(info.compared)
+    read = ("the baseline is read for the drift check alone" if drift
+            else "no baseline read")
     return (f"arms of {info.rollout}: {others} compared with the reference arm "
-            f"{info.reference}, twin by twin on the same seeds in this run (no baseline read)")
+            f"{info.reference}, twin by twin on the same seeds in this run ({read})")
