@@ -54,6 +54,8 @@ def rollout(
     targets: Mapping[str, str] | None = None,
     keep_answers: bool = False,
     grader: str | None = None,
+    arms: Iterable[str] | None = None,
+    reference: str | None = None,
 ) -> Callable[[F], F]:
     """Declare a rollout.
 
@@ -84,6 +86,10 @@ def rollout(
     answer=...)``) so that ``pytest-prove regrade`` can grade it again; ``grader=
     "module:function"`` grades an episode that returns an answer and no outcome, and keeps
     the answers (docs/grading.md).
+    ``arms=["current", "cheaper"]`` runs every (condition, replicate) once per arm, on one
+    seed, and compares each arm with the reference arm (the first, or ``reference=``) in the
+    same session, as a baseline comparison would; the test takes its arm from the
+    ``prove_arm`` fixture, a ``fn(cfg, seed)`` from ``cfg["arm"]`` (docs/arms.md).
     """
     if fn is not None:
         raise TypeError(
@@ -108,6 +114,8 @@ def rollout(
             targets=targets or (),
             keep_answers=keep_answers,
             grader=grader,
+            arms=() if arms is None else arms,  # type: ignore[arg-type]  # checked there
+            reference=reference,
         )
     except SpecError as exc:
         # The user's declaration is wrong: pytest shows their line and the message, not the
@@ -120,8 +128,10 @@ def rollout(
             raise TypeError(f"@prove.rollout decorates a function, got {target!r}")
         setattr(target, ROLLOUT_ATTR, declaration)
         if declaration.axes is None:
-            # A test function: one item per replicate needs the block parameter.
-            return pytest.mark.usefixtures("prove_block")(target)  # type: ignore[no-any-return]
+            # A test function: one item per replicate needs the block parameter (and one
+            # per arm the arm's).
+            used = ("prove_block", "prove_arm") if declaration.arms else ("prove_block",)
+            return pytest.mark.usefixtures(*used)(target)  # type: ignore[no-any-return]
         return target
 
     return decorate

@@ -104,6 +104,9 @@ class WorkerInput(TypedDict):
     sequential_flag: str | None
     #: The controller's pytest-prove version (None from one that sent none).
     version: str | None
+    #: The runs whose arms this run's must agree with (a baseline, a resumed run): [kind,
+    #: name, {rollout id: its arms or None}].
+    arms: list[Any]
 
 
 class WorkerOutput(TypedDict):
@@ -140,12 +143,12 @@ def take(report: object, *names: str) -> ReportData:
 def to_worker_input(workerinput: dict[str, Any], *, salt: str, done: Iterable[Done],
                     cap_flag: str | None, replay: Mapping[str, int] | None = None,
                     chaos: Sequence[Any] = (), sequential_flag: str | None = None,
-                    version: str | None = None) -> None:
+                    version: str | None = None, arms: Sequence[Any] = ()) -> None:
     workerinput["prove"] = {"salt": salt, "done": [list(d) for d in done],
                             "cap_flag": cap_flag,
                             "replay": None if replay is None else dict(replay),
                             "chaos": list(chaos), "sequential_flag": sequential_flag,
-                            "version": version}
+                            "version": version, "arms": list(arms)}
 
 
 def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
@@ -157,7 +160,8 @@ def worker_input(workerinput: Mapping[str, Any]) -> WorkerInput:
                            str(k): int(v) for k, v in sent["replay"].items()},
                        chaos=list(sent.get("chaos") or ()),
                        sequential_flag=sent.get("sequential_flag"),
-                       version=None if sent.get("version") is None else str(sent["version"]))
+                       version=None if sent.get("version") is None else str(sent["version"]),
+                       arms=list(sent.get("arms") or ()))
 
 
 def spans(numbers: Iterable[int]) -> list[list[int]]:

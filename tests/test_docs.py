@@ -51,7 +51,8 @@ import pytest_prove.plugin as plugin
 from pytest_prove import cli
 from pytest_prove.config.project import IniError, fill_defaults, project_settings
 from pytest_prove.declare.prices import PriceError, find_prices
-from pytest_prove.declare.spec import SpecError, load_spec
+from pytest_prove.declare.spec import SpecError
+from pytest_prove.declare.sweep import load_spec
 from pytest_prove.plugin.state import disown_all
 
 from .conftest import inline_session

@@ -42,7 +42,8 @@ def test_the_typing_checks_take_the_fixtures_as_the_plugin_returns_them(
             for arg in node.args.args:
                 if arg.arg.startswith("prove_") and arg.annotation is not None:
                     used.setdefault(arg.arg, set()).add(ast.unparse(arg.annotation))
-    assert set(used) == {"prove_block", "prove_cfg", "prove_replicate", "prove_seed"}
+    assert set(used) == {"prove_arm", "prove_block", "prove_cfg", "prove_replicate",
+                         "prove_seed"}
     returned: dict[str, set[str]] = {}
     for plugin in pytestconfig.pluginmanager.get_plugins():
         for name in used:

@@ -31,6 +31,13 @@ def check_a_test_declared_as_a_rollout(ticket: str, prove_seed: int) -> prove.Ep
 assert_type(check_a_test_declared_as_a_rollout("refund", 1), prove.Episode)
 
 
+# Arms: names in a list (or any iterable of str), a reference among them.
+@prove.rollout(failures=["unresolved"], successes=["resolved"], arms=["current", "cheaper"],
+               reference="current")
+def check_a_rollout_with_arms(prove_seed: int, prove_arm: str) -> prove.Episode:
+    return prove.Episode("resolved" if prove_arm == "current" else "unresolved")
+
+
 @prove.rollout(failures=["unresolved"], successes=["resolved"])
 async def check_an_async_rollout(prove_cfg: dict[str, Any], prove_replicate: int,
                                  prove_block: tuple[int, ...]) -> prove.Episode:

@@ -8,7 +8,9 @@ gives the same episode.
 
 The prompt version is the change under test: ``SUPPORT_BOT_PROMPT=terse``
 switches to a shorter prompt on a cheaper model ("sim-model-mini") that saves tokens
-but gives up on refunds more often.
+but gives up on refunds more often. ``SUPPORT_BOT_PROVIDER=v2`` simulates the provider
+changing the model behind its name: every prompt version gives up on refunds 0.15 more often
+(docs/arms.md, the drift check).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ GIVES_UP = {
     "careful": {"refund": 0.20, "password": 0.05, "shipping": 0.12},
     "terse": {"refund": 0.42, "password": 0.05, "shipping": 0.13},
 }
+#: What the simulated provider's v2 adds to every version's chance of giving up, per ticket.
+PROVIDER_V2 = {"refund": 0.15, "password": 0.0, "shipping": 0.0}
 #: The most steps an episode may take before it times out.
 MAX_STEPS = 12
 #: Tokens a step costs, per prompt version (the terse prompt is cheaper).
@@ -54,6 +58,8 @@ def handle(ticket: str, seed: int, version: str | None = None) -> Reply:
     version = version or prompt_version()
     rng = random.Random(seed)
     gives_up = GIVES_UP[version][ticket]
+    if os.environ.get("SUPPORT_BOT_PROVIDER", "v1") == "v2":
+        gives_up += PROVIDER_V2[ticket]
     give_up_draw = rng.random()
     lookups = rng.randint(1, MAX_STEPS)  # how many lookups this ticket needs on this seed
     with prove.step("read_ticket"):

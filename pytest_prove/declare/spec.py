@@ -1,4 +1,4 @@
-"""The declaration of a sweep: outcomes, axes, replicates, and TOML sweep specs.
+"""The declaration of a sweep: outcomes, axes, replicates (TOML sweep specs: :mod:`.sweep`).
 
 A :class:`Declaration` is what ``@prove.rollout(...)`` and a ``prove_*.toml``
 file both say.  Conditions are built from axis values; a condition's key is
@@ -11,10 +11,8 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, final
 
 from ..errors import ProveError
@@ -22,18 +20,11 @@ from .capture import CaptureConfig, CaptureError
 from .chaos import ChaosConfig, ChaosError
 from .episode import storable_text
 from .metrics import Better, MetricError, directions
+from .seeds import ARM_MARK
 from .targets import Target, TargetError, check_target_events, parse_targets
 
-__all__ = [
-    "Axis",
-    "Declaration",
-    "SpecError",
-    "SweepSpec",
-    "condition_key",
-    "condition_label",
-    "load_spec",
-    "quoted_label",
-]
+__all__ = ["Axis", "Declaration", "SpecError", "condition_key", "condition_label",
+           "quoted_label"]
 
 Scalar = str | int | float | bool | None
 _Config = TypeVar("_Config")
@@ -154,6 +145,11 @@ class Declaration:
     #: ``module:function`` that maps an episode's answer and condition to its outcome (and
     #: metrics), for an episode that returns an answer and no outcome; None: no grader.
     grader: str | None = field(default=None, compare=False)
+    #: Its arms (docs/arms.md): every (condition, replicate) runs once per arm on one seed,
+    #: and each arm is compared with the reference arm. Empty: no arms.
+    arms: tuple[str, ...] = ()
+    #: The arm the others are compared with (None: the first arm).
+    reference: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, tuple):
@@ -217,11 +213,57 @@ class Declaration:
                             f"{self.keep_answers!r}")
         if self.grader is not None:
             object.__setattr__(self, "grader", grader_name(self.grader, "grader="))
+        if self.arms or self.reference is not None:
+            self._check_arms()
+        if isinstance(self.rollout_id, str) and ARM_MARK in self.rollout_id:
+            raise SpecError(f"the rollout's id {self.rollout_id!r} holds {ARM_MARK!r}, which "
+                            "pytest-prove keeps for the ids of a rollout's arms; choose an id "
+                            "without it")
         if self.axes is not None:
             names = [a.name for a in self.axes]
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise SpecError(f"axis {', '.join(dupes)} is declared more than once")
+
+    def _check_arms(self) -> None:
+        arms = self.arms
+        if isinstance(arms, str) or not isinstance(arms, Iterable):
+            raise SpecError(f'arms must be a list of names, e.g. arms=["current", "cheaper"], '
+                            f"got {arms!r}")
+        arms = tuple(arms)
+        object.__setattr__(self, "arms", arms)
+        for arm in arms:
+            if not isinstance(arm, str) or not arm.isidentifier() or not arm.isascii():
+                raise SpecError(
+                    f"arm {arm!r} is not a name pytest-prove can use: an arm's name goes into "
+                    "item ids (test_x[refund-r017-NAME]) and is selected with -k, so it must "
+                    "be an identifier (ASCII letters, digits and '_', not starting with a "
+                    "digit), e.g. 'cheaper' or 'gpt_4o_mini'")
+        dupes = sorted({a for a in arms if arms.count(a) > 1})
+        if dupes:
+            raise SpecError(
+                f"arms names {', '.join(dupes)} more than once; each arm needs its own name "
+                "(for an A/A check of the same code, name the twin arm otherwise, e.g. "
+                f"arms=[{dupes[0]!r}, {dupes[0] + '_again'!r}])")
+        if len(arms) == 1:
+            raise SpecError(f"arms lists one arm ({arms[0]!r}), and an arm is compared with "
+                            "another; list two or more, e.g. arms=[\"current\", \"cheaper\"], "
+                            "or leave arms out")
+        if self.reference is not None and self.reference not in arms:
+            raise SpecError(
+                f"reference {self.reference!r} is not among the arms "
+                f"({', '.join(arms) or 'none'}); name one of them, or leave reference out "
+                "(the first arm is the reference)")
+        if self.axes and any(a.name == "arm" for a in self.axes):
+            raise SpecError("an axis named 'arm' cannot go with arms: the arm is given to "
+                            "fn(cfg, seed) as cfg['arm']; rename the axis")
+
+    @property
+    def reference_arm(self) -> str | None:
+        """The arm the others are compared with (None: no arms)."""
+        if not self.arms:
+            return None
+        return self.reference if self.reference is not None else self.arms[0]
 
     def _check_targets(self) -> None:
         targets = self.targets
@@ -316,6 +358,9 @@ class Declaration:
             found["grader"] = self.grader
         if self.keep_answers or self.grader is not None:
             found["keep_answers"] = True
+        if self.arms:
+            found["arms"] = list(self.arms)
+            found["reference"] = self.reference_arm
         return found
 
     @classmethod
@@ -333,6 +378,8 @@ class Declaration:
             targets=data.get("targets") or (),
             keep_answers=bool(data.get("keep_answers", False)),
             grader=data.get("grader"),
+            arms=tuple(data.get("arms") or ()),
+            reference=data.get("reference"),
             axes=None if axes is None else tuple(
                 Axis(name, tuple(a["values"]), a.get("type", "categorical"))
                 for name, a in axes.items()
@@ -379,163 +426,6 @@ def _show(value: Scalar) -> str:
     return json.dumps(value)
 
 
-# ---------------------------------------------------------------------------
-# TOML sweep specs
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class SweepSpec:
-    """A ``prove_*.toml`` file: a target ``fn(cfg, seed)`` and its declaration."""
-
-    path: Path
-    target: str
-    target_id: str
-    declaration: Declaration
-
-
-_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-_TOP_KEYS = {"target", "target_id", "t_unit", "replicates", "concurrency", "timeout", "axes",
-             "declare", "capture", "chaos", "sequential", "metrics", "targets"}
-
-
-def _line_of(text: str, needle: str) -> int | None:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if needle in line:
-            return number
-    return None
-
-
-def load_spec(path: Path) -> SweepSpec:
-    """Read and check a sweep spec; every error names the file and, where it can, the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read the sweep spec: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        # tomllib's message ends "(at line L, column C)"; keep it, with the file in front.
-        raise SpecError(f"{path}: malformed TOML: {exc}") from None
-
-    def where(needle: str) -> str:
-        line = _line_of(text, needle)
-        return f"{path}:{line}" if line else str(path)
-
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise SpecError(
-            f"{where(unknown[0])}: unknown key {unknown[0]!r} in the sweep spec; "
-            f"known keys: {', '.join(sorted(_TOP_KEYS))}"
-        )
-    target = data.get("target")
-    if not isinstance(target, str) or not _TARGET.match(target):
-        raise SpecError(
-            f"{where('target')}: target must be 'module:function' naming fn(cfg, seed), "
-            f"got {target!r}"
-        )
-    target_id = data.get("target_id", target)
-    if not isinstance(target_id, str) or not target_id:
-        raise SpecError(f"{where('target_id')}: target_id must be a non-empty string")
-    declare = data.get("declare")
-    if declare is None and data.get("metrics"):
-        declare = {}  # metrics only: no outcomes to declare
-    if not isinstance(declare, dict):
-        raise SpecError(
-            f"{path}: the sweep spec needs a [declare] table with outcomes, failures "
-            "and successes, or, when only scores matter, a [metrics] table alone"
-        )
-    unknown = sorted(set(declare) - {"outcomes", "failures", "successes"})
-    if unknown:
-        raise SpecError(f"{where(unknown[0])}: unknown key {unknown[0]!r} in [declare]")
-    axes_table = data.get("axes", {})
-    if not isinstance(axes_table, dict):
-        raise SpecError(f"{where('axes')}: axes must be tables, [axes.NAME]")
-    axes: list[Axis] = []
-    for name, table in axes_table.items():
-        if not isinstance(table, dict):
-            raise SpecError(f"{where(f'axes.{name}')}: [axes.{name}] must be a table")
-        kind = table.get("type", "categorical")
-        if kind not in ("categorical", "continuous"):
-            raise SpecError(
-                f"{where(f'axes.{name}')}: axis {name!r} has type {kind!r}; "
-                "use \"categorical\" or \"continuous\""
-            )
-        values = table.get("values")
-        if not isinstance(values, list):
-            raise SpecError(f"{where(f'axes.{name}')}: axis {name!r} needs values = [...]")
-        try:
-            axes.append(Axis(name, tuple(values), kind))
-        except SpecError as exc:
-            raise SpecError(f"{where(f'axes.{name}')}: {exc}") from None
-
-    def table_at(key: str) -> str:
-        line = where(f"[{key}]") if f"[{key}]" in text else where(key)
-        return f"{line}: [{key}]"
-
-    capture = (None if "capture" not in data else
-               _table(CaptureConfig.from_mapping, data["capture"], table_at("capture")))
-    chaos = (None if "chaos" not in data else
-             _table(ChaosConfig.from_mapping, data["chaos"], table_at("chaos")))
-    try:
-        metrics = directions(data.get("metrics"), table_at("metrics"))
-    except MetricError as exc:
-        raise SpecError(str(exc)) from None
-    try:
-        targets = parse_targets(data.get("targets"), table_at("targets"))
-    except TargetError as exc:
-        raise SpecError(_at_line(str(exc), text, path)) from None
-    try:
-        declaration = Declaration(
-            metrics=metrics,
-            targets=targets,
-            failures=tuple(_seq(declare.get("failures"))),
-            successes=tuple(_seq(declare.get("successes"))),
-            outcomes=tuple(_seq(declare.get("outcomes"))),
-            replicates=data.get("replicates", 100),
-            t_unit=data.get("t_unit"),
-            concurrency=data.get("concurrency"),
-            timeout=data.get("timeout"),
-            sequential=data.get("sequential"),
-            axes=tuple(axes),
-            rollout_id=target_id,
-            capture=capture,
-            chaos=chaos,
-        )
-    except SpecError as exc:
-        # Point at the line of the key the message is about (an outcome's own name may
-        # begin it, so the phrases are read first).
-        message = str(exc)
-        if message.startswith(str(path)):  # a target's, which names its place already
-            raise SpecError(_at_line(message, text, path)) from None
-        key = next((needle for phrase, needle in (
-            ("must be among the declared outcomes", "outcomes"),
-            ("cannot be both a failure and a success", "successes"),
-            ("at least one failure or success", "[declare]")) if phrase in message), None)
-        key = key or next((k for k in ("replicates", "concurrency", "timeout", "t_unit",
-                                       "sequential", "failures", "successes", "outcomes")
-                           if message.startswith((f"{k} must ", f"{k} names "))), None)
-        raise SpecError(f"{where(key) if key else path}: {exc}") from None
-    return SweepSpec(path=path, target=target, target_id=target_id, declaration=declaration)
-
-
-def _at_line(message: str, text: str, path: Path) -> str:
-    """A target's message pointing at the line of the target it quotes (the first line
-    after ``[targets]`` that holds its event), where it can be found."""
-    quoted = re.search(r"'([^']*)'", message.split("[targets]", 1)[-1])
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == "[targets]"), None)
-    if quoted is None or start is None:
-        return message
-    event = re.split(r"<=|>=|:", quoted.group(1))[-1 if ":" in quoted.group(1) else 0]
-    event = re.split(r"<=|>=", event)[0].strip()
-    line = next((i + 1 for i in range(start + 1, len(lines)) if event and event in lines[i]),
-                None)
-    if line is None:
-        return message
-    return re.sub(r"^.*?: \[targets\]", f"{path}:{line}: [targets]", message, count=1)
-
-
 def _table(read: Callable[[object, str], _Config], data: object, where: str) -> _Config:
     """A ``[capture]`` or ``[chaos]`` table (or its keyword's mapping) as ``read`` reads it;
     its error, with the same words, a :class:`SpecError`."""
@@ -543,11 +433,3 @@ def _table(read: Callable[[object, str], _Config], data: object, where: str) -> 
         return read(data, where)
     except (CaptureError, ChaosError) as exc:
         raise SpecError(str(exc)) from None
-
-
-def _seq(value: object) -> Sequence[str]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise SpecError(f"outcome lists must be arrays of strings, got {value!r}")
-    return tuple(value)

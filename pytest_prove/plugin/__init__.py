@@ -14,6 +14,7 @@ from . import budget, cache, calls, capture, dryrun, environment, heap, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
+from .calls import prove_arm as prove_arm
 from .calls import prove_block as prove_block
 from .calls import prove_cfg as prove_cfg
 from .calls import prove_replicate as prove_replicate

@@ -17,7 +17,7 @@ from ..running.runner import Identity
 from .execute import IDENTITIES_KEY, execute_rollout, identities_of, plain_failure_report
 from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, plan_data
 
-__all__ = ["RolloutCalls", "prove_block", "prove_cfg", "prove_replicate", "prove_seed",
+__all__ = ["RolloutCalls", "prove_arm", "prove_block", "prove_cfg", "prove_replicate", "prove_seed",
            "report_of"]
 
 
@@ -74,6 +74,17 @@ def prove_seed(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture
+def prove_arm(request: pytest.FixtureRequest) -> str:
+    """The arm of the running episode (``@prove.rollout(arms=[...])``; docs/arms.md)."""
+    plan = _plan_of(request)
+    if not plan.arm:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: prove_arm names the arm of a rollout that declares arms, "
+            "and this one declares none; add arms=[...] to @prove.rollout, or drop prove_arm")
+    return plan.arm
+
+
+@pytest.fixture
 def prove_cfg(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The condition of the running episode, as a dict of axis values."""
     return dict(_plan_of(request).condition)
@@ -117,6 +128,8 @@ class RolloutCalls:
         funcargs = item.funcargs
         if "prove_block" in names:
             funcargs["prove_block"] = plan.replicates
+        if plan.arm and "prove_arm" in names:
+            funcargs["prove_arm"] = plan.arm
         if "prove_seed" in names or "prove_replicate" in names:
             first = identities_of(item)[0]
             if "prove_seed" in names:

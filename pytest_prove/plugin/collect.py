@@ -20,9 +20,11 @@ import pytest
 
 from ..api import declaration_of
 from ..config.paths import relative_to_root
+from ..declare.seeds import arm_rollout
 from ..declare.spec import Declaration, SpecError, condition_key
 from ..report import plan as words
 from . import shards
+from .arms import check_arms
 from .design import check_chaos, check_events, decide
 from .items import SpecFile, block_ids, blocks, function_items
 from .settings import Settings
@@ -78,6 +80,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     replicates = settings.replicates_for(rollout_id, declaration.replicates)
     chunks = blocks(replicates, settings.concurrency_for(declaration.concurrency))
     metafunc.parametrize("prove_block", chunks, ids=block_ids(chunks, replicates))
+    if declaration.arms:
+        # Parametrized last, so that it varies fastest: the arms of one replicate are
+        # consecutive items (the same seed, run close together; docs/arms.md).
+        metafunc.parametrize("prove_arm", declaration.arms, ids=declaration.arms)
 
 
 def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
@@ -108,6 +114,8 @@ class _UnkeyableError(Exception):
 
 
 Condition = tuple[dict[str, Any], str]
+#: The parameters the plugin adds, which are no axis of the condition.
+_OWN = frozenset({"prove_block", "prove_arm"})
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
@@ -157,13 +165,13 @@ def _condition_of(item: pytest.Function, params: Mapping[str, Any],
     cache_key: tuple[Any, ...] | None = ()
     if len(params) > 1 or "prove_block" not in params:
         cache_key = tuple((k, type(v), repr(v) if type(v) is float else v)
-                          for k, v in params.items() if k != "prove_block")
-        if any(type(v) not in _PLAIN for k, v in params.items() if k != "prove_block"):
+                          for k, v in params.items() if k not in _OWN)
+        if any(type(v) not in _PLAIN for k, v in params.items() if k not in _OWN):
             cache_key = None
     found = None if cache_key is None else seen.get(cache_key)
     if found is None:
         condition = {k: _json_scalar(k, v, item) for k, v in params.items()
-                     if k != "prove_block"}
+                     if k not in _OWN}
         found = (condition, condition_key(condition))
         if cache_key is not None:
             seen[cache_key] = found
@@ -230,9 +238,11 @@ class _Sweep:
         callspec = getattr(item, "callspec", None)
         params: Mapping[str, Any] = callspec.params if callspec is not None else {}
         condition, ckey = _condition_of(item, params, self.seen)
+        arm = params.get("prove_arm", "") if found.declaration.arms else ""
         plan = item.stash[PLAN_KEY] = ItemPlan(
-            found.rollout_id, name, found.declared, condition, ckey,
-            tuple(params.get("prove_block", (0,))), found.total)
+            arm_rollout(found.rollout_id, arm) if arm else found.rollout_id, name,
+            found.declared, condition, ckey, tuple(params.get("prove_block", (0,))),
+            found.total, arm)
         return plan, found.node
 
     def _record(self, item: pytest.Item, plan: ItemPlan, node: str) -> None:
@@ -470,6 +480,7 @@ class Collection:
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check
         refusal = (check_chaos(selected, settings)
+                   or check_arms(selected, settings)
                    or check_events(config.option.prove_event, selected)
                    or check_targets(selected, settings))
         if refusal is not None:

@@ -102,15 +102,15 @@ def _remember(config: pytest.Config, key: str, value: dict[str, Any]) -> None:
 
 
 def _design_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings) -> _Check:
+                  settings: Settings, paired: bool) -> _Check:
     """The engine's design check, remembered in pytest's cache: it depends on sizes alone."""
-    key = f"prove/design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-{settings.max_mde}"
+    key = f"prove/design/{replicates}-{m}-{int(paired)}-{settings.q}-{settings.max_mde}"
     found: _Check | None = _cached(config, key, _Check)
     if found is not None:
         return found
     from ..stats import design_check  # scipy is imported only when a sweep is collected
 
-    check = design_check(replicates, m, paired=settings.paired, q=settings.q,
+    check = design_check(replicates, m, paired=paired, q=settings.q,
                          max_mde=settings.max_mde)
     design = _Check(worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
                     ok=check.ok, replicates_needed=check.replicates_needed,
@@ -122,8 +122,8 @@ def _design_check(config: pytest.Config, replicates: int, m: int,
     return design
 
 
-def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: Settings
-                     ) -> tuple[_Check, str | None, str | None, float]:
+def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: Settings,
+                     paired: bool) -> tuple[_Check, str | None, str | None, float]:
     """The paired design check at the agreement seen in --prove-agreement-from's runs (its
     one-sided lower bound): the check, the plan's line, why the runs cannot be read, and the
     discordance ratio the margin's design check reads (1 when they cannot)."""
@@ -137,7 +137,7 @@ def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: S
                                   q=settings.q, max_mde=settings.max_mde,
                                   missing=settings.missing)
     except ProveError as exc:  # the plan reads the independent check; the run stops
-        return (_design_check(config, replicates, m, settings), None,
+        return (_design_check(config, replicates, m, settings, paired), None,
                 f"--prove-agreement-from={','.join(settings.agreement_from)}: {exc}", 1.0)
     twins = done.twins
     assert twins is not None
@@ -152,19 +152,20 @@ def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: S
 
 
 def _margin_check(config: pytest.Config, replicates: int, m: int,
-                  settings: Settings, kappa: float = 1.0) -> _MarginCheck | None:
+                  settings: Settings, paired: bool,
+                  kappa: float = 1.0) -> _MarginCheck | None:
     """The margin's design check (--prove-margin), remembered in pytest's cache."""
     if settings.margin is None:
         return None
-    key = (f"prove/margin-design/{replicates}-{m}-{int(settings.paired)}-{settings.q}-"
+    key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
            f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
     from ..stats import margin_design_check
 
-    check = margin_design_check(replicates, m, paired=settings.paired, margin=settings.margin,
-                                q=settings.q, kappa=kappa if settings.paired else 1.0)
+    check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
+                                q=settings.q, kappa=kappa if paired else 1.0)
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
                           advice=words.margin_advice(check, m, settings.margin))
     _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice})
@@ -240,6 +241,12 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     # A rollout that declares metrics only has no outcome row for the design check to read.
     outcomes = [(plan, keys) for plan, keys in selected.values()
                 if not plan.declaration.metrics_only]
+    # A rollout's reference arm is what its other arms are compared with: it adds no test.
+    compared = [(plan, keys) for plan, keys in outcomes
+                if not plan.arm or plan.arm != plan.declaration.reference_arm]
+    outcomes = compared or outcomes
+    # Arms are compared twin by twin with their reference arm: a paired design.
+    paired = settings.paired or any(plan.arm for plan, _ in selected.values())
     m = sum(len(keys) * len(plan.declaration.tested()) for plan, keys in outcomes)
     replicates = min(plan.total for plan, _ in (outcomes or selected.values()))
     cells = sum(len(keys) for _, keys in selected.values())
@@ -252,20 +259,21 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     elif settings.plan_only or not settings.allow_underpowered or settings.agreement_from:
         # Only the plan prints these checks, and only a run that does not allow an
         # underpowered design is refused by them.
-        if settings.agreement_from and settings.paired:
+        if settings.agreement_from and paired:
             check, said, design.agreement_refusal, kappa = _agreement_check(
-                config, replicates, m, settings)
+                config, replicates, m, settings, paired)
         else:
-            check, said, kappa = _design_check(config, replicates, m, settings), None, 1.0
+            check, said, kappa = (_design_check(config, replicates, m, settings, paired),
+                                  None, 1.0)
         design.check = check
         design.lines = words.plan_head(
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
             rollouts=len(selected), cells=cells, replicates=replicates, shown=check.shown,
-            worst_base_rate=check.worst_base_rate, paired=settings.paired, q=settings.q,
+            worst_base_rate=check.worst_base_rate, paired=paired, q=settings.q,
             m=m, max_mde=settings.max_mde)
         if said is not None:
             design.lines.append(said)
-        design.margin = _margin_check(config, replicates, m, settings, kappa)
+        design.margin = _margin_check(config, replicates, m, settings, paired, kappa)
         if design.margin is not None:
             design.lines.append(design.margin.line)
     from .sequential import declared

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
+from ..declare.seeds import split_arm
+
 if TYPE_CHECKING:
     from ..review import Review
     from ..review.targets import TargetRow
@@ -120,6 +122,10 @@ class GateReports:
             # On one line, nothing a terminal acts on, nothing that splits a node id, and
             # one id per condition even where two labels read alike once shortened.
             shown = terminal_text(own).replace("::", ":").replace("[", "(").replace("]", ")")
+            arm = info.get("arm") if isinstance(info, Mapping) else None
+            if isinstance(arm, str) and arm:
+                # The arms' comparison: the arm compared with the reference, named.
+                shown = f"{shown}, arm={arm}"
             nodeid = f"{node}::prove-gate[{shown}]"
             number = 2
             while nodeid in used:
@@ -166,8 +172,14 @@ class GateReports:
         lastfailed = getattr(lf, "lastfailed", None)
         if key is None or not isinstance(lastfailed, dict):
             return
-        for item_id in self._items.get(key, {}):
-            lastfailed[item_id] = True
+        base = split_arm(key[0])[0]
+        for found, items in self._items.items():
+            # An arm's condition fails with its reference arm's items too: --lf reruns both
+            # arms of it, on their seeds, and compares them again.
+            if found == key or (found[1] == key[1] and base != key[0]
+                                and split_arm(found[0])[0] == base):
+                for item_id in items:
+                    lastfailed[item_id] = True
 
 
 def _with_targets(reports: list[tuple[str, str, tuple[str, str] | None]],

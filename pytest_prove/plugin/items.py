@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from ..declare.spec import Declaration, Scalar, SpecError, SweepSpec, condition_key, load_spec
+from ..declare.seeds import arm_rollout
+from ..declare.spec import Declaration, Scalar, SpecError, condition_key
+from ..declare.sweep import SweepSpec, load_spec
 from .execute import execute_rollout
 from .state import PLAN_KEY, SETTINGS_KEY, ItemPlan
 
@@ -134,10 +136,14 @@ class _RolloutSource:
             for block in blocks(replicates, concurrency):
                 bid = block_id(block, replicates)
                 name = f"{label}[{cid}-{bid}]" if cid else f"{label}[{bid}]"
-                plan = ItemPlan(rollout_id=rollout_id, label=label, declaration=declaration,
-                                condition=condition, condition_key=key, replicates=block,
-                                total=replicates)
-                yield RolloutItem.from_parent(parent, name=name, fn=fn, plan=plan)
+                # One item per arm, consecutive: the arms of a replicate run close together.
+                for arm in declaration.arms or ("",):
+                    plan = ItemPlan(rollout_id=arm_rollout(rollout_id, arm) if arm
+                                    else rollout_id, label=label, declaration=declaration,
+                                    condition=condition, condition_key=key, replicates=block,
+                                    total=replicates, arm=arm)
+                    yield RolloutItem.from_parent(
+                        parent, name=f"{name[:-1]}-{arm}]" if arm else name, fn=fn, plan=plan)
 
 
 class SpecFile(pytest.File, _RolloutSource):
@@ -186,7 +192,10 @@ class RolloutItem(pytest.Item):
     def runtest(self) -> None:
         plan = self.stash[PLAN_KEY]
         fn = self.fn
-        execute_rollout(self, lambda ident: fn(dict(plan.condition), ident.seed),
+        cfg: dict[str, Any] = dict(plan.condition)
+        if plan.arm:
+            cfg["arm"] = plan.arm
+        execute_rollout(self, lambda ident: fn(dict(cfg), ident.seed),
                         is_async=inspect.iscoroutinefunction(fn))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

@@ -22,9 +22,10 @@ from typing import Any, Final, final
 
 import pytest
 
-from ..declare.seeds import new_salt
+from ..declare.seeds import new_salt, split_arm
 from ..record import utc_now
 from ..store import Run, Store, StoreError
+from ..store.arms import declared_arms
 from .settings import Settings
 
 __all__ = ["CACHE_KEY", "FailedSalt", "Start", "choose_salt", "lf_salt", "remember_failed"]
@@ -156,6 +157,9 @@ def choose_salt(config: pytest.Config, settings: Settings, store: Store) -> Star
         baseline = _paired_baseline(store, resume, baseline)
     replay = _replayed(store, opt)
     settings.chaos_references = _chaos_references(baseline, resume, settings)
+    settings.arm_references = [[kind, run.name, declared_arms(run.manifest)]
+                               for kind, run in (("run", resume), ("baseline", baseline))
+                               if run is not None]
     last_failed: FailedSalt | None = None
     if replay is not None:
         settings.salt = replay.salt
@@ -262,6 +266,7 @@ def _replicates_of(run: Run) -> dict[str, int]:
         total = declaration.get("replicates") if isinstance(declaration, dict) else None
         if isinstance(total, int) and total >= 1:
             found[str(rollout_id)] = total
+            found[split_arm(str(rollout_id))[0]] = total  # an arm's: its rollout's items
     return found
 
 

@@ -24,6 +24,7 @@ from ..declare.targets import declares_targets
 from ..record import fold_attempts, identity
 from ..running.runner import Identity, error_record
 from ..store import Run, Store
+from ..store.arms import arms_of
 from ..store.baselines import BaselineNote
 from ..store.recorder import RunRecorder
 from . import capture
@@ -308,6 +309,8 @@ class ProveSession:
                 "replicates, and the gate is decided once, on the whole sweep. When every "
                 "shard's run is in one store: pytest-prove merge RUN... --name NAME, then "
                 f"pytest-prove check baseline:{self.baseline.name} NAME")
+        elif self.settings.shard is None and arms_of(writer.manifest):
+            self._review_arms(outcome, notes)  # the gate; a baseline's drift said, not gated
         elif self.baseline is not None:
             self._review(outcome)
         if self.aa is not None:
@@ -400,6 +403,16 @@ class ProveSession:
             outcome.refusal = str(exc)
             return
         outcome.failed_gate = outcome.review.gate.failed
+
+    def _review_arms(self, outcome: Outcome, notes: list[str]) -> None:
+        """The arms against the reference arm: the review and gate (docs/arms.md)."""
+        from .arms import review_arms
+
+        outcome.run = self.ended_run()
+        outcome.review, outcome.refusal, arm_notes = review_arms(
+            outcome.run, self.settings, self.asked, baseline=self.baseline)
+        outcome.failed_gate = outcome.review is not None and outcome.review.gate.failed
+        notes.extend(arm_notes)
 
     def _fixed_note(self) -> list[str]:
         """Rollouts declaring ``sequential=True`` in a session that ran every replicate (it
@@ -499,7 +512,7 @@ class ProveSession:
 
     def summary_lines(self, verbose: bool, quiet: bool = False) -> list[str]:
         from ..report.session import summary_lines
-        from .budget import cost_lines
+        from .arms import run_cost_lines
 
         if self.replay is not None:
             if self.settings.plan_only or self.config.option.collectonly:
@@ -515,16 +528,17 @@ class ProveSession:
         outcome = self.outcome
         return summary_lines(
             refusal=outcome.refusal, review=outcome.review,
-            after=None if outcome.run is None else outcome.run.name, notes=outcome.notes,
+            after=outcome.review.after.name if outcome.review  # an arms' run: its arm
+            else None if outcome.run is None else outcome.run.name, notes=outcome.notes,
             verbose=verbose, ended=ended, manifest=self.run.writer.manifest,
             counts=self.run.counts, where=_rel(self.run.writer.directory),
-            cost=cost_lines(self.ended_run(), self.budget.prices)
-            if ended and self.run.any_tokens and not quiet
-            else [],
+            cost=run_cost_lines(self.ended_run(), self.budget.prices)
+            if ended and self.run.any_tokens and not quiet else [],
             capture=([] if self.capture is None else self.capture.lines)
             + (self._fault_lines() if ended and outcome.review is None and not quiet else []),
             capped=self.budget.capped,
-            suggest_baseline=self.baseline is None and self.save_baseline is None,
+            suggest_baseline=(self.baseline is None and self.save_baseline is None
+                              and outcome.review is None),
             quiet=quiet, targets=outcome.targets, target_gate=outcome.target_gate,
         ) + ([] if self.last_failed is None else
              [f"note: {self.last_failed.note(self.ran_items())}"])

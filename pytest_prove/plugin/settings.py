@@ -52,6 +52,7 @@ from ..declare.targets import Target
 from ..declare.targets_of import with_targets
 from ..record import Missing
 from .aa import AA_HELP, AGREEMENT_HELP, check_twin_options
+from .worker_refusals import other_version, reused_worker
 
 __all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
            "sequential_of"]
@@ -254,6 +255,10 @@ class Settings:
     #: {rollout id: chaos or None}, strict] for the baseline (unless --prove-chaos asks for
     #: a comparison with other faults) and the resumed run (strict: its faults are its own).
     chaos_references: list[Any] = field(default_factory=list)
+    #: What collection checks this run's arms against: ["baseline" or "run", its name,
+    #: {rollout id: its arms, or None for a rollout without}] for the baseline and the
+    #: resumed run (docs/arms.md).
+    arm_references: list[Any] = field(default_factory=list)
     _chaos_off: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     _metrics_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
     #: Rollouts whose declaration this process has sent with a report (once each).
@@ -339,7 +344,8 @@ class Settings:
         settings.done = sent["done"]
         settings.replay = sent["replay"]
         settings.chaos_references = sent["chaos"]
-        settings.worker_refusal = _reused_worker() or _other_version(sent["version"])
+        settings.arm_references = sent["arms"]
+        settings.worker_refusal = reused_worker() or other_version(sent["version"])
         return settings
 
     def asked(self) -> dict[str, Any]:
@@ -556,41 +562,3 @@ def _refuse_space_form(config: pytest.Config) -> None:
                                  invocation_dir=params.dir)
     if problem is not None:
         raise pytest.UsageError(problem)
-
-
-#: How many xdist worker sessions this process has configured: more than one only when an
-#: execnet socket server is used again (xdist starts every other kind of worker afresh).
-_WORKER_SESSIONS = [0]
-
-
-def _reused_worker() -> str | None:
-    """Why a worker whose process already ran a session refuses to run this one, else None.
-
-    execnet's socket server runs each connection's worker in its own process and keeps the
-    modules it imported: the rollouts would run as they were imported the first time, not as
-    their files read now, and the verdict would be about code no longer there."""
-    _WORKER_SESSIONS[0] += 1
-    if _WORKER_SESSIONS[0] == 1:
-        return None
-    return ("this xdist worker's process already ran a pytest session: an execnet socket "
-            "server keeps its process, and the modules it imported, from one run to the "
-            "next, so the rollouts could run as they were imported then rather than as "
-            "their files read now. Start a fresh socket server for each run (see "
-            "docs/scale.md, Remote workers)")
-
-
-def _other_version(controller: str | None) -> str | None:
-    """Why a worker whose pytest-prove is not the controller's refuses to run, else None:
-    a remote host can have another one installed, and the episodes it sent would then be
-    made by one version's rules and checked, stored and compared by another's."""
-    import pytest_prove
-
-    mine = pytest_prove.__version__
-    if controller == mine:
-        return None
-    theirs = ("a pytest-prove that sends no version (older than this one)"
-              if controller is None else f"pytest-prove {controller}")
-    wanted = "" if controller is None else f" (pip install pytest-prove=={controller})"
-    return (f"this xdist worker runs pytest-prove {mine} and the controller {theirs}: the "
-            "episodes it sent would be made by one version's rules and stored by another's. "
-            f"Install the same pytest-prove on every host the workers run on{wanted}")

@@ -12,6 +12,7 @@ import hashlib
 
 import pytest
 
+from ..declare.seeds import split_arm
 from ..report.plan import shard_line, shard_without_items
 from .state import PLAN_KEY, SETTINGS_KEY, SHARD_KEY, SHARD_SLICE_KEY
 
@@ -53,8 +54,10 @@ def slice_sweep(config: pytest.Config, items: list[pytest.Item],
         if size is None:
             size = sizes[(plan.rollout_id, concurrency)] = max(
                 1, settings.concurrency_for(concurrency))
-        mine = shard_of(plan.rollout_id, plan.condition_key, plan.replicates[0] // size,
-                        total) == index
+        # The arms of a rollout are dealt by the rollout's own id: every arm of a block
+        # falls in the same shard, so that a shard's run holds each replicate's arms whole.
+        mine = shard_of(split_arm(plan.rollout_id)[0], plan.condition_key,
+                        plan.replicates[0] // size, total) == index
         item.stash[SHARD_KEY] = mine
         if mine:
             chosen.setdefault(plan.rollout_id, {}).setdefault(

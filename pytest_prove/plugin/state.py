@@ -52,6 +52,9 @@ class ItemPlan(Struct, frozen=True, gc=False):
     condition_key: str
     replicates: tuple[int, ...]
     total: int  # the rollout's replicates per condition in this session
+    #: The arm this item runs ("": the rollout has no arms); its rollout_id is then the
+    #: arm's (``declare.seeds.arm_rollout``), and every arm runs on the rollout's seeds.
+    arm: str = ""
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()

@@ -37,7 +37,8 @@ class XdistHooks:
                              cap_flag=None if flag is None or not local else str(flag),
                              replay=settings.replay, chaos=settings.chaos_references,
                              sequential_flag=None if sequential is None or not local
-                             else str(sequential.flag), version=_version())
+                             else str(sequential.flag), version=_version(),
+                             arms=settings.arm_references)
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = wire.worker_output(getattr(node, "workeroutput", None))

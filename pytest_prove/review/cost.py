@@ -420,7 +420,8 @@ def planned_sweep(source: Run, spec: Path | None, replicates: int | None,
                   ) -> dict[str, tuple[list[str], int]]:
     """What a sweep would run, {rollout: (condition keys, replicates)}: the spec's
     conditions, else those ``source`` ran; ``replicates`` overrides either's."""
-    from ..declare.spec import condition_key, load_spec
+    from ..declare.spec import condition_key
+    from ..declare.sweep import load_spec
 
     planned: dict[str, tuple[list[str], int]] = {}
     if spec is not None:

@@ -149,7 +149,13 @@ class Store:
     def open(self, name: str) -> Run:
         """The run or baseline ``name`` names, as every front door reads one: a run name, a
         run id, ``latest``, ``baseline:NAME``, or a bare NAME found only among the
-        baselines."""
+        baselines; any of these followed by ``:ARM`` names one arm of a run with arms
+        (:func:`.arms.one_arm`; no run's name holds a ':')."""
+        if ":" in name.removeprefix("baseline:"):
+            from .arms import one_arm
+
+            whole, _, arm = name.rpartition(":")
+            return one_arm(self.open(whole), arm)
         if name.startswith("baseline:"):
             return self.load_baseline(name.removeprefix("baseline:"))
         try:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from msgspec import UNSET, UnsetType
 
+from ..declare.seeds import split_arm
 from ..record import ERROR_KINDS, StoreError, episode_name
 from .compact import SEP
 from .episodes import ItemPattern, ModelUse, OneModel, SeedOf, StoredEpisode, StoredTokens
@@ -40,7 +41,7 @@ class _Block:
         self.rollout, self.key, self.condition, self.seed = rollout, key, condition, seed
         self.table = table
         #: Each episode's seed, derived when it is read.
-        self.seeds = SeedOf(SEP.join((salt, rollout, key, "")).encode("utf-8"))
+        self.seeds = SeedOf(SEP.join((salt, split_arm(rollout)[0], key, "")).encode("utf-8"))
         self.seen: dict[int, int] = {}
         self.first = first
         # Each field's text, parsed: the records of a block share these values.
