@@ -11,10 +11,12 @@ import shutil
 import sys
 import textwrap
 import threading
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import scipy.optimize  # type: ignore[import-untyped]
@@ -110,6 +112,75 @@ DECLARED = {
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 NO_CHROMIUM = "headless Chromium is not installed (apt-get install -y chromium; .ci/run does)"
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=NO_CHROMIUM)
+#: Chromium's switches for those tests: every background network feature off, so that any
+#: request a page makes is the page's own doing.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic"]
+
+
+class InBrowserThread:
+    """A Playwright object used from this thread, kept in the thread that made it: every
+    attribute read and call runs there (``run``), and the Playwright objects it gives back
+    (pages, locators, lists of them) are wrapped the same.  Playwright's sync API marks its
+    event loop as running in the thread it was started in for as long as it runs, so that
+    ``asyncio.run`` there fails: in a thread of its own for the whole session, it leaves this
+    suite's main thread as every other test expects it.  Callbacks (``page.on``, ``route``)
+    run in Playwright's thread with its own objects."""
+
+    __slots__ = ("_run", "_target")
+
+    def __init__(self, target: object, run: Callable[..., Any]) -> None:
+        self._target, self._run = target, run
+
+    @staticmethod
+    def wrap(value: Any, run: Callable[..., Any]) -> Any:
+        if isinstance(value, list):
+            return [InBrowserThread.wrap(item, run) for item in value]
+        if type(value).__module__.startswith("playwright."):
+            return InBrowserThread(value, run)
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        run = self._run
+        value = run(getattr, self._target, name)
+        if not callable(value) or type(value).__module__.startswith("playwright."):
+            return self.wrap(value, run)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            args = tuple(a._target if isinstance(a, InBrowserThread) else a for a in args)
+            return self.wrap(run(value, *args, **kwargs), run)
+
+        return method
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """Headless Chromium (Debian's), launched once per process (once per xdist worker) for
+    every test that opens a page in it, each in a page or context of its own: a launch (and
+    Playwright's driver) costs about a second.  Used through :class:`InBrowserThread`.
+    Without Chromium or Playwright: a skip outside CI, a failure in CI (``missing_in_ci``)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(NO_CHROMIUM)
+    sync_api = pytest.importorskip("playwright.sync_api")
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
+
+    def run(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return pool.submit(function, *args, **kwargs).result()
+
+    try:
+        playwright = run(lambda: sync_api.sync_playwright().start())
+        try:
+            browser = run(playwright.chromium.launch, executable_path=CHROMIUM,
+                          args=CHROMIUM_ARGS, headless=True)
+            try:
+                yield InBrowserThread(browser, run)
+            finally:
+                run(browser.close)
+        finally:
+            run(playwright.stop)
+    finally:
+        pool.shutdown()
 
 
 def in_ci() -> bool:

@@ -2,8 +2,9 @@
 cost bars, each read back from the SVG geometry and checked against what the commands
 (``diff``, ``where``, ``cost``) print as JSON.
 
-One project and one browser serve the whole module (the runs are made once, in a
-subprocess); see tests/test_report_html.py for the Chromium set-up.
+One project serves the whole module (the runs are made once), and one browser every test
+of the process (the ``chromium`` fixture, tests/conftest.py); see tests/test_report_html.py
+for the Chromium set-up.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,7 @@ from pytest_prove.review.figures import figures_of
 from pytest_prove.review.steps import where as where_of
 from pytest_prove.store import Store
 
-from .conftest import CHROMIUM, INNER_ADDOPTS, needs_chromium
-from .test_report_html import ARGS
+from .conftest import INNER_ADDOPTS, needs_chromium
 
 # Skipped without Chromium outside CI; in CI a failure (tests/conftest.py).
 pytestmark = needs_chromium
@@ -140,20 +139,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     return found
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-def _open(browser: Any, path: Path, scheme: str = "light") -> tuple[Any, list[str]]:
+def _open(chromium: Any, path: Path, scheme: str = "light") -> tuple[Any, list[str]]:
     """A page on ``path`` that records every request leaving it and every script error."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    page = chromium.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     trouble: list[str] = []
     page.on("request", lambda r: None if r.url.startswith(("file://", "data:", "about:"))
             else trouble.append(f"request {r.url}"))
@@ -196,9 +184,9 @@ def _inverse(ticks: list[list[Any]]) -> Any:
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_forest_plot_draws_every_row_where_its_numbers_say(project: Project,
-                                                           browser: Any) -> None:
+                                                           chromium: Any) -> None:
     rows = project.cli("diff", "baseline:base", "worse")["comparison"]["rows"]
-    page, trouble = _open(browser, project.page)
+    page, trouble = _open(chromium, project.page)
     try:
         svgs = page.locator("svg.forest-svg")
         events = list(dict.fromkeys(r["event"] for r in rows))
@@ -257,8 +245,8 @@ def _selected(page: Any) -> dict[str, Any]:
 
 
 def test_arrow_keys_move_one_selection_in_grid_and_plot(project: Project,
-                                                        browser: Any) -> None:
-    page, trouble = _open(browser, project.page)
+                                                        chromium: Any) -> None:
+    page, trouble = _open(chromium, project.page)
     try:
         section = page.locator("section.event").first
         # In the grid: the plot follows.
@@ -296,14 +284,14 @@ def test_arrow_keys_move_one_selection_in_grid_and_plot(project: Project,
         page.close()
 
 
-def test_margin_is_drawn_toward_worse(project: Project, browser: Any) -> None:
+def test_margin_is_drawn_toward_worse(project: Project, chromium: Any) -> None:
     """The margin of a comparison asked with one (--prove-margin) is a reference line at +D
     for a failure and -D for a success."""
     done = review(*(Store(project.store).open(n) for n in ("baseline:base", "worse")),
                   events=None, q=0.05, max_mde=0.2, fail_on={"worse"}, margin=0.07)
     path = project.root / "margin.html"
     path.write_text(render_html(done))
-    page, trouble = _open(browser, path)
+    page, trouble = _open(chromium, path)
     try:
         for svg in page.locator("svg.forest-svg").all():
             drawn = svg.evaluate(READ_FOREST)
@@ -356,8 +344,8 @@ def _check_curves(svg: Any, documents: dict[str, dict[str, Any]]) -> None:
             assert shares[step] == pytest.approx(share, abs=2e-3), (run, step)
 
 
-def test_step_curves_match_where_at_every_step(project: Project, browser: Any) -> None:
-    page, trouble = _open(browser, project.page)
+def test_step_curves_match_where_at_every_step(project: Project, chromium: Any) -> None:
+    page, trouble = _open(chromium, project.page)
     try:
         sections = page.locator("section.steps")
         assert [s.get_attribute("data-event") for s in sections.all()] == ["unresolved",
@@ -409,9 +397,9 @@ READ_BARS = """svg => ({
 })"""
 
 
-def test_cost_bars_match_cost(project: Project, browser: Any) -> None:
+def test_cost_bars_match_cost(project: Project, chromium: Any) -> None:
     said = project.cli("cost", "baseline:base", "worse")
-    page, trouble = _open(browser, project.page)
+    page, trouble = _open(chromium, project.page)
     try:
         head = page.locator("section.cost p").all_text_contents()
         assert head[0].startswith(f"'worse' uses {said['median_ratio']:.2f}x the tokens")
@@ -448,13 +436,13 @@ def test_cost_bars_match_cost(project: Project, browser: Any) -> None:
         page.close()
 
 
-def test_dark_scheme_and_nothing_loaded(project: Project, browser: Any) -> None:
+def test_dark_scheme_and_nothing_loaded(project: Project, chromium: Any) -> None:
     html = project.page.read_text()
     assert ('content="default-src \'none\'; style-src \'unsafe-inline\'; script-src '
             "'unsafe-inline'\"") in html
     colours = {}
     for scheme in ("light", "dark"):
-        page, trouble = _open(browser, project.page, scheme)
+        page, trouble = _open(chromium, project.page, scheme)
         try:
             colours[scheme] = page.evaluate(
                 "[getComputedStyle(document.body).backgroundColor,"
@@ -477,11 +465,11 @@ READ_STROKES = """() => Array.from(document.querySelectorAll('section.steps figu
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_legend_draws_each_run_as_its_curve(project: Project, browser: Any,
+def test_the_legend_draws_each_run_as_its_curve(project: Project, chromium: Any,
                                                 scheme: str) -> None:
     """The swatch beside each run's name has its curve's colour, width and dashes (the
     earlier run's was a dashed CSS border 2 px high, which Chromium drew solid)."""
-    page, trouble = _open(browser, project.page, scheme)
+    page, trouble = _open(chromium, project.page, scheme)
     try:
         figures = page.evaluate(READ_STROKES)
         assert len(figures) == 2

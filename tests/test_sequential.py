@@ -17,7 +17,9 @@ from tests.conftest import load
 
 #: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
 #: episode draws its outcome from its seed alone, so a twin on the same seed and rate ends
-#: the same way (an agent that replays its seed).
+#: the same way (an agent that replays its seed).  With PACE set (a folder, see PACED), an
+#: episode past a look (every 44 replicates) starts only once the controller has read every
+#: episode of its condition before that look.
 SWEEP = textwrap.dedent(
     """
     import os
@@ -28,15 +30,45 @@ SWEEP = textwrap.dedent(
     import pytest_prove as prove
 
     RATES = {"a": float(os.environ.get("RATE_A", "0.1")), "b": 0.1, "c": 0.1, "d": 0.1}
+    PACE = os.environ.get("PACE")
+    LOOK = 44
 
 
     @prove.rollout(replicates=int(os.environ.get("REPLICATES", "220")),
                    failures=["unresolved"], successes=["resolved"])
     @pytest.mark.parametrize("ticket", ["a", "b", "c", "d"])
-    def test_sweep(ticket, prove_seed):
+    def test_sweep(ticket, prove_seed, prove_replicate):
         rng = random.Random(prove_seed)
-        time.sleep(float(os.environ.get("SLEEP", "0")))
+        if PACE and prove_replicate >= LOOK:
+            before = [os.path.join(PACE, f"{ticket}-r{r:03d}")
+                      for r in range(prove_replicate // LOOK * LOOK)]
+            for _ in range(12000):  # 120 s at most, then on (the test's counts tell)
+                if all(os.path.exists(path) for path in before):
+                    break
+                time.sleep(0.01)
         return prove.Episode("unresolved" if rng.random() < RATES[ticket] else "resolved")
+    """
+)
+
+#: The controller's side of PACE: once every hook has read an item's reports (the plugin's
+#: included: it stored the episode, took the look it completes, and told the workers what
+#: that look decided), a file named by the item's id (``b-r043``) says so.
+PACED = textwrap.dedent(
+    """
+    import os
+    import pathlib
+
+    import pytest
+
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(report):
+        result = yield
+        # xdist's controller marks a worker's report with the worker (``node``); the
+        # environment cannot tell (this session may run inside a worker of an outer one).
+        if report.when == "teardown" and getattr(report, "node", None) is not None:
+            pathlib.Path(os.environ["PACE"], report.nodeid.rsplit("[", 1)[1][:-1]).touch()
+        return result
     """
 )
 
@@ -61,11 +93,18 @@ def _stored(pytester: pytest.Pytester) -> Counter[str]:
 def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
         sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The issue's acceptance: 4 conditions, one moves 0.10 -> 0.60, under -n 2. Each episode
-    takes 50 ms, as an agent's takes seconds: the controller reads a look while the workers
-    run on, and they stop starting the items of a condition once told it is decided."""
+    """The issue's acceptance: 4 conditions, one moves 0.10 -> 0.60, under -n 2: the
+    controller reads a look while the workers run on, and they stop starting the items of a
+    condition once told it is decided.  Paced (PACE): an item past a look waits in its
+    rollout until the controller has read that look, so each worker runs at most one item of
+    a condition after the look that decided it, whatever the load.  (Each episode slept
+    50 ms, as an agent's takes seconds, and the counts below held only while the controller
+    kept up: 6 s of two workers' waiting a run.)"""
     monkeypatch.setenv("RATE_A", "0.6")
-    monkeypatch.setenv("SLEEP", "0.05")
+    pace = sweep.path / "pace"
+    pace.mkdir()
+    monkeypatch.setenv("PACE", str(pace))
+    sweep.makeconftest(PACED)
     result = sweep.runpytest("-n", "2", "-p", "no:randomly", "--prove-baseline=base",
                              "--prove-sequential", "-rs", "--prove-report=r.json")
     out = result.stdout.str()

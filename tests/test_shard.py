@@ -7,6 +7,7 @@ import shutil
 import textwrap
 from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -312,25 +313,37 @@ def test_two_merges_into_one_name_at_once_write_one_run(
         sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
+    from filelock import FileLock
+
+    from pytest_prove.store import merging
     from pytest_prove.store.merging import merge_runs
 
     for k in (1, 2):
         assert shard(sweep, k, 2, "st", "--prove-salt=s", "--prove-replicates=4").ret == 0
     store = Store(sweep.path / "st")
     shards = [store.load("part-1"), store.load("part-2")]
-    # The first merge stops just after finding the name free, until the second has ended or
-    # two seconds have passed: without a lock both found it free and both wrote a run.
-    second_done, first_waits = threading.Event(), threading.Event()
+    # The first merge stops just after finding the name free, until the second is about to
+    # take the store's merge lock (which the first holds), or has ended: without a lock both
+    # found the name free and both wrote a run.  (It waited for the second's end or two
+    # seconds; with the lock, the second cannot end first, so it waited the two seconds.)
+    second_goes_on, first_waits = threading.Event(), threading.Event()
     new_run = Store.new_run
     first = threading.current_thread
 
     def slow_new_run(self: Store, **kwargs: object) -> object:
         if first().name == "merge-1":
             first_waits.set()
-            second_done.wait(2)
+            assert second_goes_on.wait(60)
         return new_run(self, **kwargs)  # type: ignore[arg-type]
 
+    class SeenLock(FileLock):
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            if first().name == "merge-2":
+                second_goes_on.set()
+            return super().acquire(*args, **kwargs)
+
     monkeypatch.setattr(Store, "new_run", slow_new_run)
+    monkeypatch.setattr(merging, "FileLock", SeenLock)
     outcomes: dict[str, str] = {}
 
     def merge(label: str) -> None:
@@ -341,15 +354,15 @@ def test_two_merges_into_one_name_at_once_write_one_run(
             outcomes[label] = str(exc)
         finally:
             if label == "merge-2":
-                second_done.set()
+                second_goes_on.set()
 
     one = threading.Thread(target=merge, args=("merge-1",), name="merge-1")
     one.start()
-    assert first_waits.wait(10)
+    assert first_waits.wait(60)
     two = threading.Thread(target=merge, args=("merge-2",), name="merge-2")
     two.start()
-    one.join(10)
-    two.join(10)
+    one.join(60)
+    two.join(60)
     assert outcomes["merge-1"] == "merged"
     assert "a run named 'all' is already in" in outcomes["merge-2"]
     assert [m["name"] for _, m in store.runs()].count("all") == 1

@@ -5,14 +5,21 @@ sync alone and in blocks, async, one process and -n 2."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from pytest_prove.running import deadline
 from pytest_prove.running.endings import EpisodeTimeout
+from pytest_prove.store import Store
 
 from .conftest import load
 
@@ -78,23 +85,28 @@ RELEASE_AT_END = textwrap.dedent(
 )
 
 
+#: The sleepy project's ini: the design check relaxed for a sweep of ten.
+SLEEPY_INI = "[pytest]\nprove_allow_underpowered = true\n"
+
+
 @pytest.fixture
 def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makeini(SLEEPY_INI)
     pytester.makeconftest(RELEASE_AT_END)
     pytester.makepyfile(test_sleepy=SLEEPER)
     return pytester
 
 
-def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float,
-           after: int = 1) -> None:
+def _check(root: Path, result: pytest.RunResult, took: float, after: int = 1) -> None:
+    """What every session of the sleepy project in ``root`` must show, its timeout ``after``
+    seconds."""
     # Not a speed check: a sleeper sleeps 600 s (a sync one blocked in C until the session's
     # end, at most 600 s), so a session that waited for any of them
     # (instead of storing it as timed out and going on) takes at least that long. The bound
     # is far from both, so a loaded machine cannot fail it.
     assert took < 300, took
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    run = load(pytester)
+    run = Store(root / ".prove").load("latest")
     assert run.manifest["status"] == "complete"
     assert len(run.episodes) == 10
     timed = [r for r in run.episodes if (r["error"] or {}).get("kind") == "episode_timeout"]
@@ -114,51 +126,128 @@ def _check(pytester: pytest.Pytester, result: pytest.RunResult, took: float,
                                  "(--prove-episode-timeout)*"])
 
 
+class _Beside:
+    """A session of a sleepy project of its own (in ``root``), started at once in a
+    subprocess, so that its timeouts run out while this process runs another session: each
+    session waits a second or more on its timers, and several wait them out together.  (Two
+    sessions cannot run at once in one process.)  A sync sleeper blocked in C is left running
+    in its thread until that session ends (RELEASE_AT_END), and the process ends with it."""
+
+    def __init__(self, root: Path, env: Mapping[str, str], *args: str,
+                 ini: str = SLEEPY_INI) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "tox.ini").write_text(ini)
+        (root / "conftest.py").write_text(RELEASE_AT_END)
+        (root / "test_sleepy.py").write_text(SLEEPER)
+        environ = {**os.environ, **env}
+        # As pytester's subprocesses: the project's directory first on the path.
+        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root),
+                                                              environ.get("PYTHONPATH")]))
+        self.root, self.start = root, time.monotonic()
+        with (root / "stdout.txt").open("wb") as out, (root / "stderr.txt").open("wb") as err:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "pytest", f"--basetemp={root / 'basetemp'}",
+                 "-p", "no:cacheprovider", *args],
+                cwd=root, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+
+    def result(self) -> tuple[pytest.RunResult, float]:
+        """The session's result once it has ended (killed after 300 s, which _check fails),
+        and the seconds it took."""
+        try:
+            ret = self.popen.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            ret = self.popen.wait()
+        took = time.monotonic() - self.start
+        out, err = ((self.root / name).read_text(errors="replace").splitlines()
+                    for name in ("stdout.txt", "stderr.txt"))
+        return pytest.RunResult(ret, out, err, took), took
+
+
+def _env(mode: str, decorator_timeout: str = "0") -> dict[str, str]:
+    return {"ASYNC": "1" if mode == "async" else "0", "BUSY": "1" if mode == "busy" else "0",
+            "DECORATOR_TIMEOUT": decorator_timeout}
+
+
+@contextmanager
+def _scenario(name: str) -> Iterator[None]:
+    """Name the scenario whose check failed (several are checked in one test)."""
+    try:
+        yield
+    except AssertionError as failed:
+        failed.add_note(f"(scenario {name})")
+        raise
+
+
+#: The modes of the sleeper, and how a session runs it.  Sync sleepers with two workers,
+#: each left running in a worker's thread; async and busy ones with one (-n 1): the deadline
+#: is each worker's own, and a worker sends its timed-out episodes to the controller as with
+#: two, one process less.
+SCENARIOS = {f"{mode}-{how}": (mode, args)
+             for mode in ["sync", "async", "busy"]
+             for how, args in [
+                 ("one-process", []),
+                 ("xdist", ["-n", "2"] if mode == "sync" else ["-n", "1"]),
+                 ("blocks-of-5", ["--prove-concurrency=5"])]}
+
+
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize(("mode", "args"), [
-    pytest.param(mode, args, id=f"{mode}-{how}")
-    for mode in ["sync", "async", "busy"]
-    for how, args in [
-        ("one-process", []),
-        # Sync sleepers with two workers, each left running in a worker's thread; async
-        # and busy ones with one (-n 1): the deadline is each worker's own, and a worker
-        # sends its timed-out episodes to the controller as with two, one process less.
-        ("xdist", ["-n", "2"] if mode == "sync" else ["-n", "1"]),
-        ("blocks-of-5", ["--prove-concurrency=5"])]])
 def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
-        sleepy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str],
-        mode: str) -> None:
-    monkeypatch.setenv("ASYNC", "1" if mode == "async" else "0")
-    monkeypatch.setenv("BUSY", "1" if mode == "busy" else "0")
+        sleepy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every scenario of SCENARIOS at once (they were nine tests, one after another, each
+    waiting out two timers of 1 s): sync-xdist in this process, the others in subprocesses
+    (_Beside) while it runs; each scenario's session checked on its own output and store."""
+    beside = {name: _Beside(tmp_path_factory.mktemp(name), _env(mode),
+                            "--prove-episode-timeout=1", *args)
+              for name, (mode, args) in SCENARIOS.items() if name != "sync-xdist"}
+    monkeypatch.setenv("ASYNC", "0")
+    monkeypatch.setenv("BUSY", "0")
     start = time.monotonic()
     # In process: a sync sleeper blocked in C, left running in its thread, ends with the
     # session (it waits for the session's end, RELEASE_AT_END), not 600 s later in this one.
-    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1", *args)
-    _check(sleepy, result, time.monotonic() - start)
+    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1",
+                              *SCENARIOS["sync-xdist"][1])
+    took = time.monotonic() - start
+    ended = {name: session.result() for name, session in beside.items()}
+    with _scenario("sync-xdist"):
+        _check(sleepy.path, result, took)
+    for name, (result, took) in ended.items():
+        with _scenario(name):
+            _check(beside[name].root, result, took)
 
 
 def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path_factory: pytest.TempPathFactory
+                                                ) -> None:
     """Which timeout applies: the decorator's alone, the ini's alone, and the command line's
-    over the decorator's.  Sync sleepers blocked in C, which cost no CPU while they wait (a
-    busy one spins a core until its deadline: 4 s of CPU here), left running until the
-    session's end; one block of ten, so the sleepers time out together."""
+    over the decorator's and the ini's.  Sync sleepers blocked in C, which cost no CPU while
+    they wait (a busy one spins a core until its deadline: 4 s of CPU here), left running
+    until the session's end; one block of ten, so the sleepers time out together.  The
+    command line's session in a subprocess (_Beside) while the other two run in this process,
+    one after the other (a subprocess each would cost more CPU than the second they save)."""
+    # The command line beats both: 1 s where the decorator and the ini say 2.
+    command_line = _Beside(tmp_path_factory.mktemp("command-line"),
+                           _env("sync", decorator_timeout="2"), "--prove-episode-timeout=1",
+                           "--prove-concurrency=10",
+                           ini=SLEEPY_INI + "prove_episode_timeout = 2\n")
     monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
     start = time.monotonic()
     result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
-    _check(sleepy, result, time.monotonic() - start)
+    with _scenario("the decorator's"):
+        _check(sleepy.path, result, time.monotonic() - start)
     monkeypatch.delenv("DECORATOR_TIMEOUT")
-    sleepy.makeini("[pytest]\nprove_allow_underpowered = true\nprove_episode_timeout = 1\n")
+    sleepy.makeini(SLEEPY_INI + "prove_episode_timeout = 1\n")
     start = time.monotonic()
     result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
-    _check(sleepy, result, time.monotonic() - start)
-    # The command line beats both.
-    monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
-    start = time.monotonic()
-    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=2",
-                              "--prove-concurrency=10")
-    result.stdout.fnmatch_lines(["*still running after 2 s*"])
-    _check(sleepy, result, time.monotonic() - start, after=2)
+    with _scenario("the ini's"):
+        _check(sleepy.path, result, time.monotonic() - start)
+    result, took = command_line.result()
+    with _scenario("the command line's"):
+        result.stdout.fnmatch_lines(["*still running after 1 s*"])
+        result.stdout.no_fnmatch_line("*still running after 2 s*")
+        _check(command_line.root, result, took)
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])  # 0: no timeout, on purpose
