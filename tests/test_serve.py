@@ -157,6 +157,12 @@ def test_compare_shows_the_report_page(server: str) -> None:
     assert status == 200, page
     assert '<h1 class="word-worse">worse</h1>' in page
     assert "ticket=refund" in page and 'id="prove-data"' in page
+    # Its flipped twins, each a link to the episode beside its twin.
+    twin = re.search(r'href="(/episode/after/[^"]+\?twin=baseline%3Amain)"', page)
+    assert twin is not None and "ended differently in baseline:main and after" in page
+    status, _, episode = fetch(server + twin.group(1))
+    assert status == 200 and "beside its twin" in episode
+    assert re.search(r"resolved +\| unresolved|unresolved +\| resolved", episode)
 
 
 def test_compare_refused_is_a_page_with_the_reason(server: str) -> None:

@@ -56,6 +56,7 @@ from ..review.episode import (
     twin_of,
 )
 from ..review.figures import figures_of
+from ..review.flips import flips
 from ..review.labels import label_of
 from ..review.tallies import stored_runs, tally
 from ..review.trend import trend, trend_choices
@@ -304,7 +305,17 @@ class App:
         done.require_compared()
         order = worst_first(done.comparison.rows) if done.comparison is not None else None
         document = render_html(done, figures=figures_of(done, self.prices_from, order=order))
-        return 200, pages.with_nav(document, self.where), True
+        return 200, pages.with_nav(document, self.where, self._flips(before, after)), True
+
+    def _flips(self, before: Run, after: Run) -> str:
+        """Links to the twins whose ending changed ("" for runs that are not paired)."""
+        try:
+            found = flips(before, after, missing=self.missing)
+        except (ProveError, ValueError):
+            return ""
+        return pages.flips_section(label_of(before), label_of(after), [
+            (found_of(after, f.after).item, f.condition,
+             f"{_ended(f.before)} → {_ended(f.after)}") for f in found.flips])
 
     def _episode(self, name: str, item: str, query: Mapping[str, str]) -> Answer:
         run = self.open(name)

@@ -22,7 +22,7 @@ from pytest_prove.review.trend import Trend
 from ._format import rate
 from .html import _static
 
-__all__ = ["EpisodeLink", "error_page", "index_page", "link", "page", "run_extras",
+__all__ = ["EpisodeLink", "error_page", "flips_section", "index_page", "link", "page", "run_extras",
            "text_page", "trend_choices_page", "trend_page", "with_nav"]
 
 #: What the app's own pages add to the report's CSS: the nav, text blocks, the runs table.
@@ -229,7 +229,7 @@ def _svg(trend: Trend) -> str:
 
     grid = "".join(
         f'<line x1="{left}" x2="{width - 8}" y1="{y(v):.1f}" y2="{y(v):.1f}"></line>'
-        f'<text x="{left - 6}" y="{y(v) + 3:.1f}" text-anchor="end">{v:.1f}</text>'
+        f'<text x="{left - 6}" y="{y(v) + 3:.1f}" text-anchor="end">{v:g}</text>'
         for v in (0.0, 0.25, 0.5, 0.75, 1.0))
     marks = []
     for i, p in enumerate(points):
@@ -288,3 +288,25 @@ def trend_choices_page(choices: Sequence[tuple[str, str, str]], store: str) -> s
                f"<th>event</th></tr></thead><tbody>{rows}</tbody></table>" if rows else
                "<p>No run holds an episode yet.</p>"))
     return page("pytest-prove serve: trend", body, store)
+
+
+# --------------------------------------------------------------------------- flips
+
+
+def flips_section(before: str, after: str, flipped: Sequence[tuple[str, str, str]], *,
+                  shown: int = 200) -> str:
+    """The twins whose ending changed, each a link to the episode of ``after`` beside its
+    twin in ``before``: (episode id, condition, how each ended)."""
+    if not flipped:
+        return ""
+    rows = "".join(
+        f'<tr><td><a href="{link("episode", after, item, query={"twin": before})}">'
+        f"{_e(item)}</a></td><td>{_e(condition)}</td><td>{_e(ended)}</td></tr>"
+        for item, condition, ended in flipped[:shown])
+    more = (f'<p class="muted">the first {shown} of {len(flipped)} are listed; pytest-prove '
+            f"flips {_e(before)} {_e(after)} -v lists them all</p>"
+            if len(flipped) > shown else "")
+    return (f'<details class="flips"><summary>{len(flipped)} twin(s) ended differently in '
+            f"{_e(before)} and {_e(after)}: open one beside its twin</summary>"
+            '<table class="full"><thead><tr><th>episode</th><th>condition</th>'
+            f"<th>ended</th></tr></thead><tbody>{rows}</tbody></table>{more}</details>")
