@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,13 @@ from pytest_prove.cli import main
 from pytest_prove.cli.serve import App, ServeError, make_server
 from pytest_prove.store import Store
 
-from .conftest import BOT, inline_session
+from .conftest import BOT, CHROMIUM, inline_session, needs_chromium
 
 HOSTILE = "<script>alert(1)</script>"
+#: As tests/test_report_html.py starts Chromium: nothing of its own on the network.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic"]
 
 #: A rollout whose one condition is written in HTML: a page must show it as text.
 ODD = textwrap.dedent(
@@ -327,3 +332,51 @@ def test_the_command_serves_until_ctrl_c(project: Path) -> None:
             child.kill()
     assert child.returncode == 0, err
     assert "stopped" in out and "Traceback" not in err
+
+
+@needs_chromium
+@pytest.mark.slow  # a browser's start: a second or more of CPU
+def test_the_pages_in_headless_chromium(server: str) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    leaving: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                     headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+            def watch(route: Any) -> None:
+                if route.request.url.startswith(server):
+                    route.continue_()
+                else:
+                    leaving.append(route.request.url)
+                    route.abort()
+
+            context.route("**/*", watch)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(server + "/")
+            # Choose the two runs and compare them: a form, no script.
+            page.select_option("select[name=a]", "baseline:main")
+            page.select_option("select[name=b]", "after")
+            page.click("form.pick button")
+            page.wait_for_url("**/compare?*")
+            assert page.locator("h1").first.inner_text() == "worse"
+            # The report's own script ran under the server's CSP: the worst cell is
+            # focused and its details are shown.
+            details = page.locator("section.event").first.locator(".details").inner_text()
+            assert "ticket=refund" in details and "worse" in details
+            # A flipped twin opens beside its twin.
+            page.locator("details.flips summary").click()
+            page.locator("details.flips a").first.click()
+            page.wait_for_url("**/episode/after/**")
+            assert "beside its twin" in page.locator("h1").inner_text()
+            page.goto(server + "/run/odd")
+            assert HOSTILE in page.locator("pre.text").first.inner_text()  # as text
+            assert page.locator("script:not([type]):not([id])").count() == 1  # the report's
+        finally:
+            browser.close()
+    assert leaving == []
+    assert errors == []
