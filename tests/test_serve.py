@@ -267,6 +267,19 @@ def test_only_get_and_head_are_answered(server: str, project: Path, method: str)
     assert sorted(p.name for p in (project / ".prove").rglob("*")) == before
 
 
+def test_reading_every_page_changes_nothing_in_the_store(server: str, project: Path) -> None:
+    def state() -> dict[str, tuple[int, int]]:
+        return {str(p.relative_to(project)): (p.stat().st_mtime_ns, p.stat().st_size)
+                for p in sorted((project / ".prove").rglob("*"))}
+
+    before = state()
+    for path in ("/", "/run/after", "/run/baseline%3Amain", "/run/latest",
+                 "/compare?a=baseline:main&b=after", "/compare?a=before&b=odd", "/trend",
+                 "/episode/after/refund-r001?twin=baseline:main", "/run/nothing"):
+        assert fetch(server + path)[0] in (200, 404, 409), path
+    assert state() == before
+
+
 def test_head_answers_the_headers_alone(server: str) -> None:
     status, headers, body = raw(server, "/run/after", method="HEAD")
     assert status == 200 and body == ""
