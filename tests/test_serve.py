@@ -237,7 +237,7 @@ def test_a_value_holding_html_is_shown_as_text(server: str) -> None:
 @pytest.mark.parametrize("path", [
     "/run/../../etc/passwd", "/run/..%2F..%2Fetc%2Fpasswd", "/run/%2Fetc%2Fpasswd",
     "/run/..", "/episode/..%2Fruns/x", "/compare?a=../x&b=after", "/run/a%5Cb",
-    "/static/report.css", "/run/nothing",
+    "/static/report.css", "/run/nothing", "run/after", "/run/after/../../../etc/passwd",
 ])
 def test_paths_are_confined_to_the_store(server: str, path: str) -> None:
     status, _, page = raw(server, path)
@@ -294,6 +294,16 @@ def test_another_host_is_refused(project: Path, capsys: pytest.CaptureFixture[st
             capsys.readouterr().err
     with pytest.raises(ServeError, match="loopback only"):
         make_server(App(Store(project / ".prove")), "0.0.0.0", 0)
+
+
+def test_a_long_run_lists_its_first_episodes(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                            ) -> None:
+    monkeypatch.setattr("pytest_prove.cli.serve.LISTED", 5)
+    status, page, _ = App(Store(project / ".prove")).respond("/run/after")
+    assert status == 200
+    assert "<summary>80 episodes</summary>" in page
+    assert "the first 5 of 80 episodes are listed" in page
+    assert len(re.findall(r'href="/episode/after/', page)) == 5
 
 
 def test_a_run_being_written_is_shown_with_its_progress(tmp_path: Path, project: Path) -> None:

@@ -74,6 +74,8 @@ REFRESH: Final = 5
 LIVE_WINDOW: Final = 600
 #: Runs kept read, newest used first.
 KEPT: Final = 12
+#: Episodes listed on a run's page, each a link (the rest: pytest-prove show -v, flips).
+LISTED: Final = 400
 
 Answer = tuple[int, str, bool]  # status, page, whether the page runs the report's script
 
@@ -221,6 +223,9 @@ class App:
     def respond(self, target: str) -> Answer:
         """The status and page of ``target`` (the request's path and query)."""
         parts = urlsplit(target)
+        if not parts.path.startswith("/"):
+            return 404, pages.error_page(404, "Not Found", f"no page at {target!r}",
+                                         self.where), False
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         segments = [unquote(s) for s in parts.path.split("/")[1:]]
         # What was read with a loss (a truncated tail) is said on the run's page (show):
@@ -274,7 +279,7 @@ class App:
         label = label_of(run)
         counted = tally(run)
         episodes = [(found_of(run, r).item, condition_label(dict(r.get("condition") or {})),
-                     int(r.get("replicate") or 0), _ended(r)) for r in run.episodes]
+                     int(r.get("replicate") or 0), _ended(r)) for r in run.episodes[:LISTED]]
         refused = document = None
         try:
             document = render_run_html(describe(run, missing=self.missing, q=self.q,
@@ -282,7 +287,8 @@ class App:
         except (ProveError, ValueError) as exc:
             refused = str(exc)
         extra = pages.run_extras(label, show_lines(counted, verbose=False), episodes,
-                                 counted.summary.get("paired_with"), refused)
+                                 len(run.episodes), counted.summary.get("paired_with"),
+                                 refused)
         refresh = REFRESH if self._live(run) else None
         if document is None:
             return 200, pages.page(f"pytest-prove: run {label}", extra, self.where,

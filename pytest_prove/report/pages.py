@@ -191,11 +191,11 @@ def index_page(store: str, runs: Sequence[RunLine], baselines: Sequence[RunLine]
 # --------------------------------------------------------------------------- one run
 
 
-def run_extras(name: str, show: Sequence[str], episodes: Sequence[EpisodeLink],
-               paired: str | None, refused: str | None = None, *, shown: int = 400) -> str:
+def run_extras(name: str, show: Sequence[str], episodes: Sequence[EpisodeLink], total: int,
+               paired: str | None, refused: str | None = None) -> str:
     """What the run's page shows above its report: what ``show`` says, a link to compare it
-    with its baseline, why it has no report (``refused``), and its episodes (the first
-    ``shown``), each a link to its page."""
+    with its baseline, why it has no report (``refused``), and ``episodes`` (the first of
+    its ``total``), each a link to its page."""
     parts = [f'<section class="show"><h2>run {_e(name)}</h2>{pre(show)}']
     if paired:
         target = link("compare", query={"a": "baseline:" + paired, "b": name})
@@ -205,10 +205,10 @@ def run_extras(name: str, show: Sequence[str], episodes: Sequence[EpisodeLink],
     rows = "".join(
         f'<tr><td><a href="{link("episode", name, item)}">{_e(item)}</a></td>'
         f"<td>{_e(condition)}</td><td class=\"n\">{replicate}</td><td>{_e(ended)}</td></tr>"
-        for item, condition, replicate, ended in episodes[:shown])
-    more = (f'<p class="muted">the first {shown} of {len(episodes)} episodes are listed</p>'
-            if len(episodes) > shown else "")
-    parts.append(f"<details><summary>{len(episodes)} episodes</summary>"
+        for item, condition, replicate, ended in episodes)
+    more = (f'<p class="muted">the first {len(episodes)} of {total} episodes are listed</p>'
+            if total > len(episodes) else "")
+    parts.append(f"<details><summary>{total} episodes</summary>"
                  '<table class="full"><thead><tr><th>episode</th><th>condition</th>'
                  "<th>replicate</th><th>ended</th></tr></thead>"
                  f"<tbody>{rows}</tbody></table>{more}</details></section>")
