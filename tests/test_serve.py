@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -294,6 +295,26 @@ def test_another_host_is_refused(project: Path, capsys: pytest.CaptureFixture[st
             capsys.readouterr().err
     with pytest.raises(ServeError, match="loopback only"):
         make_server(App(Store(project / ".prove")), "0.0.0.0", 0)
+
+
+def test_the_server_stops_and_lets_its_port_go(project: Path) -> None:
+    httpd = make_server(App(Store(project / ".prove")), "localhost", 0)
+    port = int(httpd.server_address[1])
+    thread = threading.Thread(target=httpd.serve_forever)
+    thread.start()
+    assert raw(f"http://127.0.0.1:{port}", "/", host=f"localhost:{port}")[0] == 200
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+    assert not thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        raw(f"http://127.0.0.1:{port}", "/")
+    # A port taken is refused with the fix, not a traceback.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(ServeError, match="choose another --port, or --port 0"):
+            make_server(App(Store(project / ".prove")), "127.0.0.1", taken.getsockname()[1])
 
 
 def test_a_long_run_lists_its_first_episodes(project: Path, monkeypatch: pytest.MonkeyPatch,
