@@ -424,3 +424,23 @@ def test_the_pages_in_headless_chromium(server: str) -> None:
             browser.close()
     assert leaving == []
     assert errors == []
+
+
+def test_the_trend_reads_each_run_as_the_one_run_report_does(project: Path) -> None:
+    from pytest_prove.review.describe import describe
+    from pytest_prove.review.trend import trend
+
+    store = Store(project / ".prove")
+    runs = [store.read(directory) for directory, _ in store.runs()]
+    found = trend(runs, rollout="test_bot", condition="ticket=refund", event="unresolved")
+    assert [p.run for p in found.points] == ["before", "after"]
+    assert found.absent == ("odd",)
+    for point, run in zip(found.points, runs[:2], strict=True):
+        row = next(r for r in describe(run).rows
+                   if r.condition == "ticket=refund" and r.event == "unresolved")
+        assert (point.x, point.n, point.low, point.high) == (row.x, row.n, row.low, row.high)
+    # Another rollout's name, or an event no episode had, holds nothing.
+    assert trend(runs, rollout="test_odd", condition="ticket=refund",
+                 event="unresolved").points == ()
+    none = trend(runs, rollout=None, condition="ticket=refund", event="no outcome")
+    assert [(p.x, p.n) for p in none.points] == [(0, 40), (0, 40)]
