@@ -55,6 +55,10 @@ USER_ERRORS: Final[Mapping[str, str]] = {
     "DeclarationError": "a rollout declared otherwise in the two runs compared",
     "CaseMixError": "a condition whose episodes recorded more than one case_id",
     "AxisError": "an axis asked of the HTML report (--x, --y) that no condition has",
+    "ServeError": "pytest-prove serve asked to listen on an address other than the "
+                  "loopback, or on a port it cannot have",
+    "_NotFoundError": "a path of pytest-prove serve that names no page, run or episode (its "
+                 "404; never leaves the server)",
 }
 
 #: The package's other exception classes, by name, and why each is not a ProveError: none is

@@ -401,3 +401,4 @@ if __name__ == "__main__":  # pragma: no cover
 # The drill-down commands register last: --help lists them after the commands above.
 from . import drill as drill  # noqa: E402
 from . import grading as grading  # noqa: E402
+from . import serve as serve  # noqa: E402
