@@ -73,3 +73,33 @@ def test_importing_the_plugin_imports_no_scipy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env=dict(os.environ))
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_one_xdist_worker_computes_the_design_check_and_the_other_reads_it(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RECORDER)
+    pytester.makepyfile(test_agent=ROLLOUT)
+    result = pytester.runpytest_subprocess("-p", "prove", "--prove-max-mde=0.6", "-n", "2",
+                                           timeout=120)
+    result.assert_outcomes(passed=32)
+    seen = _modules(pytester)
+    computed = sorted(w for w in ("gw0", "gw1") if "pytest_prove.stats._design" in seen[w])
+    assert len(computed) == 1, computed
+    other = "gw1" if computed == ["gw0"] else "gw0"
+    assert "scipy.special" not in seen[other]
+    assert "pytest_prove.stats" not in seen[other]
+
+
+@pytest.mark.slow
+def test_a_refused_design_under_xdist_is_said_once_whoever_computed_it(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RECORDER)
+    pytester.makepyfile(test_agent=ROLLOUT)
+    result = pytester.runpytest_subprocess("-p", "prove", "-n", "2", timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # as when one process refuses
+    said = [line for line in result.outlines + result.errlines if "design check failed" in line]
+    assert len(said) == 1, said
+    assert "with 16 replicates a condition and 2 tests" in said[0]
+    seen = _modules(pytester)
+    assert sum("pytest_prove.stats._design" in seen[w] for w in ("gw0", "gw1")) == 1
