@@ -15,14 +15,14 @@ import sys
 import pytest
 
 #: Each process of the inner session (the controller, each xdist worker) writes the modules it
-#: imported, as it ends, to modules-<worker id>.txt.
+#: imported, as it ends, to modules-<worker id>.txt (named by its workerinput: under an outer
+#: xdist run, PYTEST_XDIST_WORKER is the outer worker's).
 RECORDER = """
-import os
 import sys
 
 
 def pytest_unconfigure(config):
-    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = getattr(config, "workerinput", {}).get("workerid", "main")
     with open(f"modules-{name}.txt", "w") as out:
         out.write("\\n".join(sorted(sys.modules)))
 """
