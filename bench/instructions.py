@@ -87,6 +87,7 @@ def count(project: Path, name: str, keep: Path | None, tag: str) -> int:
     test_file, extra, _ = SESSIONS[name]
     env = {k: v for k, v in os.environ.items()
            if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("PYTEST_")}
+    env["PYTHONHASHSEED"] = "0"  # the same dicts and sets, the same count, run after run
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly",
             test_file, *extra]
     first = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True,

@@ -1,5 +1,6 @@
-"""What the controller keeps of each test report: a rollout item's reports share what
-they hold alike (see :class:`ReportProperties`)."""
+"""A rollout item's reports: what they carry to the controller (:class:`RolloutReports`),
+and what the controller keeps of them, sharing what they hold alike
+(:class:`ReportProperties`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,22 @@ from typing import Any, Final, final
 
 import pytest
 
-__all__ = ["ReportProperties"]
+from .calls import report_of
+
+__all__ = ["ReportProperties", "RolloutReports"]
+
+
+@final
+class RolloutReports:
+    """The ``pytest_runtest_makereport`` wrapper of rollout items (see
+    :func:`.calls.report_of`), registered as ``prove_rollout_reports``: an object of its
+    own, so that a session whose selection kept no rollout unregisters it (see
+    :func:`.session.without_rollouts`)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        return (yield from report_of(item, call))
 
 
 #: The names of the properties a rollout item's reports carry (see execute.py).
