@@ -103,3 +103,57 @@ def test_a_refused_design_under_xdist_is_said_once_whoever_computed_it(
     assert "with 16 replicates a condition and 2 tests" in said[0]
     seen = _modules(pytester)
     assert sum("pytest_prove.stats._design" in seen[w] for w in ("gw0", "gw1")) == 1
+
+
+#: Records, as each test runs, the plugin's hook implementations that run for every item.
+HOOKS_SEEN = """
+PER_ITEM = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
+            "pytest_pyfunc_call", "pytest_runtest_teardown", "pytest_runtest_makereport",
+            "pytest_runtest_logreport", "pytest_report_teststatus")
+
+
+def pytest_runtest_call(item):
+    found = set()
+    for hook in PER_ITEM:
+        for impl in getattr(item.config.hook, hook).get_hookimpls():
+            module = getattr(impl.plugin, "__name__", type(impl.plugin).__module__)
+            if module.startswith("pytest_prove"):
+                found.add(f"{hook} {impl.plugin_name}")
+    with open("hooks.txt", "a") as out:
+        out.write(f"{item.name}: {sorted(found)}\\n")
+"""
+
+PLAIN = """
+import pytest
+
+
+def test_one():
+    pass
+
+
+@pytest.mark.parametrize("i", range(3))
+def test_many(i):
+    pass
+"""
+
+
+def test_plain_tests_run_none_of_the_plugins_hooks(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(HOOKS_SEEN)
+    pytester.makepyfile(test_plain=PLAIN)
+    pytester.runpytest("-p", "no:xdist").assert_outcomes(passed=4)
+    seen = (pytester.path / "hooks.txt").read_text().splitlines()
+    assert seen == [f"{name}: []" for name in
+                    ("test_one", "test_many[0]", "test_many[1]", "test_many[2]")]
+
+
+def test_beside_a_rollout_plain_tests_keep_the_plugins_hooks(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(HOOKS_SEEN)
+    pytester.makepyfile(test_plain=PLAIN, test_agent=ROLLOUT)
+    result = pytester.runpytest("-p", "no:xdist", "--prove-allow-underpowered")
+    result.assert_outcomes(passed=36)
+    seen = next(line for line in (pytester.path / "hooks.txt").read_text().splitlines()
+                if line.startswith("test_one: "))
+    for hook in ("pytest_runtest_setup prove_calls", "pytest_pyfunc_call prove_calls",
+                 "pytest_runtest_makereport prove_rollout_reports",
+                 "pytest_runtest_logreport prove_session_reports"):
+        assert hook in seen, hook

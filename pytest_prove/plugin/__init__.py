@@ -24,9 +24,9 @@ from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
-from .reports import RolloutReports
+from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
-from .session import SESSION_KEY, SESSION_NAME, without_rollouts
+from .session import SESSION_KEY, SESSION_NAME
 from .settings import Settings, add_options
 from .state import PLAN_KEY, PLANNED_KEY, SELECTED_KEY, SETTINGS_KEY, disown_all, own
 
@@ -61,8 +61,8 @@ def pytest_configure(config: pytest.Config) -> None:
         worker.register(config)
         return
 
-    from .reports import ReportProperties
-    from .session import ProveSession, SessionReports
+    from .reports import ReportProperties, SessionReports
+    from .session import ProveSession
 
     opt = config.option
     store = Store(settings.store)

@@ -39,8 +39,7 @@ if TYPE_CHECKING:
     from .salts import FailedSalt
     from .sequential import SequentialControl
 
-__all__ = ["SESSION_KEY", "SESSION_NAME", "Outcome", "ProveSession", "SessionReports",
-           "without_rollouts"]
+__all__ = ["SESSION_KEY", "SESSION_NAME", "Outcome", "ProveSession"]
 
 #: Why the session stopped when the store failed (the message itself is in the summary).
 _STORE_STOP = "the store could not be written, so no new item started (see pytest-prove above)"
@@ -129,7 +128,7 @@ class ProveSession:
         # first report): in the manifest from the first episode on, a killed run keeps it.
         self.run.merge_plan(plan_data(self.config))
 
-    # ---- from reports (through SessionReports)
+    # ---- from reports (through reports.SessionReports)
 
     def _store(self, records: Any) -> None:
         if self.rerun:
@@ -568,39 +567,6 @@ class ProveSession:
                               lambda r: condition_label(r.get("condition") or {}))
         return [f"faults injected (chaos): {fault_text(counts, terminal_text)}"] if counts \
             else []
-
-
-@final
-class SessionReports:
-    """Every report reaches the controller; those of rollout items carry episodes, which
-    the session reads (:meth:`ProveSession.on_report`).  Registered apart from the session,
-    as ``prove_session_reports``, so that a session whose selection kept no rollout
-    unregisters it (:func:`without_rollouts`)."""
-
-    def __init__(self, session: ProveSession) -> None:
-        self.session = session
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.session.on_report(report)
-
-
-#: The plugins whose hooks run for each test item (its setup, call and reports) and serve
-#: rollout items only: calling the rollout, its reports' data, the controller reading them,
-#: sharing what they hold alike, --lf's blocks.
-ROLLOUT_ONLY = ("prove_calls", "prove_rollout_reports", "prove_session_reports",
-                "prove_report_properties", "prove_lastfailed")
-
-
-def without_rollouts(config: pytest.Config) -> None:
-    """A process whose selection kept no rollout item (collected, so one process or an
-    xdist worker) unregisters :data:`ROLLOUT_ONLY`: a test that is not a rollout pays
-    nothing for the plugin (bench/instructions.py).  (--lf's blocks have nothing to do in
-    it either: they read and forget rollout items' ids alone.)"""
-    manager = config.pluginmanager
-    for name in ROLLOUT_ONLY:
-        plugin = manager.get_plugin(name)
-        if plugin is not None:
-            manager.unregister(plugin, name)
 
 
 #: The controller's session (absent on xdist workers and before configure).
