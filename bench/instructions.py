@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -116,16 +117,22 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None,
                         help="a folder to keep callgrind's output files in")
     parser.add_argument("--sessions", default="abcd", help="which sessions to count")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="counts run at once (the counts do not depend on it)")
     options = parser.parse_args()
     small = max(1, options.n // 10)
     totals: dict[str, tuple[int, int]] = {}
     with tempfile.TemporaryDirectory(prefix="prove-instructions-") as tmp:
+        jobs = []
         for name in options.sessions:
-            big_project, small_project = Path(tmp) / f"{name}-big", Path(tmp) / f"{name}-small"
-            write(big_project, options.n)
-            write(small_project, small)
-            totals[name] = (count(big_project, name, options.keep, str(options.n)),
-                            count(small_project, name, options.keep, str(small)))
+            for size in (options.n, small):
+                project = Path(tmp) / f"{name}-{size}"
+                write(project, size)
+                jobs.append((project, name, options.keep, str(size)))
+        with ThreadPoolExecutor(options.jobs) as pool:
+            counted = list(pool.map(lambda job: count(*job), jobs))
+        for i, name in enumerate(options.sessions):
+            totals[name] = (counted[2 * i], counted[2 * i + 1])
             print(f"({name}) {SESSIONS[name][2]:<36} {totals[name][0]:>15,} instructions, "
                   f"{(totals[name][0] - totals[name][1]) / (options.n - small):>11,.0f} "
                   "an item", flush=True)
