@@ -62,12 +62,13 @@ def cpu(code: Path, project: Path, extra: list[str]) -> float:
             + after.children_system - before.children_system)
 
 
-def import_seconds(code: Path) -> float:
+def import_seconds(code: Path, cwd: Path) -> float:
     """The CPU seconds importing pytest_prove.stats takes (numpy already imported, as the
     plugin's store has it): CPU, not ``-X importtime``'s wall clock, which a loaded
     machine inflates."""
-    done = subprocess.run([sys.executable, "-c", IMPORT], env=_env(code), capture_output=True,
-                          text=True, check=True)
+    # cwd: not this checkout, whose package ``python -c`` would import first
+    done = subprocess.run([sys.executable, "-c", IMPORT], env=_env(code), cwd=cwd,
+                          capture_output=True, text=True, check=True)
     return float(done.stdout)
 
 
@@ -121,7 +122,8 @@ def main() -> None:
             b, a = (statistics.median(seconds[n]) for n in ("before", "after"))
             print(f"CPU, {label:<12} before {b:6.2f} s  after {a:6.2f} s  "
                   f"after/before {a / b:5.2f}")
-        b, a = (statistics.median(import_seconds(trees[n]) for _ in range(options.repeat))
+        b, a = (statistics.median(import_seconds(trees[n], project)
+                                  for _ in range(options.repeat))
                 for n in ("before", "after"))
         print(f"import pytest_prove.stats  before {b:6.2f} s  after {a:6.2f} s  "
               f"after/before {a / b:5.2f}  (CPU, numpy imported before)")
