@@ -14,7 +14,8 @@ It prints each session's wall time (median of --repeat runs) and the ratio
 sweep / plain.  Target: at most 1.3.  Usage: ``python bench/overhead.py [--n 5000]``.
 Wall time on a shared machine moves by 20% from one session to the next; with
 ``--instructions`` it also counts, under Valgrind, the instructions one plain session
-and one sweep execute, a figure that does not move.
+and one sweep execute, a figure that does not move (bench/instructions.py counts an
+item's instructions alone, for plain tests with and without the plugin too).
 
 The first sweep in a folder also runs the design check, which pytest-prove keeps
 in pytest's cache (it depends only on the sizes): that cold run is printed on its

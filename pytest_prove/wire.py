@@ -37,6 +37,7 @@ __all__ = [
     "attach",
     "cap_command",
     "cap_message",
+    "carries",
     "decided_command",
     "decided_message",
     "spans",
@@ -124,6 +125,12 @@ def attach(report: object, **data: Any) -> None:
         raise TypeError(f"not report data: {', '.join(sorted(unknown))}")
     carried = report.__dict__.setdefault(REPORT_ATTRIBUTE, {})
     carried.update(data)
+
+
+def carries(report: object) -> bool:
+    """Whether ``report`` carries anything (most reports, all but rollout items', carry
+    nothing: reading them stops here)."""
+    return bool(report.__dict__.get(REPORT_ATTRIBUTE))
 
 
 def take(report: object, *names: str) -> ReportData:

@@ -4,13 +4,12 @@ and the gate (session.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any
 
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, calls, capture, dryrun, environment, heap, worker
+from . import budget, cache, capture, dryrun, environment, heap, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -26,10 +25,11 @@ from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
+from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
 from .session import SESSION_KEY, SESSION_NAME
 from .settings import Settings, add_options
-from .state import PLANNED_KEY, SELECTED_KEY, SETTINGS_KEY, disown_all, own
+from .state import PLAN_KEY, PLANNED_KEY, SELECTED_KEY, SETTINGS_KEY, disown_all, own
 
 #: The marker's help (``pytest --markers``). Nothing sets the marker: a rollout is known by
 #: its declaration. It stays registered so that a suite that applied it by hand still runs
@@ -60,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     cache.start(config, settings)
     heap.install(config)
     own(config, RolloutCalls(), "prove_calls")
+    own(config, RolloutReports(), "prove_rollout_reports")
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
         from .lastfailed import LastFailedBlocks
@@ -70,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         worker.register(config)
         return
 
-    from .reports import ReportProperties
+    from .reports import ReportProperties, SessionReports
     from .session import ProveSession
 
     opt = config.option
@@ -89,6 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session.last_failed = start.last_failed
     config.stash[SESSION_KEY] = session
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
+    own(config, SessionReports(session), "prove_session_reports")
     own(config, Collection(config), "prove_collection")
     own(config, ReportProperties(), "prove_report_properties")
     session.start()
@@ -140,10 +142,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     disown_all(config)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item,
-                              call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    return (yield from calls.report_of(item, call))
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not any(PLAN_KEY in item.stash for item in session.items):
+        without_rollouts(session.config)  # a plain test pays nothing for the plugin
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml and the --lf cache write what they saw

@@ -10,12 +10,14 @@ are in :mod:`pytest_prove.report.plan`, the refusing in :mod:`.collect`.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from ..declare.chaos import chaos_differences, chaos_refusal
 from ..report import plan as words
@@ -95,6 +97,22 @@ def _cached(config: pytest.Config, key: str, kind: type[Any]) -> Any:
     return None
 
 
+def _one_worker(config: pytest.Config,
+                settings: Settings) -> contextlib.AbstractContextManager[object]:
+    """On an xdist worker, a lock in pytest's cache around computing a check: every worker
+    collects the same items and checks the same design, and the first to take the lock
+    computes it (importing numpy and scipy, about 0.5 s of CPU) while the others wait, then
+    read it from the cache.  Elsewhere, or without a cache, nothing."""
+    cache = getattr(config, "cache", None)
+    if not settings.is_worker or cache is None:
+        return contextlib.nullcontext()
+    try:
+        folder = cache.mkdir("prove-design")
+    except OSError:
+        return contextlib.nullcontext()
+    return FileLock(str(folder / "lock"))
+
+
 def _remember(config: pytest.Config, key: str, value: dict[str, Any]) -> None:
     cache = getattr(config, "cache", None)
     if cache is not None:
@@ -108,7 +126,16 @@ def _design_check(config: pytest.Config, replicates: int, m: int,
     found: _Check | None = _cached(config, key, _Check)
     if found is not None:
         return found
-    from ..stats import design_check  # scipy is imported only when a sweep is collected
+    with _one_worker(config, settings):
+        found = _cached(config, key, _Check)  # another worker's, computed while this waited
+        if found is not None:
+            return found
+        return _computed_design_check(config, key, replicates, m, settings, paired)
+
+
+def _computed_design_check(config: pytest.Config, key: str, replicates: int, m: int,
+                           settings: Settings, paired: bool) -> _Check:
+    from ..stats import design_check  # numpy and scipy: imported only to compute a check
 
     check = design_check(replicates, m, paired=paired, q=settings.q,
                          max_mde=settings.max_mde)
@@ -162,8 +189,18 @@ def _margin_check(config: pytest.Config, replicates: int, m: int,
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
+    with _one_worker(config, settings):
+        found = _cached(config, key, _MarginCheck)
+        if found is not None:
+            return found
+        return _computed_margin_check(config, key, replicates, m, settings, paired, kappa)
+
+
+def _computed_margin_check(config: pytest.Config, key: str, replicates: int, m: int,
+                           settings: Settings, paired: bool, kappa: float) -> _MarginCheck:
     from ..stats import margin_design_check
 
+    assert settings.margin is not None
     check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
                                 q=settings.q, kappa=kappa if paired else 1.0)
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),

@@ -97,7 +97,14 @@ class LastFailedBlocks:
                 lastfailed[key] = True
         return report
 
+    def pytest_sessionstart(self) -> None:
+        self._remembered()  # before any report: what the session started with
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self._blocks == {}:
+            # No remembered failure is a block: nothing for the session's end to forget
+            # (a block that fails in this session is pytest's own to remember).
+            return
         # A rollout's call and teardown reports name its replicates among its properties.
         if report.when == "setup" or not any(
                 name == "prove_replicate" for name, _ in report.user_properties):

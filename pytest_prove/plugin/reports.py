@@ -1,14 +1,34 @@
-"""What the controller keeps of each test report: a rollout item's reports share what
-they hold alike (see :class:`ReportProperties`)."""
+"""A rollout item's reports: what they carry to the controller (:class:`RolloutReports`),
+and what the controller keeps of them, sharing what they hold alike
+(:class:`ReportProperties`)."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import pytest
 
-__all__ = ["ReportProperties"]
+from .calls import report_of
+
+if TYPE_CHECKING:
+    from .session import ProveSession
+
+__all__ = ["ROLLOUT_ONLY", "ReportProperties", "RolloutReports", "SessionReports",
+           "without_rollouts"]
+
+
+@final
+class RolloutReports:
+    """The ``pytest_runtest_makereport`` wrapper of rollout items (see
+    :func:`.calls.report_of`), registered as ``prove_rollout_reports``: an object of its
+    own, so that a session whose selection kept no rollout unregisters it (see
+    :func:`without_rollouts`)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        return (yield from report_of(item, call))
 
 
 #: The names of the properties a rollout item's reports carry (see execute.py).
@@ -90,3 +110,36 @@ class ReportProperties:
             if (value is not None and name in mine and type(mine[name]) is type(value)
                     and mine[name] == value):
                 mine[name] = value
+
+
+@final
+class SessionReports:
+    """Every report reaches the controller; those of rollout items carry episodes, which
+    the session reads (:meth:`.session.ProveSession.on_report`).  Registered apart from
+    the session, as ``prove_session_reports``, so that a session whose selection kept no
+    rollout unregisters it (:func:`without_rollouts`)."""
+
+    def __init__(self, session: ProveSession) -> None:
+        self.session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.session.on_report(report)
+
+
+#: The plugins whose hooks run for each test item (its setup, call and reports) and serve
+#: rollout items only: calling the rollout, its reports' data, the controller reading them,
+#: sharing what they hold alike, --lf's blocks.
+ROLLOUT_ONLY = ("prove_calls", "prove_rollout_reports", "prove_session_reports",
+                "prove_report_properties", "prove_lastfailed", "prove_worker_reports")
+
+
+def without_rollouts(config: pytest.Config) -> None:
+    """A process whose selection kept no rollout item (collected, so one process or an
+    xdist worker) unregisters :data:`ROLLOUT_ONLY`: a test that is not a rollout pays
+    nothing for the plugin (bench/instructions.py).  (--lf's blocks have nothing to do in
+    it either: they read and forget rollout items' ids alone.)"""
+    manager = config.pluginmanager
+    for name in ROLLOUT_ONLY:
+        plugin = manager.get_plugin(name)
+        if plugin is not None:
+            manager.unregister(plugin, name)

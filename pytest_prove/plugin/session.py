@@ -140,11 +140,7 @@ class ProveSession:
         # first report): in the manifest from the first episode on, a killed run keeps it.
         self.run.merge_plan(plan_data(self.config))
 
-    # ---- from reports
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Every report reaches the controller; those of rollout items carry episodes."""
-        self.on_report(report)
+    # ---- from reports (through reports.SessionReports)
 
     def _store(self, records: Any) -> None:
         if self.rerun:
@@ -172,6 +168,8 @@ class ProveSession:
             dsession.shouldstop = message
 
     def on_report(self, report: pytest.TestReport) -> None:
+        if not wire.carries(report):
+            return  # not a rollout's, or a rollout's setup that ran here: nothing to read
         if report.when == "call":
             # Stored, then dropped from the report, which pytest keeps to the end.
             data = wire.take(report, "episodes", "capture")

@@ -12,8 +12,9 @@ import functools
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats  # type: ignore[import-untyped]
+from scipy import special  # type: ignore[import-untyped]
 
+from . import _dist
 from ._check import check_count, check_counts
 
 __all__ = [
@@ -101,7 +102,7 @@ def mcnemar_exact_p(b: int, c: int) -> float:
     d = b + c
     if d == 0:
         return 1.0
-    return float(min(1.0, 2.0 * stats.binom.cdf(min(b, c), d, 0.5)))
+    return float(min(1.0, 2.0 * _dist.binom_cdf(min(b, c), d, 0.5)))
 
 
 def mcnemar_midp(b: int, c: int) -> float:

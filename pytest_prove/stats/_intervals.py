@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, stats  # type: ignore[import-untyped]
 
+from . import _dist
 from ._check import check_count, check_counts, check_level
 from ._roots import bisect
 from ._scores import tango_score, tango_scores
@@ -48,7 +48,7 @@ class Interval:
 
 @functools.lru_cache(maxsize=256)
 def _z(level: float) -> float:
-    return float(stats.norm.isf((1.0 - level) / 2.0))
+    return float(_dist.norm_isf((1.0 - level) / 2.0))
 
 
 def wilson_interval(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -77,8 +77,8 @@ def clopper_pearson_interval(x: int, n: int, level: float = 0.95) -> tuple[float
     if n == 0:
         return 0.0, 1.0
     tail = (1.0 - level) / 2.0
-    low = 0.0 if x == 0 else float(stats.beta.ppf(tail, x, n - x + 1))
-    high = 1.0 if x == n else float(stats.beta.isf(tail, x + 1, n - x))
+    low = 0.0 if x == 0 else float(_dist.beta_ppf(tail, x, n - x + 1))
+    high = 1.0 if x == n else float(_dist.beta_isf(tail, x + 1, n - x))
     return low, high
 
 
@@ -128,6 +128,8 @@ def tango_interval(both: int, before_only: int, after_only: int, n: int,
 
     def upper(delta: float) -> float:
         return tango_score(b, c, n, delta) + z
+
+    from scipy import optimize  # type: ignore[import-untyped, unused-ignore]  # here: 0.3 s to import
 
     if estimate <= -edge or lower(-edge) <= 0.0:
         low = -1.0

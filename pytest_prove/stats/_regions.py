@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats  # type: ignore[import-untyped]
 
+from . import _dist
 from ._binomial import _log_factorials
 from ._exact import fisher_margin_pvalues
 from ._roots import bisect
@@ -122,7 +122,7 @@ def _fisher_region_equal(n: int, alpha: float) -> _FisherRegion:
         rows = np.arange(n, dtype=np.int64)
         t_min = 2 * rows + 1  # the first table of the row that is a rise: x2 = x1 + 1
         t_max = rows + n  # x2 = n
-        z = float(stats.norm.isf(alpha / 2.0))
+        z = float(_dist.norm_isf(alpha / 2.0))
         guess = t_min.astype(np.float64)
         for _ in range(4):  # t = 2 x1 + 1 + z sd_t(2 X): the normal approximation's boundary
             guess = np.clip(t_min + z * np.sqrt(guess * (big - guess) / max(big - 1, 1)),
@@ -192,7 +192,7 @@ def _mcnemar_region(n: int, alpha: float) -> IntArray:
     lo = np.full(n + 1, -1, dtype=np.int64)  # always "rejected" (virtual)
     hi = (d - 1) // 2 + 1  # never rejected (virtual): b must stay below d/2
 
-    z = float(stats.norm.isf(alpha / 2.0))
+    z = float(_dist.norm_isf(alpha / 2.0))
     g = np.floor((d - z * np.sqrt(d)) / 2.0).astype(np.int64)
     near = np.flatnonzero((g >= 2) & (g + 1 < hi))
     if near.size:
@@ -203,7 +203,7 @@ def _mcnemar_region(n: int, alpha: float) -> IntArray:
             return np.asarray(np.exp(lf[size] - lf[b] - lf[size - b] - size * np.log(2.0)),
                               dtype=np.float64)
 
-        f0 = np.asarray(stats.binom.cdf(base, size, 0.5), dtype=np.float64)  # F(g - 2)
+        f0 = np.asarray(_dist.binom_cdf(base, size, 0.5), dtype=np.float64)  # F(g - 2)
         f1 = f0 + term(base + 1)
         f2 = f1 + term(base + 2)
         f3 = f2 + term(base + 3)
@@ -216,7 +216,7 @@ def _mcnemar_region(n: int, alpha: float) -> IntArray:
         hi[rows] = lo[rows] + 1
 
     def kept(rows: IntArray, b: IntArray) -> BoolArray:  # mid-p above alpha: not rejected
-        midp = stats.binom.cdf(b, d[rows], 0.5) + stats.binom.cdf(b - 1, d[rows], 0.5)
+        midp = _dist.binom_cdf(b, d[rows], 0.5) + _dist.binom_cdf(b - 1, d[rows], 0.5)
         return np.asarray(~(midp <= alpha))
 
     return bisect(kept, lo, hi, width=1)[0]

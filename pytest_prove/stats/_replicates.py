@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats  # type: ignore[import-untyped]
 
+from . import _dist
 from ._check import check_direction, check_power, check_probability, check_q
 from ._exact_power import Direction, _power_batch
 from ._roots import smallest
@@ -86,8 +86,8 @@ def _normal_guess(
     """Replicates per arm the normal approximation to a two-sample comparison of proportions
     asks for (Fleiss, Levin & Paik 2003, eq. 4.14 without continuity correction), the largest
     over the base rates: only a starting point for the exact search."""
-    z_a = float(stats.norm.isf(alpha / 2.0))
-    z_b = float(stats.norm.isf(1.0 - power))
+    z_a = float(_dist.norm_isf(alpha / 2.0))
+    z_b = float(_dist.norm_isf(1.0 - power))
     guess = 1.0
     for direction, p0s in base_rates.items():
         sign = 1.0 if direction == "rise" else -1.0

@@ -36,8 +36,8 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats  # type: ignore[import-untyped]
 
+from . import _dist
 from ._roots import smallest
 from ._sequential import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
 from ._targets import (
@@ -108,7 +108,7 @@ def sequential_target_power(
     alive = np.ones(1)
     before = 0
     for n, w in zip(schedule, shares, strict=True):
-        alive = np.convolve(alive, stats.binom.pmf(np.arange(n - before + 1), n - before, p))
+        alive = np.convolve(alive, _dist.binom_pmf(np.arange(n - before + 1), n - before, p))
         before = n
         meets, misses = target_p_values(n, target, side, k=k)
         mine, theirs = (meets, misses) if claim == "meets" else (misses, meets)

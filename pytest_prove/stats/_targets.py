@@ -32,8 +32,8 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats  # type: ignore[import-untyped]
 
+from . import _dist
 from ._check import check_power, check_q
 from ._intervals import clopper_pearson_interval
 from ._multiplicity import holm
@@ -168,12 +168,12 @@ def pass_at_k(successes: int, n: int, k: int) -> float:
 
 def _p_at_most(x: int, n: int, rate: float) -> float:
     """P(X <= x) for X ~ Binomial(n, rate): scipy's regularized incomplete beta."""
-    return float(stats.binom.cdf(x, n, rate))
+    return float(_dist.binom_cdf(x, n, rate))
 
 
 def _p_at_least(x: int, n: int, rate: float) -> float:
     """P(X >= x) for X ~ Binomial(n, rate)."""
-    return float(stats.binom.sf(x - 1, n, rate))
+    return float(_dist.binom_sf(x - 1, n, rate))
 
 
 def target_p_values(n: int, target: float, side: Side, *, k: int = 1
@@ -185,8 +185,8 @@ def target_p_values(n: int, target: float, side: Side, *, k: int = 1
     side = _check_side(side)
     rate = _rate_target(_check_target(target), k)
     x = np.arange(n + 1)
-    at_most = np.asarray(stats.binom.cdf(x, n, rate), dtype=np.float64)
-    at_least = np.asarray(stats.binom.sf(x - 1, n, rate), dtype=np.float64)
+    at_most = np.asarray(_dist.binom_cdf(x, n, rate), dtype=np.float64)
+    at_least = np.asarray(_dist.binom_sf(x - 1, n, rate), dtype=np.float64)
     return (at_most, at_least) if side == "<=" else (at_least, at_most)
 
 
@@ -264,11 +264,11 @@ def _first_rejected_high(ns: IntArray, rate: float, level: float | FloatArray) -
     """For each n, the smallest x with P(X >= x) <= level under ``rate`` (n + 1 if none):
     the rejection region {x >= c} of the upper tail, exactly as :func:`target_test`
     decides it (scipy's quantile, then corrected against the very tail sums it uses)."""
-    start = np.nan_to_num(np.asarray(stats.binom.isf(level, ns, rate), dtype=np.float64))
+    start = np.nan_to_num(np.asarray(_dist.binom_isf(level, ns, rate), dtype=np.float64))
     c: IntArray = np.clip(start.astype(np.int64) + 1, 0, ns + 1)
     for _ in range(64):
-        too_low = (c <= ns) & (stats.binom.sf(c - 1, ns, rate) > level)
-        can_drop = (c >= 1) & (stats.binom.sf(c - 2, ns, rate) <= level)
+        too_low = (c <= ns) & (_dist.binom_sf(c - 1, ns, rate) > level)
+        can_drop = (c >= 1) & (_dist.binom_sf(c - 2, ns, rate) <= level)
         if not (too_low.any() or can_drop.any()):
             return c
         c = c + too_low.astype(np.int64) - can_drop.astype(np.int64)
@@ -277,11 +277,11 @@ def _first_rejected_high(ns: IntArray, rate: float, level: float | FloatArray) -
 
 def _last_rejected_low(ns: IntArray, rate: float, level: float | FloatArray) -> IntArray:
     """For each n, the largest x with P(X <= x) <= level under ``rate`` (-1 if none)."""
-    start = np.nan_to_num(np.asarray(stats.binom.ppf(level, ns, rate), dtype=np.float64))
+    start = np.nan_to_num(np.asarray(_dist.binom_ppf(level, ns, rate), dtype=np.float64))
     d: IntArray = np.clip(start.astype(np.int64), -1, ns)
     for _ in range(64):
-        too_high = (d >= 0) & (stats.binom.cdf(d, ns, rate) > level)
-        can_rise = (d < ns) & (stats.binom.cdf(d + 1, ns, rate) <= level)
+        too_high = (d >= 0) & (_dist.binom_cdf(d, ns, rate) > level)
+        can_rise = (d < ns) & (_dist.binom_cdf(d + 1, ns, rate) <= level)
         if not (too_high.any() or can_rise.any()):
             return d
         d = d - too_high.astype(np.int64) + can_rise.astype(np.int64)
@@ -300,9 +300,9 @@ def target_power(
     upper = (side == ">=") == (claim == "meets")  # the claim rejects on many events
     if upper:
         c = _first_rejected_high(ns, rate, level)
-        return np.asarray(stats.binom.sf(c - 1, ns, p), dtype=np.float64)
+        return np.asarray(_dist.binom_sf(c - 1, ns, p), dtype=np.float64)
     d = _last_rejected_low(ns, rate, level)
-    return np.asarray(np.where(d >= 0, stats.binom.cdf(d, ns, p), 0.0), dtype=np.float64)
+    return np.asarray(np.where(d >= 0, _dist.binom_cdf(d, ns, p), 0.0), dtype=np.float64)
 
 
 def _hoeffding_n(target: float, good: float, bad: float, k: int, level: float,

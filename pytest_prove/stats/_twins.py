@@ -42,9 +42,10 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats  # type: ignore[import-untyped]
+from scipy import special  # type: ignore[import-untyped]
 
 from ._check import check_count, check_power, check_probability, check_q
+from ._dist import beta_ppf
 from ._limits import Limit
 from ._regions import _mcnemar_region
 from ._replicates import MAX_REPLICATES_PAIRED, _smallest_n
@@ -224,7 +225,7 @@ def _upper(x: int, n: int, level: float) -> float:
     """One-sided Clopper-Pearson upper bound of a binomial share."""
     if n == 0 or x >= n:
         return 1.0
-    return float(stats.beta.ppf(level, x + 1, n - x))
+    return float(beta_ppf(level, x + 1, n - x))
 
 
 def agreement(n: int, both: int, before_only: int, after_only: int) -> Agreement:

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as _sps  # type: ignore[import-untyped]
 
+from . import _dist
 from ._limits import outward
 from ._roots import boundary, smallest
 
@@ -154,6 +154,13 @@ def _check(cases: Sequence[Case]) -> None:
                 )
 
 
+def _sps() -> Any:
+    """scipy.stats, imported on the first fix check (0.7 s: not in every session)."""
+    from scipy import stats  # type: ignore[import-untyped, unused-ignore]
+
+    return stats
+
+
 def _exact_cmh(cases: Sequence[Case]) -> tuple[float, float, float]:
     """E[T], Var[T] and the exact two-sided p of T = sum of the new run's events."""
     dist = np.array([1.0])
@@ -163,7 +170,7 @@ def _exact_cmh(cases: Sequence[Case]) -> tuple[float, float, float]:
         total, events = c.n_old + c.n_new, c.x_old + c.x_new
         lo, hi = max(0, events - c.n_old), min(events, c.n_new)
         support = np.arange(lo, hi + 1)
-        pmf = _sps.hypergeom.pmf(support, total, events, c.n_new)
+        pmf = _sps().hypergeom.pmf(support, total, events, c.n_new)
         dist = np.convolve(dist, pmf)
         low_total += lo
         expected += c.n_new * events / total
@@ -191,7 +198,7 @@ def _mh_risk_difference(cases: Sequence[Case], level: float) -> tuple[float, flo
         q_sum += (c.x_new * (c.n_old - c.x_old) + c.x_old * (c.n_new - c.x_new)) / (2 * total)
     rd = estimate / weights
     variance = max(0.0, (rd * p_sum + q_sum) / weights ** 2)
-    half = float(_sps.norm.ppf(0.5 + level / 2)) * float(np.sqrt(variance))
+    half = float(_dist.norm_ppf(0.5 + level / 2)) * float(np.sqrt(variance))
     return rd, max(-1.0, rd - half), min(1.0, rd + half)
 
 
@@ -212,8 +219,8 @@ def power_at(delta: float, base: Float, n_old: Float, n_new: Float, alpha: float
                        * (1 - base)) / total ** 2))
     if v1 <= 0:
         return 1.0 if abs(mean) > 0.5 and v0 == 0 else 0.0
-    z = float(_sps.norm.ppf(1 - alpha / 2))
-    return float(_sps.norm.cdf((abs(mean) - 0.5 - z * np.sqrt(v0)) / np.sqrt(v1)))
+    z = float(_dist.norm_ppf(1 - alpha / 2))
+    return float(_dist.norm_cdf((abs(mean) - 0.5 - z * np.sqrt(v0)) / np.sqrt(v1)))
 
 
 def _limit(direction: Literal["rise", "fall"], base: Float, n_old: Float, n_new: Float,
@@ -271,9 +278,9 @@ def fix_check(
         raise ValueError(f"worse_when must be 'rise' or 'fall', got {worse_when!r}")
     expected, variance, p = _exact_cmh(cases)
     rd, low, high = _mh_risk_difference(cases, level)
-    fisher = [float(_sps.fisher_exact([[c.x_new, c.n_new - c.x_new],
+    fisher = [float(_sps().fisher_exact([[c.x_new, c.n_new - c.x_new],
                                        [c.x_old, c.n_old - c.x_old]])[1]) for c in cases]
-    qs = np.atleast_1d(_sps.false_discovery_control(fisher, method="bh"))
+    qs = np.atleast_1d(_sps().false_discovery_control(fisher, method="bh"))
     tests = tuple(
         CaseTest(case=c, change=c.x_new / c.n_new - c.x_old / c.n_old, p=pv, q=float(qv),
                  flag=bool(qv <= alpha))
