@@ -118,6 +118,7 @@ DRIVER = textwrap.dedent(
     for session in sessions:
         root = session["root"]
         saved, modules, path = dict(os.environ), set(sys.modules), list(sys.path)
+        sys.path.insert(0, root)  # as `python -m pytest` run in the project puts it first
         for key, value in session["env"].items():
             if value is None:
                 os.environ.pop(key, None)
