@@ -10,16 +10,20 @@ per process, and this test process must not keep one.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
-from pytest_prove.store import Store
+from pytest_prove.store import Run, Store
 
-from .conftest import INI, capture_session, load
+from .conftest import INI, INNER_PLUGINS, capture_session, load
 
 #: An agent that makes two model calls through the global API, each with usage that depends
 #: on the seed, inside an agent span that carries their sum too (as frameworks do); async
@@ -94,8 +98,134 @@ def _expected(seed: int) -> dict[str, object]:
             "by_model": {"sim-model": {"input": tokens_in, "output": tokens_out, "calls": 2}}}
 
 
-def _check(pytester: pytest.Pytester, how: str = "installed") -> None:
-    run = load(pytester)
+#: Runs pytest sessions one after another in one process, each in its own project (the
+#: first argument: a JSON list of {"root", "args", "env"}, an env value of null unsets it),
+#: what each printed in out.txt in its project; then prints their exit codes.  Each project's
+#: modules are dropped from sys.modules after its session (two projects may both hold a
+#: test_agent.py or a conftest.py), and its environment is restored.
+DRIVER = textwrap.dedent(
+    """
+    import contextlib
+    import json
+    import os
+    import sys
+
+    import pytest
+
+    with open(sys.argv[1]) as fh:
+        sessions = json.load(fh)
+    codes = []
+    for session in sessions:
+        root = session["root"]
+        saved, modules, path = dict(os.environ), set(sys.modules), list(sys.path)
+        sys.path.insert(0, root)  # as `python -m pytest` run in the project puts it first
+        for key, value in session["env"].items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        with (open(os.path.join(root, "out.txt"), "w") as out, contextlib.chdir(root),
+              contextlib.redirect_stdout(out), contextlib.redirect_stderr(out)):
+            codes.append(int(pytest.main([f"--rootdir={root}", *session["args"]])))
+        os.environ.clear()
+        os.environ.update(saved)
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(root):
+                del sys.modules[name]
+    print("CODES " + json.dumps(codes))
+    """
+)
+
+
+@dataclass(frozen=True)
+class Session:
+    """One session of :func:`sessions_in_one_process`: its project, exit code and output."""
+
+    root: Path
+    ret: int
+    out: str
+
+    @property
+    def stdout(self) -> pytest.LineMatcher:
+        return pytest.LineMatcher(self.out.splitlines())
+
+    def run(self) -> Run:
+        return Store(self.root / ".prove").load("latest")
+
+
+def sessions_in_one_process(base: Path, projects: Mapping[str, Mapping[str, str]],
+                            args: Mapping[str, Sequence[str]],
+                            env: Mapping[str, Mapping[str, str | None]] | None = None,
+                            process_env: Mapping[str, str] | None = None,
+                            ) -> dict[str, Session]:
+    """Each project (name: {file name: text}) written under ``base`` and run by a pytest
+    session of its own, in the order given, all in ONE subprocess: the sessions of a
+    capturing process share its global tracer provider (set once a process, and never reset
+    in this test process: OpenTelemetry has no public way to), so each scenario that starts
+    from no provider set, or from the one an earlier session installed, can share one
+    interpreter's start-up and one import of the SDK and the instrumented libraries, the cost
+    of these tests.  The subprocess gets the environment pytester gives its sessions
+    (:data:`conftest.INNER_PLUGINS`, no colour), then ``process_env``; each session also
+    ``env[name]``."""
+    for name, files in projects.items():
+        for file, text in files.items():
+            path = base / name / file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    plan = [{"root": str(base / name), "args": list(args.get(name, ())),
+             "env": dict((env or {}).get(name, {}))} for name in projects]
+    (base / "sessions.json").write_text(json.dumps(plan))
+    (base / "driver.py").write_text(DRIVER)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    environ.update({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": INNER_PLUGINS,
+                    "PY_COLORS": "0", "HOME": str(base), **(process_env or {})})
+    done = subprocess.run([sys.executable, str(base / "driver.py"), str(base / "sessions.json")],
+                          cwd=base, env=environ, capture_output=True, text=True, timeout=300,
+                          check=False)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("CODES ")), None)
+    assert line is not None, done.stdout + done.stderr
+    codes = json.loads(line[len("CODES "):])
+    return {name: Session(base / name, code, (base / name / "out.txt").read_text())
+            for name, code in zip(projects, codes, strict=True)}
+
+
+#: The scenarios that start from no tracer provider set (or from the one pytest-prove
+#: installed in an earlier session), in one process: first a session that does not capture
+#: (so its probe can tell that it imported no SDK), then the ini's capture (whose probe sees
+#: the SDK imported), then spans through the global API, then spans no episode took.  All
+#: with OTEL_TRACES_SAMPLER=always_off, for the user's exporters: it is not for the provider
+#: pytest-prove installs (in the ini's session) to feed episodes.
+ONE_PROCESS = ("without-capture", "ini", "spans", "usage")
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
+    without = textwrap.dedent("""
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
+                       id=None)
+        def test_agent(prove_seed):
+            return prove.Episode("resolved")
+    """)
+    projects = {
+        "without-capture": {"pytest.ini": INI, "test_agent.py": without,
+                            "conftest.py": SDK_PROBE},
+        "ini": {"pytest.ini": INI + "prove_capture = true\n",
+                "test_agent.py": AGENT.replace("CAPTURE", "id=None"), "conftest.py": SDK_PROBE},
+        "spans": {"pytest.ini": INI, "test_agent.py": AGENT.replace("CAPTURE", "capture={}")},
+        "usage": {"pytest.ini": INI, "test_pooled.py": POOL},
+    }
+    assert tuple(projects) == ONE_PROCESS
+    return sessions_in_one_process(
+        tmp_path_factory.mktemp("one-process"), projects,
+        dict.fromkeys(ONE_PROCESS, ("-p", "no:xdist")),
+        process_env={"OTEL_TRACES_SAMPLER": "always_off"})
+
+
+def _check(where: pytest.Pytester | Session, how: str = "installed") -> None:
+    run = where.run() if isinstance(where, Session) else load(where)
     captured = [r for r in run.episodes if r["rollout"] != "uncaptured"]
     assert len(captured) == 24
     for record in captured:
@@ -114,20 +244,25 @@ def _check(pytester: pytest.Pytester, how: str = "installed") -> None:
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"]],
                          ids=["one-process", "xdist-blocks"])
 def test_spans_through_the_global_api_are_stored_per_episode(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+        pytester: pytest.Pytester, request: pytest.FixtureRequest, args: list[str]) -> None:
     """In one process with OTEL_TRACES_SAMPLER=always_off set, for the user's exporters: it
     is not for the provider that only feeds episodes (before: always_off there stored no
     span and no token, and the first line still said spans were stored).  This was
     test_a_sampler_in_the_environment_does_not_thin_the_provider_pytest_prove_installs, a
-    subprocess of its own; a process capturing without it is test_the_ini_can_switch_
-    capture_on_for_every_rollout's and test_two_sessions_in_one_process_share_one_inert_
-    processor's, and the xdist workers'."""
-    if "-n" not in args:
-        monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
-    _agent(pytester)
-    result = capture_session(pytester, *args)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    _check(pytester)
+    subprocess of its own; a process capturing without it is test_two_sessions_in_one_
+    process_share_one_inert_processor's, and the xdist workers'.  The one-process session
+    is one of :data:`ONE_PROCESS`, after the ini's, whose session installed the provider
+    with always_off set (and stored every episode's tokens: that test's check)."""
+    result: pytest.RunResult | Session
+    if "-n" in args:
+        _agent(pytester)
+        result = capture_session(pytester, *args)
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        _check(pytester)
+    else:
+        result = request.getfixturevalue("one_process")["spans"]
+        assert result.ret == pytest.ExitCode.OK, result.out
+        _check(result)
     result.stdout.fnmatch_lines([
         "pytest-prove capture: spans through the global OpenTelemetry API stored with each "
         "episode (in a tracer provider pytest-prove installed: none was set)",
@@ -135,17 +270,17 @@ def test_spans_through_the_global_api_are_stored_per_episode(
 
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
-def test_the_ini_can_switch_capture_on_for_every_rollout(pytester: pytest.Pytester) -> None:
+def test_the_ini_can_switch_capture_on_for_every_rollout(
+        one_process: dict[str, Session]) -> None:
     """And a session that captures imports the OpenTelemetry SDK (SDK_PROBE: what shows
     that test_a_session_without_capture_never_imports_the_sdk's probe can see it; was that
-    test's [with-capture] case, a subprocess of its own)."""
-    _agent(pytester, capture="id=None", ini="prove_capture = true\n")
-    pytester.makeconftest(SDK_PROBE)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    run = load(pytester)
+    test's [with-capture] case, a subprocess of its own).  One of :data:`ONE_PROCESS`, the
+    first that captures: its session installs the provider, with always_off set."""
+    result = one_process["ini"]
+    assert result.ret == pytest.ExitCode.OK, result.out
+    run = result.run()
     assert all(r["tokens"] == _expected(r["seed"]) for r in run.episodes)
-    assert (pytester.path / "sdk.txt").read_text() == "True"
+    assert (result.root / "sdk.txt").read_text() == "True"
 
 
 #: The user's own SDK provider, installed by a session fixture (so after collection), with an
@@ -269,21 +404,14 @@ SDK_PROBE = textwrap.dedent(
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize(("capture", "imported"), [("id=None", "False")],
                          ids=["without-capture"])  # with capture: the ini test above
-def test_a_session_without_capture_never_imports_the_sdk(pytester: pytest.Pytester,
+def test_a_session_without_capture_never_imports_the_sdk(one_process: dict[str, Session],
                                                          capture: str, imported: str) -> None:
-    pytester.makeini(INI)
-    pytester.makepyfile(test_agent=textwrap.dedent(f"""
-        import pytest_prove as prove
-
-        @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
-                       {capture})
-        def test_agent(prove_seed):
-            return prove.Episode("resolved")
-    """))
-    pytester.makeconftest(SDK_PROBE)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert (pytester.path / "sdk.txt").read_text() == imported
+    """The first session of :data:`ONE_PROCESS` (its project's rollout says ``capture``),
+    so that nothing before it in its process imported the SDK."""
+    result = one_process["without-capture"]
+    assert result.ret == pytest.ExitCode.OK, result.out
+    assert capture in (result.root / "test_agent.py").read_text()
+    assert (result.root / "sdk.txt").read_text() == imported
 
 
 # ---------------------------------------------------------------------------
@@ -477,18 +605,26 @@ POOL = textwrap.dedent(
 @pytest.mark.slow  # a subprocess, or xdist workers
 @pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2"]],
                          ids=["one-process", "xdist"])
-def test_usage_spans_no_episode_took_are_counted_and_said(pytester: pytest.Pytester,
-                                                          args: list[str]) -> None:
+def test_usage_spans_no_episode_took_are_counted_and_said(
+        pytester: pytest.Pytester, request: pytest.FixtureRequest, args: list[str]) -> None:
     """Spans started in a thread without the episode's context are no episode's: their
-    tokens are not counted, and the session says how many (before: nothing said)."""
-    pytester.makeini(INI)
-    pytester.makepyfile(test_pooled=POOL)
-    result = capture_session(pytester, *args)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    tokens are not counted, and the session says how many (before: nothing said).  In one
+    process: the last session of :data:`ONE_PROCESS`, whose earlier sessions' spans are not
+    counted again."""
+    result: pytest.RunResult | Session
+    if "-n" in args:
+        pytester.makeini(INI)
+        pytester.makepyfile(test_pooled=POOL)
+        result = capture_session(pytester, *args)
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        run = load(pytester)
+    else:
+        result = request.getfixturevalue("one_process")["usage"]
+        assert result.ret == pytest.ExitCode.OK, result.out
+        run = result.run()
     result.stdout.fnmatch_lines([
         "capture: 6 span(s) with token usage were started outside any episode (in a thread "
         "that did not copy the episode's context? *); their own usage is counted in no "
         "episode"])
-    run = load(pytester)
     assert run.manifest["capture"]["lost"] == {"outside": 6}
     assert all(r["tokens"] is None for r in run.episodes)

@@ -4,6 +4,7 @@ server's, the prompt is nowhere in the store, in one process and with -n 2."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
 from collections.abc import Iterator
@@ -13,8 +14,10 @@ from pathlib import Path
 import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+from pytest_prove.store import Run
 
 from .conftest import INI, JSONHandler, load, local_server
+from .test_capture_global import Session, sessions_in_one_process
 
 pytest.importorskip("openai")
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
@@ -89,17 +92,22 @@ AGENT = textwrap.dedent(
 )
 
 
+def _ini(instrument: str, ini: str = "") -> str:
+    return (INI + f"prove_capture_instrument = {instrument}\n"
+            "prove_prices =\n    gpt-test = 2.00 8.00\n" + ini)
+
+
 def _project(pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument: str,
              ini: str = "") -> None:
-    pytester.makeini(INI + f"prove_capture_instrument = {instrument}\n"
-                     "prove_prices =\n    gpt-test = 2.00 8.00\n" + ini)
+    pytester.makeini(_ini(instrument, ini))
     pytester.makepyfile(test_agent=AGENT)
     pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
 
 
-def _check_store(pytester: pytest.Pytester, how: str = "installed",
+def _check_store(where: pytest.Pytester | Session, how: str = "installed",
                  missing: tuple[str, ...] = ()) -> None:
-    run = load(pytester)
+    run, root = (where.run(), where.root) if isinstance(where, Session) else (load(where),
+                                                                               where.path)
     assert len(run.episodes) == 24
     for record in run.episodes:
         calls = record["meta"]["calls"]
@@ -115,7 +123,7 @@ def _check_store(pytester: pytest.Pytester, how: str = "installed",
     assert run.manifest["capture"]["instrumented"] == ["openai"]
     assert sorted(run.manifest["capture"]["missing"]) == sorted(missing)
     assert run.manifest["capture"]["global"].startswith(how)
-    for path in Path(pytester.path / ".prove").rglob("*"):
+    for path in Path(root / ".prove").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
 
@@ -135,7 +143,7 @@ def _session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
                                   ["-n", "2", "--prove-concurrency", "4"]],
                          ids=["one-process", "xdist", "xdist-blocks"])
 def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: ThreadingHTTPServer,
-                                       args: list[str]) -> None:
+                                       request: pytest.FixtureRequest, args: list[str]) -> None:
     """Under xdist with one worker (-n 1: each worker instruments openai in its own
     process, and sends its episodes as with two; one process less) and with two, in blocks
     (what two workers capture, merged).  The one-process session also says
@@ -143,22 +151,23 @@ def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: Thread
     file (was test_content_is_kept_only_when_asked[false], a subprocess of its own); the
     one-worker session also asks for an instrumentor that is not installed, which is named
     and the run goes on (was test_a_missing_instrumentor_is_named, xdist workers of its
-    own)."""
+    own).  The one-process session is the first of :data:`ONE_PROCESS`."""
     missing: tuple[str, ...] = ()
+    result: pytest.RunResult | Session
+    where: pytest.Pytester | Session = pytester
+    calls: list[str] = server.calls  # type: ignore[attr-defined]
     if args == ["-n", "1"]:
         missing = ("no-such-instrumentor",)
         _project(pytester, server, "openai no-such-instrumentor")
     elif "-n" in args:
         _project(pytester, server, "openai")
     else:
-        _project(pytester, server, "openai", ini="prove_capture_content = false\n")
-        pytester._monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-                                     raising=False)
-    result = _session(pytester, *args)
+        where, calls = request.getfixturevalue("one_process")["tokens"]
+    result = where if isinstance(where, Session) else _session(pytester, *args)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert len(server.calls) == sum((s % 3 + 1) for s in _seeds(pytester))  # type: ignore[attr-defined]
-    _check_store(pytester, missing=missing)
-    for record in load(pytester).episodes:
+    assert len(calls) == sum((s % 3 + 1) for s in _seeds(where))
+    _check_store(where, missing=missing)
+    for record in _load(where).episodes:
         chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
         kept = [json.dumps(s["attributes"]) for s in chats]
         assert not any(SECRET in text for text in kept), kept[0]
@@ -177,8 +186,12 @@ def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: Thread
         assert all(r["tokens"]["input"] == INPUT * r["meta"]["calls"] for r in run.episodes)
 
 
-def _seeds(pytester: pytest.Pytester) -> list[int]:
-    return [int(r["seed"]) for r in load(pytester).episodes]
+def _load(where: pytest.Pytester | Session) -> Run:
+    return where.run() if isinstance(where, Session) else load(where)
+
+
+def _seeds(where: pytest.Pytester | Session) -> list[int]:
+    return [int(r["seed"]) for r in _load(where).episodes]
 
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
@@ -226,33 +239,66 @@ SPEC_AGENT = textwrap.dedent(
 )
 
 
+SPEC = textwrap.dedent("""
+    target = "spec_agent:rollout"
+    target_id = "spec-agent"
+    replicates = 4
+
+    [axes.ticket]
+    values = ["refund", "password"]
+
+    [declare]
+    failures = ["unresolved"]
+    successes = ["resolved"]
+
+    [capture]
+    instrument = ["openai"]
+""")
+
+#: The sessions that start from no tracer provider set (or the one pytest-prove installed in
+#: an earlier one) share one subprocess (sessions_in_one_process): importing openai and its
+#: instrumentor is most of what each cost.  Each instruments openai afresh (the instrumentor
+#: is switched off at the end of a session) and calls a server of its own.  In order: the
+#: one-process session of test_openai_tokens_are_the_servers (content false), the spec's,
+#: then test_content_is_kept_only_when_asked's (content true).
+ONE_PROCESS = ("tokens", "spec", "content-true")
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory
+                ) -> dict[str, tuple[Session, list[str]]]:
+    projects = {
+        "tokens": {"pytest.ini": _ini("openai", "prove_capture_content = false\n"),
+                   "test_agent.py": AGENT},
+        "spec": {"pytest.ini": INI, "spec_agent.py": SPEC_AGENT, "prove_agent.toml": SPEC},
+        "content-true": {"pytest.ini": INI + "prove_capture_instrument = openai\n"
+                                             "prove_capture_content = true\n",
+                         "test_agent.py": AGENT},
+    }
+    assert tuple(projects) == ONE_PROCESS
+    with contextlib.ExitStack() as stack:
+        servers = {name: stack.enter_context(local_server(_Handler)) for name in projects}
+        env: dict[str, dict[str, str | None]] = {
+            name: {"FAKE_OPENAI_PORT": str(httpd.server_address[1]),
+                   "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": None}
+            for name, httpd in servers.items()}
+        found = sessions_in_one_process(tmp_path_factory.mktemp("openai"), projects,
+                                        dict.fromkeys(projects, ("-p", "no:xdist")), env)
+    return {name: (found[name], servers[name].calls)  # type: ignore[attr-defined]
+            for name in projects}
+
+
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
-        pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+        one_process: dict[str, tuple[Session, list[str]]]) -> None:
     """A ``[capture]`` table in a sweep spec (it was refused for every spec: the parsed
-    table was checked a second time as if it were still a mapping)."""
-    pytester.makeini(INI)
-    pytester.makepyfile(spec_agent=SPEC_AGENT)
-    (pytester.path / "prove_agent.toml").write_text(textwrap.dedent("""
-        target = "spec_agent:rollout"
-        target_id = "spec-agent"
-        replicates = 4
-
-        [axes.ticket]
-        values = ["refund", "password"]
-
-        [declare]
-        failures = ["unresolved"]
-        successes = ["resolved"]
-
-        [capture]
-        instrument = ["openai"]
-    """))
-    pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
+    table was checked a second time as if it were still a mapping).  Its project's ini
+    names no instrumentor: the spec's table is what switches openai on."""
     # A subprocess: the instrumentor patches the openai module for the rest of the process.
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    run = load(pytester)
+    result, calls = one_process["spec"]
+    assert result.ret == pytest.ExitCode.OK, result.out
+    run = result.run()
+    assert len(calls) == sum(int(r["meta"]["calls"]) for r in run.episodes)
     assert len(run.episodes) == 8
     for record in run.episodes:
         calls = record["meta"]["calls"]
@@ -263,22 +309,18 @@ def test_a_spec_with_a_capture_table_stores_the_servers_tokens(
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 @pytest.mark.parametrize("content", ["true"])
-def test_content_is_kept_only_when_asked(pytester: pytest.Pytester,
-                                         server: ThreadingHTTPServer, content: str) -> None:
+def test_content_is_kept_only_when_asked(one_process: dict[str, tuple[Session, list[str]]],
+                                         content: str) -> None:
     """``prove_capture_content = true`` kept no prompt with the openai-v2 instrumentor: the
     environment value set was ``true``, which opentelemetry-util-genai reads as "no
     content" (it wants a mode such as ``SPAN_ONLY``).  ``false`` is the one-process
     session of test_openai_tokens_are_the_servers (a subprocess less); the checks of
-    ``false`` below stay, for a value added here."""
-    _project(pytester, server, "openai")
-    pytester.makeini(INI + "prove_capture_instrument = openai\n"
-                     f"prove_capture_content = {content}\n")
-    pytester._monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-                                 raising=False)
-    # A subprocess: the instrumentor patches the openai module for the rest of the process.
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    run = load(pytester)
+    ``false`` below stay, for a value added here.  The last session of
+    :data:`ONE_PROCESS`: after two sessions that kept no content in the same process."""
+    result, _ = one_process[f"content-{content}"]
+    assert f"prove_capture_content = {content}\n" in (result.root / "pytest.ini").read_text()
+    assert result.ret == pytest.ExitCode.OK, result.out
+    run = result.run()
     assert len(run.episodes) == 24
     for record in run.episodes:
         chats = [s for s in record["spans"] if s["name"] == "chat gpt-test"]
@@ -289,6 +331,6 @@ def test_content_is_kept_only_when_asked(pytester: pytest.Pytester,
         else:
             assert not any(SECRET in text for text in kept), kept[0]
     if content == "false":
-        for path in Path(pytester.path / ".prove").rglob("*"):
+        for path in Path(result.root / ".prove").rglob("*"):
             if path.is_file():
                 assert SECRET.encode() not in path.read_bytes(), path

@@ -134,7 +134,10 @@ def test_a_metrics_only_rollout_is_gated_on_its_metric_rows(
     assert saved.ret == pytest.ExitCode.OK, saved.stdout.str()
     baseline = Store(scored.path / ".prove").open("baseline:main")
     assert {e["outcome"] for e in baseline.episodes} == {"measured"}
-    same = scored.runpytest("--prove-baseline=main", *workers)
+    # Under xdist the unchanged run goes through one worker (-n 1: the worker's metric rows
+    # reach the controller the same way, one worker start less); the baseline's run and the
+    # one after the change split every condition's replicates between two.
+    same = scored.runpytest("--prove-baseline=main", *(["-n", "1"] if workers else []))
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     same.stdout.fnmatch_lines(["metrics: no significant change in 2 metric row(s) *"])
     assert "nothing was compared" not in same.stdout.str()

@@ -171,14 +171,38 @@ def test_every_episode_lands_once_in_the_controllers_store(
     assert_ran_elsewhere(pytester, workers)
     # Nothing of the store in the controller's default place either: only where it was put.
     assert not (pytester.path / ".prove").exists()
+    if workers[0].tx.startswith("socket="):
+        _a_socket_server_used_again_is_refused(pytester, project, workers)
+
+
+def _a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
+                                           project: Callable[[str], None],
+                                           workers: list[Worker]) -> None:
+    """Was test_a_socket_server_used_again_is_refused, whose first run (4 items on one
+    server) cost a socket server's and a controller's process more: the servers above have
+    each run a session now.  One socket server used again: the refusal is each worker
+    process's own (a second server would cost a worker's start-up twice more and show
+    nothing else)."""
+    server = workers[:1]
+    # The server's process still holds test_bot as first imported: rate 0.1, not 0.6.
+    project("0.6")
+    result = run_remote(pytester, server, "--prove-replicates=2", "--prove-name=again")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([
+        "*this xdist worker's process already ran a pytest session*"
+        "Start a fresh socket server for each run*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    outcomes = result.parseoutcomes()
+    assert "passed" not in outcomes and "failed" not in outcomes
+    assert len(Store(pytester.path / STORE).runs()) == 1  # the first run's, nothing more
 
 
 #: Workers xdist starts itself in folders of their own (popen//chdir=), which the session
 #: drives in this process, for tests whose point is not the socket gateway: each one's
 #: socket servers cost a process of their own for the controller (see run_remote), 1-1.5 s
 #: of CPU.  The socket gateway itself: test_every_episode_lands_once_in_the_controllers_store
-#: [socket], test_the_cap_stops_remote_workers[items] and
-#: test_a_socket_server_used_again_is_refused.
+#: [socket] (which also uses a server again: test_a_socket_server_used_again_is_refused was a
+#: test of its own) and test_the_cap_stops_remote_workers[items].
 POPEN = pytest.mark.parametrize("workers", ["popen"], indirect=True)
 
 
@@ -256,26 +280,3 @@ def test_the_cap_stops_remote_workers(pytester: pytest.Pytester, workers: list[W
     assert outcomes.get("failed") == 1 and "errors" not in outcomes
     result.stdout.fnmatch_lines(["*token cap reached: the run used *input tokens of the 1,000*"])
     assert_ran_elsewhere(pytester, workers)
-
-
-
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-def test_a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
-                                               project: Callable[[str], None],
-                                               workers: list[Worker]) -> None:
-    # One socket server used twice: the refusal is each worker process's own (a second
-    # server would cost a worker's start-up twice more and show nothing else).
-    server = workers[:1]
-    project("0.1")
-    run_remote(pytester, server, "--prove-replicates=2").assert_outcomes(passed=4)
-    # The server's process still holds test_bot as first imported: rate 0.1, not 0.6.
-    project("0.6")
-    result = run_remote(pytester, server, "--prove-replicates=2", "--prove-name=again")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines([
-        "*this xdist worker's process already ran a pytest session*"
-        "Start a fresh socket server for each run*"])
-    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    outcomes = result.parseoutcomes()
-    assert "passed" not in outcomes and "failed" not in outcomes
-    assert len(Store(pytester.path / STORE).runs()) == 1  # the first run's, nothing more

@@ -42,9 +42,33 @@ SIDES: tuple[Side, Side] = ("<=", ">=")
 
 
 def _tables(n: int, target: float, side: Side, k: int = 1) -> tuple[FloatArray, FloatArray]:
-    """(p_meets, p_misses) of target_test at every outcome x = 0..n."""
+    """(p_meets, p_misses) of target_test at every outcome x = 0..n, by target_p_values:
+    test_target_p_values_are_target_tests_at_every_outcome holds the two equal bit for bit,
+    and _decided_as_target_test checks them against target_test where a decision turns.
+    (target_test at each outcome also finds its interval by a root search: 0.2 ms an
+    outcome, seconds over the grids below, for numbers these tests do not read.)"""
+    return target_p_values(n, target, side, k=k)
+
+
+def _tables_by_target_test(n: int, target: float, side: Side, k: int = 1
+                           ) -> tuple[FloatArray, FloatArray]:
+    """(p_meets, p_misses) of target_test itself at every outcome x = 0..n."""
     rows = [target_test(x, n, target, side, k=k) for x in range(n + 1)]
     return np.array([r.p_meets for r in rows]), np.array([r.p_misses for r in rows])
+
+
+def _decided_as_target_test(n: int, target: float, side: Side, k: int,
+                            tables: tuple[FloatArray, FloatArray], level: float = Q) -> None:
+    """Each table's decision (p <= level) turns once over x = 0..n (the tail probabilities
+    are monotone in x), and target_test's own p-values agree at the outcomes on both sides
+    of every turn and at both ends: so the decision at every outcome is target_test's."""
+    for column, table in enumerate(tables):
+        decided = table <= level
+        assert np.count_nonzero(decided[1:] != decided[:-1]) <= 1, (n, target, side, k)
+        turns = np.flatnonzero(decided[1:] != decided[:-1])
+        for x in {0, n, *turns.tolist(), *(turns + 1).tolist()}:
+            row = target_test(int(x), n, target, side, k=k)
+            assert (row.p_meets, row.p_misses)[column] == table[x], (n, target, side, k, x)
 
 
 def _chance(pvalues: FloatArray, n: int, rate: float, level: float = Q) -> float:
@@ -93,12 +117,14 @@ CASES = [(x, n) for n in (1, 7, 30, 190, 1000) for x in sorted({0, 1, n // 7, n 
 
 @pytest.mark.parametrize(("x", "n"), CASES)
 def test_plain_rate_matches_scipy_binomtest(x: int, n: int) -> None:
+    # scipy's interval is a root search (most of this test's time) and depends on x, n and
+    # the level only, not on the rate tested: one per level, held against every row.
+    cis = {alpha: stats.binomtest(x, n).proportion_ci(  # two-sided: alpha each end
+        confidence_level=1 - 2 * alpha, method="exact") for alpha in (0.05, 0.025, 0.005)}
     for t in (0.01, 0.1, 0.37, 0.5, 0.9, 0.999):
         less = stats.binomtest(x, n, t, alternative="less")
         greater = stats.binomtest(x, n, t, alternative="greater")
-        for alpha in (0.05, 0.025, 0.005):
-            ci = stats.binomtest(x, n, t).proportion_ci(  # two-sided: alpha each end
-                confidence_level=1 - 2 * alpha, method="exact")
+        for alpha, ci in cis.items():
             for side in SIDES:
                 row = target_test(x, n, t, side, alpha=alpha)
                 meets, misses = (less, greater) if side == "<=" else (greater, less)
@@ -112,11 +138,11 @@ def test_plain_rate_matches_scipy_binomtest(x: int, n: int) -> None:
 @pytest.mark.parametrize("k", [2, 4, 8])
 @pytest.mark.parametrize(("x", "n"), [(c, n) for c, n in CASES if n >= 8])
 def test_pass_k_is_the_rate_test_at_the_kth_root(x: int, n: int, k: int) -> None:
+    ci = stats.binomtest(x, n).proportion_ci(confidence_level=0.9, method="exact")  # any rate
     for t in (0.1, 0.5, 0.8):
         rate = t ** (1.0 / k)
         less = stats.binomtest(x, n, rate, alternative="less")
         greater = stats.binomtest(x, n, rate, alternative="greater")
-        ci = stats.binomtest(x, n, rate).proportion_ci(confidence_level=0.9, method="exact")
         for side in SIDES:
             row = target_test(x, n, t, side, k=k)
             meets, misses = (less, greater) if side == "<=" else (greater, less)
@@ -166,6 +192,7 @@ def _sizes(n: int, k: int = 1) -> list[tuple[float, Side, float, float]]:
     for t in GRID:
         for side in SIDES:
             meets, misses = _tables(n, t, side, k)
+            _decided_as_target_test(n, t, side, k, (meets, misses))
             rate = t ** (1.0 / k)
             out.append((t, side, _chance(meets, n, rate), _chance(misses, n, rate)))
     return out
@@ -192,7 +219,7 @@ def test_size_only_falls_deeper_into_the_null() -> None:
     n = 40
     for t in (0.1, 0.5, 0.85):
         for side in SIDES:
-            meets, misses = _tables(n, t, side)
+            meets, misses = _tables_by_target_test(n, t, side)
             toward_meets = -1.0 if side == "<=" else 1.0  # where the target is met
             at = (_chance(meets, n, t), _chance(misses, n, t))
             for step in (0.01, 0.05, 0.1):
@@ -219,7 +246,7 @@ def test_target_power_is_the_chance_of_target_tests_decisions(n: int) -> None:
     for t in (0.05, 0.3, 0.5, 0.77, 0.95):
         for side in SIDES:
             for k in sorted({1, min(3, n)}):
-                meets, misses = _tables(n, t, side, k)
+                meets, misses = _tables_by_target_test(n, t, side, k)
                 for level in (0.05, 0.0125):
                     for claim, table in (("meets", meets), ("misses", misses)):
                         for true in (0.0, 0.1, t, 0.6, 1.0):
@@ -261,10 +288,15 @@ def _exact_fwer(n: int, targets: list[float], sides: list[Side]) -> tuple[float,
     enumerating every outcome of the family: (misses, meets, both) as in bench/targets.py."""
     m = len(targets)
     tables = [_tables(n, t, s) for t, s in zip(targets, sides, strict=True)]
-    grid = np.array(list(itertools.product(range(n + 1), repeat=m)))
-    weight = np.prod([stats.binom.pmf(grid[:, i], n, t) for i, t in enumerate(targets)], axis=0)
-    meets = np.column_stack([tab[0][grid[:, i]] for i, tab in enumerate(tables)])
-    misses = np.column_stack([tab[1][grid[:, i]] for i, tab in enumerate(tables)])
+    # every outcome of the family, in itertools.product's order: one column per row
+    outcomes = np.indices((n + 1,) * m).reshape(m, -1)
+    grid = outcomes.T
+    pmfs = [stats.binom.pmf(np.arange(n + 1), n, t) for t in targets]
+    weight = np.prod([pmf[outcomes[i]] for i, pmf in enumerate(pmfs)], axis=0)
+    meets = np.empty(grid.shape)
+    misses = np.empty(grid.shape)
+    for i, tab in enumerate(tables):
+        meets[:, i], misses[:, i] = tab[0][outcomes[i]], tab[1][outcomes[i]]
     shown_meet, shown_miss = _holm_reject(meets, Q), _holm_reject(misses, Q)
     # holm_targets itself on a spread of the outcomes
     for s in range(0, grid.shape[0], max(1, grid.shape[0] // 150)):
@@ -294,6 +326,9 @@ def test_holm_family_wise_error_of_sixteen_rows_by_simulation() -> None:
     targets = [GRID[(3 * i + 1) % len(GRID)] for i in range(m)]
     sides: list[Side] = [SIDES[i % 2] for i in range(m)]
     tables = [_tables(n, t, s) for t, s in zip(targets, sides, strict=True)]
+    for t, s, tab in zip(targets, sides, tables, strict=True):
+        for level in (Q / m, Q):  # Holm's first and last steps
+            _decided_as_target_test(n, t, s, 1, tab, level)
     x = np.column_stack([rng.binomial(n, t, size=sims) for t in targets])
     meets = np.column_stack([tab[0][x[:, i]] for i, tab in enumerate(tables)])
     misses = np.column_stack([tab[1][x[:, i]] for i, tab in enumerate(tables)])
@@ -317,6 +352,7 @@ DESIGNS = [
 def _powers(n: int, t: float, side: Side, d: float, k: int, level: float) -> tuple[float, float]:
     good, bad = (t - d, t + d) if side == "<=" else (t + d, t - d)
     meets, misses = _tables(n, t, side, k)
+    _decided_as_target_test(n, t, side, k, (meets, misses), level)
     return (_chance(meets, n, good ** (1.0 / k), level),
             _chance(misses, n, bad ** (1.0 / k), level))
 
@@ -429,12 +465,15 @@ def test_mapped_interval_covers_pass_k(k: int) -> None:
             rows = [target_test(x, n, 0.5, ">=", k=k, alpha=alpha) for x in range(n + 1)]
             low = np.array([r.low for r in rows])
             high = np.array([r.high for r in rows])
-            for p in np.linspace(0.005, 0.995, 199):
-                pmf = stats.binom.pmf(np.arange(n + 1), n, p)
-                value = p**k
-                assert float(pmf[(low <= value) & (value <= high)].sum()) >= 1 - 2 * alpha - 1e-12
-                assert float(pmf[low <= value].sum()) >= 1 - alpha - 1e-12
-                assert float(pmf[value <= high].sum()) >= 1 - alpha - 1e-12
+            # every p of the grid at once: one row of the binomial's pmf over x for each
+            p = np.linspace(0.005, 0.995, 199)[:, None]
+            pmf = stats.binom.pmf(np.arange(n + 1)[None, :], n, p)
+            value = p**k
+            above, below = low[None, :] <= value, value <= high[None, :]
+            both = (pmf * (above & below)).sum(axis=1)
+            assert (both >= 1 - 2 * alpha - 1e-12).all(), p[both < 1 - 2 * alpha - 1e-12]
+            assert ((pmf * above).sum(axis=1) >= 1 - alpha - 1e-12).all(), (alpha, n)
+            assert ((pmf * below).sum(axis=1) >= 1 - alpha - 1e-12).all(), (alpha, n)
 
 
 def test_pass_k_row_reads_as_documented() -> None:
