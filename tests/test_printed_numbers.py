@@ -3,9 +3,22 @@ with what the engine decided, checked by enumeration."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from pytest_prove.stats import margin_test_paired, margin_test_unpaired
+from pytest_prove.report.plan import (
+    margin_advice,
+    margin_line,
+    sequential_line,
+    sequential_underpowered,
+)
+from pytest_prove.stats import (
+    margin_design_check,
+    margin_test_paired,
+    margin_test_unpaired,
+    sequential_design,
+)
 
 
 def _disagreements(sizes: range | tuple[int, ...], margin: float) -> list[tuple[object, ...]]:
@@ -41,3 +54,74 @@ def test_margin_bound_never_contradicts_the_decision_up_to_30(margin: float) -> 
     """The acceptance: no outcome at n <= 30 (two arms of n, or n twins) whose bound and
     decision disagree."""
     assert _disagreements(range(1, 31), margin) == []
+
+
+def _figure(text: str, before: str) -> float:
+    """The number printed right after ``before`` in ``text``."""
+    match = re.search(re.escape(before) + r"\s*([0-9.]+)", text)
+    assert match, (before, text)
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize(("replicates", "m"), [(190, 8), (150, 4), (190, 16), (220, 16),
+                                               (200, 8), (174, 4)])
+def test_sequential_check_says_what_it_compares(replicates: int, m: int) -> None:
+    """The audit's case: 8 conditions x 190 under --prove-sequential read "a condition that
+    moved by 0.200 would be caught 0.81 of the time, less than 4 times in 5". The check fails
+    exactly when the power printed is below the power it names, and the printed figure is
+    below that one; the replicates it advises reach it."""
+    design = sequential_design(replicates, m, paired=True)
+    line = sequential_line(design, replicates, m, 0.2)
+    assert _figure(line, "power there") <= design.power_at_max_mde
+    if design.ok:
+        return
+    text = sequential_underpowered(design, replicates, m, 0.2)
+    caught = _figure(text, "would be caught")
+    asked = 0.8 if "less than 4 times in 5" in text else _figure(text, "less than the")
+    assert caught < asked, text
+    assert design.power_at_max_mde < asked
+    needed = design.replicates_needed
+    assert needed is not None and needed > replicates, text
+    assert sequential_design(needed, m, paired=True).ok
+
+
+@pytest.mark.parametrize(("paired", "m", "margin", "replicates"), [
+    (False, 1, 0.2, 40), (True, 4, 0.2, 60), (False, 4, 0.15, 100), (True, 1, 0.065, 600),
+])
+def test_margin_advice_is_the_fewest_replicates_that_pass(
+        paired: bool, m: int, margin: float, replicates: int) -> None:
+    """The audit's case: the margin's design check said "use about 1237" where 1,251 are
+    needed, printed a failing power of 0.7992 as "0.80", and at 1,237 advised 1,237 again.
+    The advice passes the check and one replicate fewer does not (exact, the check's own
+    search), a design one short of it is advised it, and a failing power never reads as one
+    that passes."""
+    check = margin_design_check(replicates, m, paired=paired, margin=margin)
+    assert not check.ok
+    needed = check.replicates_needed
+    assert needed is not None and needed > replicates and check.replicates_exact
+    assert margin_design_check(needed, m, paired=paired, margin=margin).ok
+    short = margin_design_check(needed - 1, m, paired=paired, margin=margin)
+    assert not short.ok
+    assert short.replicates_needed == needed
+    for failing in (check, short):
+        text = margin_advice(failing, m, margin)
+        assert "about" not in text
+        assert _figure(text, "would hold only") < 0.8, text
+        assert _figure(margin_line(failing, m, margin), "nothing changed:") < 0.8
+
+
+@pytest.mark.slow
+def test_margin_advice_at_the_audits_design() -> None:
+    """One row, margin 0.05, two arms: 1,251 replicates are the fewest that pass."""
+    check = margin_design_check(1237, 1, paired=False, margin=0.05)
+    assert (check.replicates_needed, check.replicates_exact) == (1251, True)
+    assert not margin_design_check(1250, 1, paired=False, margin=0.05).ok
+    assert margin_design_check(1251, 1, paired=False, margin=0.05).ok
+
+
+@pytest.mark.parametrize(("value", "shown"), [(0.7992, "0.79"), (0.8, "0.80"), (0.81175, "0.81"),
+                                              (0.2899, "0.28"), (1.0, "1.00"), (0.0, "0.00")])
+def test_a_power_is_printed_rounded_down(value: float, shown: str) -> None:
+    from pytest_prove.report._format import power_text
+
+    assert power_text(value) == shown
