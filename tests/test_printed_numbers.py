@@ -218,3 +218,29 @@ def test_simultaneous_intervals_cover_as_they_say() -> None:
 @pytest.mark.slow
 def test_simultaneous_intervals_cover_as_they_say_up_to_500() -> None:
     _check_coverage((10, 50, 190, 500))
+
+
+def test_sequential_rows_print_no_limit_of_their_own() -> None:
+    """The audit's case: a sequential run's rows printed the fixed test's limits at the look
+    their condition stopped at (0.285-0.370 for conditions stopped early, under a headline
+    that every condition could have shown 0.200; a printed rise was caught 0.19-0.72 of the
+    time). They print none, say why, and the headline rests on the design's power."""
+    from pytest_prove.report.terminal import verdict_line
+    from pytest_prove.stats import compare
+
+    method = "group-sequential, 5 looks: test method"
+    rows = [RowInput("ticket=a", "unresolved", "rise", 4, 44, 5, 44,
+                     pairs=Pairs(44, 3, 1, 2)),
+            RowInput("ticket=b", "unresolved", "rise", 40, 221, 42, 221,
+                     pairs=Pairs(221, 30, 10, 12))]
+    found = compare(rows, pvalues=[1.0, 0.9], sees=[True, True], m=2, sequential=method)
+    for row in found.rows:
+        assert (row.rise.status, row.fall.status) == ("sequential", "sequential"), row
+        assert row.rise.value is None and row.fall.value is None
+    assert found.verdict.word == "no significant change"
+    line = verdict_line(found)
+    assert "the sequential design could have shown a change of 0.200" in line, line
+    assert "none per row" in line and "largest limit read" not in line
+    # A row whose design could not catch max_mde, and that did not rule it out, is blind.
+    blind = compare(rows, pvalues=[1.0, 0.9], sees=[True, False], m=2, sequential=method)
+    assert blind.verdict.word == "too small to tell"
