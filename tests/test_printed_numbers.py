@@ -45,8 +45,9 @@ def _disagreements(sizes: range | tuple[int, ...], margin: float) -> list[tuple[
 def test_margin_bound_never_contradicts_the_decision() -> None:
     """The audit's cases: 6/10 -> 3/10 at margin 0.1 read "within margin 0.100 ... the
     largest upper bound is 0.116" (and two outcomes of 4 disagreed the same way). Every
-    outcome of n = 4 and n = 10, both designs, at margin 0.1."""
-    assert _disagreements((4, 10), 0.1) == []
+    outcome of n = 4, both designs, at margin 0.1, and the audit's outcome (the slow test
+    below enumerates every outcome up to n = 30)."""
+    assert _disagreements((4,), 0.1) == []
     test = margin_test_unpaired(6, 10, 3, 10, 0.1)
     assert test.within == (test.bound <= 0.1)
 
@@ -89,7 +90,9 @@ def test_sequential_check_says_what_it_compares(replicates: int, m: int) -> None
 
 
 @pytest.mark.parametrize(("paired", "m", "margin", "replicates"), [
-    (False, 1, 0.2, 40), (True, 4, 0.2, 60), (False, 4, 0.15, 100), (True, 1, 0.065, 600),
+    (False, 1, 0.2, 40), (True, 4, 0.2, 60), (False, 4, 0.15, 100),
+    # The normal approximation asks 732 here: the advice used to be that, not searched.
+    pytest.param(True, 1, 0.065, 600, marks=pytest.mark.slow),
 ])
 def test_margin_advice_is_the_fewest_replicates_that_pass(
         paired: bool, m: int, margin: float, replicates: int) -> None:
