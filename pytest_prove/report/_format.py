@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from pytest_prove.stats import Row
 
-__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "q_text", "rate", "signed",
-           "status_text", "table", "terminal_text"]
+__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "power_text", "q_text", "rate",
+           "signed", "status_text", "table", "terminal_text"]
 
 #: The shape of every JSON document the reports and the command line write.
 REPORT_SCHEMA_VERSION: Final = 1
@@ -21,6 +21,16 @@ REPORT_SCHEMA_VERSION: Final = 1
 def rate(value: float) -> str:
     """A proportion, as 0.059."""
     return f"{value:.3f}"
+
+
+def power_text(value: float) -> str:
+    """A power (a probability of catching or showing something), with two decimals rounded
+    down, never to the nearest: a power of 0.7992 reads 0.79, so a figure printed beside a
+    threshold (0.80, "4 times in 5") is below it exactly when the power is."""
+    hundredths = math.floor(value * 100.0)
+    if hundredths / 100.0 > value:  # value * 100 rounded up in floating point
+        hundredths -= 1
+    return f"{max(hundredths, 0) / 100.0:.2f}"
 
 
 def signed(value: float) -> str:

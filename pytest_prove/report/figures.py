@@ -197,7 +197,8 @@ def forest_plot(event: str, rows: Sequence[Row], order: Sequence[int], *, level:
     counted = [r for r in drawn if r.counted]
     title = f"Forest plot of {event}: the change of each condition, worst first"
     desc = (f"{len(drawn)} conditions; each line shows the change after minus before as a dot, "
-            f"its simultaneous {100 * level:.2f}% interval as a bar, and the rise and fall "
+            f"its exact simultaneous interval (covering at least {100 * level:.2f}%) as a "
+            "bar, and the rise and fall "
             "detection limits as short ticks; zero is the vertical reference line"
             + (f", and the margin {signed(signed_margin)} a dashed one"
                if signed_margin is not None else "")

@@ -383,7 +383,8 @@ def _forest(rows: Sequence[Row], order: Sequence[int], level: float,
         hint = (f"forest plot of {event}, worst first: up and down arrows (Home, End, Page Up, "
                 "Page Down) move through the conditions, with the grid and the details")
         return (f'<figure class="forest"><p class="legend muted" aria-hidden="true"><span>● '
-                f"change</span><span>━ simultaneous {100 * level:.2f}% interval</span><span>┃ "
+                f"change</span><span>━ exact simultaneous interval, at least "
+                f"{100 * level:.2f}%</span><span>┃ "
                 "rise and fall limits</span><span>◇ counted by the verdict</span><span>│ zero"
                 "</span>" + ("<span>┆ margin</span>" if margin is not None else "")
                 + f'</p><div class="forest-box" tabindex="0" role="group" '

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ._format import power_text
+
 if TYPE_CHECKING:
     from pytest_prove.review.metrics import PlannedLimit
     from pytest_prove.review.twins import TwinReview
@@ -203,7 +205,8 @@ def would_stop(reason: str) -> str:
 def margin_line(check: MarginDesignCheck, m: int, margin: float) -> str:
     claim = (f"every one of the {m} tests shown within the margin {margin:g} when "
              f"nothing changed")
-    return (f"margin design check: {claim}: {check.weakest_power ** m:.2f} of the time at "
+    return (f"margin design check: {claim}: {power_text(check.weakest_power ** m)} of the "
+            f"time at "
             f"base rate {check.weakest_base_rate:.3f} ({check.row_power:.4f} asked of each "
             f"test for 0.8 over all {m}; {check.method})")
 
@@ -212,11 +215,13 @@ def margin_advice(check: MarginDesignCheck, m: int, margin: float) -> str:
     """What would pass the margin's design check, when it fails."""
     if check.replicates_needed is None:
         return "more replicates than the search's ceiling are needed for that claim"
-    about = "" if check.replicates_exact else "about "
+    needed = (f"{check.replicates_needed} replicates a condition" if check.replicates_exact
+              else f"about {check.replicates_needed} replicates a condition (a normal "
+              "approximation: designs this large are not searched exactly; check the size "
+              "with --prove-plan)")
     return (f"the claim that every condition is within {margin:g} would hold "
-            f"only {check.weakest_power ** m:.2f} of the time when nothing changed; "
-            f"use {about}{check.replicates_needed} replicates a condition "
-            "(replicates= or --prove-replicates)")
+            f"only {power_text(check.weakest_power ** m)} of the time when nothing changed; "
+            f"use {needed} (replicates= or --prove-replicates)")
 
 
 def margin_fails_in_plan(advice: str) -> str:
@@ -238,7 +243,7 @@ def sequential_line(design: SequentialDesign, replicates: int, cells: int,
             f"looks at {', '.join(map(str, design.looks))}); expected "
             f"{round(design.expected_unchanged) * cells:,} when nothing changed, "
             f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
-            f"{max_mde:.3f} (power there {design.power_at_max_mde:.2f}, normal "
+            f"{max_mde:.3f} (power there {power_text(design.power_at_max_mde)}, normal "
             f"approximation); {design.method}")
 
 
@@ -255,9 +260,11 @@ def sequential_underpowered(design: SequentialDesign, replicates: int, m: int,
               if design.replicates_needed else "use many more replicates a condition")
     return (f"sequential design check failed: with {replicates} replicates a condition "
             f"at most and {m} tests, a condition that moved by {max_mde:.3f} "
-            f"would be caught {design.power_at_max_mde:.2f} of the time, less than "
-            f"4 times in 5: stopping early and spending the error over the looks cost "
-            f"power. {needed.capitalize()} (replicates= or --prove-replicates; the "
+            f"would be caught {power_text(design.power_at_max_mde)} of the time (normal "
+            f"approximation), less than the {design.power_asked:g} asked "
+            f"({design.power:g}, plus {design.power_asked - design.power:.2f} for the "
+            f"exact tests' discreteness): stopping early and spending the error over the "
+            f"looks cost power. {needed.capitalize()} (replicates= or --prove-replicates; the "
             "baseline must hold as many), or run anyway with "
             "--prove-allow-underpowered")
 

@@ -65,9 +65,13 @@ def verdict_line(comparison: Comparison) -> str:
     """The one line to read first: the word, then the facts it rests on."""
     verdict = comparison.verdict
     largest = "none" if verdict.largest_limit is None else outward(verdict.largest_limit)
-    sequential = ("group-sequential (O'Brien-Fleming spending), "
-                  if comparison.method.startswith("group-sequential") else "")
-    tail = (f"largest limit read {largest}; {sequential}{_test_name(comparison)}, "
+    is_sequential = comparison.method.startswith("group-sequential")
+    sequential = "group-sequential (O'Brien-Fleming spending), " if is_sequential else ""
+    # A sequential run's rows have no limit of their own (the fixed test's limit at the look
+    # a condition stopped at is not what the procedure detects): the design's power is.
+    read = ("limits: the sequential design's, none per row" if is_sequential
+            else f"largest limit read {largest}")
+    tail = (f"{read}; {sequential}{_test_name(comparison)}, "
             f"Holm q {comparison.q:g} over {comparison.m} tests")
     if verdict.word == "worse":
         conditions = len({r.condition for r in verdict.worse})
@@ -81,8 +85,11 @@ def verdict_line(comparison: Comparison) -> str:
                 f"({_listed(verdict.safer)}) and none got worse; {tail}")
     mde = rate(comparison.max_mde)
     if verdict.word == "no significant change":
-        return (f"no significant change: nothing changed significantly, and every condition "
-                f"could have shown a change of {mde}; {tail}")
+        could = (f"the sequential design could have shown a change of {mde} in every "
+                 f"condition (its check of the power at {mde} passed, or the condition ruled "
+                 f"it out)" if is_sequential
+                 else f"every condition could have shown a change of {mde}")
+        return f"no significant change: nothing changed significantly, and {could}; {tail}"
     blind = verdict.blind
     names = _listed(blind, lambda r: f"{_row_name(r)} ({'/'.join(r.blind)})")
     return (f"too small to tell: nothing changed significantly, but "
@@ -229,10 +236,12 @@ def format_comparison(
         lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
                      f"{rate(comparison.max_mde)} not shown (-v shows every row)")
     lines.extend(beside)
-    lines.append(
-        f"method: {plain_text(comparison.method)}. rise/fall: the smallest change each row "
-        f"alone would be flagged for, 4 times in 5, from its rate in {before}"
-    )
+    legend = ("rise/fall: 'sequential', a row of a sequential run has no limit of its own "
+              "(the design's power at max_mde holds for every row)"
+              if comparison.method.startswith("group-sequential") else
+              f"rise/fall: the smallest change each row alone would be flagged for, 4 times "
+              f"in 5, from its rate in {before}")
+    lines.append(f"method: {plain_text(comparison.method)}. {legend}")
     if comparison.paired_model is not None:
         lines.append(f"paired limits assume {comparison.paired_model}")
     if comparison.margin is not None:

@@ -172,8 +172,10 @@ class Looks:
 
 def sequential_comparison(looks: Looks, *, max_mde: float) -> Comparison | None:
     """The comparison of a sequential run: each condition's rows at the look it stopped at
-    (or its last look), tested on their sequential p-values (Holm over m on p*); a row that
-    ruled max_mde out is not counted as blind."""
+    (or its last look), tested on their sequential p-values (Holm over m on p*). Its rows
+    have no limit of their own (``Limit`` status ``sequential``): a row is not counted as
+    blind when its condition ruled max_mde out or the design's check passed (the procedure
+    catches max_mde 4 times in 5 by design)."""
     by_row = {(d.condition, d.event): d for d in looks.rows}
     inputs: list[RowInput] = []
     pvalues: list[float] = []
@@ -192,7 +194,10 @@ def sequential_comparison(looks: Looks, *, max_mde: float) -> Comparison | None:
             continue
         inputs.append(dataclasses.replace(counts, condition=looks.labels[key]))
         pvalues.append(decision.p_star)
-        ruled_out.append(stopped is not None and stopped.state == "no change of max_mde")
+        # A row sees max_mde when its condition ruled it out, or when the design's procedure
+        # catches it 4 times in 5 (its check passed): a sequential row has no limit of its own.
+        ruled_out.append(looks.design.ok
+                         or (stopped is not None and stopped.state == "no change of max_mde"))
     if not inputs:
         return None
     return compare(inputs, q=looks.design.q, max_mde=max_mde, pvalues=pvalues,

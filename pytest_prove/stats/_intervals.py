@@ -1,9 +1,17 @@
 """Confidence intervals on a row's change (after rate minus before rate).
 
-Unpaired rows use Newcombe's hybrid score interval (method 10), built from the two Wilson
-intervals; paired rows use Tango's score interval, the inversion of the score test of a given
-difference in paired proportions. Both stay inside [-1, 1] and behave at zero counts, where a
-Wald interval collapses.
+The comparison's simultaneous intervals are exact (:func:`exact_intervals`,
+:func:`exact_paired_intervals`): each covers the true change at least ``level`` of the time
+whatever the rates and n, so rows at level 1 - q/m hold together at least 1 - q of the time
+(Bonferroni). They are built from Clopper-Pearson intervals on two rates, each at level
+1 - (1 - level)/2, and the union bound: unpaired, the before and after rates; paired, the
+rate of discordant twins and, given their number, the share of them worse after.
+
+Newcombe's hybrid score interval (method 10, from two Wilson intervals) and Tango's score
+interval (the inversion of the score test of a paired difference) are kept for the
+sequential design's futility rule and for callers: they are narrower, but their coverage
+falls below the level asked at some rates (unchanged rows missed up to 1.37 times the
+nominal rate at 1 - q/m; 0 -> 0.995 covered 0.86 at 95%).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special  # type: ignore[import-untyped]
 
 from . import _dist
 from ._check import check_count, check_counts, check_level
@@ -22,6 +31,8 @@ from ._scores import tango_score, tango_scores
 __all__ = [
     "Interval",
     "clopper_pearson_interval",
+    "exact_intervals",
+    "exact_paired_intervals",
     "newcombe_interval",
     "newcombe_intervals",
     "tango_interval",
@@ -213,3 +224,52 @@ def _tango_ends(b: FloatArray, c: FloatArray, n: FloatArray, sign: float, z: flo
 
     short, past = bisect(beyond, estimate, outer, steps=_TANGO_BISECTIONS)
     return np.asarray(0.5 * (past + short), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- exact, many rows
+
+
+def _clopper_pearson_many(x: FloatArray, n: FloatArray,
+                          level: float) -> tuple[FloatArray, FloatArray]:
+    """:func:`clopper_pearson_interval` for arrays: [0, 1] where n is 0."""
+    tail = (1.0 - level) / 2.0
+    safe_x = np.maximum(x, 1.0)
+    safe_rest = np.maximum(n - x, 1.0)
+    low = np.where(x <= 0, 0.0, special.betaincinv(safe_x, n - safe_x + 1.0, tail))
+    high = np.where(x >= n, 1.0, special.betaincinv(x + 1.0, safe_rest, 1.0 - tail))
+    return (np.asarray(np.clip(low, 0.0, 1.0), dtype=np.float64),
+            np.asarray(np.clip(high, 0.0, 1.0), dtype=np.float64))
+
+
+def exact_intervals(x_before: FloatArray, n_before: FloatArray, x_after: FloatArray,
+                    n_after: FloatArray, level: float) -> tuple[FloatArray, FloatArray]:
+    """Exact intervals on the change of two independent arms (all n positive): with
+    Clopper-Pearson intervals (l0, u0) on the before rate and (l1, u1) on the after rate,
+    each at level 1 - (1 - level)/2, the change lies in [l1 - u0, u1 - l0] whenever both
+    rates lie in theirs, which fails at most (1 - level)/2 + (1 - level)/2 of the time:
+    coverage at least ``level`` for every pair of rates and every n."""
+    each = 1.0 - (1.0 - level) / 2.0
+    l0, u0 = _clopper_pearson_many(x_before, n_before, each)
+    l1, u1 = _clopper_pearson_many(x_after, n_after, each)
+    return np.maximum(-1.0, l1 - u0), np.minimum(1.0, u1 - l0)
+
+
+def exact_paired_intervals(before_only: FloatArray, after_only: FloatArray, n: FloatArray,
+                           level: float) -> tuple[FloatArray, FloatArray]:
+    """Exact intervals on the paired change (all n positive). Of n twins, d = b + c are
+    discordant, d ~ Binomial(n, delta); given d, the c worse after ~ Binomial(d, pi); the
+    change is pc - pb = delta (2 pi - 1). Clopper-Pearson intervals on delta (from d of n)
+    and on pi (from c of d; [0, 1] when d = 0), each at level 1 - (1 - level)/2, hold
+    together at least ``level`` of the time (the one on pi holds given every d, so also
+    unconditionally), and the change then lies between the least and the most of
+    delta (2 pi - 1) over the two: coverage at least ``level`` for every pair of discordant
+    rates, however the twins agree."""
+    each = 1.0 - (1.0 - level) / 2.0
+    discordant = before_only + after_only
+    d_low, d_high = _clopper_pearson_many(discordant, n, each)
+    s_low, s_high = _clopper_pearson_many(after_only, discordant, each)
+    g_low = 2.0 * s_low - 1.0
+    g_high = 2.0 * s_high - 1.0
+    low = g_low * np.where(g_low < 0.0, d_high, d_low)
+    high = g_high * np.where(g_high > 0.0, d_high, d_low)
+    return np.maximum(-1.0, low), np.minimum(1.0, high)

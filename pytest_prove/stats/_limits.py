@@ -49,10 +49,13 @@ class Limit:
 
     ``"no room"``: the rate cannot move that way (0 for a fall, 1 for a rise).
     ``"none detectable"``: no change of any size is flagged with the asked power.
+    ``"sequential"``: a row of a sequential run, which has no limit of its own: what its
+    procedure detects is the design's (its power at max_mde, checked before the run), not
+    the fixed test's limit at the look where its condition stopped.
     """
 
     value: float | None
-    status: Literal["ok", "no room", "none detectable"]
+    status: Literal["ok", "no room", "none detectable", "sequential"]
 
     def sees(self, change: float) -> bool:
         """True when a change of this size would be flagged with the asked power."""

@@ -82,6 +82,18 @@ _REFINE_POINTS = 32
 _WHOLE_GRID_UP_TO = 1_002_001
 # The one-sided bound is found to this width (it prints with three decimals, rounded up).
 _BOUND_WIDTH = 1e-4
+# Outcomes whose scores differ by less than this (relative to 1 + |z|) are ties: equal in
+# exact arithmetic (e.g. with equal arms, (x0, x1) and (n - x1, n - x0) have one change and
+# one score), they differ only by floating-point rounding, and a tie is always in the tail.
+# Without it, a tie fell in or out of the tail as rounding went at each margin, and the
+# p-value jumped between two values as the margin moved (6/10 -> 3/10 at margin 0.1: 0.0495
+# or 0.058), so the bound's bisection could contradict the decision.
+_TIE = 1e-9
+
+
+def _at_or_below(z: float) -> float:
+    """The largest score counted as at or below z: z itself, and its ties."""
+    return z + _TIE * (1.0 + abs(z)) if math.isfinite(z) else z
 
 
 # --------------------------------------------------------------------------- designs
@@ -207,7 +219,7 @@ class MarginDesign:
 
     def counts(self, z: float) -> IntArray:
         """For each first count, how many second counts are ordered at or below z."""
-        return np.asarray((self.order <= z).sum(axis=1), dtype=np.int64)
+        return np.asarray((self.order <= _at_or_below(z)).sum(axis=1), dtype=np.int64)
 
     def sup_tail(self, z: float) -> float:
         """sup over the nuisance of P(order(X) <= z): the exact p-value of an outcome
@@ -255,6 +267,7 @@ def _quick_counts(paired: bool, n0: int, n1: int, margin: float, z: float) -> In
     first = np.arange(n0 + 1, dtype=np.float64)
     width = (n0 - np.arange(n0 + 1, dtype=np.int64) + 1) if paired else np.full(
         n0 + 1, n1 + 1, dtype=np.int64)
+    z = _at_or_below(z)
 
     def above(rows: IntArray, second: IntArray) -> BoolArray:
         return _scores(paired, n0, n1, margin, first[rows], second.astype(np.float64)) > z
@@ -286,8 +299,8 @@ class MarginTest:
     the score statistic at the margin (negative leans within); ``p`` the exact
     unconditional one-sided p-value; ``bound`` the one-sided upper bound on the change at
     level 1 - ``alpha``: the smallest margin this row would be shown within at level alpha
-    (the row is within ``margin`` exactly when ``bound <= margin``, up to the bisection's
-    1e-4).
+    (the row is within ``margin`` exactly when ``bound <= margin``: the bound's search is
+    anchored at the row's own margin and decision).
     """
 
     margin: float
@@ -322,37 +335,47 @@ def _test(paired: bool, n0: int, n1: int, first: int, second: int, margin: float
         statistic = float(_scores(paired, n0, n1, margin, np.array([float(first)]),
                                   np.array([float(second)]))[0])
     change = (second - first) / n0 if paired else second / n1 - first / n0
-    bound = _bound(paired, n0, n1, first, second, alpha)
+    bound = _bound(paired, n0, n1, first, second, alpha, margin, p <= alpha)
     return MarginTest(margin=margin, paired=paired, change=change,
                       statistic=statistic, p=p, alpha=alpha,
                       bound=bound, method=PAIRED_METHOD if paired else UNPAIRED_METHOD)
 
 
-def _bound(paired: bool, n0: int, n1: int, first: int, second: int, alpha: float) -> float:
+def _bound(paired: bool, n0: int, n1: int, first: int, second: int, alpha: float,
+           margin: float, within: bool) -> float:
     """The smallest margin whose p-value is at most alpha (to _BOUND_WIDTH, from above):
-    the one-sided upper bound on the change. The p-value falls as the margin grows. The
-    bisection starts from a bracket around the asymptotic bound (the score statistic at
-    the normal quantile), widened until it holds the exact one."""
+    the one-sided upper bound on the change. The p-value falls as the margin grows (up to
+    the exact test's discreteness). The bisection is anchored at the row's own margin and
+    decision: a row within ``margin`` has its bound searched at or below it, a row not
+    within above it, so the bound never contradicts the decision (a row is within exactly
+    when its bound is at most its margin). The bracket on the other side starts around the
+    asymptotic bound (the score statistic at the normal quantile) and is widened until it
+    holds the exact one."""
 
     def passes(value: float) -> bool:
         return _quick_p(paired, n0, n1, first, second, _round_margin(value)) <= alpha
 
     z = float(special.ndtri(alpha))
 
-    def passes_asymptotically(margin: float) -> bool:
+    def passes_asymptotically(value: float) -> bool:
         """The score at the margin at or below the normal quantile."""
-        return not _scores(paired, n0, n1, _round_margin(margin), np.array([float(first)]),
+        return not _scores(paired, n0, n1, _round_margin(value), np.array([float(first)]),
                            np.array([float(second)]))[0] > z
 
-    hi = boundary(passes_asymptotically, -1.0, 1.0, steps=50)
+    start = boundary(passes_asymptotically, -1.0, 1.0, steps=50)
     width = 0.01
-    lo, hi = max(-1.0, hi - width), min(1.0, hi + width)
-    while lo > -1.0 and passes(lo):
-        width *= 2.0
-        lo = max(-1.0, lo - width)
-    while hi < 1.0 and not passes(hi):
-        width *= 2.0
-        hi = min(1.0, hi + width)
+    if within:  # the margin passes: the turn is at or below it
+        hi = margin
+        lo = max(-1.0, min(start, margin) - width)
+        while lo > -1.0 and passes(lo):
+            width *= 2.0
+            hi, lo = lo, max(-1.0, lo - width)
+    else:  # the margin fails: the turn is above it
+        lo = margin
+        hi = min(1.0, max(start, margin) + width)
+        while hi < 1.0 and not passes(hi):
+            width *= 2.0
+            lo, hi = hi, min(1.0, hi + width)
     return boundary(passes, lo, hi, width=_BOUND_WIDTH)
 
 

@@ -110,6 +110,7 @@ def within_power(paired: bool, n: int, margin: float, alpha: float,
                                unchanged_nuisance(paired, base, kappa), 0.0)
 
 
+@functools.lru_cache(maxsize=256)
 def _weakest(paired: bool, n: int, margin: float, alpha: float,
              kappa: float = 1.0) -> tuple[float, float]:
     """The smallest power over base rates k/n when nothing changed, and where: a coarse
@@ -150,8 +151,9 @@ class MarginDesignCheck:
 
 MARGIN_CEILING = 20_000
 #: Above this many replicates (by the normal approximation) the replicates needed are given
-#: by the approximation, not searched exactly (each exact size costs seconds there).
-EXACT_SEARCH_UP_TO = 600
+#: by the approximation, not searched exactly (each exact size costs seconds there), and
+#: said to be approximate.
+EXACT_SEARCH_UP_TO = 1_500
 
 
 def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float,
@@ -164,22 +166,32 @@ def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float,
 
 
 def margin_replicates(paired: bool, m: int, q: float, margin: float,
-                      power: float = 0.8, kappa: float = 1.0) -> int | None:
-    """The fewest replicates per condition (in each run) at which, when nothing changed,
-    every row of m is shown within the margin at level q with probability at least
-    ``power`` at every base rate, rows independent: each row with power ** (1 / m)."""
+                      power: float = 0.8, kappa: float = 1.0, above: int = 0) -> int | None:
+    """The fewest replicates per condition (in each run) above ``above`` at which, when
+    nothing changed, every row of m is shown within the margin at level q with probability
+    at least ``power`` at every base rate, rows independent: each row with power ** (1 / m).
+    ``kappa``: the twins' discordance ratio (paired; 1 for independent twins).
+
+    The search asks the design check's own question (:func:`margin_design_check`, the
+    power at the weakest base rate) of each size it tries, and ends on a size that passes
+    next to one that fails (or next to ``above``): the figure returned passes the check and
+    the one below it does not. (Power is not quite monotone in the replicates, the tests
+    being discrete, so a smaller size further down may pass too; ``above``, the size that
+    just failed, keeps the advice above it.) None beyond ``MARGIN_CEILING``."""
     row_power = power ** (1.0 / m)
 
     def passes(n: int) -> bool:
         return bool(_weakest(paired, n, margin, q, kappa)[0] >= row_power)
 
-    guess = min(MARGIN_CEILING, _normal_guess(paired, margin, q, row_power, kappa))
-    step = max(1, guess // 50)
+    floor = max(0, above)
+    guess = min(MARGIN_CEILING, max(floor + 1, _normal_guess(paired, margin, q, row_power,
+                                                              kappa)))
+    step = max(1, guess // 200)
     lo = hi = guess
     if passes(guess):
-        while True:  # step down until a size fails
-            lo = max(0, hi - step)
-            if lo == 0 or not passes(lo):
+        while True:  # step down until a size fails, or the floor
+            lo = max(floor, hi - step)
+            if lo == floor or not passes(lo):
                 break
             hi = lo
             step *= 2
@@ -195,14 +207,16 @@ def margin_replicates(paired: bool, m: int, q: float, margin: float,
 
 
 def replicates_needed(paired: bool, m: int, q: float, margin: float,
-                      power: float = 0.8, kappa: float = 1.0) -> tuple[int | None, bool]:
-    """The replicates per condition the margin claim over m rows needs (as
-    :func:`margin_replicates`), and whether the figure is exact: above
-    ``EXACT_SEARCH_UP_TO`` by the normal approximation the normal figure is given instead."""
+                      power: float = 0.8, kappa: float = 1.0,
+                      above: int = 0) -> tuple[int | None, bool]:
+    """The replicates per condition the margin claim over m rows needs, above ``above``
+    (as :func:`margin_replicates`), and whether the figure is exact: above
+    ``EXACT_SEARCH_UP_TO`` by the normal approximation the normal figure (at least
+    ``above`` + 1) is given instead, and said to be approximate."""
     guess = _normal_guess(paired, margin, q, power ** (1.0 / m), kappa)
     if guess <= EXACT_SEARCH_UP_TO:
-        return margin_replicates(paired, m, q, margin, power, kappa), True
-    return guess, False
+        return margin_replicates(paired, m, q, margin, power, kappa, above), True
+    return max(guess, above + 1), False
 
 
 def margin_design_check(replicates: int, m: int, *, paired: bool, margin: float,
@@ -228,7 +242,7 @@ def margin_design_check(replicates: int, m: int, *, paired: bool, margin: float,
     weakest, where = _weakest(paired, n, margin, q, kappa)
     ok = weakest >= row_power
     needed, exact = (None, True) if ok else replicates_needed(paired, m, q, margin, power,
-                                                              kappa)
+                                                              kappa, above=n)
     test = "Tango score, exact unconditional" if paired else (
         "Miettinen-Nurminen score, exact unconditional")
     model = ("; twins independent given the rate" if kappa == 1.0 else

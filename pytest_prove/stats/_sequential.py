@@ -150,11 +150,17 @@ class SequentialDesign:
     futility_level: float
     fixed: int | None  # replicates of the fixed design that passes the design check
     replicates_needed: int | None  # the smallest maximum keeping power at max_mde
-    ok: bool  # replicates >= replicates_needed
+    ok: bool  # power_at_max_mde >= power_asked (the figure printed against the one asked)
     power_at_max_mde: float  # of the procedure at this maximum (normal approximation)
     expected_unchanged: float  # expected replicates of a condition that did not change
     expected_moved: float  # of a condition that moved by max_mde
     method: str
+
+    @property
+    def power_asked(self) -> float:
+        """The power at max_mde the check asks of the procedure (``power`` plus a margin
+        for the exact tests' discreteness): ``ok`` is ``power_at_max_mde >= power_asked``."""
+        return _asked(self.power, self.paired)
 
     def expected_episodes(self, conditions: int, moved: int = 0) -> float:
         """Expected episodes of a sweep of ``conditions`` conditions, ``moved`` of them by
@@ -286,30 +292,60 @@ def sequential_design(
     schedule = look_schedule(n, looks)
     shares = alpha_shares(schedule, alpha)
     fractions = np.asarray(schedule, dtype=np.float64) / n
+    asked = _asked(power, paired)
+    scale = math.sqrt(n / fixed) if fixed else 0.0
+    reached, moved = _procedure(fractions, shares, alpha, paired, theta_fixed * scale)
+    # The check passes when the power printed (the procedure's at these looks) reaches the
+    # power asked: the words and the figure come from one comparison.
+    ok = fixed is not None and reached >= asked
     needed: int | None = None
     if fixed is not None:
         # The inflation is found on the full schedule of looks at a large maximum (so that
-        # rounding of the looks does not enter), then applied to the fixed design.
+        # rounding of the looks does not enter), then applied to the fixed design; a design
+        # that fails is told the first maximum above it whose own looks reach the power.
         ideal = np.arange(1, looks + 1, dtype=np.float64) / looks
         ideal_shares = alpha_shares(list(range(1, looks + 1)), alpha)
         for inflation in _INFLATIONS:
             drift = theta_fixed * math.sqrt(float(inflation))
             reach = _procedure(ideal, ideal_shares, alpha, paired, drift)[0]
-            if reach >= min(power + _POWER_MARGIN[paired], 0.999):
+            if reach >= asked:
                 needed = math.ceil(float(inflation) * fixed - 1e-9)
                 break
-    scale = math.sqrt(n / fixed) if fixed else 0.0
-    reached, moved = _procedure(fractions, shares, alpha, paired, theta_fixed * scale)
+        if ok:
+            needed = n if needed is None else min(needed, n)
+        elif needed is not None:
+            needed = _first_reaching(max(needed, n + 1), 2 * needed + n, looks, alpha,
+                                     paired, theta_fixed, fixed, asked)
     # With nothing changed, the futility rule reads the interval against max_mde, so the
     # drift of max_mde sets where it stops: rerun with that drift's futility boundary.
     unchanged = _unchanged_share(fractions, shares, alpha, paired, theta_fixed * scale)
     return SequentialDesign(
         replicates=n, m=m, paired=paired, q=q, max_mde=max_mde, power=power,
         looks=schedule, shares=shares, futility_level=FUTILITY_LEVEL, fixed=fixed,
-        replicates_needed=needed, ok=needed is not None and n >= needed,
+        replicates_needed=needed, ok=ok,
         power_at_max_mde=reached, expected_unchanged=unchanged * n,
         expected_moved=moved * n, method=_method(m, q, len(schedule)),
     )
+
+
+def _asked(power: float, paired: bool) -> float:
+    """The procedure's power at max_mde the design check asks (normal approximation):
+    ``power`` plus a margin for the exact tests' discreteness (``_POWER_MARGIN``)."""
+    return min(power + _POWER_MARGIN[paired], 0.999)
+
+
+def _first_reaching(start: int, stop: int, looks: int, alpha: float, paired: bool,
+                    theta_fixed: float, fixed: int, asked: float) -> int | None:
+    """The first maximum from ``start`` (up to ``stop``) whose own looks give the procedure
+    a power at max_mde of at least ``asked``; None past ``stop``."""
+    for size in range(start, stop + 1):
+        schedule = look_schedule(size, looks)
+        fractions = np.asarray(schedule, dtype=np.float64) / size
+        shares = alpha_shares(schedule, alpha)
+        drift = theta_fixed * math.sqrt(size / fixed)
+        if _procedure(fractions, shares, alpha, paired, drift)[0] >= asked:
+            return size
+    return None
 
 
 def _unchanged_share(
