@@ -201,3 +201,63 @@ def test_prune_empties_the_cache_and_bad_values_are_refused(
     assert main(["--store", store, "prune", "--cache"]) == 0
     assert "removed the cache of HTTP calls" in capsys.readouterr().out
     assert not (pytester.path / ".prove" / "cache").exists()
+
+
+class ChatModel(JSONHandler):
+    """An OpenAI-compatible chat endpoint whose answers and usage are drawn afresh on every
+    call (a model at temperature 1)."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.calls.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
+        self.answer({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "gpt-fake-1",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant",
+                "content": random.choice(["resolved", "unresolved", "resolved"])}}],
+            "usage": {"prompt_tokens": random.randint(10, 999), "completion_tokens": 3,
+                      "total_tokens": 50}})
+
+
+OPENAI_AGENT = textwrap.dedent(
+    f"""
+    import os
+
+    import openai
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    async def test_agent(ticket, prove_seed):
+        client = openai.AsyncOpenAI(base_url=os.environ["MODEL_URL"], api_key="{SECRET}",
+                                    max_retries=0)
+        said = [{{"role": "user", "content": f"{{ticket}} {{prove_seed}}"}}]
+        reply = await client.chat.completions.create(model="gpt-fake", messages=said)
+        prove.usage(reply.model, reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        return prove.Episode(reply.choices[0].message.content)
+    """
+)
+
+
+@pytest.mark.slow  # openai is imported by each worker of two inner xdist sessions
+def test_a_real_openai_client_replays_under_xdist_with_concurrency(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openai")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\nasyncio_mode = auto\n"
+                     "asyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_agent=OPENAI_AGENT)
+    args = ("-p", "no:randomly", "-n", "2", "--prove-concurrency=4")
+    with local_server(ChatModel) as server:
+        monkeypatch.setenv("MODEL_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
+        recorded = pytester.runpytest(*args, "--prove-cache=record", "--prove-name=recorded")
+        assert recorded.ret == pytest.ExitCode.OK, recorded.stdout.str()
+        assert len(server.calls) == 16  # type: ignore[attr-defined]
+    replayed = pytester.runpytest(*args, "--prove-cache=replay", "--prove-name=replayed")
+    assert replayed.ret == pytest.ExitCode.OK, replayed.stdout.str()
+    before, after = _endings(pytester, "recorded"), _endings(pytester, "replayed")
+    assert {k: v[:3] for k, v in before.items()} == {k: v[:3] for k, v in after.items()}
+    assert all(v[4] for v in after.values())
+    assert SECRET not in _everything_stored(pytester.path / ".prove")
