@@ -72,19 +72,12 @@ def _address(address: object) -> str:
 
 
 def _guard_connect(original: Any) -> Any:
+    """``socket.connect`` or ``connect_ex``, refused for an internet socket."""
     def connect(self: socket.socket, address: Any) -> Any:
         if self.family in _AF_INET:
             raise _refuse(f"connected to {_address(address)}")
         return original(self, address)
     return connect
-
-
-def _guard_connect_ex(original: Any) -> Any:
-    def connect_ex(self: socket.socket, address: Any) -> Any:
-        if self.family in _AF_INET:
-            raise _refuse(f"connected to {_address(address)}")
-        return original(self, address)
-    return connect_ex
 
 
 def _guard_sendto(original: Any) -> Any:
@@ -124,7 +117,7 @@ def block(root: Path) -> None:
         _root = root.resolve()
         _attempts.clear()
         for owner, name, wrap in ((socket.socket, "connect", _guard_connect),
-                                  (socket.socket, "connect_ex", _guard_connect_ex),
+                                  (socket.socket, "connect_ex", _guard_connect),
                                   (socket.socket, "sendto", _guard_sendto),
                                   (socket, "getaddrinfo", _guard_getaddrinfo)):
             original = getattr(owner, name)
