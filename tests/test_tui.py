@@ -19,6 +19,7 @@ import pytest
 from pytest_prove.cli import main
 
 from .conftest import inline_session
+from .test_layers import PACKAGE, imports, modules
 
 textual = pytest.importorskip("textual")
 
@@ -225,3 +226,11 @@ def test_only_the_tui_command_imports_textual_and_never_pytest(store: Path) -> N
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_only_the_app_imports_textual() -> None:
+    # Every other module of the command line runs without the extra installed.
+    known = modules(PACKAGE)
+    users = {m for m, path in known.items() for target, _ in imports(m, path, known)
+             if target in ("ext:textual", "ext:rich")}
+    assert users == {"cli.tui_app"}
