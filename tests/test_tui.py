@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import html
+import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -177,6 +179,36 @@ def test_markup_from_the_store_is_shown_as_typed(store: Path) -> None:
         assert isinstance(pilot.app.screen, FlipsScreen)
         assert f"test_bot[{MARKUP}-r0" in shown(pilot)
     drive(store, steps)
+
+
+def test_r_reads_the_store_again_and_a_damaged_run_says_why(
+        store: Path, tmp_path: Path) -> None:
+    copy = tmp_path / ".prove"
+    shutil.copytree(store, copy)
+    later = tmp_path / "later"
+    [after] = [d for d in (copy / "runs").iterdir() if d.is_dir()
+               if json.loads((d / "manifest.json").read_text())["name"] == "after"]
+    after.rename(later)
+
+    async def steps(pilot: Pilot[Any]) -> None:
+        table = pilot.app.screen.query_one("#runs", DataTable)
+        assert "after" not in [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        later.rename(after)  # a sweep wrote it meanwhile
+        (copy / "runs" / "broken").mkdir()
+        (copy / "runs" / "broken" / "manifest.json").write_text("{not json")
+        await keys(pilot, "r")
+        names = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert "after" in names and "broken" in names
+        await keys(pilot, *["down"] * names.index("broken"), "enter")
+        assert isinstance(pilot.app.screen, RunsScreen)
+        text = shown(pilot)
+        assert "refused: broken is damaged:" in text and "A: " not in text
+
+    async def run() -> None:
+        async with TuiApp(Store(copy)).run_test(size=(170, 50)) as pilot:
+            await pilot.pause()
+            await steps(pilot)
+    asyncio.run(run())
 
 
 def test_two_runs_that_cannot_be_compared_say_why(store: Path, tmp_path: Path) -> None:

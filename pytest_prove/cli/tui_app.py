@@ -153,6 +153,7 @@ class RunsScreen(_Screen):
         Binding("enter", "choose", "choose A, then B", show=True, priority=True),
         Binding("p", "paired", "compare with its baseline"),
         Binding("c", "clear", "clear the choice"),
+        Binding("r", "reload", "read the store again"),
     ]
 
     def __init__(self) -> None:
@@ -170,9 +171,18 @@ class RunsScreen(_Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._fill()
+        self.query_one("#runs", DataTable).focus()
+
+    def _fill(self) -> None:
+        """The table of every run and baseline, read again (a sweep may be writing one)."""
         store = self.tui.store
         runs, baselines = stored_runs(store, lambda _, name: self.tui.open(name))
         table = self.query_one("#runs", DataTable)
+        table.clear()
+        self.names.clear()
+        self.paired.clear()
+        self.damaged.clear()
         for row in [*runs, *baselines]:
             key = str(row["name"]) if str(row["name"]).startswith("baseline:") \
                 else str(row.get("run_id") or row["name"])
@@ -193,7 +203,9 @@ class RunsScreen(_Screen):
                      "--prove-save-baseline current")
         self.query_one("#title", Static).update(_text(title, 300))
         self._say()
-        table.focus()
+
+    def action_reload(self) -> None:
+        self._fill()
 
     def _say(self) -> None:
         if self.chosen is None:
@@ -324,7 +336,8 @@ class FlipsScreen(_Screen):
         yield Static(Text(f"{terminal_text(self.condition, 200)}: {len(self.items)} twin(s) "
                           f"whose ending changed from {terminal_text(label_of(self.before))} "
                           f"to {terminal_text(label_of(self.after))}"), classes="head")
-        yield _table(("episode (in B)", "replicate", "seed", "A", "B", "rows"), "twins")
+        yield _table(("episode (in B)", "replicate", "seed", "A", "B",
+                      "event (the run that had it)"), "twins")
         yield Footer()
 
     def on_mount(self) -> None:
