@@ -162,7 +162,7 @@ def test_p_compares_a_run_with_the_baseline_it_is_paired_with(store: Path) -> No
         screen = pilot.app.screen
         assert isinstance(screen, CompareScreen)
         assert (screen.before_name, screen.after_name)[0] == "baseline:main"
-        assert "baseline:main -> after" in shown(pilot)
+        assert "A (before): baseline:main; B (after): after" in shown(pilot)
     drive(store, steps)
 
 

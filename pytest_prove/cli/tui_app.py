@@ -80,6 +80,7 @@ class TuiApp(App[None]):
     """The app over ``store``; :meth:`open` reads a run as :meth:`Store.open` finds it."""
 
     TITLE = "pytest-prove"
+    ENABLE_COMMAND_PALETTE = False  # its commands are Textual's, not the store's
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
         Binding("escape", "up", "back"),
@@ -151,9 +152,9 @@ class RunsScreen(_Screen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "choose", "choose A, then B", show=True, priority=True),
-        Binding("p", "paired", "compare with its baseline"),
-        Binding("c", "clear", "clear the choice"),
-        Binding("r", "reload", "read the store again"),
+        Binding("p", "paired", "with its baseline"),
+        Binding("c", "clear", "choose again"),
+        Binding("r", "reload", "reload"),
     ]
 
     def __init__(self) -> None:
@@ -194,7 +195,9 @@ class RunsScreen(_Screen):
             if row.get("paired_with"):
                 self.paired[key] = "baseline:" + str(row["paired_with"])
             table.add_row(*(_text(row.get(k) if row.get(k) is not None else "-")
-                            for k in ("name", "run_id", "status", "rollouts", "episodes")),
+                            for k in ("name", "run_id", "status")),
+                          *(Text(str(row.get(k) or 0), justify="right")
+                            for k in ("rollouts", "episodes")),
                           _text(str(row.get("started") or "")[:19]),
                           _text(row.get("paired_with") or "-"), key=key)
         title = f"{len(runs)} run(s) and {len(baselines)} baseline(s) in {store.root}"
@@ -272,7 +275,8 @@ class CompareScreen(_Screen):
         self.by_condition: dict[str, list[Flip]] = {}
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"{self.before_name} -> {self.after_name}"), classes="head")
+        yield Static(_text(f"{self.before_name} -> {self.after_name}", 200), id="pair",
+                     classes="head")
         with VerticalScroll(id="said"):
             yield Static(id="diff", classes="head")
         yield Static(id="flips-title", classes="head")
@@ -290,6 +294,8 @@ class CompareScreen(_Screen):
             self.query_one("#conditions", DataTable).display = False
             return
         said.update(_lines([*lines, *self.tui.notes]))
+        self.query_one("#pair", Static).update(_text(
+            f"A (before): {label_of(self.before)}; B (after): {label_of(self.after)}", 300))
         title = self.query_one("#flips-title", Static)
         try:
             self.found = self.tui.flipped(self.before, self.after)
@@ -304,7 +310,7 @@ class CompareScreen(_Screen):
         table = self.query_one("#conditions", DataTable)
         for condition, found in self.by_condition.items():
             changes = Counter(f"{_ending(f.before)} -> {_ending(f.after)}" for f in found)
-            table.add_row(_text(condition), Text(str(len(found))),
+            table.add_row(_text(condition), Text(str(len(found)), justify="right"),
                           _text(", ".join(f"{n} {what}" for what, n in changes.most_common()),
                                 200), key=condition)
         table.focus()
