@@ -230,6 +230,8 @@ def test_two_runs_that_cannot_be_compared_say_why(store: Path, tmp_path: Path) -
 def test_the_command_needs_a_terminal(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--store", str(store), "tui"]) == 1  # pytest's stdin is no terminal
     assert "tui needs a terminal" in capsys.readouterr().err
+    assert main(["--store", str(store), "tui", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["error"].startswith("tui is interactive")
 
 
 def test_without_textual_the_command_says_what_to_install(
