@@ -104,7 +104,7 @@ DECLARED = {
     "pydantic-ai-slim": "pydantic_ai", "playwright": "playwright", "lifelines": "lifelines",
     "pytest-asyncio": "pytest_asyncio", "pytest-timeout": "pytest_timeout",
     "pytest-rerunfailures": "pytest_rerunfailures", "pyyaml": "yaml", "mypy": "mypy",
-    "mkdocs": "mkdocs",
+    "mkdocs": "mkdocs", "textual": "textual",
 }
 
 #: Where the HTML report's tests find headless Chromium (Debian's package), and the reason

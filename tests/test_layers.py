@@ -41,7 +41,7 @@ LAYERS: Mapping[str, tuple[str, ...]] = {
 #: What each layer may import, of the package's layers and of these outside packages
 #: (written "ext:NAME" in the table).
 OUTSIDE = ("pytest", "_pytest", "xdist", "pluggy", "opentelemetry", "numpy", "scipy",
-           "msgspec")
+           "msgspec", "textual", "rich")
 ALLOWED: Mapping[str, frozenset[str]] = {
     "statistics": frozenset({"statistics", "ext:numpy", "ext:scipy"}),
     "options": frozenset({"declaration", "episode record", "storage", "options"}),
@@ -54,7 +54,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "review": frozenset({"declaration", "episode record", "storage", "statistics", "review"}),
     "renderers": frozenset({"review", "statistics", "renderers", "declaration"}),
     "command line": frozenset({"declaration", "options", "episode record", "storage", "review",
-                               "renderers", "statistics", "command line"}),
+                               "renderers", "statistics", "command line",
+                               # pytest-prove tui (cli/tui_app.py), an optional extra
+                               "ext:textual", "ext:rich"}),
     "traces": frozenset({"declaration", "traces", "running", "the wire", "ext:opentelemetry"}),
     "pytest glue": frozenset({"public face", "declaration", "options", "running",
                               "episode record", "storage",

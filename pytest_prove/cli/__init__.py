@@ -402,3 +402,4 @@ if __name__ == "__main__":  # pragma: no cover
 from . import drill as drill  # noqa: E402
 from . import grading as grading  # noqa: E402
 from . import serve as serve  # noqa: E402
+from . import tui as tui  # noqa: E402
