@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, calls, capture, heap, worker
+from . import budget, calls, capture, heap, window, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -50,6 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[PLANNED_KEY] = {}
     heap.install(config)
     own(config, RolloutCalls(), "prove_calls")
+    window.register(config)
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
         from .lastfailed import LastFailedBlocks
