@@ -10,8 +10,8 @@ its report says its own outcome and carries its own episodes.
 
 An item's replicates run ahead only when nothing pytest does at its setup could change
 them: a rollout of the sweep-spec kind, or a test function whose arguments are the
-``prove_*`` values and its direct parameters alone (no fixture of its own, no autouse
-fixture, no marker but ``parametrize``), with the same K, no chaos, and the capture of the
+``prove_*`` values and its direct parameters alone (no fixture of its own but session
+fixtures already made, no marker but ``parametrize`` and ``usefixtures``), with the same K, no chaos, and the capture of the
 item pytest is on (or none).  Any other item is still run through the window when pytest
 reaches it, and the look ahead stops there.  With pytest-timeout bounding a test, a
 debugger, a replay, or a rollout run on pytest-asyncio's or anyio's loop, an item runs its
@@ -212,7 +212,8 @@ class Windowing:
         plan = item.stash.get(PLAN_KEY, None)
         if plan is None or _chaos_config(plan.declaration.chaos) is not None:
             return 0
-        if any(mark.name != "parametrize" for mark in item.iter_markers()):
+        if any(mark.name not in ("parametrize", "usefixtures")
+               for mark in item.iter_markers()):
             return 0
         if not isinstance(item, RolloutItem):
             if not isinstance(item, pytest.Function):
@@ -224,13 +225,16 @@ class Windowing:
             defs = getattr(info, "name2fixturedefs", {}) or {}
             params = getattr(getattr(item, "callspec", None), "params", {})
             for name in item.fixturenames:
-                if name in _PROVE:
+                if name in _PROVE or name == "request":
                     continue
                 found = defs.get(name)
-                if name not in params or not found or (
-                        getattr(found[-1].func, "__name__", "")
-                        != "get_direct_param_fixture_func"):
-                    return 0  # a fixture: made at the item's setup
+                if not found:
+                    return 0
+                if name in params:
+                    if getattr(found[-1].func, "__name__", "") != "get_direct_param_fixture_func":
+                        return 0  # an indirect parameter: a fixture made at its setup
+                elif found[-1].scope != "session" or found[-1].cached_result is None:
+                    return 0  # a fixture made at the item's setup
             if any(n not in _PROVE and n not in params for n in _argnames(function)):
                 return 0
         return self.settings.concurrency_for(plan.declaration.concurrency)
