@@ -50,6 +50,8 @@ __all__ = ["Windowing", "register"]
 
 #: The plugin's own arguments, whose values come from the replicate's identity.
 _PROVE = frozenset({"prove_seed", "prove_replicate", "prove_cfg", "prove_block"})
+#: How far the window runs ahead: at most this many times K replicates not yet collected.
+HELD = 32
 #: An item's own answer to "may it run ahead" (its K, or 0 for never).
 _AHEAD_KEY = pytest.StashKey[int]()
 
@@ -154,7 +156,8 @@ class Windowing:
 
     def _topup(self, item: pytest.Item, size: int) -> None:
         """Queue the replicates of the items ahead of ``item`` until K wait to start, or
-        the items ahead hold 8 K replicates not yet collected."""
+        the items ahead hold 32 K replicates not yet collected (the bound of the window:
+        one slow replicate lets the others run that far ahead, no further)."""
         session = item.session
         if session.shouldstop or session.shouldfail:
             return
@@ -162,7 +165,7 @@ class Windowing:
         for ahead in self._ahead(item):
             tickets = self.tickets.get(ahead)
             if tickets is None:
-                if self.window.queued() >= size or held >= 8 * size:
+                if self.window.queued() >= size or held >= HELD * size:
                     return
                 if not self._may_run_ahead(ahead, item, size):
                     return
