@@ -97,7 +97,7 @@ from io_work import work_{kind}
 class _Slow(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         wait = float(self.path.partition("s=")[2] or 0)
         time.sleep(wait)
         body = b"ok"

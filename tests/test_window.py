@@ -202,3 +202,61 @@ def test_ctrl_c_keeps_what_ran_ahead_and_says_so(pytester: pytest.Pytester) -> N
         assert record["item"].endswith(f"[r{first:03d}-{first + 1:03d}]")
     result.stdout.fnmatch_lines(["*pytest-prove: the session stopped: 4 replicates that ran "
                                  "ahead*stored*"])
+
+
+def test_under_xdist_each_worker_keeps_k_and_every_replicate_is_stored_once(
+        pytester: pytest.Pytester) -> None:
+    _counting(pytester, is_async=False)
+    result = pytester.runpytest("--prove-concurrency", "4", "-p", "no:randomly", "-n", "2")
+    result.assert_outcomes(passed=18)
+    calls = _calls(pytester)
+    assert len(calls) == 72
+    assert max(c for _, _, c in calls) <= 4  # each worker counts its own
+    stored = Counter((r["condition"]["ticket"], r["replicate"]) for r in load(pytester).episodes)
+    assert len(stored) == 72 and set(stored.values()) == {1}
+
+
+SEQUENTIAL = textwrap.dedent(
+    """
+    import os
+    import random
+    import threading
+
+    import pytest
+    import pytest_prove as prove
+
+    RATES = {"a": float(os.environ.get("RATE_A", "0.1")), "b": 0.1, "c": 0.1, "d": 0.1}
+    LOCK = threading.Lock()
+
+
+    @prove.rollout(replicates=220, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("ticket", ["a", "b", "c", "d"])
+    def test_sweep(ticket, prove_seed, prove_replicate):
+        with LOCK, open("calls", "a") as fh:
+            fh.write(f"{ticket} {prove_replicate} 0\\n")
+        rng = random.Random(prove_seed)
+        return prove.Episode("unresolved" if rng.random() < RATES[ticket] else "resolved")
+    """
+)
+
+
+@pytest.mark.slow
+def test_sequential_looks_count_and_store_what_ran_ahead(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_sweep=SEQUENTIAL)
+    monkeypatch.delenv("RATE_A", raising=False)
+    saved = pytester.runpytest("-p", "no:xdist", "-p", "no:randomly", "--prove-concurrency=55",
+                               "--prove-save-baseline=base", "-q")
+    assert saved.ret == 0, saved.stdout.str()
+    (pytester.path / "calls").unlink()
+    monkeypatch.setenv("RATE_A", "0.6")
+    result = pytester.runpytest("-p", "no:xdist", "-p", "no:randomly", "--prove-concurrency=11",
+                                "--prove-baseline=base", "--prove-sequential")
+    assert result.ret == 1, result.stdout.str()
+    calls = _calls(pytester)
+    stored = Counter((r["condition"]["ticket"], r["replicate"]) for r in load(pytester).episodes)
+    # Every replicate that ran, ahead of a look or not, is stored once; the looks stopped
+    # each condition early, so most never started.
+    assert stored.keys() == {(t, r) for t, r, _ in calls} and set(stored.values()) == {1}
+    per = Counter(t for t, _ in stored)
+    assert per["a"] < 220 and sum(per.values()) < 880, per

@@ -11,11 +11,11 @@ its report says its own outcome and carries its own episodes.
 An item's replicates run ahead only when nothing pytest does at its setup could change
 them: a rollout of the sweep-spec kind, or a test function whose arguments are the
 ``prove_*`` values and its direct parameters alone (no fixture of its own but session
-fixtures already made, no marker but ``parametrize`` and ``usefixtures``), with the same K, no chaos, and the capture of the
-item pytest is on (or none).  Any other item is still run through the window when pytest
-reaches it, and the look ahead stops there.  With pytest-timeout bounding a test, a
-debugger, a replay, or a rollout run on pytest-asyncio's or anyio's loop, an item runs its
-block as before.
+fixtures already made, no marker but ``parametrize`` and ``usefixtures``), with the same K,
+no chaos, and the capture of the item pytest is on (or none).  Any other item is still run
+through the window when pytest reaches it, and the look ahead stops there.  With
+pytest-timeout bounding a test, a debugger, a replay, chaos, or a rollout run on
+pytest-asyncio's or anyio's loop, an item runs its block as before.
 
 What stays exact:
 
@@ -94,7 +94,10 @@ class Windowing:
         plan = item.stash[PLAN_KEY]
         size = self.settings.concurrency_for(plan.declaration.concurrency)
         chaos = _chaos_config(plan.declaration.chaos)
-        if size <= 1 or loop is not None or chaos is not None:
+        if (size <= 1 or loop is not None or chaos is not None
+                or item.get_closest_marker("timeout") is not None):
+            # pytest-timeout's signal stops the item's own block, whose replicates it ends
+            # as timed out; chaos patches the clients while a block runs.
             self._forget(item)
             return None
         self.current = item

@@ -92,6 +92,7 @@ class Window:
         self._idle: list[_Worker] = []
         self._workers: list[_Worker] = []
         self._loop: Any = None
+        self._loop_thread: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
         self._closed = False
 
@@ -213,8 +214,9 @@ class Window:
             import asyncio
 
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, daemon=True,
-                             name="prove-window-loop").start()
+            self._loop_thread = threading.Thread(target=loop.run_forever, daemon=True,
+                                                 name="prove-window-loop")
+            self._loop_thread.start()
             self._loop = loop
         return self._loop
 
@@ -306,8 +308,12 @@ class Window:
             for worker in self._workers:
                 worker.give(None)
             self.lock.notify_all()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        loop, thread = self._loop, self._loop_thread
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(1.0)
+            if not thread.is_alive():
+                loop.close()
 
 
 @final
