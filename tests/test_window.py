@@ -204,10 +204,13 @@ def test_ctrl_c_keeps_what_ran_ahead_and_says_so(pytester: pytest.Pytester) -> N
                                  "ahead*stored*"])
 
 
+@pytest.mark.parametrize("dist", ["load", "worksteal"])
 def test_under_xdist_each_worker_keeps_k_and_every_replicate_is_stored_once(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dist: str) -> None:
+    # worksteal takes queued items back from a worker: never one whose replicates started.
     _counting(pytester, is_async=False)
-    result = pytester.runpytest("--prove-concurrency", "4", "-p", "no:randomly", "-n", "2")
+    result = pytester.runpytest("--prove-concurrency", "4", "-p", "no:randomly", "-n", "2",
+                                "--dist", dist)
     result.assert_outcomes(passed=18)
     calls = _calls(pytester)
     assert len(calls) == 72
@@ -260,3 +263,33 @@ def test_sequential_looks_count_and_store_what_ran_ahead(
     assert stored.keys() == {(t, r) for t, r, _ in calls} and set(stored.values()) == {1}
     per = Counter(t for t, _ in stored)
     assert per["a"] < 220 and sum(per.values()) < 880, per
+
+
+def test_an_async_replicate_that_blocks_the_loop_times_out_and_the_rest_run_on(
+        pytester: pytest.Pytester) -> None:
+    # A sync sleep in async code blocks the window's one loop: its replicates end as timed
+    # out (the watchdog, not asyncio.timeout, which needs the loop), and the next item's
+    # replicates run on a new loop.
+    pytester.makeini(INI)
+    pytester.makepyfile(test_block=textwrap.dedent(
+        """
+        import asyncio
+        import time
+        import pytest_prove as prove
+
+        @prove.rollout(replicates=4, failures=["bad"], successes=["good"])
+        async def test_block(prove_replicate):
+            if prove_replicate == 1:
+                time.sleep(2)
+            await asyncio.sleep(0)
+            return prove.Episode("good")
+        """))
+    result = pytester.runpytest("--prove-concurrency", "2", "-p", "no:randomly",
+                                "--prove-episode-timeout", "0.3")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*(replicate 1): still running after 0.3 s*its event loop "
+                                 "was blocked*"])
+    by = {r["replicate"]: r for r in load(pytester).episodes}
+    assert sorted(by) == [0, 1, 2, 3]
+    assert by[1]["error"]["kind"] == "episode_timeout"
+    assert by[2]["outcome"] == by[3]["outcome"] == "good"

@@ -31,7 +31,11 @@ from .endings import EpisodeTimeout, Identity, ReplicateResult, Stopped, new_log
 from .recording import EpisodeLog
 from .replicates import run_async, run_one
 
-__all__ = ["CANCELLED", "DONE", "QUEUED", "RUNNING", "Ticket", "Window"]
+__all__ = ["BLOCKED_LOOP", "CANCELLED", "DONE", "QUEUED", "RUNNING", "Ticket", "Window"]
+
+#: Why the record of an async replicate ended by the watchdog says more than "still running".
+BLOCKED_LOOP = ("; its event loop was blocked (a sync call in async code) and it was left "
+                "there; later replicates run on a new loop")
 
 QUEUED: Final = 0
 RUNNING: Final = 1
@@ -44,8 +48,8 @@ class Ticket:
     """One replicate for the window: what to call, and once it ended, how."""
 
     __slots__ = ("call", "capture", "chaos", "context", "deadline", "declaration",
-                 "failure", "identity", "is_async", "log", "owner", "result", "sent",
-                 "state", "task", "thread", "timeout", "where")
+                 "failure", "identity", "is_async", "log", "loop", "owner", "result",
+                 "sent", "state", "task", "thread", "timeout", "where")
 
     def __init__(self, identity: Identity, declaration: Declaration,
                  call: Callable[[Identity], Any], where: Callable[[Identity], str], *,
@@ -67,6 +71,7 @@ class Ticket:
         self.failure: BaseException | None = None  # a stop (Ctrl-C, pytest.exit) it raised
         self.thread: threading.Thread | None = None
         self.task: Any = None
+        self.loop: Any = None  # the event loop an async ticket was started on
         self.deadline: float | None = None
         self.sent = False  # EpisodeTimeout was raised into its thread
 
@@ -122,16 +127,17 @@ class Window:
                 self.lock.notify_all()
                 continue
             ticket.state = RUNNING
+            ticket.log.started = time.perf_counter()  # its duration counts from here
             self.running.add(ticket)
             self.started += 1
             self.peak = max(self.peak, len(self.running))
+            if ticket.timeout is not None:
+                ticket.deadline = time.monotonic() + ticket.timeout
+                self._watch()
             if ticket.is_async:
-                loop = self._event_loop()
+                loop = ticket.loop = self._event_loop()
                 loop.call_soon_threadsafe(self._start_task, ticket)
             else:
-                if ticket.timeout is not None:
-                    ticket.deadline = time.monotonic() + ticket.timeout
-                    self._watch()
                 worker = self._idle.pop() if self._idle else self._new_worker()
                 worker.give(ticket)
 
@@ -181,7 +187,10 @@ class Window:
 
     def _watching(self) -> None:
         """Send EpisodeTimeout to each sync ticket past its deadline (once its thread runs
-        user code), and end it as timed out after the grace if it is still running."""
+        user code), and end it as timed out after the grace if it is still running.  An
+        async ticket ends at its deadline by its own ``asyncio.timeout``; one still running
+        after the grace means its loop is blocked (a sync call in async code): it is ended
+        as timed out, and later tickets start on a new loop."""
         while not self._closed:
             now = time.monotonic()
             late: list[Ticket] = []
@@ -194,6 +203,10 @@ class Window:
                 if now < ticket.deadline:
                     continue
                 thread = ticket.thread
+                if ticket.is_async:
+                    if now >= ticket.deadline + GRACE:
+                        late.append(ticket)
+                    continue
                 if not ticket.sent and thread is not None and _in_user_code(thread):
                     ticket.sent = True
                     _raise_in(thread, EpisodeTimeout)
@@ -203,6 +216,11 @@ class Window:
                 assert ticket.timeout is not None
                 thread = ticket.thread
                 note = LEFT_RUNNING if thread is not None and thread.is_alive() else ""
+                if ticket.is_async:
+                    note = BLOCKED_LOOP
+                    with self.lock:
+                        if ticket.loop is self._loop:
+                            self._loop = None  # the next async ticket starts on a new loop
                 self._end(ticket, timeout_result(ticket.identity, ticket.log, ticket.timeout,
                                                  note=note), None)
             time.sleep(min(0.05, max(0.005, soonest - time.monotonic())))
@@ -223,7 +241,7 @@ class Window:
     def _start_task(self, ticket: Ticket) -> None:
         if ticket.state != RUNNING:
             return
-        ticket.task = self._loop.create_task(self._run_async(ticket), context=ticket.context)
+        ticket.task = ticket.loop.create_task(self._run_async(ticket), context=ticket.context)
 
     async def _run_async(self, ticket: Ticket) -> None:
         result: ReplicateResult | None = None
@@ -286,7 +304,7 @@ class Window:
                 elif running and ticket.state == RUNNING and ticket.is_async:
                     task = ticket.task
                     if task is not None:
-                        self._loop.call_soon_threadsafe(task.cancel)
+                        ticket.loop.call_soon_threadsafe(task.cancel)
             self.lock.notify_all()
         return count
 
