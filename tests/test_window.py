@@ -136,12 +136,15 @@ def test_a_timeout_inside_the_window_ends_that_replicate_alone(
     assert set(map(type, ended.values())) == {type(None)}
 
 
-@pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
+@pytest.mark.parametrize(("is_async", "dist"), [(False, "no:xdist"), (True, "no:xdist"),
+                                               (False, "-n 2")],
+                         ids=["threads", "asyncio", "threads-xdist"])
 def test_the_token_cap_stores_every_replicate_that_ran_ahead(
-        pytester: pytest.Pytester, is_async: bool) -> None:
+        pytester: pytest.Pytester, is_async: bool, dist: str) -> None:
     _counting(pytester, is_async=is_async, body='prove.usage("m", input=100)')
+    where = dist.split() if dist.startswith("-n") else ["-p", dist]
     result = pytester.runpytest("--prove-concurrency", "4", "-p", "no:randomly",
-                                "--prove-token-cap", "250")
+                                "--prove-token-cap", "250", *where)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*token cap reached*"])
     calls = _calls(pytester)

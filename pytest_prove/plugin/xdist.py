@@ -74,7 +74,10 @@ class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
             # pending[0] may be running; one steal per item, because a worker refuses a
             # whole request when any item of it has started.
             for index in pending[1:]:
-                node.send_steal([index])
+                try:
+                    node.send_steal([index])
+                except OSError:  # execnet: the worker stopped itself at the cap (its
+                    break  # channel is closed): an INTERNALERROR ended the session
 
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         if self.prove_stopped:
