@@ -162,7 +162,7 @@ class Windowing:
         the items ahead hold 32 K replicates not yet collected (the bound of the window:
         one slow replicate lets the others run that far ahead, no further)."""
         session = item.session
-        if session.shouldstop or session.shouldfail:
+        if session.shouldstop or session.shouldfail or self.window.queued() >= size:
             return
         held = 0
         for ahead in self._ahead(item):

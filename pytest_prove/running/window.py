@@ -108,13 +108,18 @@ class Window:
         what the window has room for."""
         with self.lock:
             if first:
-                self.queue.extendleft(reversed(list(tickets)))
+                ahead = list(tickets)
+                moved = set(ahead)
+                if any(t in moved for t in self.queue):  # queued ahead: moved to the front
+                    self.queue = deque(t for t in self.queue if t not in moved)
+                self.queue.extendleft(reversed(ahead))
             else:
                 self.queue.extend(tickets)
             self._pump()
 
     def queued(self) -> int:
-        return len(self.queue)
+        """How many tickets wait to start (not those cancelled while queued)."""
+        return sum(t.state == QUEUED for t in self.queue)
 
     def _pump(self) -> None:
         """Start queued tickets while fewer than ``size`` run (the lock is held)."""
@@ -136,7 +141,10 @@ class Window:
                 self._watch()
             if ticket.is_async:
                 loop = ticket.loop = self._event_loop()
-                loop.call_soon_threadsafe(self._start_task, ticket)
+                if self._loop_thread is threading.current_thread():
+                    loop.call_soon(self._start_task, ticket)  # a task ended: no wake-up needed
+                else:
+                    loop.call_soon_threadsafe(self._start_task, ticket)
             else:
                 worker = self._idle.pop() if self._idle else self._new_worker()
                 worker.give(ticket)
