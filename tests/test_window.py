@@ -201,13 +201,17 @@ def test_ctrl_c_keeps_what_ran_ahead_and_says_so(pytester: pytest.Pytester) -> N
     assert run.status == "incomplete"
     by = Counter(r["replicate"] for r in run.episodes)
     # The one Ctrl-C stopped is stored by nobody (run again on resume); every other, once.
-    assert by == dict.fromkeys([1, 2, 3, 4, 5], 1)
+    # Replicate 5 may still be returning when the signal comes: after Ctrl-C a thread is
+    # not waited for, and the summary says it was left running.
+    assert set(by.values()) == {1} and by.keys() in ({1, 2, 3, 4, 5}, {1, 2, 3, 4})
     for record in run.episodes:
         first = record["replicate"] // 2 * 2
         assert record["outcome"] == "good"
         assert record["item"].endswith(f"[r{first:03d}-{first + 1:03d}]")
-    result.stdout.fnmatch_lines(["*pytest-prove: the session stopped: 4 replicates that ran "
-                                 "ahead*stored*"])
+    said = ("*pytest-prove: the session stopped: 4 replicates that ran ahead*stored"
+            if 5 in by else "*pytest-prove: the session stopped: 3 replicates that ran "
+            "ahead*stored; 1 still running were left*")
+    result.stdout.fnmatch_lines([said])
 
 
 @pytest.mark.parametrize("dist", ["load", "worksteal"])
@@ -283,7 +287,7 @@ def test_an_async_replicate_that_blocks_the_loop_times_out_and_the_rest_run_on(
         import time
         import pytest_prove as prove
 
-        @prove.rollout(replicates=4, failures=["bad"], successes=["good"])
+        @prove.rollout(replicates=6, failures=["bad"], successes=["good"])
         async def test_block(prove_replicate):
             if prove_replicate == 1:
                 time.sleep(2)
@@ -292,10 +296,12 @@ def test_an_async_replicate_that_blocks_the_loop_times_out_and_the_rest_run_on(
         """))
     result = pytester.runpytest("--prove-concurrency", "2", "-p", "no:randomly",
                                 "--prove-episode-timeout", "0.3")
-    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*(replicate 1): still running after 0.3 s*its event loop "
                                  "was blocked*"])
     by = {r["replicate"]: r for r in load(pytester).episodes}
-    assert sorted(by) == [0, 1, 2, 3]
+    assert sorted(by) == list(range(6))
     assert by[1]["error"]["kind"] == "episode_timeout"
-    assert by[2]["outcome"] == by[3]["outcome"] == "good"
+    # Replicates 0 and 2 may have been on the blocked loop too; once it is left, every
+    # later one runs on the new loop.
+    assert by[4]["outcome"] == by[5]["outcome"] == "good"

@@ -79,6 +79,13 @@ class Windowing:
         self.interrupted = False
         self.notes: list[str] = []
         self._position: dict[int, int] | None = None
+        # Under a token cap the controller counts an episode once its item reports it: the
+        # window runs at most one block (K) ahead, so that at most that much is spent beyond
+        # what it has counted.
+        option = config.option
+        capped = (getattr(option, "prove_token_cap", None) is not None
+                  or getattr(option, "prove_output_token_cap", None) is not None)
+        self.held = 1 if capped else HELD
         self._interactor: Any = None
         config.stash[WINDOW_KEY] = self
         if hasattr(config, "workerinput"):
@@ -160,7 +167,8 @@ class Windowing:
     def _topup(self, item: pytest.Item, size: int) -> None:
         """Queue the replicates of the items ahead of ``item`` until K wait to start, or
         the items ahead hold 32 K replicates not yet collected (the bound of the window:
-        one slow replicate lets the others run that far ahead, no further)."""
+        one slow replicate lets the others run that far ahead, no further; K under a
+        token cap)."""
         session = item.session
         if session.shouldstop or session.shouldfail or self.window.queued() >= size:
             return
@@ -168,7 +176,7 @@ class Windowing:
         for ahead in self._ahead(item):
             tickets = self.tickets.get(ahead)
             if tickets is None:
-                if self.window.queued() >= size or held >= HELD * size:
+                if self.window.queued() >= size or held >= self.held * size:
                     return
                 if not self._may_run_ahead(ahead, item, size):
                     return

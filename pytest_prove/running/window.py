@@ -100,6 +100,7 @@ class Window:
         self._loop_thread: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
         self._closed = False
+        self._waited: set[Ticket] = set()  # the tickets the item pytest is on waits for
 
     # ---- queueing and starting
 
@@ -119,7 +120,8 @@ class Window:
 
     def queued(self) -> int:
         """How many tickets wait to start (not those cancelled while queued)."""
-        return sum(t.state == QUEUED for t in self.queue)
+        with self.lock:
+            return sum(t.state == QUEUED for t in self.queue)
 
     def _pump(self) -> None:
         """Start queued tickets while fewer than ``size`` run (the lock is held)."""
@@ -159,7 +161,10 @@ class Window:
             ticket.result, ticket.failure, ticket.state = result, failure, DONE
             self.running.discard(ticket)
             self._pump()
-            self.lock.notify_all()
+            if ticket in self._waited or len(self.queue) < self.size:
+                # Only what the waiting item needs: one of its own, or room to queue more
+                # (waking it at every ending took the GIL from the replicates' threads).
+                self.lock.notify_all()
 
     # ---- sync tickets: a kept pool of daemon threads
 
@@ -278,6 +283,7 @@ class Window:
         """
         try:
             with self.lock:
+                self._waited = set(tickets)
                 while any(t.state in (QUEUED, RUNNING) for t in tickets):
                     if topup is not None:
                         self.lock.release()
@@ -289,9 +295,11 @@ class Window:
                             break
                     self.lock.wait()
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C, or a signal handler's exception
+            self._waited = set()
             self.cancel(tickets, running=True)
             finished = [t.result for t in tickets if t.state == DONE and t.result is not None]
             raise Stopped(exc, finished) from None
+        self._waited = set()
         failures = [t.failure for t in tickets if t.failure is not None]
         for failure in failures:
             if not isinstance(failure, self.stops):
