@@ -64,7 +64,7 @@ def work_sync(i):
     if MODE == "sleep":
         time.sleep(wait)
         return
-    with urllib.request.urlopen(f"{URL}/?s={wait}") as answer:
+    with urllib.request.urlopen(f"{URL}/?s={wait}", timeout=120) as answer:
         answer.read()
 
 
@@ -81,6 +81,7 @@ async def work_async(i):
     client = _clients.get(loop)
     if client is None:
         client = _clients[loop] = httpx.AsyncClient(
+            timeout=120,  # a loaded machine's server answers late; no call may fail
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=512))
     answer = await client.get(f"{URL}/?s={wait}")
     answer.read()
