@@ -115,10 +115,15 @@ class _Slow(BaseHTTPRequestHandler):
         return
 
 
+class _Server(ThreadingHTTPServer):
+    # The listen backlog, set before the socket listens: with the default 5, 128 clients
+    # connecting at once lose SYNs and wait for their retransmission (1 s, 3 s, ...).
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 def _server() -> tuple[ThreadingHTTPServer, str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
-    server.daemon_threads = True
-    server.request_queue_size = 1024
+    server = _Server(("127.0.0.1", 0), _Slow)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
