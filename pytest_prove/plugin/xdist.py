@@ -92,7 +92,15 @@ class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         if self.prove_stopped:
             return
-        super().check_schedule(node, duration=0 if self.prove_fill else duration)
+        if self.prove_fill and self.pending and not node.shutting_down:
+            # Up to half the worker's share of what is left, each time an item ends (xdist
+            # waits until fewer than a quarter remain): its window sees that far ahead.
+            share = max(2, len(self.pending) // len(self.node2pending) // 2)
+            missing = share - len(self.node2pending[node])
+            if missing > 0:
+                self._send_tests(node, missing)
+            return
+        super().check_schedule(node, duration=duration)
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
         # Taken back after the cap: these never run, so they are not rescheduled either.
