@@ -51,6 +51,7 @@ USER_ERRORS: Final[Mapping[str, str]] = {
     "RefusalError": "a question these runs cannot answer (nothing to compare)",
     "EpisodeNotFoundError": "an episode name (pytest-prove episode) no stored episode has, "
                             "or several",
+    "TuiError": "pytest-prove tui without textual installed, without a terminal, or with --json",
     "GraderError": "a grader (grader=, --grader) that cannot be imported or is not a function",
     "DeclarationError": "a rollout declared otherwise in the two runs compared",
     "CaseMixError": "a condition whose episodes recorded more than one case_id",

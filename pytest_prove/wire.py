@@ -86,7 +86,9 @@ class PlanData(TypedDict):
 
 
 class ReportData(TypedDict, total=False):
-    episodes: list[dict[str, Any]]  # call: the stored records of the item's replicates
+    #: call: the stored records of the item's replicates; teardown, when the session stops:
+    #: those of replicates run ahead of items it did not reach (each names its item)
+    episodes: list[dict[str, Any]]
     pending: list[dict[str, Any]]  # setup: the identities the item runs
     rollout: RolloutData  # setup, once per rollout and process
     plan: PlanData  # setup, once per xdist worker

@@ -241,8 +241,9 @@ def _check(where: pytest.Pytester | Session, how: str = "installed") -> None:
 
 
 @pytest.mark.slow  # a subprocess, or xdist workers
-@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"]],
-                         ids=["one-process", "xdist-blocks"])
+@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"],
+                                  ["-p", "no:xdist", "--prove-concurrency", "4"]],
+                         ids=["one-process", "xdist-blocks", "one-process-window"])
 def test_spans_through_the_global_api_are_stored_per_episode(
         pytester: pytest.Pytester, request: pytest.FixtureRequest, args: list[str]) -> None:
     """In one process with OTEL_TRACES_SAMPLER=always_off set, for the user's exporters: it

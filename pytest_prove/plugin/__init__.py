@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, capture, dryrun, environment, heap, worker
+from . import budget, cache, capture, dryrun, environment, heap, window, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -61,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     heap.install(config)
     own(config, RolloutCalls(), "prove_calls")
     own(config, RolloutReports(), "prove_rollout_reports")
+    window.register(config)
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
         from .lastfailed import LastFailedBlocks

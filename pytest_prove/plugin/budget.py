@@ -24,6 +24,7 @@ from .. import wire
 from ..config.values import tokens
 from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
 from ..record import add_tokens
+from .execute import started_ahead
 from .state import own
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "price_metrics", "prices_of", "token_cap_of"]
@@ -114,7 +115,7 @@ class CapWatch:
         """No episode starts once the cap is reached: the item is skipped, nothing stored."""
         if self.message is None and self.flag is not None and self.flag.exists():
             self.message = self.flag.read_text(encoding="utf-8") or "token cap reached"
-        if self.message is not None:
+        if self.message is not None and not started_ahead(item):
             pytest.skip(self.message)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -14,7 +14,13 @@ import pytest
 
 from .. import wire
 from ..running.runner import Identity
-from .execute import IDENTITIES_KEY, execute_rollout, identities_of, plain_failure_report
+from .execute import (
+    IDENTITIES_KEY,
+    WINDOW_KEY,
+    execute_rollout,
+    identities_of,
+    plain_failure_report,
+)
 from .state import PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan, plan_data
 
 __all__ = ["RolloutCalls", "prove_arm", "prove_block", "prove_cfg", "prove_replicate", "prove_seed",
@@ -235,6 +241,11 @@ def report_of(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None,
             del item.stash[RESULTS_KEY]
         if IDENTITIES_KEY in item.stash:  # worked out again if the item runs again
             del item.stash[IDENTITIES_KEY]
+    elif report.when == "teardown":
+        window = item.config.stash.get(WINDOW_KEY, None)
+        ahead = [] if window is None else window.drain(item)
+        if ahead:
+            wire.attach(report, episodes=ahead)
     elif report.when == "setup":
         settings = item.config.stash[SETTINGS_KEY]
         if settings.is_worker or report.failed or report.skipped:

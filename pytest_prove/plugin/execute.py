@@ -19,20 +19,46 @@ import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pluggy
 import pytest
 
 from ..declare.chaos import ChaosConfig
 from ..declare.seeds import derive_seed
-from ..running.runner import Identity, Stopped, run_block
+from ..running.runner import Identity, ReplicateResult, Stopped, run_block
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
-__all__ = ["IDENTITIES_KEY", "BlockInterrupted", "execute_rollout", "identities_of",
-           "plain_failure_report"]
+__all__ = ["IDENTITIES_KEY", "WINDOW_KEY", "BlockInterrupted", "Windowed", "execute_rollout",
+           "identities_of", "plain_failure_report", "started_ahead", "timeout_of"]
+
+
+class Windowed(Protocol):
+    """The session's window of replicates (:mod:`.window`), as this module uses it."""
+
+    interrupted: bool
+
+    def run(self, item: pytest.Item, idents: list[Identity], call: Callable[[Identity], Any],
+            *, is_async: bool, loop: Callable[[Any], Any] | None, timeout: float | None,
+            where: Callable[[Identity], str]) -> list[ReplicateResult] | None: ...
+
+    def keep_started(self, item: pytest.Item) -> bool: ...
+
+    def drain(self, item: pytest.Item) -> list[dict[str, Any]]: ...
+
+
+#: The session's window, when it has one (set by :mod:`.window`).
+WINDOW_KEY = pytest.StashKey[Windowed]()
+
+
+def started_ahead(item: pytest.Item) -> bool:
+    """Whether replicates of ``item`` were started ahead of it by the window: then the item
+    runs, collecting those alone, instead of being skipped (by the token cap, or a
+    sequential look that decided its condition), so that every episode that ran is stored."""
+    window = item.config.stash.get(WINDOW_KEY, None)
+    return window is not None and window.keep_started(item)
 
 
 class BlockInterrupted(Exception):  # noqa: N818 - it says what happened to the item
@@ -83,6 +109,23 @@ def _chaos_config(chaos: object) -> ChaosConfig | None:
     return chaos if isinstance(chaos, ChaosConfig) else None
 
 
+def timeout_of(item: pytest.Item, is_async: bool) -> float | None:
+    """The episode timeout of ``item``'s replicates, in seconds (None: none)."""
+    settings = item.config.stash[SETTINGS_KEY]
+    plan = item.stash[PLAN_KEY]
+    # A replay keeps only an explicit --prove-episode-timeout: with one, the rollout runs in
+    # another thread, where a debugger cannot stop it.
+    # The built-in default is a sync rollout's only (under a timeout an async block runs on a
+    # loop of its own, not on its fixtures' loop), and not one pytest-timeout's marker
+    # bounds. 0 switches the timeout off on purpose.
+    timeout = settings.episode_timeout if settings.replay is not None else next(
+        (s for s in (settings.episode_timeout, plan.declaration.timeout,
+                     settings.default_timeout,
+                     None if is_async or item.get_closest_marker("timeout")
+                     else settings.builtin_timeout) if s is not None), None)
+    return timeout or None
+
+
 def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
                     is_async: bool, loop: Callable[[Any], Any] | None = None) -> None:
     """Run the item's block, keep its records for the report, and pass, fail or skip."""
@@ -94,25 +137,19 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     def where(ident: Identity) -> str:
         return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
 
-    settings = item.config.stash[SETTINGS_KEY]
-    # A replay keeps only an explicit --prove-episode-timeout: with one, the rollout runs in
-    # another thread, where a debugger cannot stop it.
-    # The built-in default is a sync rollout's only (under a timeout an async block runs on a
-    # loop of its own, not on its fixtures' loop), and not one pytest-timeout's marker
-    # bounds. 0 switches the timeout off on purpose.
-    timeout = settings.episode_timeout if settings.replay is not None else next(
-        (s for s in (settings.episode_timeout, plan.declaration.timeout,
-                     settings.default_timeout,
-                     None if is_async or item.get_closest_marker("timeout")
-                     else settings.builtin_timeout) if s is not None), None)
-    timeout = timeout or None
+    timeout = timeout_of(item, is_async)
+    window = item.config.stash.get(WINDOW_KEY, None)
     try:
-        results = run_block(idents, plan.declaration, call, where=where, is_async=is_async,
-                            capture=item.stash.get(CAPTURE_KEY, None),
-                            stops=(KeyboardInterrupt, pytest.exit.Exception),
-                            timeout=timeout, loop=loop,
-                            chaos=_chaos_config(plan.declaration.chaos))
+        found = None if window is None else window.run(
+            item, idents, call, is_async=is_async, loop=loop, timeout=timeout, where=where)
+        results = found if found is not None else run_block(
+            idents, plan.declaration, call, where=where, is_async=is_async,
+            capture=item.stash.get(CAPTURE_KEY, None),
+            stops=(KeyboardInterrupt, pytest.exit.Exception), timeout=timeout, loop=loop,
+            chaos=_chaos_config(plan.declaration.chaos))
     except Stopped as stop:
+        if window is not None and isinstance(stop.cause, KeyboardInterrupt):
+            window.interrupted = True  # replicates running ahead are not waited for
         if not many:
             raise stop.cause from None
         # pytest makes no report for an item that raises KeyboardInterrupt, so the

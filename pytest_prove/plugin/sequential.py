@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, final
 import pytest
 
 from .. import wire
+from .execute import started_ahead
 from .settings import NOT_SEQUENTIAL
 from .state import PLAN_KEY
 
@@ -140,7 +141,7 @@ class Skipper:
         if plan is None:
             return
         found = self.reason(decided_key(plan.rollout_id, plan.condition_key))
-        if found is not None:
+        if found is not None and not started_ahead(item):
             pytest.skip(f"sequential: {found}")
 
 

@@ -194,6 +194,13 @@ class ProveSession:
                 if not episodes:
                     self._ran_other.add(report.nodeid)
             return
+        if report.when == "teardown":
+            # Replicates the window ran ahead of items the session stopped before reaching
+            # (plugin/window.py), each naming its own item: stored once, here.
+            ahead = wire.take(report, "episodes").get("episodes")
+            if ahead:
+                self._store(ahead)
+            return
         if report.when != "setup":
             return
         data = wire.take(report, "plan", "pending")

@@ -112,8 +112,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--prove-replicates", metavar="N", type=replicates_option, default=None,
                     help="replicates per condition for every rollout, overriding declarations")
     group.addoption("--prove-concurrency", metavar="K", type=concurrency_option, default=None,
-                    help="run K replicates at once in each item (threads, or asyncio tasks "
-                         "for async rollouts)")
+                    help="keep K replicates in flight (threads, or asyncio tasks for async "
+                         "rollouts): each item is a block of K, and the replicates of the "
+                         "items ahead start as soon as one ends")
     group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
                     help="stop an episode still running after S seconds: stored with no "
                          "outcome (episode_timeout), its item fails, the sweep goes on "

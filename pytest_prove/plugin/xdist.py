@@ -50,10 +50,15 @@ class XdistHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """With a token cap and --dist load: a scheduler that can take queued items back."""
-        if not self.session.budget.cap or config.getvalue("dist") != "load":
+        """With --dist load and a token cap, a scheduler that can take queued items back;
+        with --prove-concurrency, one that keeps each worker's queue filled (the window
+        runs ahead over the items a worker was given)."""
+        window = self.session.settings.concurrency > 1
+        if not (self.session.budget.cap or window) or config.getvalue("dist") != "load":
             return None
-        return CappedLoadScheduling(config, log)
+        scheduler = CappedLoadScheduling(config, log)
+        scheduler.prove_fill = window
+        return scheduler
 
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
                                sched: Any) -> None:
@@ -65,9 +70,14 @@ class XdistHooks:
 class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
     """xdist's load scheduling, which, once the token cap is reached, sends nothing more and
     takes back every item a worker has queued but not started (xdist's own "steal"
-    command), so that each worker finishes at most the episode it is running."""
+    command), so that each worker finishes at most the episode it is running.
+
+    With ``prove_fill`` (``--prove-concurrency``), a worker's queue is filled as for quick
+    tests even when its items take long: xdist keeps only two items on a worker whose last
+    item took 0.1 s or more, and a worker's window sees only the items it was given."""
 
     prove_stopped = False
+    prove_fill = False
 
     def prove_stop(self) -> None:
         self.prove_stopped = True
@@ -75,10 +85,21 @@ class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
             # pending[0] may be running; one steal per item, because a worker refuses a
             # whole request when any item of it has started.
             for index in pending[1:]:
-                node.send_steal([index])
+                try:
+                    node.send_steal([index])
+                except OSError:  # execnet: the worker stopped itself at the cap (its
+                    break  # channel is closed): an INTERNALERROR ended the session
 
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         if self.prove_stopped:
+            return
+        if self.prove_fill and self.pending and not node.shutting_down:
+            # Up to half the worker's share of what is left, each time an item ends (xdist
+            # waits until fewer than a quarter remain): its window sees that far ahead.
+            share = max(2, len(self.pending) // len(self.node2pending) // 2)
+            missing = share - len(self.node2pending[node])
+            if missing > 0:
+                self._send_tests(node, missing)
             return
         super().check_schedule(node, duration=duration)
 
