@@ -75,7 +75,15 @@ def _assert_safe_markdown(text: str) -> None:
     assert "\x1b" not in text and "\u202e" not in text
     rows = [line for line in text.split("\n") if line.startswith("|")]
     assert rows, text
-    assert len({_unescaped_pipes(row) for row in rows}) == 1, rows
+    # Every row of a table has its table's columns: none of a rollout's text split a cell.
+    tables: list[list[str]] = [[]]
+    for line in text.split("\n"):
+        if line.startswith("|"):
+            tables[-1].append(line)
+        elif tables[-1]:
+            tables.append([])
+    for table in filter(None, tables):
+        assert len({_unescaped_pipes(row) for row in table}) == 1, table
     headings = [line for line in text.split("\n") if line.lstrip().startswith("#")]
     assert all(line.startswith("### pytest-prove: ") for line in headings), headings
 

@@ -239,7 +239,9 @@ def _prune(args: argparse.Namespace, out: Output) -> int:
                     f"nothing to remove: no recorded HTTP calls in {root}/cache"])
         return EXIT_OK
     if args.keep is None:
-        raise ProveError("prune needs --keep N (the newest runs to keep), or --cache")
+        print("pytest-prove prune: give --keep N (the newest runs to keep), or --cache to "
+              "empty the cache of HTTP calls", file=sys.stderr)
+        return EXIT_USAGE
     done = store_of(args).prune(keep=args.keep, named=args.named, dry_run=args.dry_run)
     document = done.to_json()
     out.answer("prune", document, runs_text.prune_lines(document))
