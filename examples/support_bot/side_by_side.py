@@ -9,17 +9,24 @@ unchanged)::
 Every ticket kind and replicate runs once per arm on one seed, ``default`` (the careful
 prompt on sim-model) and ``terse`` (the shorter prompt on sim-model-mini), and the session
 compares ``terse`` with ``default`` as it would compare a run with a baseline.
+``SUPPORT_BOT_ARMS=default,again`` runs the careful prompt against itself: an A/A check
+that passes and prints how often the twins ended alike.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from support_bot import MAX_STEPS, handle
 
 import pytest_prove as prove
 
-#: Each arm's prompt version in support_bot.py.
-PROMPT = {"default": "careful", "terse": "terse"}
+#: Each arm's prompt version in support_bot.py: ``again`` is the careful prompt once more,
+#: for an A/A check (``SUPPORT_BOT_ARMS=default,again``: nothing differs but the arm's name).
+PROMPT = {"default": "careful", "terse": "terse", "again": "careful"}
+#: The arms this session runs, the reference first.
+ARMS = os.environ.get("SUPPORT_BOT_ARMS", "default,terse").split(",")
 
 
 @prove.rollout(
@@ -29,7 +36,7 @@ PROMPT = {"default": "careful", "terse": "terse"}
     successes=["resolved"],
     t_unit="steps",
     id="support-arms",
-    arms=["default", "terse"],
+    arms=ARMS,
 )
 @pytest.mark.parametrize("ticket", ["refund", "password", "shipping"])
 def test_support(ticket: str, prove_seed: int, prove_arm: str) -> prove.Episode:
