@@ -205,3 +205,12 @@ def test_auto_on_a_terminal_shows_it_and_quiet_hides_it(sweep: pytest.Pytester) 
     assert "passed" in quiet  # the session ran and said so
     assert "prove (end)" not in quiet
     assert "prove: " not in quiet
+
+
+def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
+    result = sweep.runpytest("-p", "no:xdist", "-v", "-rA")
+    summary = result.stdout.str().split("short test summary info")[1]
+    assert re.search(r"^FAILED test_live\.py::test_live\[\w+-r\d+\] - RuntimeError", summary,
+                     re.MULTILINE), summary
+    assert re.search(r"^PASSED test_live\.py::test_live\[", summary, re.MULTILINE), summary
+    assert "[none (exception)]" not in summary

@@ -26,7 +26,8 @@ import pytest
 if TYPE_CHECKING:
     from .session import ProveSession
 
-__all__ = ["INTERVAL", "LiveView", "add_options", "live_mode", "register"]
+__all__ = ["INTERVAL", "LiveView", "VerboseOutcomes", "add_options", "live_mode", "outcome_tag",
+           "register"]
 
 #: The least time between two status lines, in seconds.
 INTERVAL: Final = 2.0
@@ -67,6 +68,8 @@ def register(config: pytest.Config, session: ProveSession) -> None:
     from .state import own
 
     own(config, LiveView(session, live_mode(config)), "prove_live")
+    if config.get_verbosity() > 0:
+        own(config, VerboseOutcomes(), "prove_live_outcomes")
 
 
 def _duration(seconds: float) -> str:
@@ -153,22 +156,6 @@ class LiveView:
         if self.any:
             self.reporter.write_line(self.line(now))
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport,
-                                 config: pytest.Config) -> Generator[None, Any, Any]:
-        result = yield
-        if report.when != "call" or config.get_verbosity() <= 0:
-            return result
-        tag = outcome_tag(report.user_properties)
-        if tag is None or not result or len(result) != 3:
-            return result
-        category, letter, word = result
-        if isinstance(word, tuple):
-            return category, letter, (f"{word[0]} [{tag}]", word[1])
-        if not word:
-            return result
-        return category, letter, f"{word} [{tag}]"
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.show and self.any:
@@ -212,6 +199,40 @@ class LiveView:
                 left = (planned - done) * (now - since) / (done - count)
                 parts.append(f"about {_duration(left)} left")
         return ("prove: " if not final else "prove (end): ") + ", ".join(parts)
+
+
+@final
+class VerboseOutcomes:
+    """Under ``-v``: the word of a rollout item's line says how its episodes ended
+    (``PASSED [resolved]``), on that line only (the short summary of ``-r`` keeps pytest's
+    word: it asks the same hook, outside the report's own logging)."""
+
+    def __init__(self) -> None:
+        self.logging: pytest.TestReport | None = None  # the report being logged
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        self.logging = report
+        try:
+            return (yield)
+        finally:
+            self.logging = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport,
+                                 config: pytest.Config) -> Generator[None, Any, Any]:
+        result = yield
+        if report is not self.logging or report.when != "call":
+            return result
+        tag = outcome_tag(report.user_properties)
+        if tag is None or not result or len(result) != 3:
+            return result
+        category, letter, word = result
+        if isinstance(word, tuple):
+            return category, letter, (f"{word[0]} [{tag}]", word[1])
+        if not word:
+            return result
+        return category, letter, f"{word} [{tag}]"
 
 
 def _label(rollouts: Mapping[str, Any], rollout_id: str) -> str:
