@@ -6,9 +6,10 @@ estimate of the time left; and on each ``-v`` line of a rollout item, how its ep
 
 The line is written by pytest's own terminal reporter (``write_line``: a line of its own, as
 pytest's sections are), on the controller, which stores every episode (under xdist the
-workers' reports all reach it): at most one line every :data:`INTERVAL` seconds, and one at
-the end of the tests, whose counts are the stored run's.  Between two lines a report costs a
-comparison of the clock; a line costs a pass over the run's conditions (not its episodes).
+workers' reports all reach it): at most one line every :data:`INTERVAL` seconds and every
+hundredth of the plan, and one at the end of the tests, whose counts are the stored run's.
+Between two lines a report costs a comparison of the clock; a line costs a pass over the
+run's conditions (not its episodes).
 
 ``auto`` (the default) shows it when the output is a terminal and not under ``-q``; ``on``
 shows it wherever the output goes (under ``-q`` too); ``off`` never.  Without pytest's
@@ -32,6 +33,9 @@ __all__ = ["INTERVAL", "LiveView", "VerboseOutcomes", "add_options", "live_mode"
 #: The least time between two status lines, in seconds.
 INTERVAL: Final = 2.0
 MODES: Final = ("auto", "on", "off")
+#: At most this many status lines in a session: a line waits for a hundredth of the plan
+#: to be done since the last one (an hour's sweep on a terminal: a line every 36 s or so).
+STEPS: Final = 100
 #: How many rollouts a status line names one by one (the others are summed).
 SHOWN_ROLLOUTS: Final = 4
 
@@ -96,6 +100,7 @@ class LiveView:
         self.interval = interval
         self.started = time.monotonic()
         self.next = self.started + interval
+        self.next_done = 0  # the run's episodes before the next line may be written
         self.price = 0.0
         self.unpriced = False  # an episode used a model without a declared price
         self.any = False  # an episode was stored in this session
@@ -150,11 +155,17 @@ class LiveView:
         if not self.show or report.when != "call":
             return
         now = time.monotonic()
-        if now < self.next:
+        if now < self.next or not self.any:
             return
+        done = len(self.session.run.states)
+        if done < self.next_done:
+            return  # less than a hundredth of the plan since the last line
         self.next = now + self.interval
-        if self.any:
-            self.reporter.write_line(self.line(now))
+        self.next_done = done + max(self.planned() // STEPS, 1)
+        self.reporter.write_line(self.line(now))
+
+    def planned(self) -> int:
+        return sum(len(s) for keys in self.session.run.selected.values() for s in keys.values())
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
