@@ -14,6 +14,7 @@ import pytest
 # Loaded before pytester's first in-process run: it forgets modules a run imported, and
 # numpy (imported by the design check) cannot be imported twice in one process.
 import pytest_prove.stats  # noqa: F401
+from pytest_prove.plugin import live
 from pytest_prove.plugin.live import outcome_tag
 from pytest_prove.record import ending
 
@@ -214,3 +215,17 @@ def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
                      re.MULTILINE), summary
     assert re.search(r"^PASSED test_live\.py::test_live\[", summary, re.MULTILINE), summary
     assert "[none (exception)]" not in summary
+
+
+def test_every_line_is_a_line_of_its_own_under_xdist(sweep: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "INTERVAL", 0.0)  # a line after every episode
+    result = sweep.runpytest("-n", "2", "--prove-live=on")
+    output = result.stdout.str()
+    # xdist writes its dots without pytest's file prefix: each line still starts a line.
+    assert not re.search(r"[.F]prove( \(end\))?: ", output), output
+    shown = [_number(m) for m in re.findall(r"^prove: ([\d,]+)/60 episodes", output,
+                                            re.MULTILINE)]
+    assert len(shown) >= 10, output
+    assert shown == sorted(shown) and shown[-1] <= 60
+    _end_equals_store(sweep, output)

@@ -92,14 +92,14 @@ class LiveView:
     """The controller's status line and the outcome on ``-v`` lines."""
 
     def __init__(self, session: ProveSession, mode: str, *,
-                 interval: float = INTERVAL) -> None:
+                 interval: float | None = None) -> None:
         self.session = session
         self.mode = mode
         self.reporter: Any = None
         self.show = False
-        self.interval = interval
+        self.interval = INTERVAL if interval is None else interval
         self.started = time.monotonic()
-        self.next = self.started + interval
+        self.next = self.started + self.interval
         self.next_done = 0  # the run's episodes before the next line may be written
         self.price = 0.0
         self.unpriced = False  # an episode used a model without a declared price
@@ -162,7 +162,7 @@ class LiveView:
             return  # less than a hundredth of the plan since the last line
         self.next = now + self.interval
         self.next_done = done + max(self.planned() // STEPS, 1)
-        self.reporter.write_line(self.line(now))
+        self.write(self.line(now))
 
     def planned(self) -> int:
         return sum(len(s) for keys in self.session.run.selected.values() for s in keys.values())
@@ -170,7 +170,16 @@ class LiveView:
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.show and self.any:
-            terminalreporter.write_line(self.line(time.monotonic(), final=True))
+            self.write(self.line(time.monotonic(), final=True))
+
+    def write(self, line: str) -> None:
+        """A line of its own: pytest ends the line of dots it writes for a file itself
+        (``write_line``), not the one xdist's dots are written on."""
+        reporter = self.reporter
+        reporter.ensure_newline()
+        if reporter.config.get_terminal_writer().width_of_current_line:
+            reporter.write("\n")
+        reporter.write_line(line)
 
     # ---- the line
 
