@@ -144,6 +144,8 @@ class LiveView:
             and bool(getattr(reporter, "isatty", False))))
         if self.show:
             self.session.on_stored = self.add
+        else:
+            config.pluginmanager.unregister(self)  # off: a report costs nothing more
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
