@@ -229,3 +229,35 @@ def test_every_line_is_a_line_of_its_own_under_xdist(sweep: pytest.Pytester,
     assert len(shown) >= 10, output
     assert shown == sorted(shown) and shown[-1] <= 60
     _end_equals_store(sweep, output)
+
+
+def test_the_store_counts_each_rollouts_episodes() -> None:
+    from pytest_prove.store.tally import Endings
+
+    states = Endings()
+    for r in range(5):
+        states.put("a", "k1", r, "with_outcome")
+    states.put("a", "k2", 90_000, "errored")  # far ahead: kept aside, still counted
+    states.put("b", "k1", 0, "no_outcome")
+    states.put("a", "k1", 0, "errored")  # a replaced line counts once
+    assert states.by_rollout() == {"a": 6, "b": 1}
+    assert states.in_condition("a", "k1") == 5
+    assert states.in_condition("a", "k2") == 1
+    assert states.in_condition("c", "k1") == 0
+
+
+def test_sequential_conditions_decided_are_shown(pytester: pytest.Pytester) -> None:
+    from .test_sequential import SWEEP as SEQUENTIAL
+
+    pytester.makepyfile(test_sweep=SEQUENTIAL)
+    one = ("-p", "no:xdist", "-p", "no:randomly")
+    saved = pytester.runpytest(*one, "--prove-concurrency=55", "--prove-save-baseline=base",
+                               "-q")
+    assert saved.ret == 0, saved.stdout.str()
+    same = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
+                              "--prove-live=on")
+    # Nothing changed: each condition stops at its first look (44 replicates of 220), and
+    # the end line counts what ran as planned.
+    same.stdout.fnmatch_lines(["prove (end): 176/176 episodes, 0 errored, "
+                               "4 of 4 conditions decided, in *"])
+    assert len(list(load(pytester).episodes)) == 176

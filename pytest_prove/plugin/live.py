@@ -169,6 +169,23 @@ class LiveView:
     def planned(self) -> int:
         return sum(len(s) for keys in self.session.run.selected.values() for s in keys.values())
 
+    def planned_by(self) -> dict[str, int]:
+        """Each rollout's episodes planned in this session: what pytest's selection kept,
+        where a condition ``--prove-sequential`` decided counts what it ran."""
+        run, sequential = self.session.run, self.session.sequential
+        decided = sequential.is_decided if sequential is not None and sequential.decided \
+            else None
+        found: dict[str, int] = {}
+        for rid, keys in run.selected.items():
+            total = 0
+            for key, replicates in keys.items():
+                if decided is not None and decided(rid, key):
+                    total += min(len(replicates), run.states.in_condition(rid, key))
+                else:
+                    total += len(replicates)
+            found[rid] = total
+        return found
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.show and self.any:
@@ -190,8 +207,7 @@ class LiveView:
         run = self.session.run
         states = run.states
         done_by = states.by_rollout()
-        planned_by = {rid: sum(len(s) for s in keys.values())
-                      for rid, keys in run.selected.items()}
+        planned_by = self.planned_by()
         rollouts = sorted(set(done_by) | {r for r, n in planned_by.items() if n})
         done, planned = len(states), sum(planned_by.values())
         parts = [f"{done:,}/{planned:,} episodes"]

@@ -171,6 +171,11 @@ class Endings:
             found[rollout] = found.get(rollout, 0) + codes.size()
         return found
 
+    def in_condition(self, rollout: str, condition_key: str) -> int:
+        """How many episodes the condition holds."""
+        codes = self._conditions.get((rollout, condition_key))
+        return 0 if codes is None else codes.size()
+
     def held(self, rollout: str, condition_key: str, replicates: int | Iterable[int]) -> int:
         """How many of ``replicates`` (a count n: 0 .. n-1) this condition holds."""
         codes = self._conditions.get((rollout, condition_key))
