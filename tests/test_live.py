@@ -261,3 +261,7 @@ def test_sequential_conditions_decided_are_shown(pytester: pytest.Pytester) -> N
     same.stdout.fnmatch_lines(["prove (end): 176/176 episodes, 0 errored, "
                                "4 of 4 conditions decided, in *"])
     assert len(list(load(pytester).episodes)) == 176
+
+
+def test_an_outcome_reaches_the_terminal_as_text() -> None:
+    assert outcome_tag([("prove_outcome", "bad\x1b[31m\u202e")]) == "bad\\x1b[31m\\u202e"

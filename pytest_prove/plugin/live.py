@@ -276,7 +276,9 @@ class VerboseOutcomes:
 def _label(rollouts: Mapping[str, Any], rollout_id: str) -> str:
     info = rollouts.get(rollout_id) or {}
     label = info.get("label") if isinstance(info, Mapping) else None
-    return str(label or rollout_id)
+    from ..report._format import terminal_text
+
+    return terminal_text(label or rollout_id, 40)
 
 
 def outcome_tag(properties: object) -> str | None:
@@ -293,6 +295,8 @@ def outcome_tag(properties: object) -> str | None:
             found[value] = found.get(value, 0) + 1
     if not found:
         return None
+    from ..report._format import terminal_text  # an outcome is the rollout's own text
+
     if len(found) == 1 and sum(found.values()) == 1:
-        return next(iter(found))
-    return ", ".join(f"{n} {value}" for value, n in found.items())
+        return terminal_text(next(iter(found)), 40)
+    return ", ".join(f"{n} {terminal_text(value, 40)}" for value, n in found.items())
