@@ -217,15 +217,25 @@ def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
     assert "[none (exception)]" not in summary
 
 
-def test_every_line_is_a_line_of_its_own_under_xdist(sweep: pytest.Pytester,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "2", "-v"], ["-p", "no:xdist"],
+                                  ["-p", "no:xdist", "-v"]], ids=["xdist", "xdist-v", "one",
+                                                                  "one-v"])
+def test_every_line_is_a_line_of_its_own(sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                         args: list[str]) -> None:
     monkeypatch.setattr(live, "INTERVAL", 0.0)  # a line after every episode
-    result = sweep.runpytest("-n", "2", "--prove-live=on")
+    result = sweep.runpytest(*args, "--prove-live=on")
     output = result.stdout.str()
+    assert "INTERNALERROR" not in output
+    lines = output.splitlines()
+    around = [(lines[i - 1], lines[i + 1]) for i, line in enumerate(lines)
+              if line.startswith("prove: ")]
+    assert around and all(before and after for before, after in around), output  # no blank
     # xdist writes its dots without pytest's file prefix: each line still starts a line.
     assert not re.search(r"[.F]prove( \(end\))?: ", output), output
     shown = [_number(m) for m in re.findall(r"^prove: ([\d,]+)/60 episodes", output,
                                             re.MULTILINE)]
+    after = output.split("prove: ")[1].split("\n")[1]
+    assert re.search(r"^(test_live\.py|\[gw\d\]|[.F])", after), output  # pytest's next line
     assert len(shown) >= 10, output
     assert shown == sorted(shown) and shown[-1] <= 60
     _end_equals_store(sweep, output)

@@ -163,8 +163,12 @@ class LiveView:
         if done < self.next_done:
             return  # less than a hundredth of the plan since the last line
         self.next = now + self.interval
-        self.next_done = done + max(self.planned() // STEPS, 1)
-        self.write(self.line(now))
+        planned = self.planned()
+        self.next_done = done + max(planned // STEPS, 1)
+        if done < planned:  # the last one: the end line says it
+            # xdist's dots go on the line as it is; pytest's own start a line for their file.
+            dots = hasattr(report, "node") and self.reporter.config.get_verbosity() <= 0
+            self.write(self.line(now), ends=dots)
 
     def planned(self) -> int:
         return sum(len(s) for keys in self.session.run.selected.values() for s in keys.values())
@@ -191,14 +195,20 @@ class LiveView:
         if self.show and self.any:
             self.write(self.line(time.monotonic(), final=True))
 
-    def write(self, line: str) -> None:
+    def write(self, line: str, *, ends: bool = True) -> None:
         """A line of its own: pytest ends the line of dots it writes for a file itself
-        (``write_line``), not the one xdist's dots are written on."""
+        (``ensure_newline``), not the one xdist's dots are written on.  Unless ``ends``, the
+        line is left open as pytest leaves its own (``currentfspath`` set): pytest's next
+        line ends it, where a line ended here would leave an empty one below it."""
         reporter = self.reporter
         reporter.ensure_newline()
         if reporter.config.get_terminal_writer().width_of_current_line:
             reporter.write("\n")
-        reporter.write_line(line)
+        if ends:
+            reporter.write_line(line)
+        else:
+            reporter.write(line, flush=True)
+            reporter.currentfspath = -2  # a line is open (as pytest marks xdist's -v lines)
 
     # ---- the line
 
