@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -175,6 +174,7 @@ def test_a_block_of_replicates_counts_its_outcomes() -> None:
 def _on_a_terminal(pytester: pytest.Pytester, *args: str) -> str:
     """What pytest prints when its output is a pseudo-terminal: a subprocess, since only
     then is the output a terminal (pytester's in-process runs write to a buffer)."""
+    pty = pytest.importorskip("pty")  # POSIX only
     leader, follower = pty.openpty()
     env = dict(os.environ, COLUMNS="200")
     try:
