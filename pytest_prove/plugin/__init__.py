@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, capture, dryrun, environment, heap, window, worker
+from . import budget, cache, capture, dryrun, environment, heap, live, window, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -44,6 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     capture.add_options(parser)
     cache.add_options(parser)
     environment.add_options(parser)
+    live.add_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -95,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     own(config, Collection(config), "prove_collection")
     own(config, ReportProperties(), "prove_report_properties")
     session.start()
+    live.register(config, session)  # --prove-live: the status line, -v lines' outcomes
     if config.pluginmanager.hasplugin("xdist"):
         from .xdist import XdistHooks
 

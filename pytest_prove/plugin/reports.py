@@ -130,7 +130,8 @@ class SessionReports:
 #: rollout items only: calling the rollout, its reports' data, the controller reading them,
 #: sharing what they hold alike, --lf's blocks.
 ROLLOUT_ONLY = ("prove_calls", "prove_rollout_reports", "prove_session_reports",
-                "prove_report_properties", "prove_lastfailed", "prove_worker_reports")
+                "prove_report_properties", "prove_lastfailed", "prove_worker_reports",
+                "prove_live", "prove_live_outcomes")
 
 
 def without_rollouts(config: pytest.Config) -> None:

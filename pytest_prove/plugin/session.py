@@ -11,7 +11,7 @@ gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
@@ -109,6 +109,7 @@ class ProveSession:
         self.sequential: SequentialControl | None = None  # --prove-sequential; see start()
         #: The variables and packages the run records (see plugin/environment.py; start()).
         self.recorded: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self.on_stored: Callable[[list[dict[str, Any]]], None] | None = None  # live.py
 
     def start(self) -> None:
         """Build and register what the session owns besides itself: the budget (prices, the
@@ -158,6 +159,8 @@ class ProveSession:
             self.budget.watch.add(stored)
         if stored and self.sequential is not None:
             self.sequential.add(stored)
+        if stored and self.on_stored is not None:
+            self.on_stored(stored)
 
     def _stop(self, message: str) -> None:
         """Start no new item: in this process, and under xdist in the scheduler."""

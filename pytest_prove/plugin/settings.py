@@ -69,7 +69,7 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
                  "--prove-metrics", "--prove-metric-margin", "--prove-target",
                  "--prove-record-env", "--prove-record-packages",
-                 "--prove-agreement-from", "--prove-cache")
+                 "--prove-agreement-from", "--prove-cache", "--prove-live")
 
 
 def add_options(parser: pytest.Parser) -> None:

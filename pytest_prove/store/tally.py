@@ -102,6 +102,12 @@ class _Codes:
         if self.sparse:
             yield from sorted(i for i, code in self.sparse.items() if code)
 
+    def size(self) -> int:
+        """How many numbers are there."""
+        array, sparse = self.array, self.sparse
+        return len(array) - array.count(0) + (sum(1 for c in sparse.values() if c)
+                                              if sparse else 0)
+
     def present(self, indices: Iterable[int]) -> int:
         """How many of ``indices`` are there."""
         return sum(1 for i in indices if self.get(i))
@@ -157,6 +163,18 @@ class Endings:
         """Every identity held (built on demand: a set of tuples is big)."""
         return {(rid, key, r) for (rid, key), codes in self._conditions.items()
                 for r in codes.indices()}
+
+    def by_rollout(self) -> dict[str, int]:
+        """How many episodes each rollout holds (a pass over its conditions, not episodes)."""
+        found: dict[str, int] = {}
+        for (rollout, _), codes in self._conditions.items():
+            found[rollout] = found.get(rollout, 0) + codes.size()
+        return found
+
+    def in_condition(self, rollout: str, condition_key: str) -> int:
+        """How many episodes the condition holds."""
+        codes = self._conditions.get((rollout, condition_key))
+        return 0 if codes is None else codes.size()
 
     def held(self, rollout: str, condition_key: str, replicates: int | Iterable[int]) -> int:
         """How many of ``replicates`` (a count n: 0 .. n-1) this condition holds."""
