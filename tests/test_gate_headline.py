@@ -64,7 +64,10 @@ def _first_line(out: str) -> str:
 def agent(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
-    assert pytester.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    # A fixed salt: on some salts refund's unresolved rate was not shown to miss 0.02 (the
+    # target test then passes, and the missed-target test failed in a clean-clone run).
+    assert pytester.runpytest("--prove-save-baseline=main",
+                              "--prove-salt=headline-1").ret == pytest.ExitCode.OK
     return pytester
 
 
