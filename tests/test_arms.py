@@ -237,6 +237,29 @@ def test_a_baseline_saved_with_arms_is_checked_for_drift_and_the_gate_reads_the_
     assert "has drifted" not in result.stdout.str()
 
 
+def test_an_arm_left_out_against_a_baseline_fails_closed(agent: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    # --prove-baseline asks for a verdict; with one arm left out by -k nothing was compared,
+    # so the session must not pass (it used to say "arms not compared" and exit 0).
+    monkeypatch.setenv("N", "6")
+    monkeypatch.setenv("ARMS", "cur,same")
+    assert agent.runpytest("--prove-save-baseline=both").ret == pytest.ExitCode.OK
+    for kept in ("same", "cur"):
+        result = agent.runpytest("-k", kept, "--prove-baseline=both")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, (kept, result.stdout.str())
+        text = re.sub(r"\s+", " ", result.stdout.str() + result.stderr.str())
+        left_out = "same" if kept == "cur" else "cur"
+        assert (f"no verdict: --prove-baseline=both asks whether the change made things "
+                f"worse, and the change is judged between the arms, but no episode of arm "
+                f"{left_out} of bot ran in this session") in text, text
+        assert "Run every arm" in text and "drop --prove-baseline=both" in text
+    # Without a baseline no verdict was asked for: one arm alone runs and is said.
+    result = agent.runpytest("-k", "same")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*arms not compared: no episode of arm cur of bot ran*"])
+
+
 def test_a_resumed_run_whose_arms_differ_is_refused(agent: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent.runpytest("-k", "refund", "--prove-name=part").ret \
