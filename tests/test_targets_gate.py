@@ -405,3 +405,17 @@ def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_
     planned = example.runpytest("--prove-plan", "--prove-target=unresolved<=0.25")
     planned.stdout.fnmatch_lines(["  test_support unresolved<=0.25: * (distance 0.2); it "
                                   "runs 200: ok"])
+
+
+def test_a_worse_comparison_fails_the_gate_when_every_target_is_met(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The targets' gate passing must not overwrite the comparison's failure (it did: the
+    # session set its gate from the targets alone after the comparison had failed it).
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("BAD", "1")
+    result = agent.runpytest("--prove-baseline=main", "--prove-target=unresolved<=0.99",
+                             "--prove-fail-on=worse,missed", "-rf")
+    out = result.stdout.str()
+    assert "worse" in out and "misses target" not in out, out
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - worse*"])

@@ -332,7 +332,8 @@ class ProveSession:
             outcome.targets, *gate = run_gate(outcome.run, self.settings,
                                               str(self.asked.get("missing", "test")))
             outcome.target_gate = tuple(gate)
-            outcome.failed_gate = bool(gate[0] or gate[1])
+            # Beside a comparison (a baseline's, or the arms'), either fails the gate.
+            outcome.failed_gate = outcome.failed_gate or bool(gate[0] or gate[1])
         notes.extend(self._fixed_note())
         if outcome.declaration_changed is not None:
             notes.append(outcome.declaration_changed)
