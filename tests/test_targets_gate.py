@@ -419,3 +419,12 @@ def test_a_worse_comparison_fails_the_gate_when_every_target_is_met(
     assert "worse" in out and "misses target" not in out, out
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - worse*"])
+
+
+def test_targets_are_gated_in_an_aa_session(agent: pytest.Pytester,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # --prove-aa used to skip the targets' gate: a missed target passed unread.
+    monkeypatch.setenv("BAD", "1")
+    result = agent.runpytest("--prove-aa", "--prove-target=unresolved<=0.2", "-rf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*A/A: *", "FAILED *prove-gate?ticket=refund? - *target*"])

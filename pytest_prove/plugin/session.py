@@ -325,7 +325,7 @@ class ProveSession:
             notes.extend(self.aa.finish(self.store, self.run, self.ended_run(),
                                         interrupted=status != "complete", asked=self.asked,
                                         q=self.settings.q, max_mde=self.settings.max_mde))
-        elif declares_targets(writer.manifest) and self.settings.shard is None:
+        if declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 
             outcome.run = self.ended_run()
