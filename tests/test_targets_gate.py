@@ -428,3 +428,17 @@ def test_targets_are_gated_in_an_aa_session(agent: pytest.Pytester,
     result = agent.runpytest("--prove-aa", "--prove-target=unresolved<=0.2", "-rf")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*A/A: *", "FAILED *prove-gate?ticket=refund? - *target*"])
+
+
+def test_updating_the_baseline_accepts_the_change_but_not_a_missed_target(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("BAD", "1")
+    # The worse run accepted as the new baseline on purpose: the comparison no longer fails.
+    accepted = agent.runpytest("--prove-baseline=main", "--prove-update-baseline")
+    assert accepted.ret == pytest.ExitCode.OK, accepted.stdout.str()
+    # A target it misses is another claim: accepting the baseline does not spare it.
+    result = agent.runpytest("--prove-baseline=main", "--prove-update-baseline",
+                             "--prove-target=unresolved<=0.2", "-rf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - *target*"])

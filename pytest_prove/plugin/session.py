@@ -489,7 +489,9 @@ class ProveSession:
                                  max_errored=settings.max_errored, thin=thin)
             notes.append(note)
             if note.saved:
-                outcome.failed_gate = False  # the user accepted this run as the new baseline
+                # The user accepted this run as the new baseline: the comparison no longer
+                # fails it; a missed target is another claim, and still does.
+                outcome.failed_gate = bool(outcome.target_gate[0] or outcome.target_gate[1])
             elif outcome.declaration_changed is not None:
                 outcome.failed_gate = True  # neither compared nor replaced
         return notes
