@@ -31,11 +31,12 @@ nav.app{display:flex;gap:1rem;align-items:baseline;border-bottom:1px solid var(-
  padding:.2rem 0 .5rem;margin-bottom:1rem;font-size:.9rem}
 nav.app b{margin-right:.5rem}nav.app a{color:var(--focus)}
 pre.text{font-size:.8rem;overflow:auto;border:1px solid var(--line);border-radius:8px;
- padding:.6rem .8rem;white-space:pre}
+ padding:.6rem .8rem;white-space:pre-wrap;overflow-wrap:anywhere}
 a{color:var(--focus)}
 .progress{font-variant-numeric:tabular-nums}
 form.pick{display:flex;gap:.6rem;flex-wrap:wrap;align-items:end;margin:1rem 0}
 form.pick label{display:flex;flex-direction:column;font-size:.85rem}
+form.pick select,form.pick button{font:inherit;font-size:.95rem;padding:.2rem .4rem}
 """
 
 #: (an episode's id as a user reads it, its condition, its replicate, how it ended)
