@@ -311,18 +311,22 @@ def test_the_keyboard_alone_reaches_compare_the_worst_cell_and_a_twin(
         keys.press("ArrowLeft")
         assert focused(page)["label"] == start["label"]
         assert details(page, "unresolved")["condition"] == "ticket=refund"
-        # Back (Shift+Tab) to the flipped twins above the grids; Enter opens them, Tab reaches
-        # the first, Enter opens it beside its twin.
+        # The flipped twins, under the verdict and above the grids, are a Shift+Tab away
+        # (and Tab comes back to the cell).
         for _ in range(5):
             keys.press("Shift+Tab")
             if focused(page)["tag"] == "summary":
                 break
         assert "ended differently" in focused(page)["text"]
+        keys.press("Tab")
+        assert focused(page)["label"] == start["label"]
+        # Enter on the worst cell opens its condition's twins: the first has the focus.
         keys.press("Enter")
         assert page.locator("details.flips").get_attribute("open") is not None
-        keys.press("Tab")
         link = focused(page)
         assert link["tag"] == "a" and link["href"].startswith("/episode/terse/")
+        assert page.evaluate("() => document.activeElement.closest('tr').cells[1].innerText"
+                             ) == "ticket=refund"
         shot(page, shots, "8-keyboard-twin-link")
         keys.press("Enter")
         page.wait_for_url("**/episode/**")

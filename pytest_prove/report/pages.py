@@ -301,13 +301,15 @@ def flips_section(before: str, after: str, flipped: Sequence[tuple[str, str, str
     if not flipped:
         return ""
     rows = "".join(
-        f'<tr><td><a href="{link("episode", after, item, query={"twin": before})}">'
+        f'<tr data-twins-of="{_e(condition)}">'
+        f'<td><a href="{link("episode", after, item, query={"twin": before})}">'
         f"{_e(item)}</a></td><td>{_e(condition)}</td><td>{_e(ended)}</td></tr>"
         for item, condition, ended in flipped[:shown])
     more = (f'<p class="muted">the first {shown} of {len(flipped)} are listed; pytest-prove '
             f"flips {_e(before)} {_e(after)} -v lists them all</p>"
             if len(flipped) > shown else "")
     return (f'<details class="flips"><summary>{len(flipped)} twin(s) ended differently in '
-            f"{_e(before)} and {_e(after)}: open one beside its twin</summary>"
+            f"{_e(before)} and {_e(after)}: open one beside its twin (Enter on a cell of "
+            "the grids goes to its condition's)</summary>"
             '<table class="full"><thead><tr><th>episode</th><th>condition</th>'
             f"<th>ended</th></tr></thead><tbody>{rows}</tbody></table>{more}</details>")
