@@ -38,7 +38,9 @@ from pytest_prove.store.runs import check_run_name
 
 from .conftest import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, inline_session, needs_chromium
 
-pytestmark = needs_chromium
+#: Each test draws pages in a browser (seconds of wall time) over a store the example's sweep
+#: made (about a second of CPU, once a module): none belongs in the developer's loop.
+pytestmark = [needs_chromium, pytest.mark.slow]
 
 #: The run the example's sweep adds: its terse prompt, which gives up on refunds more often.
 RUN = "terse"
@@ -207,7 +209,6 @@ def details(page: Any, event: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- the tests
 
 
-@pytest.mark.slow  # a sweep of the example in the fixture, pages drawn in a browser
 def test_list_compare_worst_cell_and_a_flipped_twin(chromium: Any, server: str, example: Path,
                                                      shots: Path) -> None:
     store = Store(example / ".prove")
@@ -272,7 +273,6 @@ def test_list_compare_worst_cell_and_a_flipped_twin(chromium: Any, server: str, 
         p.startswith("/episode/") for p in paths)
 
 
-@pytest.mark.slow  # pages drawn in a browser
 def test_the_keyboard_alone_reaches_compare_the_worst_cell_and_a_twin(
         chromium: Any, server: str, shots: Path) -> None:
     with browsing(chromium, server) as b:
@@ -402,7 +402,6 @@ def test_no_line_of_an_episode_page_is_cut(chromium: Any, server: str) -> None:
                      e => e.scrollWidth <= e.clientWidth)"""), width
 
 
-@pytest.mark.slow  # a sweep in a subprocess, pages drawn in a browser
 def test_a_run_being_written_is_followed_as_its_counts_rise(
         chromium: Any, tmp_path: Path, shots: Path) -> None:
     root = copy_example(tmp_path / "live")
@@ -572,7 +571,6 @@ def test_a_foreign_host_header_is_refused_from_the_browser(chromium: Any, server
         assert RUN in runs_table(b.page)
 
 
-@pytest.mark.slow  # a second Chromium, whose resolver maps a foreign name to 127.0.0.1
 def test_dns_rebinding_is_refused(chromium: Any, server: str) -> None:
     # The attack itself: a name of another site that resolves to 127.0.0.1, opened in a
     # browser. The page it gets is the refusal, none of the store.
