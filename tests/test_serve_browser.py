@@ -406,32 +406,15 @@ def test_a_run_being_written_is_followed_as_its_counts_rise(
         chromium: Any, tmp_path: Path, shots: Path) -> None:
     root = copy_example(tmp_path / "live")
     (root / "turnstile.py").write_text(TURNSTILE)
-    told_r, told_w = os.pipe()
-    go_r, go_w = os.pipe()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", TURNSTILE_AT="10,30",
-               TURNSTILE_TOLD=str(told_w), TURNSTILE_GO=str(go_r),
-               PYTHONPATH=os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p))
-    # A subprocess: a sweep is a pytest session, and one in a thread of this process would
-    # share its modules, environment, working directory and warnings filters with the session
-    # running this test; its own process also writes the store as a user's sweep does.
-    with (tmp_path / "sweep.log").open("w") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-q", "-p", "prove", "-p", "turnstile",
-             "-p", "no:cacheprovider", "-p", "no:randomly", "--prove-baseline", "current",
-             "--prove-replicates", "20", "--prove-allow-underpowered", "--prove-name", "live"],
-            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, pass_fds=(told_w, go_r))
-    os.close(told_w)
-    os.close(go_r)
-    told = os.fdopen(told_r, "rb")
     store = Store(root / ".prove")
-    readings: list[tuple[int, int]] = []
+    log = tmp_path / "sweep.log"
 
     def written() -> int:
         """The episodes the run holds on disk now (the store's own state)."""
         return len(store.open("live").episodes)
 
-    def reading(name: str) -> tuple[int, int]:
+    def reading(page: Any, name: str) -> list[str]:
+        """The run's row on the runs page, loaded again now; a screenshot of it."""
         page.reload()
         for _ in range(5):
             # The page reloads itself every few seconds while a run is being written: on a
@@ -441,48 +424,68 @@ def test_a_run_being_written_is_followed_as_its_counts_rise(
                 row = runs_table(page)["live"]
                 refresh = page.locator('meta[http-equiv="refresh"]').count()
                 shot(page, shots, name)
-                break
+                return [*row, str(refresh)]
             except Exception as exc:  # playwright's Error (imported only with a browser)
                 if "destroyed" not in str(exc) and "navigat" not in str(exc):
                     raise
                 page.wait_for_load_state()
-        found = re.fullmatch(r"being written: (\d+) of (\d+) planned episodes \((\d+)%\)",
-                             row[1])
-        assert found is not None, row
-        assert row[2] == found.group(1)  # the episodes column says the same
-        assert refresh == 1  # it reloads itself
-        return int(found.group(1)), int(found.group(2))
+        raise AssertionError("the runs page never held still for a reading")
 
-    try:
-        with serving(root) as base, browsing(chromium, base) as b:
-            page = b.page
-            page.goto(base + "/")
-            assert "live" not in runs_table(page)  # nothing written yet
-            for at in (10, 30):
-                # The sweep says when it has stored `at` episodes and waits (a blocking
-                # read: an ended sweep is an end of file, not a wait).
-                line = told.readline()
-                assert line == f"{at}\n".encode(), (tmp_path / "sweep.log").read_text()
-                assert written() == at
-                readings.append(reading("4-live-before" if at == 10 else "5-live-after"))
-                os.write(go_w, b"g")
-            assert readings == [(10, 60), (30, 60)]  # rose, of the plan: 3 tickets x 20
-            os.close(go_w)
-            go_w = -1
-            assert told.readline() == b""  # the sweep ended
-            assert child.wait(timeout=600) in (0, 1), (tmp_path / "sweep.log").read_text()
-            page.reload()
-            row = runs_table(page)["live"]
+    with serving(root) as base, browsing(chromium, base) as b:
+        b.page.goto(base + "/")
+        assert "live" not in runs_table(b.page)  # the sweep has not started
+        told_r, told_w = os.pipe()
+        go_r, go_w = os.pipe()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", TURNSTILE_AT="10,30",
+                   TURNSTILE_TOLD=str(told_w), TURNSTILE_GO=str(go_r),
+                   PYTHONPATH=os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH"))
+                                              if p))
+        # A subprocess: a sweep is a pytest session, and one in a thread of this process
+        # would share its modules, environment, working directory and warnings filters with
+        # the session running this test; in a process of its own it writes the store as a
+        # user's sweep does, beside the server reading it.
+        with log.open("w") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-q", "-p", "prove", "-p", "turnstile",
+                 "-p", "no:cacheprovider", "-p", "no:randomly", "--prove-baseline", "current",
+                 "--prove-replicates", "20", "--prove-allow-underpowered",
+                 "--prove-name", "live"],
+                cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                pass_fds=(told_w, go_r))
+        os.close(told_w)
+        os.close(go_r)
+        try:
+            with os.fdopen(told_r, "rb") as told:
+                readings = []
+                for at, name in ((10, "4-live-before"), (30, "5-live-after")):
+                    # The sweep says when it has stored `at` episodes, and waits (a blocking
+                    # read: a sweep that ended is an end of file, not a wait).
+                    assert told.readline() == f"{at}\n".encode(), log.read_text()
+                    assert written() == at
+                    row = reading(b.page, name)
+                    found = re.fullmatch(
+                        r"being written: (\d+) of (\d+) planned episodes \((\d+)%\)", row[1])
+                    assert found is not None, row
+                    assert row[2] == found.group(1)  # the episodes column says the same
+                    assert row[-1] == "1"  # the page reloads itself
+                    readings.append((int(found.group(1)), int(found.group(2))))
+                    os.write(go_w, b"g")
+                # The counts rose from one reading to the next, of the plan: 3 tickets x 20.
+                assert readings == [(10, 60), (30, 60)]
+                os.close(go_w)
+                go_w = -1
+                assert told.readline() == b""  # the sweep ended
+            assert child.wait(timeout=600) in (0, 1), log.read_text()
+            row = reading(b.page, "5-live-ended")
             assert row[1] == "complete" and row[2] == "60" == str(written())
-            assert page.locator('meta[http-equiv="refresh"]').count() == 0
-            shot(page, shots, "5-live-ended")
-    finally:
-        told.close()
-        if go_w >= 0:
-            os.close(go_w)
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+            assert row[-1] == "0"  # nothing being written: no reload
+        finally:
+            if go_w >= 0:
+                os.close(go_w)
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
 #: A plugin of the followed sweep: before the item after the N-th (N in TURNSTILE_AT), by
