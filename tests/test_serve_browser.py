@@ -402,6 +402,27 @@ def test_no_line_of_an_episode_page_is_cut(chromium: Any, server: str) -> None:
                      e => e.scrollWidth <= e.clientWidth)"""), width
 
 
+def test_each_page_s_title_is_its_largest_heading(chromium: Any, server: str,
+                                                  shots: Path) -> None:
+    # A page's sections were headed larger than its title ("Runs" over "1 run(s) and 1
+    # baseline(s)", "Every row" over "worse"), and the run's page said "run terse" twice,
+    # the first (show's) the larger.
+    with browsing(chromium, server) as b:
+        for path, title in (("/", "1 run(s) and 1 baseline(s)"),
+                            ("/compare?a=baseline:current&b=terse", "worse"),
+                            (f"/run/{RUN}", f"run {RUN}")):
+            b.page.goto(server + path)
+            headings = b.page.evaluate(
+                """() => [...document.querySelectorAll('h1, h2')].map(e => [
+                     e.tagName, e.innerText, parseFloat(getComputedStyle(e).fontSize)])""")
+            titles = [h for h in headings if h[0] == "H1"]
+            assert [t[1] for t in titles] == [title], headings
+            assert all(size <= titles[0][2] for _, _, size in headings), (path, headings)
+            assert [h[1] for h in headings].count(title) == 1, headings
+        assert f"run '{RUN}' is complete" in b.page.locator("section.show pre").inner_text()
+        shot(b.page, shots, "10-run")
+
+
 def test_a_run_being_written_is_followed_as_its_counts_rise(
         chromium: Any, tmp_path: Path, shots: Path) -> None:
     root = copy_example(tmp_path / "live")

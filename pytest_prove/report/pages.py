@@ -197,7 +197,7 @@ def run_extras(name: str, show: Sequence[str], episodes: Sequence[EpisodeLink], 
     """What the run's page shows above its report: what ``show`` says, a link to compare it
     with its baseline, why it has no report (``refused``), and ``episodes`` (the first of
     its ``total``), each a link to its page."""
-    parts = [f'<section class="show"><h2>run {_e(name)}</h2>{pre(show)}']
+    parts = [f'<section class="show"><h2>pytest-prove show {_e(name)}</h2>{pre(show)}']
     if paired:
         target = link("compare", query={"a": "baseline:" + paired, "b": name})
         parts.append(f'<p><a href="{target}">compare with baseline:{_e(paired)}</a></p>')
