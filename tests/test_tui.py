@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -176,9 +177,17 @@ def test_the_example_s_runs_list_compare_and_drill_down(example: Path) -> None:
         by_condition.setdefault(flip.condition, []).append(flip)
     assert by_condition  # the terse prompt changed some endings
 
+    shots = os.environ.get("PROVE_SHOTS")  # as tests/test_serve_browser.py: SVGs to look at
+
+    def shot(pilot: Pilot[Any], name: str) -> None:
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            (Path(shots) / f"{name}.svg").write_text(pilot.app.export_screenshot())
+
     async def steps(pilot: Pilot[Any]) -> None:
         app = pilot.app
         table = app.screen.query_one("#runs", DataTable)
+        shot(pilot, "tui-1-runs")
         rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)]
                 for i in range(table.row_count)}
         assert list(rows) == [RUN, "baseline:current"]
@@ -192,6 +201,7 @@ def test_the_example_s_runs_list_compare_and_drill_down(example: Path) -> None:
         assert "A (before): baseline:current; B (after): terse" in text
         assert "worse: 1 condition got worse (ticket=refund" in text
         assert f"{len(found.flips)} of {found.twins} twins" in text
+        shot(pilot, "tui-2-compare")
         conditions = app.screen.query_one("#conditions", DataTable)
         listed = {str(conditions.get_row_at(i)[0]): int(str(conditions.get_row_at(i)[1]))
                   for i in range(conditions.row_count)}
@@ -202,6 +212,7 @@ def test_the_example_s_runs_list_compare_and_drill_down(example: Path) -> None:
         assert isinstance(app.screen, FlipsScreen) and app.screen.condition == "ticket=refund"
         twins = app.screen.query_one("#twins", DataTable)
         assert twins.row_count == listed["ticket=refund"]
+        shot(pilot, "tui-3-flips")
         first = by_condition["ticket=refund"][0]
         assert str(twins.get_row_at(0)[1]) == str(first.replicate)
         item = str(twins.get_row_at(0)[0])
@@ -210,6 +221,7 @@ def test_the_example_s_runs_list_compare_and_drill_down(example: Path) -> None:
         text = shown(pilot)
         assert f"twins: {item}, in run 'terse' (left)" in text
         assert "unresolved" in text and "resolved" in text
+        shot(pilot, "tui-4-twin")
         await keys(pilot, "escape", "escape", "escape")
         assert isinstance(app.screen, RunsScreen)
     drive(example, steps)
