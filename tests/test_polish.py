@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 
 import pytest
@@ -74,3 +77,30 @@ def test_the_session_report_names_the_command_that_chooses_the_axes(
     page = (pytester.path / "page.html").read_text(encoding="utf-8")
     assert "choose the axes with --x and --y" not in page  # flags pytest does not take
     assert "pytest-prove report ... --x AXIS --y AXIS draws other axes" in page
+
+
+@pytest.mark.slow  # a fresh interpreter (a second of CPU)
+def test_listing_runs_imports_no_statistics(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_REPLICATES", "4")
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base").ret == 0
+    # A subprocess, because only a fresh interpreter has a clean module table: this one
+    # imported numpy and scipy before any test ran (tests/conftest.py), and an in-process
+    # check could not tell what listing the runs imports.
+    code = textwrap.dedent(f"""
+        import sys
+        from pytest_prove.cli import main
+        status = main(["--store", {str(pytester.path / '.prove')!r}, "runs"])
+        status += main(["--store", {str(pytester.path / '.prove')!r}, "runs", "--json"])
+        heavy = sorted(m for m in ("numpy", "scipy", "pytest") if m in sys.modules)
+        print("imported:", heavy)
+        sys.exit(status)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "2 run(s) and 1 baseline(s)" in done.stdout  # it did list them
+    assert "imported: []" in done.stdout  # numpy and scipy took 0.9 s of CPU before
