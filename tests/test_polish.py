@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -104,3 +105,31 @@ def test_listing_runs_imports_no_statistics(
     assert done.returncode == 0, done.stderr
     assert "2 run(s) and 1 baseline(s)" in done.stdout  # it did list them
     assert "imported: []" in done.stdout  # numpy and scipy took 0.9 s of CPU before
+
+
+def test_help_shows_the_options_in_a_few_headed_groups(pytester: pytest.Pytester) -> None:
+    shown = pytester.runpytest("--help").stdout.str()
+    headed: dict[str, list[str]] = {}
+    heading = ""
+    for line in shown.splitlines():
+        if line.startswith("[pytest]"):
+            break  # the ini values follow, in a section of their own
+        if line and not line.startswith(" ") and line.endswith(":"):
+            heading = line
+        elif (found := re.match(r"  (--prove-[a-z-]+)", line)) is not None:
+            headed.setdefault(heading, []).append(found[1])
+    # One flat group of every option before (36 of them under one heading).
+    assert 3 <= len(headed) <= 6, list(headed)
+    assert all(h.startswith("pytest-prove") for h in headed), list(headed)
+    assert all(len(options) <= 16 for options in headed.values()), headed
+    where = {option: h for h, options in headed.items() for option in options}
+    # Options that belong together are shown together.
+    assert where["--prove-baseline"] == where["--prove-save-baseline"] \
+        == where["--prove-update-baseline"]
+    assert where["--prove-q"] == where["--prove-max-mde"] == where["--prove-fail-on"] \
+        == where["--prove-margin"]
+    assert where["--prove-replicates"] == where["--prove-concurrency"] \
+        == where["--prove-shard"] == where["--prove-live"]
+    assert where["--prove-report"] == where["--prove-record-env"]
+    assert len({where["--prove-baseline"], where["--prove-q"], where["--prove-replicates"],
+                where["--prove-report"]}) == 4
