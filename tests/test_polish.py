@@ -3,6 +3,7 @@ user, and each test failed before its fix."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -15,6 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_prove.cli import main
+from pytest_prove.report.terminal import format_comparison
+from pytest_prove.stats import Flip, Fragility, RowInput, compare
 
 from .conftest import BOT, INI
 
@@ -133,3 +136,85 @@ def test_help_shows_the_options_in_a_few_headed_groups(pytester: pytest.Pytester
     assert where["--prove-report"] == where["--prove-record-env"]
     assert len({where["--prove-baseline"], where["--prove-q"], where["--prove-replicates"],
                 where["--prove-report"]}) == 4
+
+
+def _section(text: str) -> list[str]:
+    """The lines of the pytest-prove section of a session's output."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("=") and " pytest-prove " in line)
+    end = next(i for i in range(start + 1, len(lines))
+               if re.match(r"=|FAILED |\d+ (passed|failed)", lines[i]))
+    return lines[start + 1:end]
+
+
+#: A project conftest that makes the session's terminal reporter believe it writes to a
+#: terminal 80 columns wide (pytester's output is a capture, never a terminal).
+AS_A_TERMINAL = textwrap.dedent("""
+    import pytest
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(config):
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        reporter.isatty = type(reporter.isatty)(True)  # pytest's CallableBool
+        reporter._tw.fullwidth = 80
+""")
+
+
+def test_a_default_run_says_its_method_in_a_few_lines_and_v_in_full(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    section = _section(pytester.runpytest("-p", "no:randomly",
+                                          "--prove-baseline=base").stdout.str())
+    method = [line for line in section
+              if line.startswith(("method:", "paired limits assume", "rise/fall"))]
+    # Six terminal lines of method before (the method line alone was 480 characters).
+    assert method and sum(-(-len(line) // 80) for line in method) <= 3, method
+    assert "-v" in method[-1]  # where the rest is
+    verbose = _section(pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
+                                          "-v").stdout.str())
+    full = "\n".join(verbose)
+    assert "Clopper-Pearson" in full and "paired limits assume" in full
+
+
+def test_the_summary_wraps_at_word_boundaries_on_a_terminal(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=BOT)
+    pytester.makeconftest(AS_A_TERMINAL)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    monkeypatch.setenv("REFUND_FAIL", "0.5")
+    section = _section(pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
+                                          "-v", "--prove-live=off").stdout.str())
+    table = [line for line in section if line.startswith(("condition ", "ticket="))]
+    prose = [line for line in section if line not in table]
+    assert len(table) == 3  # the table's lines are never wrapped
+    assert all(len(line) <= 80 for line in prose), [x for x in prose if len(x) > 80]
+    text = " ".join(line.strip() for line in section)
+    # Wrapped where a space was: the words are whole (the verdict line, cut by the terminal
+    # mid-word before, and the method, cut mid-word at 80 columns).
+    assert "paired McNemar mid-p, Holm q 0.05 over 2 tests" in text
+    assert "intervals: exact (Clopper-Pearson bounds, union bound)" in text
+    assert any(line.startswith("  ") for line in prose)  # a continued line is indented
+
+
+def test_the_fragility_line_names_whole_conditions() -> None:
+    rows = [RowInput(condition=f"task=order tool_fail=0.{i}", event="wrong", worse_when="rise",
+                     x_before=2, n_before=40, x_after=20, n_after=40) for i in range(6)]
+    comparison = compare(rows, q=0.05, max_mde=0.2)
+    moves = tuple(Flip(f"task=order_with_a_long_name tool_fail=0.{i}", "wrong", 3, "fewer")
+                  for i in range(6))
+    detail = "; ".join(f"3 after episodes of {m.condition} made to not record wrong"
+                       for m in moves)
+    assert len(detail) > 240  # what the line cut to 240 characters, mid-word, before
+    comparison = dataclasses.replace(comparison, verdict=dataclasses.replace(
+        comparison.verdict, fragility=Fragility(18, False, detail, moves)))
+    line = next(x for x in format_comparison(comparison, before="a", after="b")
+                if x.startswith("fragility: "))
+    assert "\u2026" not in line
+    assert line.endswith("; and 3 more")
+    assert line.count("made to not record wrong") == 3
+    for move in moves[:3]:
+        assert f"of {move.condition} made to" in line

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
-from pytest_prove.stats import Comparison, Limit, Row, outward
+from pytest_prove.stats import Comparison, Fragility, Limit, Row, outward
 
-from ._format import plain_text, q_text, rate, signed, status_text, terminal_text
+from ._format import TableLine, plain_text, q_text, rate, signed, status_text, terminal_text
 
 __all__ = ["bound_text", "condition_failure", "format_comparison", "margin_line",
            "margin_next", "verdict_line"]
@@ -95,6 +95,19 @@ def verdict_line(comparison: Comparison) -> str:
     return (f"too small to tell: nothing changed significantly, but "
             f"{_plural(len(blind), 'row')} could not have shown a change of {mde}: {names}; "
             f"{tail}")
+
+
+def _flips_text(fragility: Fragility) -> str:
+    """Which flips would change the word: the first few whole, then how many more (the
+    labels are the rollout's, each on one line)."""
+    if not fragility.moves:
+        return terminal_text(fragility.detail, 400)
+    said = [f"{m.flips} after {'episode' if m.flips == 1 else 'episodes'} of "
+            f"{terminal_text(m.condition)} made to "
+            f"{'record' if m.toward == 'more' else 'not record'} {terminal_text(m.event)}"
+            for m in fragility.moves[:_LIST_AT_MOST]]
+    more = len(fragility.moves) - len(said)
+    return "; ".join(said) + (f"; and {more} more" if more > 0 else "")
 
 
 def _row_name(row: Row) -> str:
@@ -199,7 +212,7 @@ def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
     def render(cells: Sequence[str]) -> str:
         parts = [c.rjust(w) if i in numeric else c.ljust(w)
                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return "  ".join(parts).rstrip()
+        return TableLine("  ".join(parts).rstrip())
 
     return [render(header), *(render(line) for line in body)]
 
@@ -224,7 +237,7 @@ def format_comparison(
         how = ("exhaustive search" if fragility.exhaustive
                else "greedy search, there may be fewer")
         lines.append(f"fragility: {_plural(fragility.flips, 'outcome')} flipped in {after} "
-                     f"would change the word ({how}): {terminal_text(fragility.detail, 240)}")
+                     f"would change the word ({how}): {_flips_text(fragility)}")
     shown = list(comparison.rows) if verbose else [
         r for r in comparison.rows
         if r.moved or r.blind or (r.margin is not None and not r.within)
@@ -236,14 +249,21 @@ def format_comparison(
         lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
                      f"{rate(comparison.max_mde)} not shown (-v shows every row)")
     lines.extend(beside)
+    sequential = comparison.method.startswith("group-sequential")
     legend = ("rise/fall: 'sequential', a row of a sequential run has no limit of its own "
               "(the design's power at max_mde holds for every row)"
-              if comparison.method.startswith("group-sequential") else
+              if sequential else
               f"rise/fall: the smallest change each row alone would be flagged for, 4 times "
               f"in 5, from its rate in {before}")
-    lines.append(f"method: {plain_text(comparison.method)}. {legend}")
-    if comparison.paired_model is not None:
-        lines.append(f"paired limits assume {comparison.paired_model}")
+    if verbose:
+        lines.append(f"method: {plain_text(comparison.method)}. {legend}")
+        if comparison.paired_model is not None:
+            lines.append(f"paired limits assume {comparison.paired_model}")
+    else:
+        # What reading the table needs; the test and its family are on the verdict line.
+        together = ("" if sequential else f"the {comparison.m} intervals together hold the "
+                    f"true changes {(1 - comparison.q) * 100:g}% of the time or more; ")
+        lines.append(f"method: {together}{legend}; -v prints the method in full")
     if comparison.margin is not None:
         lines.append(f"margin method: {plain_text(comparison.margin.method)}. bound: the "
                      "smallest margin each test would be shown within, one-sided")
