@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 import pytest
@@ -218,3 +219,37 @@ def test_the_fragility_line_names_whole_conditions() -> None:
     assert line.count("made to not record wrong") == 3
     for move in moves[:3]:
         assert f"of {move.condition} made to" in line
+
+
+#: Two tickets whose failure rate FAIL sets (both get worse together).
+TWO_WORSE = BOT.replace('RATES = {"refund": float(os.environ.get("REFUND_FAIL", "0.1")), '
+                        '"password": 0.1}',
+                        'RATES = dict.fromkeys(["refund", "password"], '
+                        'float(os.environ.get("FAIL", "0.1")))')
+
+
+def test_each_failing_condition_says_its_own_rows_not_the_verdict_again(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert TWO_WORSE != BOT
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=TWO_WORSE)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    monkeypatch.setenv("FAIL", "0.8")
+    result = pytester.runpytest("-p", "no:randomly", "--prove-baseline=base", "-rf",
+                                "--junitxml=j.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdict = next(x for x in _section(result.stdout.str()) if x.startswith("worse: "))
+    assert verdict.startswith("worse: 2 conditions got worse")
+    suite = ET.parse(pytester.path / "j.xml").getroot().find("testsuite")
+    assert suite is not None
+    texts = {case.get("name"): failure.text or "" for case in suite.iter("testcase")
+             for failure in case.findall("failure")}
+    assert set(texts) == {"prove-gate[ticket=refund]", "prove-gate[ticket=password]"}
+    for name, text in texts.items():
+        own = name.removeprefix("prove-gate[").removesuffix("]")
+        other = ({"ticket=refund", "ticket=password"} - {own}).pop()
+        assert verdict not in text  # the whole verdict, once per condition, before
+        assert text.startswith(f"worse: {own} unresolved 0.")
+        assert other not in text, text
+    # The short summary names each condition's own change.
+    result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - worse: ticket=*"])

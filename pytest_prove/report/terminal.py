@@ -288,20 +288,43 @@ def format_comparison(
 
 def condition_failure(comparison: Comparison, condition: str, *, before: str,
                       after: str) -> list[str]:
-    """The failure text of one condition's gate report: the verdict, this condition's rows,
-    and how it was tested (what ``-rf``, ``--junitxml`` and the FAILURES section show)."""
+    """The failure text of one condition's gate report (what ``-rf``, ``--junitxml`` and the
+    FAILURES section show): what failed in this condition, first, then its rows and how they
+    were tested.  The verdict over every condition is the pytest-prove section's, said once."""
     rows = [r for r in comparison.rows if r.condition == condition]
-    moved = [r for r in rows if r.direction != "unchanged" or r.blind
-             or (r.margin is not None and not r.within)]
-    said = margin_line(comparison)
+    where = terminal_text(condition)
+    runs = f"{terminal_text(before)} -> {terminal_text(after)}"
+    worse = [r for r in rows if r.counted and r.direction == "worse"]
+    found = comparison.margin
+    beyond = [r for r in rows if found is not None and r in found.beyond]
+    not_within = [r for r in rows if found is not None and r in found.not_within]
+    blind = [r for r in rows if r.blind and not r.counted]
+    if worse:
+        head = "worse: " + "; ".join(f"{where} {_change(r)}" for r in worse)
+    elif beyond and found is not None:
+        head = (f"beyond margin {rate(found.margin)}: "
+                + "; ".join(f"{where} {_change(r)}" for r in beyond))
+    elif not_within and found is not None:
+        head = (f"not shown within margin {rate(found.margin)}: " + "; ".join(
+            f"{_row_name(r)} (the data support a margin of "
+            f"{bound_text(r.margin.bound) if r.margin else '?'})" for r in not_within))
+    elif blind:
+        head = "too small to tell: " + "; ".join(
+            f"{_row_name(r)} could not have shown a {' or '.join(r.blind)} of "
+            f"{rate(comparison.max_mde)}" for r in blind)
+    else:
+        head = f"{where}: " + ("; ".join(_change(r) for r in rows) or "unchanged")
     return [
-        verdict_line(comparison),
-        *([] if said is None else [said]),
-        f"{terminal_text(condition)}, {terminal_text(before)} -> {terminal_text(after)}: "
-        + ("; ".join(f"{_event_words(r)} {rate(r.before)} -> {rate(r.after)}" for r in moved)
-           or "unchanged"),
+        f"{head}, {runs}",
         *_table(rows, comparison.max_mde),
-        f"method: {plain_text(comparison.method)}",
-        *([] if comparison.margin is None
-          else [f"margin method: {plain_text(comparison.margin.method)}"]),
+        f"tested with {_test_name(comparison)}, Holm q {comparison.q:g} over "
+        f"{_plural(comparison.m, 'test')} (the verdict over every condition and the method: "
+        "the pytest-prove section)",
+        *([] if found is None else [f"margin method: {plain_text(found.method)}"]),
     ]
+
+
+def _change(row: Row) -> str:
+    """A row's change in this condition: its event, the rates and q."""
+    return (f"{_event_words(row)} {rate(row.before)} -> {rate(row.after)} "
+            f"({signed(row.change)}, q {q_text(row.q_value)})")
