@@ -759,7 +759,9 @@ def test_the_quickstart_saves_no_baseline_over_the_committed_one(
                                         "-p", "no:xdist")
         assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), (
             result.stdout.str())
-        verdict = next((line for line in result.stdout.lines
+        # The verdict line: the pytest-prove section's, after the FAILURES section (whose
+        # text for a failing condition starts with "worse:" too).
+        verdict = next((line for line in reversed(result.stdout.lines)
                         if line.startswith(("worse:", "no significant change:"))), None)
         if verdict is not None:
             assert verdict in page, verdict  # the numbers are the page's

@@ -253,3 +253,64 @@ def test_each_failing_condition_says_its_own_rows_not_the_verdict_again(
         assert other not in text, text
     # The short summary names each condition's own change.
     result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - worse: ticket=*"])
+
+
+#: Two axes: the refund tickets (of either tone) fail at the rate FAIL says.
+TWO_AXES = textwrap.dedent(
+    """
+    import os
+    import random
+
+    import pytest
+    import pytest_prove as prove
+
+
+    @prove.rollout(replicates=30, failures=["unresolved"], successes=["resolved"])
+    @pytest.mark.parametrize("tone", ["terse", "kind"])
+    @pytest.mark.parametrize("ticket", ["refund", "password"])
+    def test_bot(ticket, tone, prove_seed):
+        rng = random.Random(prove_seed)
+        rate = float(os.environ.get("FAIL", "0.1")) if ticket == "refund" else 0.1
+        return prove.Episode("unresolved" if rng.random() < rate else "resolved")
+    """
+)
+
+#: Two axes of a condition joined as a list joins conditions: what no output may read.
+RUN_TOGETHER = re.compile(r"(ticket|tone)=\w+, (ticket|tone)=")
+
+
+def test_a_condition_of_two_axes_reads_as_one_unit_in_a_list(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=TWO_AXES)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    monkeypatch.setenv("FAIL", "0.9")
+    result = pytester.runpytest("-p", "no:randomly", "--prove-baseline=base", "-rf",
+                                "--junitxml=j.xml", "--prove-report=session.md")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    terminal = result.stdout.str()
+    verdict = next(x for x in _section(terminal) if x.startswith("worse: "))
+    # worse: 2 conditions got worse (ticket=refund, tone=terse unresolved ..., ticket=...
+    listed = verdict.partition("(")[2].partition(")")[0].split(", ")
+    assert len(listed) == 2 and all(x.startswith("ticket=refund tone=") for x in listed), verdict
+    code, _ = _cli(pytester, capsys, "report", "base", "latest", "--out", "r.html")
+    assert code == 0
+    code, diff = _cli(pytester, capsys, "diff", "base", "latest")
+    assert code == 0
+    texts = {"terminal": terminal, "diff": diff,
+             "junit": (pytester.path / "j.xml").read_text(encoding="utf-8"),
+             "markdown": (pytester.path / "session.md").read_text(encoding="utf-8"),
+             "html": (pytester.path / "r.html").read_text(encoding="utf-8")}
+    for where, text in texts.items():
+        assert "ticket=refund tone=terse" in text, where
+        assert RUN_TOGETHER.search(text) is None, (where, RUN_TOGETHER.search(text))
+    assert 'name="prove-gate[ticket=refund tone=terse]"' in texts["junit"]
+    # --condition takes a label as the outputs write it, and as they wrote it before.
+    for asked in ("ticket=refund tone=terse", "ticket=refund, tone=terse", "tone=terse"):
+        code, doc = _cli(pytester, capsys, "flips", "base", "latest", "--json",
+                         "--condition", asked)
+        assert code == 0, asked
+        chosen = {r["condition"] for r in json.loads(doc)["rows"]}
+        assert chosen == ({"ticket=refund tone=terse", "ticket=password tone=terse"}
+                          if asked == "tone=terse" else {"ticket=refund tone=terse"}), asked

@@ -256,10 +256,10 @@ def test_arrow_keys_move_one_selection_in_grid_and_plot(project: Project,
         page.keyboard.press("ArrowRight")
         right = _selected(page)
         assert right["cell"] == right["mark"] != first["cell"]
-        assert right["details"] == "ticket=refund, tone=terse"
+        assert right["details"] == "ticket=refund tone=terse"
         page.keyboard.press("ArrowDown")
         down = _selected(page)
-        assert down["cell"] == down["mark"] and down["details"] == "ticket=password, tone=terse"
+        assert down["cell"] == down["mark"] and down["details"] == "ticket=password tone=terse"
         # In the plot: down the worst-first order; the grid follows, and Tab would come
         # back to the same cell.
         box = section.locator(".forest-box")
@@ -366,7 +366,7 @@ def test_step_curves_match_where_at_every_step(project: Project, chromium: Any) 
             store = Store(project.store)
             for small in smalls.all()[:2]:
                 condition = small.get_attribute("data-condition")
-                ticket, tone = (p.split("=")[1] for p in condition.split(", "))
+                ticket, tone = (p.split("=")[1] for p in condition.split(" "))
                 documents = {}
                 for run in ("baseline:base", "worse"):
                     whole = store.open(run)
@@ -377,7 +377,7 @@ def test_step_curves_match_where_at_every_step(project: Project, chromium: Any) 
                 _check_curves(small.locator("svg"), documents)
         # The worst condition is drawn first.
         first = page.locator("section.steps").first.locator("figure.small").first
-        assert first.get_attribute("data-condition") == "ticket=refund, tone=terse"
+        assert first.get_attribute("data-condition") == "ticket=refund tone=terse"
         assert trouble == []
     finally:
         page.close()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from typing import Any
 
+from pytest_prove.declare.spec import condition_label
 from pytest_prove.errors import ProveError
 from pytest_prove.review import Review
 from pytest_prove.review.describe import Description, Rate
@@ -216,7 +217,7 @@ def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
     slices: dict[str, list[tuple[int, str]]] = {}
     places: dict[str, tuple[int, ...]] = {}
     for item in members:
-        key = ", ".join(f"{a}={value(item[1], a)}" for a in others)
+        key = condition_label({a: value(item[1], a) for a in others}) if others else ""
         slices.setdefault(key, []).append(item)
         places.setdefault(key, tuple(along[a].index(value(item[1], a)) for a in others))
     out: list[str] = []
