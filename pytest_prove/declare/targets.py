@@ -12,8 +12,8 @@ A target is written ``EVENT OP RATE``, optionally after the condition it holds f
 * ``~D`` after the rate sizes the design check for the distance D instead of
   ``--prove-max-mde`` (``resolved>=0.9~0.05``);
 * a condition, before a colon: ``ticket=refund: resolved>=0.9`` (several axes with commas,
-  ``ticket=refund, model=mini: resolved>=0.9``, or spaces as a label writes them). Without one the target holds for every
-  condition of the rollout.
+  ``ticket=refund, model=mini: resolved>=0.9``, or spaces as a label writes them). Without
+  one the target holds for every condition of the rollout.
 
 On the decorator and in a sweep spec the event (with its condition) is the key and the side
 and rate its value: ``targets={"unresolved": "<= 0.10", "ticket=refund: pass^8": ">= 0.5"}``.
