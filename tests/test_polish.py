@@ -17,7 +17,10 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_prove.cli import main
+from pytest_prove.declare.prices import Prices
+from pytest_prove.report.figures import cost_figure, forest_plot
 from pytest_prove.report.terminal import format_comparison
+from pytest_prove.review.cost import ConditionCost, ModelUsage, RunCost, compare_costs
 from pytest_prove.stats import Flip, Fragility, RowInput, compare
 
 from .conftest import BOT, INI
@@ -314,3 +317,36 @@ def test_a_condition_of_two_axes_reads_as_one_unit_in_a_list(
         chosen = {r["condition"] for r in json.loads(doc)["rows"]}
         assert chosen == ({"ticket=refund tone=terse", "ticket=password tone=terse"}
                           if asked == "tone=terse" else {"ticket=refund tone=terse"}), asked
+
+
+def test_no_figure_cuts_two_labels_to_one(pytester: pytest.Pytester) -> None:
+    # Two conditions alike for 40 characters: cut at 24, both read
+    # "task=order_lookup tool_f…".
+    long = "task=order_lookup_for_returned_items tool_fail="
+    labels = [f"{long}0.0", f"{long}0.5", "task=refund tool_fail=0.0"]
+    costs = [
+        RunCost(run=name, status="complete", episodes=30, with_tokens=30,
+                models=(ModelUsage("m", input=3000, output=0, calls=30, price=None),),
+                conditions=tuple(
+                    ConditionCost(rollout="agent", condition_key=label, label=label,
+                                  episodes=10, models=(ModelUsage("m", input=1000 * (k + 1),
+                                                                  output=0, calls=10,
+                                                                  price=None),))
+                    for k, label in enumerate(labels)),
+                per_episode={("agent", label, r): (100 * (k + 1), 0)
+                             for k, label in enumerate(labels) for r in range(10)},
+                prices=Prices(), unpriced=("m",))
+        for name in ("before", "after")]
+    page = cost_figure(compare_costs(*costs))
+    shown = re.findall(r'<text class="lab"[^>]*>(?:<title>([^<]*)</title>)?([^<]*)</text>',
+                       page)
+    assert len(shown) == 3
+    assert len({text for _, text in shown}) == 3, shown  # two read alike before
+    assert {title for title, _ in shown} == set(labels)  # the whole label, on hover
+    rows = [RowInput(condition=label, event="wrong", worse_when="rise", x_before=2,
+                     n_before=40, x_after=2 + 6 * k, n_after=40)
+            for k, label in enumerate(labels)]
+    comparison = compare(rows, q=0.05, max_mde=0.2)
+    svg = forest_plot("wrong", comparison.rows, [0, 1, 2], level=comparison.level)
+    drawn = re.findall(r'<text class="lab"[^>]*>([^<]*)</text>', svg)
+    assert len(drawn) == 3 and len(set(drawn)) == 3, drawn
