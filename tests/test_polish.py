@@ -350,3 +350,34 @@ def test_no_figure_cuts_two_labels_to_one(pytester: pytest.Pytester) -> None:
     svg = forest_plot("wrong", comparison.rows, [0, 1, 2], level=comparison.level)
     drawn = re.findall(r'<text class="lab"[^>]*>([^<]*)</text>', svg)
     assert len(drawn) == 3 and len(set(drawn)) == 3, drawn
+
+
+#: The seeded agent of conftest.py, its episodes taking steps (prove.step) as they go.
+STEPPED = BOT.replace("    outcome = ", "    for _ in range(rng.randint(1, 6)):\n"
+                      "        with prove.step('lookup'):\n"
+                      "            pass\n"
+                      "    outcome = ")
+
+
+def test_the_step_section_and_the_grid_use_one_word_for_a_row_that_did_not_change(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Enough replicates that the grid can see 0.20 in every row (unchanged, not blind), too
+    # few failures for the log-rank to see a hazard ratio of 2.
+    assert STEPPED != BOT
+    monkeypatch.setenv("BOT_REPLICATES", "150")
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=STEPPED)
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base").ret == 0
+    code, _ = _cli(pytester, capsys, "report", "base", "latest", "--out", "r.html")
+    assert code == 0
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    # The rows' word (the grid's details and the table of every row): unchanged, not blind.
+    assert re.search(r">unchanged<", page) and "could not see a" not in page
+    steps = re.findall(r'<div class="logrank">(.*?)</div>', page, flags=re.S)
+    assert steps, "no step section"
+    for said in steps:
+        # "too small to tell" before: a verdict word, of another meaning than the grid's.
+        assert "too small to tell" not in said and "no significant change" not in said, said
+        assert said.startswith("<p>unchanged") or said.startswith("<p>different"), said
