@@ -381,3 +381,41 @@ def test_the_step_section_and_the_grid_use_one_word_for_a_row_that_did_not_chang
         # "too small to tell" before: a verdict word, of another meaning than the grid's.
         assert "too small to tell" not in said and "no significant change" not in said, said
         assert said.startswith("<p>unchanged") or said.startswith("<p>different"), said
+
+
+def test_every_forest_plot_draws_its_rows_in_the_grids_order(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_bot=TWO_AXES.replace(
+        'failures=["unresolved"], successes=["resolved"]',
+        'outcomes=["resolved", "unresolved", "timeout"], failures=["unresolved", "timeout"], '
+        'successes=["resolved"]').replace(
+        'return prove.Episode("unresolved" if rng.random() < rate else "resolved")',
+        'draw = rng.random()\n'
+        '    return prove.Episode("unresolved" if draw < rate else "timeout" '
+        'if draw > 1 - rate / 2 else "resolved")'))
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    monkeypatch.setenv("FAIL", "0.6")
+    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base").ret == 1
+    code, _ = _cli(pytester, capsys, "report", "base", "latest", "--out", "r.html",
+                   "--x", "ticket", "--y", "tone")
+    assert code == 0
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/json" id="prove-data">(.*?)</script>', page,
+                      flags=re.S)
+    assert found is not None
+    document = json.loads(found[1])
+    condition = {i: r["condition"] for i, r in enumerate(document["rows"])}
+    sections = re.findall(r'<section class="event".*?</section>', page, flags=re.S)
+    assert len(sections) == 3  # unresolved, timeout, resolved
+    orders = []
+    for section in sections:
+        grid = [condition[int(i)] for table in
+                re.findall(r'<table class="grid".*?</table>', section, flags=re.S)
+                for i in re.findall(r'<td role="gridcell"[^>]*data-i="(\d+)"', table)]
+        plot = [condition[int(i)] for i in re.findall(r'<g class="fr[^"]*" data-i="(\d+)"',
+                                                      section)]
+        assert plot == grid  # the grid's reading order: rows of tone, across ticket
+        orders.append(plot)
+    assert orders[0] == orders[1] == orders[2]  # each event's plot had an order of its own

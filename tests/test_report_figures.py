@@ -191,6 +191,7 @@ def test_forest_plot_draws_every_row_where_its_numbers_say(project: Project,
         svgs = page.locator("svg.forest-svg")
         events = list(dict.fromkeys(r["event"] for r in rows))
         assert svgs.count() == len(events) == 3
+        orders: list[list[str]] = []
         for k, event in enumerate(events):
             svg = svgs.nth(k)
             assert svg.get_attribute("data-event") == event
@@ -212,10 +213,10 @@ def test_forest_plot_draws_every_row_where_its_numbers_say(project: Project,
                         assert value(mark[way]) == pytest.approx(sign * limit, abs=1e-3)
                 # Counted rows, and only those, carry the diamond.
                 assert mark["counted"] == mark["diamond"] == row["counted"]
-            # Worst first: a counted worse row of the event heads its plot.
-            worse = [i for i in mine if rows[i]["counted"] and rows[i]["direction"] == "worse"]
-            if worse:
-                assert drawn["rows"][0]["i"] in worse
+            # In the grid's order, one for every event: a condition is at the same height
+            # in each plot (tests/test_polish.py checks the order against the grid's).
+            orders.append([rows[m["i"]]["condition"] for m in drawn["rows"]])
+        assert all(order == orders[0] for order in orders)
         counted = [i for i, r in enumerate(rows) if r["counted"]]
         assert counted, "the worse run should have a counted row"
         assert page.locator("g.fr.counted").count() == len(counted)
@@ -260,7 +261,7 @@ def test_arrow_keys_move_one_selection_in_grid_and_plot(project: Project,
         page.keyboard.press("ArrowDown")
         down = _selected(page)
         assert down["cell"] == down["mark"] and down["details"] == "ticket=password tone=terse"
-        # In the plot: down the worst-first order; the grid follows, and Tab would come
+        # In the plot: down the grid's order; the grid follows, and Tab would come
         # back to the same cell.
         box = section.locator(".forest-box")
         box.focus()

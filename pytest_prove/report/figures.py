@@ -29,7 +29,7 @@ from ._format import money, rate, signed
 from .cost import format_comparison
 from .drilldown import compare_steps_lines
 
-__all__ = ["cost_figure", "forest_order", "forest_plot", "short_forms", "step_figures"]
+__all__ = ["cost_figure", "forest_plot", "short_forms", "step_figures"]
 
 
 def _e(text: object) -> str:
@@ -168,20 +168,6 @@ def _money_tick(value: float, digits: int) -> str:
 # --------------------------------------------------------------------------- forest plot
 
 
-def forest_order(rows: Sequence[Row], members: Sequence[int], worst: Sequence[int]) -> list[int]:
-    """The rows ``members`` of one event, the worst first: those ranked by ``worst`` (see
-    :func:`~pytest_prove.report.html.worst_first`) in its order, then the rest by their change
-    toward worse, the largest first (unchanged rows before those that moved the safer way)."""
-    rank = {i: n for n, i in enumerate(worst)}
-    ranked = sorted((i for i in members if i in rank), key=rank.__getitem__)
-
-    def toward_worse(i: int) -> tuple[float, int]:
-        row = rows[i]
-        return (-row.change if row.worse_when == "rise" else row.change), i
-
-    return ranked + sorted((i for i in members if i not in rank), key=toward_worse)
-
-
 def _tone(row: Row) -> str:
     if not row.flag and not row.counted:
         return "plain"
@@ -219,7 +205,7 @@ def forest_plot(event: str, rows: Sequence[Row], order: Sequence[int], *, level:
     bottom = _TOP + _ROW * len(drawn) + 4
     height = bottom + 8
     counted = [r for r in drawn if r.counted]
-    title = f"Forest plot of {event}: the change of each condition, worst first"
+    title = f"Forest plot of {event}: the change of each condition, in the grid's order"
     desc = (f"{len(drawn)} conditions; each line shows the change after minus before as a dot, "
             f"its exact simultaneous interval (covering at least {100 * level:.2f}%) as a "
             "bar, and the rise and fall "

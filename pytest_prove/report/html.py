@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import html
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -37,7 +37,7 @@ from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
-from .figures import cost_figure, forest_order, forest_plot, step_figures
+from .figures import cost_figure, forest_plot, step_figures
 from .html_twins import twins_section
 from .metric_plot import METRIC_CSS, metric_header, metric_section
 from .notes import run_set_aside, set_aside, unfinished
@@ -376,13 +376,30 @@ def _events(conditions: Sequence[tuple[str, str]]) -> dict[str, list[tuple[int, 
     return found
 
 
-def _forest(rows: Sequence[Row], order: Sequence[int], level: float,
+def grid_order(labels: Labels, conditions: Sequence[str], x: str | None,
+               y: str | None) -> dict[str, tuple[int, ...]]:
+    """Each condition's place in the order the grids are read (as :func:`_grids` lays them
+    out): grid by grid (the further axes' values), row by row (``y``), left to right
+    (``x``), each axis's values in the order the sweep declared them."""
+    def value(condition: str, axis: str) -> Any:
+        return labels.axes.get(condition, {}).get(axis, "—")
+
+    axes = [*(a for a in labels.axis_names() if a not in (x, y)),
+            *(a for a in (y, x) if a is not None)]
+    values = {a: labels.ordered(a, [value(c, a) for c in conditions]) for a in axes}
+    return {c: tuple(values[a].index(value(c, a)) for a in axes) for c in conditions}
+
+
+def _forest(rows: Sequence[Row], place_of: Mapping[str, tuple[int, ...]], level: float,
             margin: float | None) -> Callable[[int, str, list[int]], str]:
     def draw(place: int, event: str, members: list[int]) -> str:
-        drawn = forest_order(rows, members, order)
+        # Every event's plot in one order, the grid's (read row by row): a condition is
+        # found at the same height in each.
+        drawn = sorted(members, key=lambda i: (place_of.get(rows[i].condition, ()), i))
         plot = forest_plot(event, rows, drawn, level=level, margin=margin, uid=f"f{place}")
-        hint = (f"forest plot of {event}, worst first: up and down arrows (Home, End, Page Up, "
-                "Page Down) move through the conditions, with the grid and the details")
+        hint = (f"forest plot of {event}, in the grid's order: up and down arrows (Home, End, "
+                "Page Up, Page Down) move through the conditions, with the grid and the "
+                "details")
         return (f'<figure class="forest"><p class="legend muted" aria-hidden="true"><span>● '
                 f"change</span><span>━ exact simultaneous interval, at least "
                 f"{100 * level:.2f}%</span><span>┃ "
@@ -430,7 +447,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     level = rows[0].interval.level if rows else 0.95
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
                          lambda i, focusable, start: _cell(i, rows[i], focusable, start), order,
-                         figure=_forest(rows, order, level, margin))
+                         figure=_forest(rows, grid_order(labels, [r.condition for r in rows],
+                                                         x, y), level, margin))
     columns: tuple[str, ...] = ("condition", "case", "event", "before", "after", "change",
                                 "interval", "p", "q", "verdict", "rise", "fall")
     if comparison.margin is not None:
