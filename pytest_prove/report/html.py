@@ -376,20 +376,6 @@ def _events(conditions: Sequence[tuple[str, str]]) -> dict[str, list[tuple[int, 
     return found
 
 
-def grid_order(labels: Labels, conditions: Sequence[str], x: str | None,
-               y: str | None) -> dict[str, tuple[int, ...]]:
-    """Each condition's place in the order the grids are read (as :func:`_grids` lays them
-    out): grid by grid (the further axes' values), row by row (``y``), left to right
-    (``x``), each axis's values in the order the sweep declared them."""
-    def value(condition: str, axis: str) -> Any:
-        return labels.axes.get(condition, {}).get(axis, "—")
-
-    axes = [*(a for a in labels.axis_names() if a not in (x, y)),
-            *(a for a in (y, x) if a is not None)]
-    values = {a: labels.ordered(a, [value(c, a) for c in conditions]) for a in axes}
-    return {c: tuple(values[a].index(value(c, a)) for a in axes) for c in conditions}
-
-
 def _forest(rows: Sequence[Row], place_of: Mapping[str, tuple[int, ...]], level: float,
             margin: float | None) -> Callable[[int, str, list[int]], str]:
     def draw(place: int, event: str, members: list[int]) -> str:
@@ -447,8 +433,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     level = rows[0].interval.level if rows else 0.95
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
                          lambda i, focusable, start: _cell(i, rows[i], focusable, start), order,
-                         figure=_forest(rows, grid_order(labels, [r.condition for r in rows],
-                                                         x, y), level, margin))
+                         figure=_forest(rows, labels.grid_order([r.condition for r in rows],
+                                                                x, y), level, margin))
     columns: tuple[str, ...] = ("condition", "case", "event", "before", "after", "change",
                                 "interval", "p", "q", "verdict", "rise", "fall")
     if comparison.margin is not None:
