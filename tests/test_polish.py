@@ -13,6 +13,7 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -419,3 +420,19 @@ def test_every_forest_plot_draws_its_rows_in_the_grids_order(
         assert plot == grid  # the grid's reading order: rows of tone, across ticket
         orders.append(plot)
     assert orders[0] == orders[1] == orders[2]  # each event's plot had an order of its own
+
+
+@pytest.mark.parametrize("args", [["--store", "runs", "where", "latest"],
+                                  ["--store=runs", "where", "latest"],
+                                  ["--sto", "runs", "where", "latest"],
+                                  ["where", "latest", "--store", "runs"]])
+def test_a_store_named_like_a_command_is_still_a_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        args: list[str]) -> None:
+    # main() reads which command runs before it loads the later commands' modules: a store
+    # folder named "runs" must not be taken for the command (which would leave 'where'
+    # unknown, a usage error, exit 2).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert main(args) == 1  # refused: no run in that store
+    assert "pytest-prove where:" in capsys.readouterr().err
