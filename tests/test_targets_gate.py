@@ -339,6 +339,11 @@ def test_a_bad_sweep_spec_target_is_refused_naming_the_file_and_line(
     ("pass@4 >= 0.99", "pass@4", ">=", 0.99, 4, ()),
     ("ticket=refund, model=mini: resolved>=0.9", "resolved", ">=", 0.9, 1,
      (("ticket", "refund"), ("model", "mini"))),
+    # as a condition's label writes it (issue 34 item 5)
+    ("ticket=refund model=mini: resolved>=0.9", "resolved", ">=", 0.9, 1,
+     (("ticket", "refund"), ("model", "mini"))),
+    ("ticket=refund please: resolved>=0.9", "resolved", ">=", 0.9, 1,
+     (("ticket", "refund please"),)),
     ("resolved>=0.9~0.05", "resolved", ">=", 0.9, 1, ()),
 ])
 def test_targets_are_parsed_as_written(text: str, event: str, side: str, rate: float, k: int,

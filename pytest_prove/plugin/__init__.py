@@ -180,6 +180,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = prove.summary_lines(verbose=verbosity > 0, quiet=verbosity < 0)
     if not lines:
         return
+    if bool(getattr(terminalreporter, "isatty", False)):
+        # A terminal folds a long line wherever its edge falls, inside a word: wrapped
+        # where a space is instead (a log or a pipe gets each line whole).
+        from ..report._format import wrapped
+
+        lines = wrapped(lines, terminalreporter._tw.fullwidth)
     terminalreporter.section("pytest-prove")
     for line in lines:
         terminalreporter.write_line(line)
