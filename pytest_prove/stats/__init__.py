@@ -7,6 +7,7 @@ the plugin, so the command line and any renderer can use it on stored runs.
 from __future__ import annotations
 
 from ._compare import compare
+from ._design_rates import RATES_LEVEL, RatesDesign, baseline_intervals, rates_design_check
 from ._exact import fisher_exact_p, mcnemar_exact_p, mcnemar_midp
 from ._fragility import Flip, Fragility
 from ._intervals import (
@@ -102,6 +103,7 @@ __all__ = [
     "LOOKS",
     "METRIC_LIMIT_RUNS",
     "PAIRED_MODEL",
+    "RATES_LEVEL",
     "SCHEMA_VERSION",
     "TWIN_MODEL",
     "Agreement",
@@ -121,6 +123,7 @@ __all__ = [
     "Pairs",
     "PooledKappa",
     "RankTest",
+    "RatesDesign",
     "Row",
     "RowDecision",
     "RowInput",
@@ -132,6 +135,7 @@ __all__ = [
     "Verdict",
     "agreement",
     "alpha_shares",
+    "baseline_intervals",
     "benjamini_hochberg",
     "clopper_pearson_interval",
     "compare",
@@ -162,6 +166,7 @@ __all__ = [
     "pass_hat_k",
     "pooled_kappa",
     "rank_sum_test",
+    "rates_design_check",
     "replicates_for",
     "rise_limit",
     "sequential_design",

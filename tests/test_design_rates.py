@@ -1,0 +1,167 @@
+"""The design check from the baseline's rates (stats/_design_rates.py) against brute force.
+
+The worst limit within each row's interval must be the largest limit over every rate k/n in
+the interval and its two ends, rises and falls both, each limit computed here by enumerating
+every outcome of the test (Fisher's or McNemar's mid-p p-value table by table, twins at a
+discordance ratio cell by cell) and bisecting on the change; the replicates it asks must
+pass that brute force and one fewer must fail it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pytest_prove.stats import (
+    baseline_intervals,
+    clopper_pearson_interval,
+    design_check,
+    fisher_exact_p,
+    mcnemar_midp,
+    rates_design_check,
+)
+
+Q, POWER, MDE = 0.2, 0.8, 0.4  # one row at alpha 0.2: designs small enough to enumerate
+
+
+@functools.cache
+def _fisher_rise_table(n: int, alpha: float) -> np.ndarray:
+    """reject[x1, x2]: Fisher's two-sided p at most alpha and the after rate higher."""
+    table = np.zeros((n + 1, n + 1), dtype=bool)
+    for x1 in range(n + 1):
+        for x2 in range(x1 + 1, n + 1):
+            table[x1, x2] = fisher_exact_p(x1, n, x2, n) <= alpha
+    return table
+
+
+@functools.cache
+def _mcnemar_rise_table(n: int, alpha: float) -> np.ndarray:
+    """reject[b, c]: the mid-p at most alpha with more after-only twins (c > b)."""
+    table = np.zeros((n + 1, n + 1), dtype=bool)
+    for b in range(n + 1):
+        for c in range(b + 1, n + 1 - b):
+            table[b, c] = mcnemar_midp(b, c) <= alpha
+    return table
+
+
+def _power(paired: bool, kappa: float, n: int, p0: float, p1: float, alpha: float) -> float:
+    """Exact power of a rise from p0 to p1, every outcome summed."""
+    k = np.arange(n + 1)
+    if not paired:
+        before, after = stats.binom.pmf(k, n, p0), stats.binom.pmf(k, n, p1)
+        return float(before @ _fisher_rise_table(n, alpha) @ after)
+    pb = min(max(kappa * p0 * (1 - p1), max(0.0, p0 - p1)), min(p0, 1 - p1))
+    pc = pb + p1 - p0
+    total = 0.0
+    reject = _mcnemar_rise_table(n, alpha)
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if reject[b, c]:
+                total += float(stats.multinomial.pmf([b, c, n - b - c], n,
+                                                     [pb, pc, max(0.0, 1 - pb - pc)]))
+    return total
+
+
+def _rise_limit(paired: bool, kappa: float, n: int, p0: float, alpha: float) -> float:
+    """The smallest rise from p0 seen with POWER (inf: none), by bisection on the change."""
+    if _power(paired, kappa, n, p0, 1.0, alpha) < POWER:
+        return float("inf")
+    lo, hi = 0.0, 1.0 - p0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if _power(paired, kappa, n, p0, p0 + mid, alpha) >= POWER:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _brute(paired: bool, kappa: float, n: int, intervals: list[tuple[float, float]]
+           ) -> float:
+    """The largest rise or fall limit over every k/n in the intervals and their ends (a fall
+    from p computed as the rise from 1 - p, which both tests are symmetric under)."""
+    worst = 0.0
+    for lo, hi in intervals:
+        rates = {lo, hi} | {k / n for k in range(n + 1) if lo - 1e-12 <= k / n <= hi + 1e-12}
+        for p in rates:
+            if p <= 1 - MDE + 1e-12:
+                worst = max(worst, _rise_limit(paired, kappa, n, p, Q))
+            if p >= MDE - 1e-12:
+                worst = max(worst, _rise_limit(paired, kappa, n, 1 - p, Q))
+    return worst
+
+
+CASES = [
+    # (paired, kappa, baseline counts (x, n) of each row)
+    (False, 1.0, [(1, 20)]),
+    (False, 1.0, [(10, 20)]),
+    (False, 1.0, [(19, 20), (2, 12)]),
+    (True, 1.0, [(1, 20)]),
+    (True, 1.0, [(6, 15)]),
+    (True, 0.4, [(2, 20)]),
+]
+
+
+@pytest.mark.parametrize(("paired", "kappa", "counts"), CASES)
+def test_the_worst_limit_within_the_intervals_equals_brute_force(
+        paired: bool, kappa: float, counts: list[tuple[int, int]]) -> None:
+    intervals = list(baseline_intervals(counts))
+    m = len(counts)
+    for n in (6, 11, 16):
+        found = rates_design_check(n, m, intervals, paired=paired, q=Q * m, max_mde=MDE,
+                                   power=POWER, kappa=None if kappa == 1.0 else kappa)
+        expected = _brute(paired, kappa, n, intervals)
+        if np.isinf(expected):
+            assert found.worst_limit is None, (n, found)
+        else:
+            assert found.worst_limit == pytest.approx(expected, abs=1e-6), (n, counts)
+        assert found.ok == (expected <= MDE + 1e-9), (n, expected)
+
+
+@pytest.mark.parametrize(("paired", "kappa", "counts"), CASES)
+def test_the_replicates_asked_pass_by_brute_force_and_one_fewer_does_not(
+        paired: bool, kappa: float, counts: list[tuple[int, int]]) -> None:
+    intervals = list(baseline_intervals(counts))
+    m = len(counts)
+    found = rates_design_check(4, m, intervals, paired=paired, q=Q * m, max_mde=MDE,
+                               power=POWER, kappa=None if kappa == 1.0 else kappa)
+    n = found.replicates_needed
+    assert n is not None and n <= 40
+    assert _brute(paired, kappa, n, intervals) <= MDE + 1e-9
+    assert _brute(paired, kappa, n - 1, intervals) > MDE
+
+
+def test_low_baseline_rates_ask_fewer_replicates_and_rates_near_a_half_as_many() -> None:
+    low = rates_design_check(190, 16, baseline_intervals([(10, 190)] * 16), paired=False)
+    assert low.ok and low.ok_any_rate and not low.only_from_rates
+    assert low.replicates_any_rate == 188  # docs/statistics.md's figure for any rate
+    assert low.replicates_needed is not None and low.replicates_needed < 140
+    half = rates_design_check(190, 16, baseline_intervals([(95, 190)] * 16), paired=False)
+    assert half.replicates_needed == half.replicates_any_rate == 188
+    # 150 replicates fail for any rate and pass only thanks to the baseline's rates
+    only = rates_design_check(150, 16, baseline_intervals([(10, 190)] * 16), paired=False)
+    assert only.ok and not only.ok_any_rate and only.only_from_rates
+    assert design_check(150, 16, paired=False).ok is False
+
+
+def test_a_row_the_baseline_does_not_hold_is_read_at_every_base_rate() -> None:
+    rows = [(10, 190)] * 15 + [(0, 0)]
+    found = rates_design_check(150, 16, baseline_intervals(rows), paired=False)
+    whole = design_check(150, 16, paired=False)
+    assert not found.ok
+    assert found.worst_limit == whole.worst_limit
+    assert found.replicates_needed == found.replicates_any_rate == 188
+
+
+def test_the_intervals_are_clopper_pearson_at_99_percent() -> None:
+    assert baseline_intervals([(3, 50), (0, 0)]) == (clopper_pearson_interval(3, 50, 0.99),
+                                                     (0.0, 1.0))
+
+
+@pytest.mark.parametrize("bad", [[(0.3, 0.2)], [(-0.1, 0.2)], [(0.1, 0.2), (0.1, 0.3)]])
+def test_bad_intervals_are_refused(bad: list[tuple[float, float]]) -> None:
+    with pytest.raises(ValueError, match="interval"):
+        rates_design_check(20, 1, bad, paired=False)
