@@ -128,8 +128,8 @@ def test_the_replicates_asked_pass_by_brute_force_and_one_fewer_does_not(
     m = len(counts)
     found = rates_design_check(4, m, intervals, paired=paired, q=Q * m, max_mde=MDE,
                                power=POWER, kappa=None if kappa == 1.0 else kappa)
-    n = found.replicates_needed
-    assert n is not None and n <= 40
+    n = found.fewest
+    assert n is not None and n <= 40 and found.replicates_needed == n
     assert _brute(paired, kappa, n, intervals) <= MDE + 1e-9
     assert _brute(paired, kappa, n - 1, intervals) > MDE
 
@@ -137,10 +137,10 @@ def test_the_replicates_asked_pass_by_brute_force_and_one_fewer_does_not(
 def test_low_baseline_rates_ask_fewer_replicates_and_rates_near_a_half_as_many() -> None:
     low = rates_design_check(190, 16, baseline_intervals([(10, 190)] * 16), paired=False)
     assert low.ok and low.ok_any_rate and not low.only_from_rates
-    assert low.replicates_any_rate == 188  # docs/statistics.md's figure for any rate
-    assert low.replicates_needed is not None and low.replicates_needed < 140
+    assert low.fewest_any_rate == 188  # docs/statistics.md's figure for any rate
+    assert low.fewest is not None and low.fewest < 140 and low.replicates_needed is None
     half = rates_design_check(190, 16, baseline_intervals([(95, 190)] * 16), paired=False)
-    assert half.replicates_needed == half.replicates_any_rate == 188
+    assert half.fewest == half.fewest_any_rate == 188
     # 150 replicates fail for any rate and pass only thanks to the baseline's rates
     only = rates_design_check(150, 16, baseline_intervals([(10, 190)] * 16), paired=False)
     assert only.ok and not only.ok_any_rate and only.only_from_rates
@@ -153,7 +153,7 @@ def test_a_row_the_baseline_does_not_hold_is_read_at_every_base_rate() -> None:
     whole = design_check(150, 16, paired=False)
     assert not found.ok
     assert found.worst_limit == whole.worst_limit
-    assert found.replicates_needed == found.replicates_any_rate == 188
+    assert found.replicates_needed == found.fewest_any_rate == 188
 
 
 def test_the_intervals_are_clopper_pearson_at_99_percent() -> None:

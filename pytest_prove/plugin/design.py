@@ -23,7 +23,7 @@ from ..declare.chaos import chaos_differences, chaos_refusal
 from ..report import plan as words
 from . import budget, shards
 from .settings import Settings
-from .state import PLAN_FAILS_KEY, PLAN_KEY, ItemPlan
+from .state import DESIGN_NOTE_KEY, PLAN_FAILS_KEY, PLAN_KEY, ItemPlan
 
 __all__ = ["Design", "check_chaos", "check_events", "decide"]
 
@@ -74,6 +74,77 @@ class _Check:
     #: The worst limit as printed (rounded up), kept so that a cached check prints it
     #: without importing the engine (numpy, scipy): about 2.5 s a session.
     shown: str
+    #: Read at the baseline's rates (--prove-design-rates=baseline): what it read, said in
+    #: the refusal; the plan's line; the summary's note when only the rates let it pass.
+    basis: str = ""
+    direction: str = "rise"
+    line: str = ""
+    note: str = ""
+
+
+def _baseline_of(config: pytest.Config, settings: Settings) -> Any:
+    """The baseline whose rates the design check reads (--prove-design-rates=baseline, on
+    by default with --prove-baseline), or None: the session's, or on an xdist worker read
+    from the store (a baseline that cannot be read leaves every base rate to the check;
+    the controller refuses the run for it)."""
+    name = getattr(config.option, "prove_baseline", None)
+    if not settings.design_rates or not name:
+        return None
+    from ..store import Store, StoreError
+    from .session import SESSION_KEY
+
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        return session.baseline
+    try:
+        return Store(settings.store).load_baseline(name)
+    except (StoreError, OSError):
+        return None
+
+
+def _rates_check(config: pytest.Config, baseline: Any, rows: list[tuple[str, str, str]],
+                 replicates: int, settings: Settings, paired: bool,
+                 kappa: float) -> _Check:
+    """The design check at the baseline's rates (each test's exact interval), remembered in
+    pytest's cache under its sizes and the baseline's counts."""
+    import hashlib
+
+    from ..review.rates import baseline_counts
+
+    counts = baseline_counts(baseline, rows)
+    digest = hashlib.sha256(json.dumps([baseline.name, counts]).encode()).hexdigest()[:20]
+    key = (f"prove/design-rates/{replicates}-{len(rows)}-{int(paired)}-{settings.q}-"
+           f"{settings.max_mde}-{kappa!r}-{digest}")
+    found: _Check | None = _cached(config, key, _Check)
+    if found is not None:
+        return found
+    with _one_worker(config, settings):
+        found = _cached(config, key, _Check)
+        if found is not None:
+            return found
+        from ..stats import baseline_intervals, rates_design_check
+
+        check = rates_design_check(replicates, len(rows), baseline_intervals(counts),
+                                   paired=paired, q=settings.q, max_mde=settings.max_mde,
+                                   kappa=kappa if paired and kappa < 1.0 else None)
+        name = str(baseline.name)
+        design = _Check(
+            worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
+            ok=check.ok, replicates_needed=check.replicates_needed,
+            shown=words.limit_shown(check.worst_limit),
+            basis=words.rates_basis(name, check.level, check.fewest_any_rate),
+            direction=check.worst_direction,
+            line=words.rates_line(baseline=name, level=check.level, m=len(rows),
+                                  unknown=sum(1 for _, n in counts if n == 0),
+                                  replicates=replicates, fewest=check.fewest,
+                                  fewest_any_rate=check.fewest_any_rate, ok=check.ok,
+                                  ok_any_rate=check.ok_any_rate),
+            note=words.rates_note(baseline=name, level=check.level, replicates=replicates,
+                                  fewest_any_rate=check.fewest_any_rate)
+            if check.only_from_rates else "")
+        _remember(config, key, {name: getattr(design, name)
+                                for name in _Check.__dataclass_fields__})
+        return design
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +314,7 @@ class Design:
             if self.check is not None and not self.check.ok:
                 # The plan is the place to learn this: say it, and exit as the run would.
                 stops.append(words.design_fails_in_plan(self.check.replicates_needed,
-                                                        settings.max_mde))
+                                                        settings.max_mde, self.check.basis))
             if self.margin is not None and not self.margin.ok:
                 stops.append(words.margin_fails_in_plan(self.margin.advice))
         if self.target_refusal is not None:
@@ -264,7 +335,8 @@ class Design:
             return words.design_failed(
                 replicates=self.replicates, m=self.m, shown=self.check.shown,
                 worst_base_rate=self.check.worst_base_rate, max_mde=settings.max_mde,
-                replicates_needed=self.check.replicates_needed)
+                replicates_needed=self.check.replicates_needed, basis=self.check.basis,
+                direction=self.check.direction)
         if self.margin is not None and not self.margin.ok and not settings.allow_underpowered:
             return words.margin_failed(self.replicates, self.margin.advice)
         return self.sequential_refusal or self.target_refusal
@@ -300,14 +372,26 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
             check, said, design.agreement_refusal, kappa = _agreement_check(
                 config, replicates, m, settings, paired)
         else:
-            check, said, kappa = (_design_check(config, replicates, m, settings, paired),
-                                  None, 1.0)
+            check, said, kappa = None, None, 1.0
+        # Arms are compared with their reference arm in this session, not the baseline.
+        baseline = None if any(plan.arm for plan, _ in selected.values()) else (
+            _baseline_of(config, settings))
+        if baseline is not None:
+            rows = [(plan.rollout_id, key, event) for plan, keys in outcomes
+                    for key in sorted(keys) for event in plan.declaration.tested()]
+            check = _rates_check(config, baseline, rows, replicates, settings, paired, kappa)
+            if check.note and not settings.plan_only:
+                config.stash[DESIGN_NOTE_KEY] = check.note
+        elif check is None:
+            check = _design_check(config, replicates, m, settings, paired)
         design.check = check
         design.lines = words.plan_head(
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
             rollouts=len(selected), cells=cells, replicates=replicates, shown=check.shown,
             worst_base_rate=check.worst_base_rate, paired=paired, q=settings.q,
             m=m, max_mde=settings.max_mde)
+        if check.line:
+            design.lines.append(check.line)
         if said is not None:
             design.lines.append(said)
         design.margin = _margin_check(config, replicates, m, settings, paired, kappa)

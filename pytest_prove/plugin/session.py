@@ -35,7 +35,7 @@ from .gate import GateReports
 from .report_files import write_reports
 from .salts import remember_failed
 from .settings import Settings
-from .state import PLAN_FAILS_KEY, own, plan_data
+from .state import DESIGN_NOTE_KEY, PLAN_FAILS_KEY, own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
@@ -334,6 +334,9 @@ class ProveSession:
             outcome.target_gate = tuple(gate)
             outcome.failed_gate = bool(gate[0] or gate[1])
         notes.extend(self._fixed_note())
+        design_note = self.config.stash.get(DESIGN_NOTE_KEY, None)
+        if design_note and self.baseline is not None:
+            notes.append(design_note)  # a design that passed only thanks to the baseline's rates
         if outcome.declaration_changed is not None:
             notes.append(outcome.declaration_changed)
         saved = self._save_baselines(outcome)

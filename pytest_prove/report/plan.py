@@ -34,6 +34,9 @@ __all__ = [
     "metric_limit_lines",
     "plan_head",
     "plan_head_metrics_only",
+    "rates_basis",
+    "rates_line",
+    "rates_note",
     "sequential_line",
     "sequential_partial",
     "sequential_sizes",
@@ -173,26 +176,78 @@ def margin_without_outcomes(margin: float) -> str:
             "metric its margin with --prove-metric-margin (e.g. judge=0.05) instead")
 
 
-def design_fails_in_plan(replicates_needed: int | None, max_mde: float) -> str:
+def design_fails_in_plan(replicates_needed: int | None, max_mde: float,
+                         basis: str = "") -> str:
     needed = (f"{replicates_needed} replicates a condition would pass"
               if replicates_needed else "many more replicates are needed")
     return would_stop(f"design check fails: one condition alone could not be flagged "
-                      f"for a rise of {max_mde:.3f}, the most you accept; "
+                      f"for a rise of {max_mde:.3f}, the most you accept{basis}; "
                       f"{needed} (or a larger --prove-max-mde, fewer conditions or "
                       "events)")
 
 
 def design_failed(*, replicates: int, m: int, shown: str, worst_base_rate: float,
-                  max_mde: float, replicates_needed: int | None) -> str:
+                  max_mde: float, replicates_needed: int | None, basis: str = "",
+                  direction: str = "rise") -> str:
+    """The design check's refusal; ``basis``: what base rates it read, when not every one
+    (:func:`rates_basis`)."""
     needed = (f"Use {replicates_needed} replicates a condition"
               if replicates_needed else
               "Use many more replicates a condition (over the search's ceiling)")
     return (f"design check failed: with {replicates} replicates a condition and {m} tests, "
-            f"one condition alone could only be flagged for a rise of "
-            f"{shown} (at base rate {worst_base_rate:.3f}), more "
+            f"one condition alone could only be flagged for a {direction} of "
+            f"{shown} (at base rate {worst_base_rate:.3f}{basis}), more "
             f"than the {max_mde:.3f} you accept. {needed} (replicates= or "
             f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
             f"or run anyway with --prove-allow-underpowered")
+
+
+def rates_basis(baseline: str, level: float, fewest_any_rate: int | None) -> str:
+    """What the design check read, said inside its refusal when it read the baseline's
+    rates: each test's interval, and the replicates any base rate would ask."""
+    any_rate = ("" if fewest_any_rate is None else
+                f"; {fewest_any_rate} replicates for any base rate")
+    return (f", read at base rates within each test's exact {100.0 * level:g}% interval "
+            f"from baseline {baseline!r}{any_rate}")
+
+
+def rates_line(*, baseline: str, level: float, m: int, unknown: int, replicates: int,
+               fewest: int | None, fewest_any_rate: int | None, ok: bool,
+               ok_any_rate: bool) -> str:
+    """The plan's line when the design check read the baseline's rates: what it read,
+    the replicates it asks against those any base rate asks, and what the estimate costs."""
+    def size(n: int | None) -> str:
+        return "more than the search's ceiling" if n is None else f"{n}"
+
+    read = (f"design check from baseline {baseline!r}'s rates: each of the {m} tests read "
+            f"at base rates within its exact {100.0 * level:g}% interval (Clopper-Pearson) "
+            "from the baseline, not at every rate from 0 to 1")
+    if unknown:
+        read += (f" ({unknown} test(s) the baseline does not hold read at every rate)")
+    asked = (f"{size(fewest)} replicates a condition would do, instead of "
+             f"{size(fewest_any_rate)} for any base rate")
+    if ok and not ok_any_rate:
+        verdict = (f"these {replicates} pass only thanks to the baseline's rates: each "
+                   f"condition sees max_mde 4 times in 5 when its rate lies in its "
+                   f"interval, which holds at least {level:g} of the time each")
+    elif ok:
+        verdict = f"these {replicates} pass for any base rate too"
+    else:
+        verdict = f"these {replicates} do not pass even so"
+    return (f"{read}: {asked}; {verdict} (the tests and their error rates are unchanged; "
+            "--prove-design-rates=any reads every base rate)")
+
+
+def rates_note(*, baseline: str, level: float, replicates: int,
+               fewest_any_rate: int | None) -> str:
+    """The summary's note on a design that passed only thanks to the baseline's rates."""
+    any_rate = ("more" if fewest_any_rate is None else f"{fewest_any_rate}")
+    return (f"design from baseline {baseline!r}'s rates: {replicates} replicates a condition "
+            f"passed the design check only because each test's base rate was read within "
+            f"its exact {100.0 * level:g}% interval from the baseline ({any_rate} would be "
+            f"needed for any base rate); each condition's power at max_mde holds when its "
+            f"rate lies there, at least {level:g} of the time each "
+            "(--prove-design-rates=any reads every base rate)")
 
 
 def would_stop(reason: str) -> str:

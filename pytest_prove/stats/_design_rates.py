@@ -140,10 +140,13 @@ class RatesDesign:
     ok: bool  # every row sees max_mde at every rate inside its interval
     #: The fewest replicates at which every row sees max_mde inside its interval (the
     #: search ends on a size that passes next to one that fails); None: over the ceiling.
-    replicates_needed: int | None
+    fewest: int | None
     #: The same over every base rate (the check without the baseline's rates).
-    replicates_any_rate: int | None
+    fewest_any_rate: int | None
     ok_any_rate: bool
+    #: When not ok: the replicates that pass, searched above ``replicates`` (the power is
+    #: not quite monotone in the replicates, so the advice never names a smaller design).
+    replicates_needed: int | None
     method: str
 
     @property
@@ -183,8 +186,11 @@ def rates_design_check(replicates: int, m: int, intervals: Sequence[Interval], *
     ceiling = MAX_REPLICATES_PAIRED if paired else MAX_REPLICATES_UNPAIRED
     worst, where, way = _worst(paired, n, rows, alpha, power, max_mde, kappa)
     ok = _sees(paired, n, rows, alpha, power, max_mde, kappa)
-    needed = _smallest_n(lambda size: _sees(paired, size, rows, alpha, power, max_mde, kappa),
-                         1, ceiling)
+    def sees(size: int) -> bool:
+        return _sees(paired, size, rows, alpha, power, max_mde, kappa)
+
+    fewest = _smallest_n(sees, 1, ceiling)
+    needed = None if ok else _smallest_n(sees, n + 1, ceiling)
     if kappa is None:
         any_rate = _smallest_n(lambda size: _sees_grid(paired, size, alpha, power, max_mde),
                                1, ceiling)
@@ -198,7 +204,7 @@ def rates_design_check(replicates: int, m: int, intervals: Sequence[Interval], *
     return RatesDesign(
         replicates=n, m=m, paired=paired, q=q, max_mde=max_mde, power=power, kappa=kappa,
         level=level, intervals=rows, worst_limit=worst, worst_base_rate=where,
-        worst_direction=way, ok=ok, replicates_needed=needed, replicates_any_rate=any_rate,
-        ok_any_rate=ok_any,
+        worst_direction=way, ok=ok, fewest=fewest, fewest_any_rate=any_rate,
+        ok_any_rate=ok_any, replicates_needed=needed,
         method=(f"{design_method(paired, m, q, power)}{model}; base rates within each "
                 f"row's exact {100.0 * level:g}% interval from the baseline"))
