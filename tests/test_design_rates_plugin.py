@@ -43,6 +43,7 @@ def _baseline(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, every: in
     assert saved.ret == 0, saved.stdout.str()
 
 
+@pytest.mark.slow
 def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _baseline(agent, monkeypatch, 20)
@@ -71,6 +72,7 @@ def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
     assert "baseline 'base'" not in every.stderr.str() + every.stdout.str()
 
 
+@pytest.mark.slow
 def test_rates_near_a_half_ask_as_many_as_any_rate_and_the_refusal_names_them(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _baseline(agent, monkeypatch, 2)
