@@ -198,3 +198,43 @@ def test_the_design_from_rates_keeps_power_and_size_by_simulation(paired: bool) 
     assert found["power_weakest"] >= 0.8 - 3 * power_se, found
     assert found["power"] >= 0.8 - 3 * power_se, found
     assert found["false_alarm"] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sweeps), found
+
+
+def test_the_margin_claim_from_rates_is_the_product_of_each_rows_weakest_in_its_interval(
+        ) -> None:
+    from pytest_prove.stats import margin_design_check, margin_rates_check
+    from pytest_prove.stats._margin_design import within_power
+
+    counts = [(1, 30), (6, 30), (0, 0)]
+    intervals = baseline_intervals(counts)
+    for paired in (False, True):
+        for n in (25, 40):
+            found = margin_rates_check(n, 3, intervals, paired=paired, margin=0.3, q=0.2)
+            # the row the baseline does not hold: the check over every base rate
+            expected = margin_design_check(n, 3, paired=paired, margin=0.3,
+                                           q=0.2).weakest_power
+            for lo, hi in intervals[:2]:
+                rates = sorted({lo, hi} | {k / n for k in range(n + 1) if lo <= k / n <= hi})
+                expected *= min(float(within_power(paired, n, 0.3, 0.2, np.array([r]))[0])
+                                for r in rates)
+            assert found.claim_power == pytest.approx(expected, rel=1e-9)
+            assert found.ok == (expected >= 0.8)
+    # every row at any rate: the check over every base rate
+    whole = margin_rates_check(40, 2, [(0.0, 1.0)] * 2, paired=False, margin=0.3, q=0.2)
+    plain = margin_design_check(40, 2, paired=False, margin=0.3, q=0.2)
+    assert whole.claim_power == pytest.approx(plain.weakest_power ** 2)
+    assert whole.ok == plain.ok
+
+
+def test_the_margin_replicates_from_rates_pass_and_one_fewer_does_not() -> None:
+    from pytest_prove.stats import margin_rates_check
+
+    intervals = baseline_intervals([(2, 40), (3, 40)])
+    found = margin_rates_check(5, 2, intervals, paired=False, margin=0.25, q=0.1)
+    n = found.replicates_needed
+    assert not found.ok and n is not None and found.replicates_exact
+    assert margin_rates_check(n, 2, intervals, paired=False, margin=0.25, q=0.1).ok
+    assert not margin_rates_check(n - 1, 2, intervals, paired=False, margin=0.25, q=0.1).ok
+    # fewer than any base rate asks
+    any_rate = margin_rates_check(5, 2, [(0.0, 1.0)] * 2, paired=False, margin=0.25, q=0.1)
+    assert any_rate.replicates_needed is not None and n < any_rate.replicates_needed

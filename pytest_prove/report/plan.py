@@ -260,7 +260,7 @@ def would_stop(reason: str) -> str:
 def margin_line(check: MarginDesignCheck, m: int, margin: float) -> str:
     claim = (f"every one of the {m} tests shown within the margin {margin:g} when "
              f"nothing changed")
-    return (f"margin design check: {claim}: {power_text(check.weakest_power ** m)} of the "
+    return (f"margin design check: {claim}: {power_text(check.sweep_power)} of the "
             f"time at "
             f"base rate {check.weakest_base_rate:.3f} ({check.row_power:.4f} asked of each "
             f"test for 0.8 over all {m}; {check.method})")
@@ -275,7 +275,7 @@ def margin_advice(check: MarginDesignCheck, m: int, margin: float) -> str:
               "approximation: designs this large are not searched exactly; check the size "
               "with --prove-plan)")
     return (f"the claim that every condition is within {margin:g} would hold "
-            f"only {power_text(check.weakest_power ** m)} of the time when nothing changed; "
+            f"only {power_text(check.sweep_power)} of the time when nothing changed; "
             f"use {needed} (replicates= or --prove-replicates)")
 
 

@@ -20,6 +20,7 @@ from ._intervals import (
 from ._limits import outward
 from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
 from ._margin_design import MarginDesignCheck, margin_design_check, margin_replicates
+from ._margin_rates import margin_rates_check
 from ._metric_limits import METRIC_LIMIT_RUNS, MetricLimit, metric_limit
 from ._metrics import (
     MetricTest,
@@ -150,6 +151,7 @@ __all__ = [
     "limits",
     "look_schedule",
     "margin_design_check",
+    "margin_rates_check",
     "margin_replicates",
     "margin_test",
     "margin_test_paired",
