@@ -73,6 +73,23 @@ def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
 
 
 @pytest.mark.slow
+def test_the_margins_design_check_reads_the_baseline_rates_too(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _baseline(agent, monkeypatch, 20)
+    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "--prove-plan",
+                           "--prove-margin=0.15")
+    assert plan.ret == 0, plan.stdout.str()
+    plan.stdout.fnmatch_lines(["margin design check: every one of the 1 tests shown within the "
+                               "margin 0.15 when nothing changed: 0.82 of the time at base "
+                               "rate 0.1*base rates within each row's exact 99% interval "
+                               "from the baseline)"])
+    every = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "--prove-plan",
+                            "--prove-margin=0.15", "--prove-design-rates=any")
+    assert every.ret != 0
+    every.stdout.fnmatch_lines(["*design check fails for the margin: *the run would stop here"])
+
+
+@pytest.mark.slow
 def test_rates_near_a_half_ask_as_many_as_any_rate_and_the_refusal_names_them(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _baseline(agent, monkeypatch, 2)

@@ -102,19 +102,23 @@ def _baseline_of(config: pytest.Config, settings: Settings) -> Any:
         return None
 
 
-def _rates_check(config: pytest.Config, baseline: Any, rows: list[tuple[str, str, str]],
-                 replicates: int, settings: Settings, paired: bool,
-                 kappa: float) -> _Check:
-    """The design check at the baseline's rates (each test's exact interval), remembered in
-    pytest's cache under its sizes and the baseline's counts."""
+#: The baseline's name and each test's (x, n) in it, when the checks read its rates.
+Rates = tuple[str, list[tuple[int, int]]]
+
+
+def _digest(rates: Rates) -> str:
     import hashlib
 
-    from ..review.rates import baseline_counts
+    return hashlib.sha256(json.dumps(list(rates)).encode()).hexdigest()[:20]
 
-    counts = baseline_counts(baseline, rows)
-    digest = hashlib.sha256(json.dumps([baseline.name, counts]).encode()).hexdigest()[:20]
-    key = (f"prove/design-rates/{replicates}-{len(rows)}-{int(paired)}-{settings.q}-"
-           f"{settings.max_mde}-{kappa!r}-{digest}")
+
+def _rates_check(config: pytest.Config, rates: Rates, replicates: int, settings: Settings,
+                 paired: bool, kappa: float) -> _Check:
+    """The design check at the baseline's rates (each test's exact interval), remembered in
+    pytest's cache under its sizes and the baseline's counts."""
+    name, counts = rates
+    key = (f"prove/design-rates/{replicates}-{len(counts)}-{int(paired)}-{settings.q}-"
+           f"{settings.max_mde}-{kappa!r}-{_digest(rates)}")
     found: _Check | None = _cached(config, key, _Check)
     if found is not None:
         return found
@@ -124,17 +128,16 @@ def _rates_check(config: pytest.Config, baseline: Any, rows: list[tuple[str, str
             return found
         from ..stats import baseline_intervals, rates_design_check
 
-        check = rates_design_check(replicates, len(rows), baseline_intervals(counts),
+        check = rates_design_check(replicates, len(counts), baseline_intervals(counts),
                                    paired=paired, q=settings.q, max_mde=settings.max_mde,
                                    kappa=kappa if paired and kappa < 1.0 else None)
-        name = str(baseline.name)
         design = _Check(
             worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
             ok=check.ok, replicates_needed=check.replicates_needed,
             shown=words.limit_shown(check.worst_limit),
             basis=words.rates_basis(name, check.level, check.fewest_any_rate),
             direction=check.worst_direction,
-            line=words.rates_line(baseline=name, level=check.level, m=len(rows),
+            line=words.rates_line(baseline=name, level=check.level, m=len(counts),
                                   unknown=sum(1 for _, n in counts if n == 0),
                                   replicates=replicates, fewest=check.fewest,
                                   fewest_any_rate=check.fewest_any_rate, ok=check.ok,
@@ -142,8 +145,8 @@ def _rates_check(config: pytest.Config, baseline: Any, rows: list[tuple[str, str
             note=words.rates_note(baseline=name, level=check.level, replicates=replicates,
                                   fewest_any_rate=check.fewest_any_rate)
             if check.only_from_rates else "")
-        _remember(config, key, {name: getattr(design, name)
-                                for name in _Check.__dataclass_fields__})
+        _remember(config, key, {field: getattr(design, field)
+                                for field in _Check.__dataclass_fields__})
         return design
 
 
@@ -154,6 +157,7 @@ class _MarginCheck:
     ok: bool
     line: str  # the plan's line
     advice: str  # what would pass, when not ok
+    note: str = ""  # the summary's, when only the baseline's rates let it pass
 
 
 def _cached(config: pytest.Config, key: str, kind: type[Any]) -> Any:
@@ -251,12 +255,14 @@ def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: S
 
 def _margin_check(config: pytest.Config, replicates: int, m: int,
                   settings: Settings, paired: bool,
-                  kappa: float = 1.0) -> _MarginCheck | None:
-    """The margin's design check (--prove-margin), remembered in pytest's cache."""
+                  kappa: float = 1.0, rates: Rates | None = None) -> _MarginCheck | None:
+    """The margin's design check (--prove-margin), remembered in pytest's cache; at the
+    baseline's ``rates`` when given."""
     if settings.margin is None:
         return None
     key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
-           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}"))
+           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}")
+           + ("" if rates is None else f"-rates{_digest(rates)}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
@@ -264,19 +270,30 @@ def _margin_check(config: pytest.Config, replicates: int, m: int,
         found = _cached(config, key, _MarginCheck)
         if found is not None:
             return found
-        return _computed_margin_check(config, key, replicates, m, settings, paired, kappa)
+        return _computed_margin_check(config, key, replicates, m, settings, paired, kappa,
+                                      rates)
 
 
 def _computed_margin_check(config: pytest.Config, key: str, replicates: int, m: int,
-                           settings: Settings, paired: bool, kappa: float) -> _MarginCheck:
-    from ..stats import margin_design_check
+                           settings: Settings, paired: bool, kappa: float,
+                           rates: Rates | None) -> _MarginCheck:
+    from ..stats import baseline_intervals, margin_design_check, margin_rates_check
 
     assert settings.margin is not None
-    check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
-                                q=settings.q, kappa=kappa if paired else 1.0)
+    if rates is None:
+        check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
+                                    q=settings.q, kappa=kappa if paired else 1.0)
+    else:
+        check = margin_rates_check(replicates, m, baseline_intervals(rates[1]),
+                                   paired=paired, margin=settings.margin, q=settings.q,
+                                   kappa=kappa if paired else 1.0)
+    note = ("" if rates is None or not check.ok or check.ok_any_rate is not False else
+            words.margin_rates_note(baseline=rates[0], replicates=replicates,
+                                    margin=settings.margin))
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
-                          advice=words.margin_advice(check, m, settings.margin))
-    _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice})
+                          advice=words.margin_advice(check, m, settings.margin), note=note)
+    _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice,
+                            "note": design.note})
     return design
 
 
@@ -376,12 +393,14 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
         # Arms are compared with their reference arm in this session, not the baseline.
         baseline = None if any(plan.arm for plan, _ in selected.values()) else (
             _baseline_of(config, settings))
+        rates: Rates | None = None
         if baseline is not None:
-            rows = [(plan.rollout_id, key, event) for plan, keys in outcomes
-                    for key in sorted(keys) for event in plan.declaration.tested()]
-            check = _rates_check(config, baseline, rows, replicates, settings, paired, kappa)
-            if check.note and not settings.plan_only:
-                config.stash[DESIGN_NOTE_KEY] = check.note
+            from ..review.rates import baseline_counts
+
+            rates = (str(baseline.name), baseline_counts(baseline, [
+                (plan.rollout_id, key, event) for plan, keys in outcomes
+                for key in sorted(keys) for event in plan.declaration.tested()]))
+            check = _rates_check(config, rates, replicates, settings, paired, kappa)
         elif check is None:
             check = _design_check(config, replicates, m, settings, paired)
         design.check = check
@@ -394,9 +413,12 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
             design.lines.append(check.line)
         if said is not None:
             design.lines.append(said)
-        design.margin = _margin_check(config, replicates, m, settings, paired, kappa)
+        design.margin = _margin_check(config, replicates, m, settings, paired, kappa, rates)
         if design.margin is not None:
             design.lines.append(design.margin.line)
+        notes = [c.note for c in (check, design.margin) if c is not None and c.note]
+        if notes and not settings.plan_only:
+            config.stash[DESIGN_NOTE_KEY] = "; ".join(notes)
     from .sequential import declared
 
     note, design.sequential_refusal = declared(

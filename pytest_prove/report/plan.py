@@ -30,6 +30,7 @@ __all__ = [
     "margin_failed",
     "margin_fails_in_plan",
     "margin_line",
+    "margin_rates_note",
     "margin_without_outcomes",
     "metric_limit_lines",
     "plan_head",
@@ -277,6 +278,17 @@ def margin_advice(check: MarginDesignCheck, m: int, margin: float) -> str:
     return (f"the claim that every condition is within {margin:g} would hold "
             f"only {power_text(check.sweep_power)} of the time when nothing changed; "
             f"use {needed} (replicates= or --prove-replicates)")
+
+
+def margin_rates_note(*, baseline: str, replicates: int, margin: float) -> str:
+    """The summary's note on a margin design that passed only thanks to the baseline's
+    rates."""
+    return (f"margin design from baseline {baseline!r}'s rates: {replicates} replicates a "
+            f"condition let every test be shown within {margin:g} 4 times in 5 only because "
+            "each test's base rate was read within its exact 99% interval from the "
+            "baseline (any base rate would need more); the claim's power holds when each "
+            "rate lies there, at least 0.99 of the time each (--prove-design-rates=any "
+            "reads every base rate)")
 
 
 def margin_fails_in_plan(advice: str) -> str:
