@@ -9,6 +9,7 @@ asks 99 as before.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -58,11 +59,16 @@ def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
         "rate; these 80 pass only thanks to the baseline's rates*"])
     assert "would stop" not in plan.stdout.str()
     # the run itself passes the check, and its summary says what the design rests on
-    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
+    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+                          "--prove-report=r.json")
     assert run.ret == 0, run.stdout.str()
     run.stdout.fnmatch_lines(["*design from baseline 'base''s rates: 80 replicates a "
                               "condition passed the design check only because*(99 would be "
                               "needed for any base rate)*"])
+    assert run.stdout.str().count("design from baseline 'base''s rates") == 1
+    notes = json.loads((agent.path / "r.json").read_text())["notes"]
+    assert any(note.startswith("design from baseline 'base''s rates: 80 replicates")
+               for note in notes), notes
     # every base rate, on purpose: the check of today refuses 80
     every = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
                             "--prove-design-rates=any")
@@ -121,3 +127,19 @@ def test_a_bad_design_rates_word_is_a_usage_error(
     result = agent.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ini option prove_design_rates: expected baseline or any*"])
+
+
+@pytest.mark.slow
+def test_under_xdist_the_worker_reads_the_baseline_and_the_summary_says_so(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker collects and checks the design: it reads the baseline from the store, and
+    # its note reaches the controller's summary. One worker takes that path.
+    _baseline(agent, monkeypatch, 20)
+    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "-n", "1")
+    assert run.ret == 0, run.stdout.str() + run.stderr.str()
+    run.stdout.fnmatch_lines(["*design from baseline 'base''s rates: 80 replicates a "
+                              "condition passed the design check only because*"])
+    half = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "-n", "1",
+                           "--prove-design-rates=any")
+    assert half.ret == pytest.ExitCode.USAGE_ERROR
+    half.stdout.fnmatch_lines(["*design check failed: with 80 replicates a condition*"])

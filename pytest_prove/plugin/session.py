@@ -10,6 +10,7 @@ gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -414,6 +415,10 @@ class ProveSession:
             outcome.refusal = str(exc)
             return
         outcome.failed_gate = outcome.review.gate.failed
+        design_note = self.config.stash.get(DESIGN_NOTE_KEY, None)
+        if design_note:  # the reports say it too (a design that rests on the baseline's rates)
+            outcome.review = dataclasses.replace(
+                outcome.review, notes=(*outcome.review.notes, design_note))
 
     def _review_arms(self, outcome: Outcome, notes: list[str]) -> None:
         """The arms against the reference arm: the review and gate (docs/arms.md)."""
