@@ -238,3 +238,19 @@ def test_the_margin_replicates_from_rates_pass_and_one_fewer_does_not() -> None:
     # fewer than any base rate asks
     any_rate = margin_rates_check(5, 2, [(0.0, 1.0)] * 2, paired=False, margin=0.25, q=0.1)
     assert any_rate.replicates_needed is not None and n < any_rate.replicates_needed
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["unpaired", "paired"])
+def test_the_block_search_within_wide_intervals_equals_brute_force(paired: bool) -> None:
+    """More than 24 rates to read: the worst limit comes from the block search (the one over
+    every base rate, on the intervals' rates), checked against every rate enumerated."""
+    from pytest_prove.stats._design_rates import _rises
+
+    intervals = list(baseline_intervals([(12, 30), (2, 30)]))
+    for n in (40, 47):
+        assert np.unique(_rises(n, intervals, MDE)[0]).size > 24
+        found = rates_design_check(n, 2, intervals, paired=paired, q=Q * 2, max_mde=MDE,
+                                   power=POWER)
+        expected = _brute(paired, 1.0, n, intervals)
+        assert found.worst_limit == pytest.approx(expected, abs=1e-6)
+        assert found.ok == (expected <= MDE + 1e-9)

@@ -32,9 +32,7 @@ import numpy.typing as npt
 
 from ._check import check_count, check_level, check_power, check_q
 from ._design import _sees_grid, _worst_rise, design_method
-from ._exact_power import _evaluator
 from ._intervals import clopper_pearson_interval
-from ._limits import _limits_batch
 from ._replicates import MAX_REPLICATES_PAIRED, MAX_REPLICATES_UNPAIRED, _smallest_n
 from ._twins import _twin_power_many, twin_limits
 
@@ -91,12 +89,11 @@ def _sees(paired: bool, n: int, intervals: Sequence[Interval], alpha: float, pow
     p0, _ = _rises(n, intervals, max_mde)
     if p0.size == 0:
         return True
-    p1 = np.minimum(p0 + max_mde, 1.0)
     if kappa is None:
-        found = _evaluator(paired, n, n, alpha).prepare(p0, "rise")(p1)
-    else:
-        found = _twin_power_many(n, p0, p1, kappa, alpha, "rise")
-    return bool((found >= power).all())
+        # blocks of neighbouring rates cleared at once, as over every base rate
+        return _sees_grid(paired, n, alpha, power, max_mde, np.unique(p0))
+    p1 = np.minimum(p0 + max_mde, 1.0)
+    return bool((_twin_power_many(n, p0, p1, kappa, alpha, "rise") >= power).all())
 
 
 def _worst(paired: bool, n: int, intervals: Sequence[Interval], alpha: float, power: float,
@@ -111,14 +108,19 @@ def _worst(paired: bool, n: int, intervals: Sequence[Interval], alpha: float, po
     if p0.size == 0:
         return 0.0, 0.0, "rise"
     if kappa is None:
-        found = _limits_batch(paired, n, n, p0, alpha, power, "rise")
-    else:
-        found = twin_limits(n, p0, kappa=kappa, alpha=alpha, power=power)
+        # the search over every base rate, on these rates: blocks cleared by the bound
+        rises = np.unique(p0)
+        value, rate = _worst_rise(paired, n, alpha, power, max_mde, rises)
+        # a rate both a rise and a mirrored fall reads as the rise (the scan's order)
+        i = int(np.flatnonzero(np.isclose(p0, rate, rtol=0.0, atol=1e-15))[0])
+        way: Literal["rise", "fall"] = "fall" if fall[i] else "rise"
+        return value, (1.0 - rate if fall[i] else rate), way
+    found = twin_limits(n, p0, kappa=kappa, alpha=alpha, power=power)
     values = np.array([np.inf if f.value is None else f.value for f in found])
     i = int(np.argmax(values))  # the first of the largest
-    rate = float(1.0 - p0[i]) if fall[i] else float(p0[i])
-    way: Literal["rise", "fall"] = "fall" if fall[i] else "rise"
-    return (None if not np.isfinite(values[i]) else float(values[i])), rate, way
+    way = "fall" if fall[i] else "rise"
+    return (None if not np.isfinite(values[i]) else float(values[i])), (
+        float(1.0 - p0[i]) if fall[i] else float(p0[i])), way
 
 
 @dataclass(frozen=True, slots=True)
