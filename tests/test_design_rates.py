@@ -254,3 +254,16 @@ def test_the_block_search_within_wide_intervals_equals_brute_force(paired: bool)
         expected = _brute(paired, 1.0, n, intervals)
         assert found.worst_limit == pytest.approx(expected, abs=1e-6)
         assert found.ok == (expected <= MDE + 1e-9)
+
+
+def test_a_rate_near_one_is_read_as_a_fall_from_where_the_row_shows_it() -> None:
+    intervals = baseline_intervals([(95, 100)])  # [0.86, 0.99]: no room for a rise of 0.2
+    found = rates_design_check(60, 1, intervals, paired=False)
+    assert found.worst_direction == "fall"
+    assert intervals[0][0] <= found.worst_base_rate <= intervals[0][1]
+    # the same as a rise from the mirrored rate, read the other way
+    mirrored = rates_design_check(60, 1, [(1 - intervals[0][1], 1 - intervals[0][0])],
+                                  paired=False)
+    assert mirrored.worst_direction == "rise"
+    assert found.worst_limit == pytest.approx(mirrored.worst_limit)
+    assert found.worst_base_rate == pytest.approx(1 - mirrored.worst_base_rate)

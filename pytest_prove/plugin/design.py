@@ -408,7 +408,7 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
             rollouts=len(selected), cells=cells, replicates=replicates, shown=check.shown,
             worst_base_rate=check.worst_base_rate, paired=paired, q=settings.q,
-            m=m, max_mde=settings.max_mde)
+            m=m, max_mde=settings.max_mde, direction=check.direction)
         if check.line:
             design.lines.append(check.line)
         if said is not None:

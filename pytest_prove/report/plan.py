@@ -135,13 +135,14 @@ def limit_shown(worst_limit: float | None) -> str:
 
 def plan_head(*, episodes: int, rollouts: int, cells: int, replicates: int, shown: str,
               worst_base_rate: float, paired: bool, q: float, m: int,
-              max_mde: float) -> list[str]:
-    """The plan's first lines: the sweep's size and what one condition could be flagged for."""
+              max_mde: float, direction: str = "rise") -> list[str]:
+    """The plan's first lines: the sweep's size and what one condition could be flagged for
+    (``direction``: a fall when the worst is one, as the baseline's rates can make it)."""
     method = "the paired test" if paired else "Fisher's exact test"
     return [
         f"pytest-prove plan: {episodes:,} episodes: {rollouts} rollout(s), "
         f"{cells} condition(s), {replicates} replicates or more each",
-        f"design check: the smallest rise one condition alone would be flagged for is "
+        f"design check: the smallest {direction} one condition alone would be flagged for is "
         f"{shown} at its worst base rate, {worst_base_rate:.3f} "
         f"({method}, q {q:g} over {m} tests, 4 times in 5; you accept up to "
         f"{max_mde:.3f})",
