@@ -18,8 +18,12 @@ What it shows, per scenario and design:
    replicates than any base rate asks (their mean is printed beside it); the condition is
    drawn at random, or is the weakest (its true rate nearest (1 - max_mde)/2, where power
    is least: the one the design rests on).
+3. the margin (``--margin D``; ``margin_rates_check``'s claim at the fewest replicates that
+   pass it, each row tested in the exact test's rejection region as a comparison tests it):
+   nothing changed, every row shown within the margin at least 0.80 - 2 s.e. of the time;
+   one row worse by exactly D, the claim made at most q + 2 s.e. of the time.
 
-Run: python bench/design_rates.py [--sweeps N]
+Run: python bench/design_rates.py [--sweeps N] [--margin D] [--margin-only]
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import numpy.typing as npt
 from pytest_prove.stats import baseline_intervals, holm, rates_design_check
 from pytest_prove.stats._design_rates import _sees
 from pytest_prove.stats._exact import fisher_p, mcnemar_midp_array
+from pytest_prove.stats._margin_design import _fewest, _quick_region
+from pytest_prove.stats._margin_rates import _claim, _guess
 from pytest_prove.stats._replicates import _smallest_n
 
 Q = 0.05
@@ -117,6 +123,58 @@ def simulate(paired: bool, rates: Rates, sweeps: int, seed: int = SEED
             "moved": float(moved), "replicates": float(np.mean(sizes))}
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def margin_fewest(paired: bool, counts: tuple[int, ...], margin: float) -> int:
+    """The margin design's replicates from the baseline's counts (each of BASELINE)."""
+    rows = list(baseline_intervals([(x, BASELINE) for x in counts]))
+
+    def passes(n: int) -> bool:
+        return _claim(paired, n, margin, Q, rows, 1.0)[0] >= POWER
+
+    found = _fewest(passes, _guess(paired, margin, Q, POWER ** (1.0 / M), 1.0, rows), 0)
+    assert found is not None
+    return found
+
+
+def _within(paired: bool, n: int, margin: float, before: npt.NDArray[np.bool_],
+            after: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Which rows the margin test shows within the margin at level q (its exact region)."""
+    counts = _quick_region(paired, n, margin, Q)
+    b0 = before[:, :n]
+    if paired:
+        first, second = (b0 & ~after).sum(axis=1), (~b0 & after).sum(axis=1)
+    else:
+        first, second = b0.sum(axis=1), after.sum(axis=1)
+    return np.asarray(second < counts[first])
+
+
+def simulate_margin(paired: bool, rates: Rates, sweeps: int, margin: float,
+                    seed: int = SEED) -> dict[str, float]:
+    """The margin's sweeps: how often the claim holds when nothing changed (its power),
+    how often it is made when one row got worse by exactly the margin (its size), and the
+    mean replicates."""
+    rng = np.random.default_rng(seed)
+    held = wrong = moved = 0
+    sizes = []
+    for _ in range(sweeps):
+        p = rates(rng)
+        before = rng.random((M, BASELINE)) < p[:, None]
+        n = margin_fewest(paired, tuple(int(x) for x in before.sum(axis=1)), margin)
+        sizes.append(n)
+        after = rng.random((M, n)) < p[:, None]
+        held += bool(_within(paired, n, margin, before, after).all())
+        room = np.flatnonzero(p <= 1.0 - margin)
+        if room.size:
+            j = int(rng.choice(room))
+            p1 = p.copy()
+            p1[j] += margin
+            after = rng.random((M, n)) < p1[:, None]
+            wrong += bool(_within(paired, n, margin, before, after).all())
+            moved += 1
+    return {"claim": held / sweeps, "size": wrong / max(moved, 1), "moved": float(moved),
+            "replicates": float(np.mean(sizes))}
+
+
 def any_rate(paired: bool) -> int:
     """The replicates the design check asks for any base rate."""
     found = rates_design_check(1, M, [(0.0, 1.0)] * M, paired=paired, q=Q, max_mde=MAX_MDE)
@@ -127,13 +185,15 @@ def any_rate(paired: bool) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sweeps", type=int, default=2000)
+    parser.add_argument("--margin", type=float, default=0.15)
+    parser.add_argument("--margin-only", action="store_true")
     args = parser.parse_args()
     sweeps = args.sweeps
     se_null = math.sqrt(Q * (1 - Q) / sweeps)
     ok = True
     print(f"{'design':9} {'scenario':30} {'sweeps':>6} {'figure':>16} {'value':>7} "
           f"{'bound':>8} pass")
-    for paired in (True, False):
+    for paired in () if args.margin_only else (True, False):
         design = "paired" if paired else "unpaired"
         print(f"# {design}: {any_rate(paired)} replicates for any base rate; q {Q}, "
               f"{M} conditions, max_mde {MAX_MDE}, baseline of {BASELINE} a condition")
@@ -148,6 +208,25 @@ def main() -> int:
                     ("weakest detected", found["power_weakest"],
                      f">={POWER - 2 * se_power:.4f}",
                      found["power_weakest"] >= POWER - 2 * se_power),
+                    ("replicates", found["replicates"], "(mean)", True)]
+            for figure, value, bound, holds in rows:
+                ok &= holds
+                print(f"{design:9} {name:30} {sweeps:>6} {figure:>16} {value:>7.4f} "
+                      f"{bound:>8} {'ok' if holds else 'FAIL'}")
+            print(f"#   {time.perf_counter() - start:.0f} s")
+    for paired in (True, False):
+        design = "paired" if paired else "unpaired"
+        print(f"# margin {args.margin}, {design}: the claim over {M} rows at q {Q}; "
+              f"nothing changed, and one row worse by exactly the margin")
+        for name in ("low, uniform 0.01..0.10",):
+            start = time.perf_counter()
+            found = simulate_margin(paired, SCENARIOS[name], sweeps, args.margin)
+            se_claim = math.sqrt(POWER * (1 - POWER) / sweeps)
+            se_size = math.sqrt(Q * (1 - Q) / found["moved"])
+            rows = [("claim held", found["claim"], f">={POWER - 2 * se_claim:.4f}",
+                     found["claim"] >= POWER - 2 * se_claim),
+                    ("claim at D", found["size"], f"<={Q + 2 * se_size:.4f}",
+                     found["size"] <= Q + 2 * se_size),
                     ("replicates", found["replicates"], "(mean)", True)]
             for figure, value, bound, holds in rows:
                 ok &= holds
