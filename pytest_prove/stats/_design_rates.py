@@ -117,9 +117,15 @@ def _worst(paired: bool, n: int, intervals: Sequence[Interval], alpha: float, po
         return value, (1.0 - rate if fall[i] else rate), way
     found = twin_limits(n, p0, kappa=kappa, alpha=alpha, power=power)
     values = np.array([np.inf if f.value is None else f.value for f in found])
-    i = int(np.argmax(values))  # the first of the largest
+    top = float(values.max())
+    # The model is symmetric: a fall from 1 - p has the rise's limit from p, to rounding.
+    # Of the largest (within rounding), the first rise, as the scan over every rate reads it.
+    tied = np.flatnonzero(values >= top - 1e-9) if np.isfinite(top) else np.flatnonzero(
+        ~np.isfinite(values))
+    unmirrored = tied[~fall[tied]]
+    i = int(unmirrored[0] if unmirrored.size else tied[0])
     way = "fall" if fall[i] else "rise"
-    return (None if not np.isfinite(values[i]) else float(values[i])), (
+    return (None if not np.isfinite(top) else top), (
         float(1.0 - p0[i]) if fall[i] else float(p0[i])), way
 
 
