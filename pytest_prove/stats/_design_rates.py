@@ -17,7 +17,8 @@ together with probability at least 1 - 0.01 m; the claim is made per row.)
 
 The base rates looked at, for a design of n replicates, are every k/n inside a row's interval
 and the interval's two ends, as the check over every base rate looks at every k/n: between
-two of them a limit differs by less than 1/n. A row the baseline does not hold (a new
+two of them a limit exceeds the one at the next k/n up by less than 1/n (p + limit(p) never
+falls as p rises). A row the baseline does not hold (a new
 condition) has the interval [0, 1]: any base rate, as before.
 """
 
