@@ -25,6 +25,7 @@ from ..config.values import (
     DEFAULT_FAIL_ON,
     agreement_runs,
     chaos_switch,
+    design_rates,
     error_rate,
     fail_on,
     gate_fails_on,
@@ -69,7 +70,8 @@ VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-sav
                  "--prove-salt", "--prove-chaos", "--prove-max-errored",
                  "--prove-metrics", "--prove-metric-margin", "--prove-target",
                  "--prove-record-env", "--prove-record-packages",
-                 "--prove-agreement-from", "--prove-cache", "--prove-live")
+                 "--prove-agreement-from", "--prove-cache", "--prove-live",
+                 "--prove-design-rates")
 
 
 #: The headed groups ``pytest --help`` shows pytest-prove's options in, in this order: the
@@ -200,6 +202,13 @@ def add_options(parser: pytest.Parser) -> None:
                          "baseline, in the baseline a gate reads, and with "
                          "--prove-missing=ignore in the run; default: ini "
                          "prove_max_errored, else 0.25")
+    comparison.addoption("--prove-design-rates", metavar="baseline|any", type=design_rates,
+                         default=None,
+                         help="what base rates the design check reads with --prove-baseline: "
+                              "any (every rate from 0 to 1, the worst case) or baseline (each "
+                              "test's rate within its exact 99%% interval from the baseline: "
+                              "fewer replicates for rates near 0 or 1, and the plan says so); "
+                              "default: ini prove_design_rates, else any")
     comparison.addoption("--prove-aa", action="store_true", default=False, help=AA_HELP)
     comparison.addoption("--prove-agreement-from", metavar="RUNS", type=agreement_runs,
                     default=None, help=AGREEMENT_HELP)
@@ -305,6 +314,9 @@ class Settings:
     targets_from: str = "--prove-target"
     #: --prove-agreement-from: the runs whose twins the paired design check reads.
     agreement_from: tuple[str, ...] = ()
+    #: --prove-design-rates (ini prove_design_rates): the design check reads each test's
+    #: base rate from the baseline (within its 99% interval), not every rate.
+    design_rates: bool = True
     aa: bool = False  # --prove-aa: every replicate twice on its seed (plugin/aa.py)
     _targets_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
 
@@ -345,7 +357,9 @@ class Settings:
             fail_on=gate_fails_on(asked_words,
                                   margin=margin is not None or bool(metric_margin)),
             fail_on_asked=asked_words, metric_margin=metric_margin,
-            agreement_from=opt.prove_agreement_from or (), aa=bool(opt.prove_aa))
+            agreement_from=opt.prove_agreement_from or (), aa=bool(opt.prove_aa),
+            design_rates=(opt.prove_design_rates if opt.prove_design_rates is not None
+                          else _ini(config, "prove_design_rates")))
         if opt.prove_target:
             settings.targets = tuple(opt.prove_target)
         else:
