@@ -3,8 +3,8 @@
 The agent fails every EVERY-th replicate, so the baseline's rate of one condition is known:
 4 of 80 (0.05) or 40 of 80 (0.5). One test (a failure and its mirror success), twins: any
 base rate needs 99 replicates; the baseline's 0.05 lets 75 do, so 80 pass only thanks to
-it, and the plan, the run's summary and --prove-design-rates=any say so; at 0.5 the check
-asks 99 as before.
+it, and the plan and the run's summary say so, while the default (any rate) refuses 80;
+at 0.5 the check asks 99 as before.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ AGENT = textwrap.dedent(
 )
 
 
+#: The design from the baseline's rates is asked for (the default reads every rate).
+RATES = "--prove-design-rates=baseline"
+
+
 @pytest.fixture
 def agent(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\n")  # the design check is not relaxed
@@ -48,7 +52,8 @@ def _baseline(agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, every: in
 def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _baseline(agent, monkeypatch, 20)
-    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "--prove-plan")
+    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", RATES,
+                           "--prove-plan")
     assert plan.ret == 0, plan.stdout.str()
     plan.stdout.fnmatch_lines([
         "design check: the smallest rise one condition alone would be flagged for is * at "
@@ -59,7 +64,7 @@ def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
         "rate; these 80 pass only thanks to the baseline's rates*"])
     assert "would stop" not in plan.stdout.str()
     # the run itself passes the check, and its summary says what the design rests on
-    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", RATES,
                           "--prove-report=r.json")
     assert run.ret == 0, run.stdout.str()
     run.stdout.fnmatch_lines(["*design from baseline 'base''s rates: 80 replicates a "
@@ -69,9 +74,8 @@ def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
     notes = json.loads((agent.path / "r.json").read_text())["notes"]
     assert any(note.startswith("design from baseline 'base''s rates: 80 replicates")
                for note in notes), notes
-    # every base rate, on purpose: the check of today refuses 80
-    every = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
-                            "--prove-design-rates=any")
+    # the default reads every base rate: the check refuses 80
+    every = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
     assert every.ret != 0
     every.stderr.fnmatch_lines(["*design check failed: with 80 replicates a condition and 1 "
                                 "tests*Use 99 replicates a condition*"])
@@ -82,7 +86,8 @@ def test_low_baseline_rates_ask_fewer_replicates_and_say_why(
 def test_the_margins_design_check_reads_the_baseline_rates_too(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _baseline(agent, monkeypatch, 20)
-    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "--prove-plan",
+    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", RATES,
+                           "--prove-plan",
                            "--prove-margin=0.15")
     assert plan.ret == 0, plan.stdout.str()
     plan.stdout.fnmatch_lines(["margin design check: every one of the 1 tests shown within the "
@@ -90,7 +95,7 @@ def test_the_margins_design_check_reads_the_baseline_rates_too(
                                "rate 0.1*base rates within each row's exact 99% interval "
                                "from the baseline)"])
     every = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "--prove-plan",
-                            "--prove-margin=0.15", "--prove-design-rates=any")
+                            "--prove-margin=0.15")
     assert every.ret != 0
     every.stdout.fnmatch_lines(["*design check fails for the margin: *the run would stop here"])
 
@@ -99,7 +104,8 @@ def test_the_margins_design_check_reads_the_baseline_rates_too(
 def test_rates_near_a_half_ask_as_many_as_any_rate_and_the_refusal_names_them(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _baseline(agent, monkeypatch, 2)
-    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "--prove-plan")
+    plan = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", RATES,
+                           "--prove-plan")
     plan.stdout.fnmatch_lines([
         "design check from baseline 'base''s rates: *: 99 replicates a condition would do, "
         "instead of 99 for any base rate; these 80 do not pass even so*",
@@ -107,7 +113,7 @@ def test_rates_near_a_half_ask_as_many_as_any_rate_and_the_refusal_names_them(
         "the most you accept, read at base rates within each test's exact 99% interval from "
         "baseline 'base'; 99 replicates for any base rate; 99 replicates a condition would "
         "pass*the run would stop here"])
-    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base")
+    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", RATES)
     assert run.ret != 0
     run.stderr.fnmatch_lines(["*design check failed: with 80 replicates a condition and 1 "
                               "tests, one condition alone could only be flagged for a * of "
@@ -135,11 +141,11 @@ def test_under_xdist_the_worker_reads_the_baseline_and_the_summary_says_so(
     # A worker collects and checks the design: it reads the baseline from the store, and
     # its note reaches the controller's summary. One worker takes that path.
     _baseline(agent, monkeypatch, 20)
-    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "-n", "1")
+    run = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", RATES,
+                          "-n", "1")
     assert run.ret == 0, run.stdout.str() + run.stderr.str()
     run.stdout.fnmatch_lines(["*design from baseline 'base''s rates: 80 replicates a "
                               "condition passed the design check only because*"])
-    half = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "-n", "1",
-                           "--prove-design-rates=any")
+    half = agent.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", "-n", "1")
     assert half.ret == pytest.ExitCode.USAGE_ERROR
     half.stdout.fnmatch_lines(["*design check failed: with 80 replicates a condition*"])
