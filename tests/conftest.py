@@ -219,18 +219,27 @@ def _failed_in_ci(report: BaseReport) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile the package to ``.pyc`` files once, in the controller, before xdist starts
-    its workers.  Where ``PYTHONDONTWRITEBYTECODE`` is set (as in this project's development
-    environment), nothing imported from an editable install is ever written as bytecode, so
-    every process a test starts (a subprocess session, the command line, an inner session's
-    xdist workers) compiled again what it imported of the package: test_timeout.py,
-    test_cli.py and test_kill.py took 18.8 s of CPU without these files, 15.6 s with them.
-    A stale file is never used (Python checks the source's time stamp and size).
-    py_compile writes each file under a temporary name and renames it, so two sessions
-    compiling at once cannot leave a torn file; a package folder that cannot be written is
-    left as it is (``compile_dir`` goes on quietly).  tests/test_suite_rules.py checks it."""
+    """Let the suite's processes keep their bytecode, and compile the package up front.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as in this project's development environment)
+    nothing is kept as bytecode: each xdist worker of this suite rewrote the assertions of
+    every test module and of the plugin (pytest rewrites an installed plugin's modules too)
+    again on every run, 12.7 s of CPU for a collection where the kept files make it 5.3 s;
+    and every process a test starts (a subprocess session, the command line, an inner
+    session's xdist workers) compiled the package again: test_timeout.py, test_cli.py and
+    test_kill.py took 18.8 s of CPU with no ``.pyc`` of the package, 15.6 s with them.  So
+    the controller, before xdist starts its workers, drops the variable from the environment
+    they and every process they start inherit (what Python and pytest do by default, and what
+    CI runs with), and compiles the package once so that the first processes do not each
+    compile it at once.  A stale file is never used (Python checks a ``.pyc`` against its
+    source's time stamp and size, pytest its rewritten file against the source's hash); both
+    write a file under a temporary name and rename it, so two sessions at once cannot leave
+    a torn one; a folder that cannot be written is left as it is.  tests/test_suite_rules.py
+    checks the package's files are there."""
     if hasattr(config, "workerinput"):
         return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False  # this process's own test modules, without xdist
     package = Path(pytest_prove.__file__).resolve().parent
     with contextlib.suppress(OSError):
         compileall.compile_dir(package, quiet=2)
