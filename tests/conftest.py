@@ -245,6 +245,33 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(package, quiet=2)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns -n alone into --dist load
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Under -n with no --dist of the user's, xdist's work stealing: with ``load``, xdist sends
+    each worker a queue of tests and never takes one back, so a run ended with one worker idle
+    while the other worked through a queue of slow tests; a worker out of work now takes half
+    of the other's queue."""
+    option = config.option
+    if (getattr(option, "numprocesses", None) and getattr(option, "dist", None) == "no"
+            and not getattr(option, "distload", False)):
+        option.dist = "worksteal"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering (by the fixtures' scopes)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers (each orders the same collection the same way), the test files with
+    the most tests marked ``slow`` first, each file's tests together and in their order: the
+    long tests start early and the run ends on short ones, which a worker left without work
+    can take from the other (a file's module-scoped fixtures still set up once a worker)."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
+    files = {path: rank for rank, path in enumerate(slow)}  # first seen, first
+    items.sort(key=lambda item: (-slow[item.path], files[item.path]))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
