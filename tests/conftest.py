@@ -262,8 +262,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """On xdist's workers (each orders the same collection the same way), the test files with
     the most tests marked ``slow`` first, each file's tests together and in their order: the
     long tests start early and the run ends on short ones, which a worker left without work
-    can take from the other (a file's module-scoped fixtures still set up once a worker)."""
-    if not hasattr(config, "workerinput"):
+    can take from the other (a file's module-scoped fixtures still set up once a worker).
+    Not under ``--ff``, whose failures first this would undo."""
+    if not hasattr(config, "workerinput") or config.getoption("failedfirst", False):
         return
     slow: dict[Path, int] = {}
     for item in items:
