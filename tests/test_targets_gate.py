@@ -263,6 +263,7 @@ def test_scored(ticket, prove_seed):
 """
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_target_on_a_metric_of_a_rollout_of_metrics_only_names_its_one_event_and_the_fix(
         pytester: pytest.Pytester) -> None:
     """A rollout of metrics only has one event a target can name ('no outcome'): a target
