@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, capture, dryrun, environment, heap, live, window, worker
+from . import budget, cache, capture, collect, dryrun, environment, heap, live, window, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -19,12 +19,11 @@ from .calls import prove_cfg as prove_cfg
 from .calls import prove_replicate as prove_replicate
 from .calls import prove_seed as prove_seed
 
-# The collection hooks live in collect.py; named here, they are this plugin's hooks.
-from .collect import Collection
+# The collection hooks live in collect.py; named here, they are this plugin's hooks (those
+# that make a rollout's items are registered by collect.register once one is declared).
+from .collect import Collection, rollouts_possible
 from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
-from .collect import pytest_generate_tests as pytest_generate_tests
-from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
 from .session import SESSION_KEY, SESSION_NAME
@@ -63,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     own(config, RolloutCalls(), "prove_calls")
     own(config, RolloutReports(), "prove_rollout_reports")
     window.register(config)
+    collect.register(config)
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
         from .lastfailed import LastFailedBlocks
@@ -147,7 +147,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if not any(PLAN_KEY in item.stash for item in session.items):
+    if not rollouts_possible(session.config) or not any(PLAN_KEY in item.stash
+                                                         for item in session.items):
         without_rollouts(session.config)  # a plain test pays nothing for the plugin
 
 

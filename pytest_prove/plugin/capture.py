@@ -200,9 +200,11 @@ class _CaptureGate:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        wanted = self.manager.default is not None or any(
+        from .collect import rollouts_possible
+
+        wanted = self.manager.default is not None or (rollouts_possible(config) and any(
             getattr(plan.declaration, "capture", None) is not None
-            for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None)
+            for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None))
         if wanted and not config.pluginmanager.is_registered(self.manager):
             own(config, self.manager, "prove_capture")
 
