@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         worker.register(config)
         return
 
-    from .reports import ReportProperties, SessionReports
+    from .reports import SessionReports
     from .session import ProveSession
 
     opt = config.option
@@ -94,7 +94,6 @@ def pytest_configure(config: pytest.Config) -> None:
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, SessionReports(session), "prove_session_reports")
     own(config, Collection(config), "prove_collection")
-    own(config, ReportProperties(), "prove_report_properties")
     session.start()
     live.register(config, session)  # --prove-live: the status line, -v lines' outcomes
     if config.pluginmanager.hasplugin("xdist"):
