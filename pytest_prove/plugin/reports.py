@@ -25,10 +25,9 @@ class RolloutReports:
     own, so that a session whose selection kept no rollout unregisters it (see
     :func:`without_rollouts`)."""
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-        return (yield from report_of(item, call))
+    #: The wrapper itself, not a method delegating to it: three calls an item, each one
+    #: generator less.
+    pytest_runtest_makereport = staticmethod(pytest.hookimpl(wrapper=True)(report_of))
 
 
 #: The names of the properties a rollout item's reports carry (see execute.py).

@@ -101,8 +101,11 @@ class Windowing:
         runs its own block, as without a window)."""
         plan = item.stash[PLAN_KEY]
         size = self.settings.concurrency_for(plan.declaration.concurrency)
-        chaos = _chaos_config(plan.declaration.chaos)
-        if (size <= 1 or loop is not None or chaos is not None
+        if size <= 1:
+            if self.tickets:
+                self._forget(item)
+            return None
+        if (loop is not None or _chaos_config(plan.declaration.chaos) is not None
                 or item.get_closest_marker("timeout") is not None):
             # pytest-timeout's signal stops the item's own block, whose replicates it ends
             # as timed out; chaos patches the clients while a block runs.
