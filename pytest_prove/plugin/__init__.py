@@ -21,14 +21,22 @@ from .calls import prove_seed as prove_seed
 
 # The collection hooks live in collect.py; named here, they are this plugin's hooks (those
 # that make a rollout's items are registered by collect.register once one is declared).
-from .collect import Collection, rollouts_possible
+from .collect import Collection
 from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
 from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
 from .session import SESSION_KEY, SESSION_NAME
 from .settings import Settings, add_options
-from .state import PLAN_KEY, PLANNED_KEY, SELECTED_KEY, SETTINGS_KEY, disown_all, own
+from .state import (
+    PLAN_KEY,
+    PLANNED_KEY,
+    SELECTED_KEY,
+    SETTINGS_KEY,
+    disown_all,
+    own,
+    rollouts_possible,
+)
 
 #: The marker's help (``pytest --markers``). Nothing sets the marker: a rollout is known by
 #: its declaration. It stays registered so that a suite that applied it by hand still runs

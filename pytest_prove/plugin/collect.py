@@ -35,8 +35,10 @@ from .state import (
     SELECTED_KEY,
     SETTINGS_KEY,
     SKIPPED_FILES_KEY,
+    SPEC_FILES_KEY,
     ItemPlan,
     own,
+    rollouts_possible,
 )
 from .targets import check_targets
 
@@ -52,17 +54,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         parent.config.stash[SPEC_FILES_KEY] = True
         return SpecFile.from_parent(parent, path=file_path)
     return None
-
-
-#: Set once this session collected a sweep spec (``prove_*.toml``).
-SPEC_FILES_KEY = pytest.StashKey[bool]()
-
-
-def rollouts_possible(config: pytest.Config) -> bool:
-    """Whether any collected item can be a rollout's: a rollout was declared in this process
-    (``@prove.rollout``), or a sweep spec collected.  False: the per-item passes of
-    collection are left out (a session of plain tests pays nothing for them)."""
-    return declared("test") or declared("axes") or config.stash.get(SPEC_FILES_KEY, False)
 
 
 @final
