@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_prove.plugin.settings import VALUE_OPTIONS
+from pytest_prove.plugin.options import VALUE_OPTIONS
 
 from .conftest import BOT, INI
 

@@ -24,10 +24,11 @@ from .calls import prove_seed as prove_seed
 from .collect import Collection
 from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
+from .options import add_options
 from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
 from .session import SESSION_KEY, SESSION_NAME
-from .settings import Settings, add_options
+from .settings import Settings
 from .state import (
     PLAN_KEY,
     PLANNED_KEY,

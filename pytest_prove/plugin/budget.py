@@ -25,7 +25,7 @@ from ..config.values import tokens
 from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
 from ..record import add_tokens
 from .execute import started_ahead
-from .settings import option_group
+from .options import option_group
 from .state import own
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "price_metrics", "prices_of", "token_cap_of"]

@@ -13,7 +13,8 @@ from typing import cast
 import pytest
 
 from ..running import cache
-from .settings import Settings, option_group
+from .options import option_group
+from .settings import Settings
 
 __all__ = ["add_options", "end", "note_salt", "start", "take_recorded_salt"]
 

@@ -20,7 +20,7 @@ from ..declare.environment import (
     parse_package_names,
     parse_variable_names,
 )
-from .settings import option_group
+from .options import option_group
 
 __all__ = ["add_options", "check_resumed", "recorded_names"]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import pytest
 
-from .settings import option_group
+from .options import option_group
 
 if TYPE_CHECKING:
     from .session import ProveSession
