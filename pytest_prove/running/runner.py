@@ -64,10 +64,7 @@ def run_block(
     With ``chaos``, the HTTP clients' transports inject its faults while the block runs,
     each replicate from a stream of its own (see :mod:`.chaos`).
     """
-    if chaos is None and not cache_active():  # nothing to wrap: no context manager a block
-        return _run_block(identities, declaration, call, where, is_async, capture, stops,
-                          timeout, loop, chaos)
-    with injecting(True):
+    with injecting(chaos is not None or cache_active()):
         return _run_block(identities, declaration, call, where, is_async, capture, stops,
                           timeout, loop, chaos)
 
