@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import textwrap
 import threading
@@ -442,3 +443,11 @@ def capture_session(pytester: pytest.Pytester, *args: str,
     if "-n" in args:
         return pytester.runpytest(*args)
     return pytester.runpytest_subprocess(*args, timeout=timeout)
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it (a ``preexec_fn``): a child inherits an ignored or
+    blocked SIGINT from the process that starts it, and a test worker may have been left so
+    by an earlier test (a child session then ran on untouched, and a server never stopped)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -29,7 +29,7 @@ from pytest_prove.cli import main
 from pytest_prove.cli.serve import App, ServeError, make_server
 from pytest_prove.store import Store
 
-from .conftest import BOT, inline_session, needs_chromium
+from .conftest import BOT, as_in_a_terminal, inline_session, needs_chromium
 
 HOSTILE = "<script>alert(1)</script>"
 #: A rollout whose one condition is written in HTML: a page must show it as text.
@@ -355,8 +355,10 @@ def test_the_command_serves_until_ctrl_c(project: Path) -> None:
     command = [sys.executable, "-c", "from pytest_prove.cli import main; raise SystemExit("
                f"main(['--store', {str(project / '.prove')!r}, 'serve', '--port', '0']))"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    # A worker an earlier test left with SIGINT blocked would hand that on: the server
+    # never saw Ctrl-C (3 of 3 loaded runs of the suite).
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+                             text=True, env=env, preexec_fn=as_in_a_terminal)
     try:
         assert child.stdout is not None
         first = child.stdout.readline()  # written once the socket listens
