@@ -43,6 +43,33 @@ from pytest_prove.store import Run, Store
 with contextlib.suppress(ImportError):  # the test extra has it; test_suite_rules checks
     import yaml  # noqa: F401
 
+
+def _import_what_inner_sessions_import() -> None:
+    """Import, before any pytester snapshot, every module of the package and xdist's
+    controller modules: an in-process session imported each module it needed and this
+    process had not, and pytester dropped them when the session ended, so the next session
+    imported them again (xdist's controller modules, 11 ms of CPU a session, in every session
+    that loads xdist; the report's and the review's, 58 ms of a session that compares).  No
+    test reads this process's module table: a test of what a command or a session imports
+    runs it in a fresh interpreter (test_cheap_start.py, test_cli.py, test_polish.py,
+    test_collection.py, test_stats_isolation.py).  Left out: the textual app (only its
+    command imports textual: test_tui.py) and ``__main__`` (it runs the command line)."""
+    import importlib
+    import pkgutil
+
+    names = ["xdist.dsession", "xdist.remote", "xdist.report", "xdist.workermanage",
+             "xdist.scheduler"]
+    names += [info.name for info in pkgutil.walk_packages(pytest_prove.__path__,
+                                                          "pytest_prove.")
+              if info.name != "pytest_prove.cli.tui_app"
+              and not info.name.endswith("__main__")]
+    for name in names:
+        with contextlib.suppress(ImportError):  # an optional extra's module
+            importlib.import_module(name)
+
+
+_import_what_inner_sessions_import()
+
 #: Whether pyyaml was imported before any test ran (tests/test_suite_rules.py checks it).
 YAML_UP_FRONT = "yaml" in sys.modules
 
