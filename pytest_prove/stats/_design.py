@@ -17,6 +17,7 @@ the same way.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -279,6 +280,15 @@ def design_check(
     q = check_q(q)
     max_mde = check_q(max_mde, "max_mde")
     power = check_power(power)
+    return _design_check(n, m, paired, q, max_mde, power)
+
+
+# A session that compares checks its design (and the paired design at one replicate), and
+# the plan, the command line's reports and a long-lived process ask the same designs again:
+# the answer depends on these six numbers alone.
+@functools.lru_cache(maxsize=256)
+def _design_check(n: int, m: int, paired: bool, q: float, max_mde: float,
+                  power: float) -> DesignCheck:
     alpha = q / m
     worst, worst_p0 = _worst_rise(paired, n, alpha, power, max_mde)
     ok = worst is not None and worst <= max_mde + 1e-12

@@ -35,6 +35,7 @@ from agreement adds to the exact test; its error rates are otherwise exact.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -313,9 +314,14 @@ def twin_replicates(m: int, *, kappa: float, q: float = 0.05, max_mde: float = 0
                     power: float = 0.8, start: int = 1) -> int | None:
     """Twins per condition at which every base rate sees a rise (or, by symmetry, a fall)
     of ``max_mde`` with ``power`` at level q/m, at discordance ratio ``kappa``."""
-    alpha = check_q(q) / check_count("m", m)
-    max_mde = check_q(max_mde, "max_mde")
-    power = check_power(power)
+    return _twin_replicates(check_count("m", m), float(kappa), check_q(q),
+                            check_q(max_mde, "max_mde"), check_power(power), start)
+
+
+@functools.lru_cache(maxsize=256)  # a function of these numbers alone, asked again and again
+def _twin_replicates(m: int, kappa: float, q: float, max_mde: float, power: float,
+                     start: int) -> int | None:
+    alpha = q / m
     centre = np.array([(1.0 - max_mde) / 2.0])
 
     def at_centre(n: int) -> bool:

@@ -11,6 +11,7 @@ through ``on_failure``; nothing is written after it.  It knows nothing of pytest
 from __future__ import annotations
 
 import contextlib
+import functools
 import platform
 import subprocess
 import sys
@@ -32,14 +33,7 @@ Key = tuple[str, str, int]
 
 def provenance(root: Path) -> dict[str, Any]:
     """What made the run: package versions and the git commit of ``root``, if any."""
-    from importlib import metadata
-
-    found = {"python": platform.python_version()}
-    for dist in ("pytest-prove", "pytest", "pytest-xdist", "numpy", "scipy"):
-        try:
-            found[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
+    found = {"python": platform.python_version(), **_versions()}
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=5, check=False)
@@ -48,6 +42,22 @@ def provenance(root: Path) -> dict[str, Any]:
     else:
         commit = done.stdout.strip() or None if done.returncode == 0 else None
     return {"packages": found, "git_commit": commit}
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    """The installed versions of the packages that make a run, read once a process (each
+    read parses a package's metadata file): a package upgraded later in the same process
+    would not be the one it runs."""
+    from importlib import metadata
+
+    found = {}
+    for dist in ("pytest-prove", "pytest", "pytest-xdist", "numpy", "scipy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
 
 
 def _reason(exc: BaseException) -> str:
