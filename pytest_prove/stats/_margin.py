@@ -136,6 +136,8 @@ _BLOCK = 32
 _ANCHOR_EVERY = 16
 # A window of the second count leaves out under 1e-18 of its probability: 2 exp(-42.5).
 _TAIL_18 = 42.5
+# Blocks of at most this many (nuisance value, first count) cells ask bdtr at each.
+_BDTR_UP_TO = 1024
 
 
 def _block_probability(paired: bool, n0: int, n1: int, counts: IntArray, nu: FloatArray,
@@ -152,9 +154,16 @@ def _block_probability(paired: bool, n0: int, n1: int, counts: IntArray, nu: Flo
         # Given b before-only twins, the after-only count is Binomial(n - b, pc/(1 - pb)).
         after = np.clip(base + change, 0.0, 1.0)
         ratio = np.clip(after / np.maximum(1.0 - base, 1e-300), 0.0, 1.0)
+        size = n0 - first
+    else:
+        ratio = np.clip(base + change, 0.0, 1.0)
+        size = np.full(first.size, n1, dtype=np.int64)
+    if ratio.size * first.size <= _BDTR_UP_TO:  # small: scipy at every cell costs less
+        cdf = _bdtr(below, size, ratio)
+    elif paired:
         cdf = _shrinking_cdf(n0, first, below, ratio)
     else:
-        cdf = _window_cdf(n1, below, np.clip(base + change, 0.0, 1.0))
+        cdf = _window_cdf(n1, below, ratio)
     return np.asarray((weight * cdf).sum(axis=1), dtype=np.float64)
 
 
