@@ -85,7 +85,7 @@ def test_sequential_check_says_what_it_compares(replicates: int, m: int) -> None
 @pytest.mark.parametrize(("paired", "m", "margin", "replicates"), [
     (False, 1, 0.2, 40), (True, 4, 0.2, 60), (False, 4, 0.15, 100),
     # The normal approximation asks 732 here: the advice used to be that, not searched.
-    pytest.param(True, 1, 0.065, 600, marks=pytest.mark.slow),
+    (True, 1, 0.065, 600),
 ])
 def test_margin_advice_is_the_fewest_replicates_that_pass(
         paired: bool, m: int, margin: float, replicates: int) -> None:
