@@ -184,3 +184,19 @@ def test_intervals_of_many_rows_equal_one_row_at_a_time() -> None:
         for i in range(x1.size):
             one = newcombe_interval(int(x1[i]), int(n1[i]), int(x2[i]), int(n2[i]), level)
             assert (one.low, one.high) == (lows[i], highs[i])
+
+
+def test_exact_intervals_of_many_rows_are_each_rows_own() -> None:
+    """Many rows' Clopper-Pearson ends are computed once per distinct (x, n): each row's are
+    those computed for it alone, bit for bit (fractional counts take the row-by-row path)."""
+    from pytest_prove.stats._intervals import _clopper_pearson_many
+
+    rng = np.random.default_rng(35)
+    n = rng.integers(0, 80, 5000).astype(float)
+    x = np.floor(rng.random(5000) * (n + 1))
+    x[:3], x[3:6] = 0.0, n[3:6]
+    for counts in (x, x + 0.5 * (x < n)):
+        low, high = _clopper_pearson_many(counts, n, 0.99)
+        for i in range(0, counts.size, 7):
+            one = _clopper_pearson_many(counts[i:i + 1], n[i:i + 1], 0.99)
+            assert (low[i], high[i]) == (one[0][0], one[1][0]), (counts[i], n[i])

@@ -231,7 +231,24 @@ def _tango_ends(b: FloatArray, c: FloatArray, n: FloatArray, sign: float, z: flo
 
 def _clopper_pearson_many(x: FloatArray, n: FloatArray,
                           level: float) -> tuple[FloatArray, FloatArray]:
-    """:func:`clopper_pearson_interval` for arrays: [0, 1] where n is 0."""
+    """:func:`clopper_pearson_interval` for arrays: [0, 1] where n is 0. Many rows hold few
+    distinct (x, n) (a sweep's conditions share their sizes): each is computed once."""
+    if x.size > _DISTINCT_FROM and not (x % 1.0).any() and not (n % 1.0).any():
+        # whole counts: one number per (x, n), exact in a float
+        _, first, back = np.unique(x + n * (x.max() + 1.0), return_index=True,
+                                   return_inverse=True)
+        low, high = _clopper_pearson_distinct(x[first], n[first], level)
+        back = back.reshape(-1)
+        return low[back], high[back]
+    return _clopper_pearson_distinct(x, n, level)
+
+
+# Above this many rows the distinct (x, n) are found first.
+_DISTINCT_FROM = 256
+
+
+def _clopper_pearson_distinct(x: FloatArray, n: FloatArray,
+                              level: float) -> tuple[FloatArray, FloatArray]:
     tail = (1.0 - level) / 2.0
     safe_x = np.maximum(x, 1.0)
     safe_rest = np.maximum(n - x, 1.0)

@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
 
+from ._binomial import _binom_pmf, _logs, _window, _window_pmf
 from ._check import check_count, check_counts, check_q
 from ._roots import bisect, boundary, smallest
 from ._scores import mn_scores, tango_scores
@@ -106,14 +107,6 @@ def _grid(lo: float, hi: float, n: int) -> FloatArray:
     return np.asarray(np.clip(np.sin(t) ** 2, lo, hi), dtype=np.float64)
 
 
-def _log_pmf(k: FloatArray, n: float | FloatArray, p: FloatArray) -> FloatArray:
-    """log Binomial(n, p) pmf at k, for p a column and k a row; 0 * log 0 taken as 0."""
-    n_arr = np.asarray(n, dtype=np.float64)
-    coef = special.gammaln(n_arr + 1) - special.gammaln(k + 1) - special.gammaln(n_arr - k + 1)
-    return np.asarray(coef + special.xlogy(k, p) + special.xlog1py(n_arr - k, -p),
-                      dtype=np.float64)
-
-
 def _region_probability(paired: bool, n0: int, n1: int, counts: IntArray,
                         nuisance: FloatArray, change: float) -> FloatArray:
     """P(X in region) at each nuisance value (the before rate; paired, the before-only
@@ -139,30 +132,91 @@ def _region_probability(paired: bool, n0: int, n1: int, counts: IntArray,
 
 
 _BLOCK = 32
+# The paired CDF is computed exactly at every this many first counts, carried between.
+_ANCHOR_EVERY = 16
+# A window of the second count leaves out under 1e-18 of its probability: 2 exp(-42.5).
+_TAIL_18 = 42.5
+# Blocks of at most this many (nuisance value, first count) cells ask bdtr at each.
+_BDTR_UP_TO = 1024
 
 
 def _block_probability(paired: bool, n0: int, n1: int, counts: IntArray, nu: FloatArray,
                        change: float, first_lo: int, first_hi: int) -> FloatArray:
-    rows = nu.shape[0]
-    cols = first_hi - first_lo + 1
-    i = np.arange(first_lo, first_hi + 1, dtype=np.int64)
-    k = np.broadcast_to(counts[None, first_lo:first_hi + 1] - 1, (rows, cols))
+    """P(X in region) at each nuisance value of a block (a column), summed over the first
+    counts first_lo..first_hi: each first count's probability times the probability that the
+    second count is below ``counts`` there."""
+    first = np.arange(first_lo, first_hi + 1, dtype=np.int64)
+    below = counts[first_lo:first_hi + 1] - 1  # the largest second count in the region
+    base = np.clip(nu[:, 0], 0.0, 1.0)
+    logp, logq = _logs(base)
+    weight = _binom_pmf(first[None, :], n0, logp[:, None], logq[:, None], n0)
     if paired:
-        pb = np.clip(nu, 0.0, 1.0)
-        pc = np.clip(nu + change, 0.0, 1.0)
-        first = np.exp(_log_pmf(i[None, :].astype(np.float64), n0, pb))
         # Given b before-only twins, the after-only count is Binomial(n - b, pc/(1 - pb)).
-        ratio = np.clip(pc / np.maximum(1.0 - pb, 1e-300), 0.0, 1.0)
-        size = np.broadcast_to(n0 - i[None, :], (rows, cols))
+        after = np.clip(base + change, 0.0, 1.0)
+        ratio = np.clip(after / np.maximum(1.0 - base, 1e-300), 0.0, 1.0)
+        size = n0 - first
     else:
-        p0 = np.clip(nu, 0.0, 1.0)
-        ratio = np.clip(nu + change, 0.0, 1.0)
-        first = np.exp(_log_pmf(i[None, :].astype(np.float64), n0, p0))
-        size = np.broadcast_to(np.int64(n1), (rows, cols))
-    inside = np.minimum(np.maximum(k, 0), size)  # integer arguments: bdtr's fast path
-    cdf = special.bdtr(inside, size, np.broadcast_to(ratio, (rows, cols)))
-    cdf = np.where(k < 0, 0.0, np.where(k >= size, 1.0, cdf))
-    return np.asarray((first * cdf).sum(axis=1), dtype=np.float64)
+        ratio = np.clip(base + change, 0.0, 1.0)
+        size = np.full(first.size, n1, dtype=np.int64)
+    if ratio.size * first.size <= _BDTR_UP_TO:  # small: scipy at every cell costs less
+        cdf = _bdtr(below, size, ratio)
+    elif paired:
+        cdf = _shrinking_cdf(n0, first, below, ratio)
+    else:
+        cdf = _window_cdf(n1, below, ratio)
+    return np.asarray((weight * cdf).sum(axis=1), dtype=np.float64)
+
+
+def _window_cdf(n: int, below: IntArray, p: FloatArray) -> FloatArray:
+    """P(Binomial(n, p[r]) <= below[j]) for each row r and column j: each row's pmf over the
+    window holding all but 1e-18 of it, normalised (which cancels the rounding its log
+    factorials share), and summed once."""
+    lo, width = _window(n, p, _TAIL_18)
+    pmf = _window_pmf(n, p, lo, width)
+    table = np.zeros((p.size, width + 1))
+    np.cumsum(pmf / pmf.sum(axis=1, keepdims=True), axis=1, out=table[:, 1:])
+    at = np.clip(below[None, :] + 1 - lo[:, None], 0, width)
+    return np.asarray(np.take_along_axis(table, at, axis=1), dtype=np.float64)
+
+
+def _shrinking_cdf(n: int, first: IntArray, below: IntArray, p: FloatArray) -> FloatArray:
+    """P(Binomial(n - first[j], p[r]) <= below[j]) for each row r and column j (the paired
+    design: the size falls by one from column to column, ``below`` moves by a step of at
+    most one almost everywhere).
+
+    One step from column j - 1 to j is exact arithmetic on two probabilities of
+    Binomial(m, p), m = n - first[j]: dropping a trial adds p P(X = k) to P(X <= k), and a
+    step of ``below`` adds or removes P(X = k + 1) or P(X = k). The CDF is computed by
+    ``bdtr`` at every ``_ANCHOR_EVERY``-th column and wherever ``below`` jumps further, and
+    carried by these steps between (rounding there stays under 1e-13)."""
+    rows, cols = p.size, first.size
+    size = n - first
+    step = np.diff(below)
+    anchor = np.zeros(cols, dtype=bool)
+    anchor[::_ANCHOR_EVERY] = True
+    anchor[1:] |= np.abs(step) > 1
+    at = np.flatnonzero(anchor)
+    exact = _bdtr(below[at], size[at], p)
+    logp, logq = _logs(p)
+    logp, logq = logp[:, None], logq[:, None]
+    kept = _binom_pmf(below[None, :-1], size[None, 1:], logp, logq, n)
+    moved = _binom_pmf(below[None, 1:], size[None, 1:], logp, logq, n)
+    rise = np.zeros((rows, cols))
+    rise[:, 1:] = (p[:, None] * kept + np.where(step == 1, moved, 0.0)
+                   - np.where(step == -1, kept, 0.0))
+    rise[:, at] = 0.0
+    carried = np.cumsum(rise, axis=1)
+    segment = np.cumsum(anchor) - 1
+    return np.asarray(exact[:, segment] + carried - carried[:, at[segment]], dtype=np.float64)
+
+
+def _bdtr(below: IntArray, size: IntArray, p: FloatArray) -> FloatArray:
+    """P(Binomial(size[j], p[r]) <= below[j]) by scipy, 0 below 0 and 1 from size up."""
+    shape = (p.size, below.size)
+    inside = np.broadcast_to(np.minimum(np.maximum(below, 0), size), shape)
+    cdf = special.bdtr(inside, np.broadcast_to(size, shape), np.broadcast_to(p[:, None], shape))
+    return np.asarray(np.where(below < 0, 0.0, np.where(below >= size, 1.0, cdf)),
+                      dtype=np.float64)
 
 
 def _sup(paired: bool, n0: int, n1: int, margin: float, counts: IntArray,

@@ -75,11 +75,16 @@ def _quick_region(paired: bool, n: int, margin: float, alpha: float) -> IntArray
 
 def _critical_counts(paired: bool, n: int, margin: float, alpha: float, grid: FloatArray,
                      start: float) -> IntArray:
-    """The region of the largest z (to 1e-7) whose supremum over ``grid`` is at most alpha."""
+    """The region of the largest z (to 1e-7) whose supremum over ``grid`` is at most alpha.
+    (Near the end of the bisection most z hold the same region: its answer is kept.)"""
+    answers: dict[bytes, bool] = {}
 
     def passes(z: float) -> bool:
-        return _sup(paired, n, n, margin, _quick_counts(paired, n, n, margin, z),
-                    grid, refine=False) <= alpha
+        counts = _quick_counts(paired, n, n, margin, z)
+        key = counts.tobytes()
+        if key not in answers:
+            answers[key] = _sup(paired, n, n, margin, counts, grid, refine=False) <= alpha
+        return answers[key]
 
     lo, hi = start - 0.5, start + 0.5
     step = 0.5
