@@ -118,11 +118,14 @@ def timeout_of(item: pytest.Item, is_async: bool) -> float | None:
     # The built-in default is a sync rollout's only (under a timeout an async block runs on a
     # loop of its own, not on its fixtures' loop), and not one pytest-timeout's marker
     # bounds. 0 switches the timeout off on purpose.
-    timeout = settings.episode_timeout if settings.replay is not None else next(
-        (s for s in (settings.episode_timeout, plan.declaration.timeout,
-                     settings.default_timeout,
-                     None if is_async or item.get_closest_marker("timeout")
-                     else settings.builtin_timeout) if s is not None), None)
+    if settings.replay is not None:
+        timeout = settings.episode_timeout
+    else:
+        timeout = next((s for s in (settings.episode_timeout, plan.declaration.timeout,
+                                    settings.default_timeout) if s is not None), None)
+        if timeout is None and not is_async and settings.builtin_timeout is not None \
+                and item.get_closest_marker("timeout") is None:
+            timeout = settings.builtin_timeout
     return timeout or None
 
 
