@@ -108,8 +108,9 @@ class ReportProperties:
 @final
 class SessionReports:
     """Every report reaches the controller; those of rollout items carry episodes, which
-    the session reads (:meth:`.session.ProveSession.on_report`) once every other plugin has
-    seen the report, and then shares what a rollout item's reports hold alike
+    the session reads (:meth:`.session.ProveSession.on_report`) before any other plugin
+    logs the report (the live line and pytest's own line then count its episodes), and
+    once every plugin has seen it, what a rollout item's reports hold alike is shared
     (:class:`ReportProperties`).  One hook for both (each hook of a plugin costs every
     report a call), registered apart from the session, as ``prove_session_reports``, so
     that a session whose selection kept no rollout unregisters it (:func:`without_rollouts`)."""
@@ -120,13 +121,13 @@ class SessionReports:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        # Before the others: read after them, a report's episodes reached the live line
+        # (and the run) one report late, after pytest had written its next progress.
+        self.session.on_report(report)
         try:
             return (yield)
         finally:
-            try:
-                self.session.on_report(report)
-            finally:
-                self.properties.share(report)
+            self.properties.share(report)
 
 
 #: The plugins whose hooks run for each test item (its setup, call and reports) and serve
