@@ -472,3 +472,32 @@ def test_replicates_under_the_deadline_run_on_kept_threads() -> None:
     after = _block(call)
     assert seen[-1] is not spun
     assert after[0].record["outcome"] == "good"  # type: ignore[attr-defined]
+
+
+def test_a_kept_thread_carries_no_context_from_one_replicate_to_the_next() -> None:
+    """A replicate on a kept thread runs in a copy of its caller's context: what one set in
+    a context variable (the episode's log, an OpenTelemetry span, a user's own) is not seen
+    by the next replicate that thread runs, and the caller's value is."""
+    import contextvars
+
+    import pytest_prove as prove
+    from pytest_prove.running.recording import current_log
+
+    mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
+    seen: list[tuple[threading.Thread, str, object]] = []
+
+    def call(ident: object) -> object:
+        seen.append((threading.current_thread(), mark.get(), current_log()))
+        mark.set(f"left by replicate {ident.replicate}")  # type: ignore[attr-defined]
+        return prove.Episode("good")
+
+    token = mark.set("the caller's")
+    try:
+        for _ in range(3):
+            _block(call)
+    finally:
+        mark.reset(token)
+    assert len({thread for thread, _, _ in seen}) == 1  # one kept thread ran all three
+    assert [value for _, value, _ in seen] == ["the caller's"] * 3
+    logs = [log for _, _, log in seen]
+    assert all(log is not None for log in logs) and len({id(log) for log in logs}) == 3

@@ -14,8 +14,8 @@ them: a rollout of the sweep-spec kind, or a test function whose arguments are t
 fixtures already made, no marker but ``parametrize`` and ``usefixtures``), with the same K,
 no chaos, and the capture of the item pytest is on (or none).  Any other item is still run
 through the window when pytest reaches it, and the look ahead stops there.  With
-pytest-timeout bounding a test, a debugger, a replay, chaos, or a rollout run on
-pytest-asyncio's or anyio's loop, an item runs its block as before.
+pytest-timeout bounding a test, a debugger, a replay, ``--prove-aa``, chaos, or a rollout
+run on pytest-asyncio's or anyio's loop, an item runs its block as before.
 
 What stays exact:
 
@@ -60,9 +60,11 @@ _AHEAD_KEY = pytest.StashKey[int]()
 def register(config: pytest.Config) -> None:
     """Register the window (called from ``pytest_configure``) unless no item could use it."""
     settings = config.stash[SETTINGS_KEY]
-    if settings.replay is not None or settings.builtin_timeout is None:
+    if settings.replay is not None or settings.builtin_timeout is None or settings.aa:
         # A replay runs one replicate an item, for a debugger; no built-in timeout means a
-        # debugger or pytest-timeout, which bound the item, not its replicates.
+        # debugger or pytest-timeout, which bound the item, not its replicates; --prove-aa
+        # runs each twin after its first (execute._in_turn), which a window would not wait
+        # for (and its tickets are told apart by replicate, which twins share).
         return
     own(config, Windowing(config), "prove_window")
 
