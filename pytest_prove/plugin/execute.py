@@ -19,7 +19,7 @@ import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 import pytest
@@ -28,6 +28,9 @@ from ..declare.chaos import ChaosConfig
 from ..declare.seeds import derive_seed
 from ..running.runner import Identity, ReplicateResult, Stopped, run_block
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
@@ -111,8 +114,11 @@ def _chaos_config(chaos: object) -> ChaosConfig | None:
 
 def timeout_of(item: pytest.Item, is_async: bool) -> float | None:
     """The episode timeout of ``item``'s replicates, in seconds (None: none)."""
-    settings = item.config.stash[SETTINGS_KEY]
-    plan = item.stash[PLAN_KEY]
+    return _timeout(item, item.stash[PLAN_KEY], item.config.stash[SETTINGS_KEY], is_async)
+
+
+def _timeout(item: pytest.Item, plan: ItemPlan, settings: Settings,
+             is_async: bool) -> float | None:
     # A replay keeps only an explicit --prove-episode-timeout: with one, the rollout runs in
     # another thread, where a debugger cannot stop it.
     # The built-in default is a sync rollout's only (under a timeout an async block runs on a
@@ -129,28 +135,37 @@ def timeout_of(item: pytest.Item, is_async: bool) -> float | None:
     return timeout or None
 
 
+#: What stops a block (and the session after the item): Ctrl-C and ``pytest.exit()``.
+_STOPS = (KeyboardInterrupt, pytest.exit.Exception)
+
+
 def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
                     is_async: bool, loop: Callable[[Any], Any] | None = None) -> None:
     """Run the item's block, keep its records for the report, and pass, fail or skip."""
     __tracebackhide__ = True  # a failing item shows the rollout's frames, not these
-    plan = item.stash[PLAN_KEY]
-    idents = identities_of(item)
+    stash = item.stash
+    plan = stash[PLAN_KEY]
+    settings = item.config.stash[SETTINGS_KEY]
+    idents = stash.get(IDENTITIES_KEY, None)
+    if idents is None:
+        idents = stash[IDENTITIES_KEY] = _identities(item)
     many = len(idents) > 1
+    nodeid = item.nodeid
 
     def where(ident: Identity) -> str:
-        return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
+        return f"{nodeid} (replicate {ident.replicate})" if many else nodeid
 
-    timeout = timeout_of(item, is_async)
+    timeout = _timeout(item, plan, settings, is_async)
     window = item.config.stash.get(WINDOW_KEY, None)
 
     def block(idents: list[Identity]) -> list[ReplicateResult]:
-        return run_block(idents, plan.declaration, call, where=where, is_async=is_async,
-                         capture=item.stash.get(CAPTURE_KEY, None),
-                         stops=(KeyboardInterrupt, pytest.exit.Exception), timeout=timeout,
-                         loop=loop, chaos=_chaos_config(plan.declaration.chaos))
+        declaration = plan.declaration
+        return run_block(idents, declaration, call, where=where, is_async=is_async,
+                         capture=stash.get(CAPTURE_KEY, None), stops=_STOPS,
+                         timeout=timeout, loop=loop, chaos=_chaos_config(declaration.chaos))
 
     try:
-        if item.config.stash[SETTINGS_KEY].aa and many:
+        if settings.aa and many:
             results = _in_turn(idents, block)
         else:
             found = None if window is None else window.run(

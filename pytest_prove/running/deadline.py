@@ -185,6 +185,9 @@ def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
                       stops: tuple[type[BaseException], ...],
                       timeout: float, chaos: ChaosConfig | None) -> list[ReplicateResult]:
     """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
+    if not is_async and len(identities) == 1:
+        return [_one_with_deadline(identities[0], declaration, call, where, capture, stops,
+                                   timeout, chaos)]
     logs = [new_log(ident, capture, chaos) for ident in identities]
     results: dict[int, ReplicateResult] = {}
     started: set[int] = set()
@@ -274,3 +277,55 @@ def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
             result = timeout_result(ident, logs[i], timeout, note=note)
         found.append(result)
     return found
+
+
+def _one_with_deadline(identity: Identity, declaration: Declaration,
+                       call: Callable[[Identity], Any], where: Callable[[Identity], str],
+                       capture: CaptureConfig | None, stops: tuple[type[BaseException], ...],
+                       timeout: float, chaos: ChaosConfig | None) -> ReplicateResult:
+    """A block of one sync replicate (an item of K 1, the most common), as
+    :func:`run_with_deadline` runs a block, without a block's bookkeeping: it ran for each
+    item of a sweep, and cost a rollout item more than pytest's own parametrize did."""
+    log = new_log(identity, capture, chaos)
+    ended: list[ReplicateResult | BaseException] = []  # its result, or a stop it raised
+    started: list[bool] = []
+
+    def replicate() -> None:
+        started.append(True)
+        try:
+            ended.append(run_one(identity, declaration, call, where, capture, stops, log,
+                                 timeout))
+        except EpisodeTimeout:
+            pass  # raised after the rollout returned, on the way out: it did end in time
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            ended.append(exc)
+
+    runner = _runner()
+    sent: set[threading.Thread] = set()
+    interrupted: BaseException | None = None
+    try:
+        runner.give(functools.partial(copy_context().run, replicate))
+        if not runner.wait(time.monotonic() + timeout):
+            grace = time.monotonic() + GRACE
+            sent = _stop_late([runner.thread], grace, lambda _: not runner.wait(0.0))
+            runner.wait(grace)
+    except KeyboardInterrupt as exc:
+        _release((runner,), sent)
+        raise Stopped(exc, [r for r in ended if isinstance(r, ReplicateResult)]) from None
+    except BaseException as exc:  # noqa: BLE001 - e.g. pytest-timeout's signal in this thread
+        interrupted = exc
+    running = not runner.ended
+    _release((runner,), sent)
+    result = ended[0] if ended else None
+    if isinstance(result, BaseException):
+        if not isinstance(result, stops):
+            raise result  # run_one lets only the stops out: this is the plugin's own error
+        raise Stopped(result, [])
+    if interrupted is not None and result is None:
+        return interrupted_result(identity, log, interrupted)
+    if result is None or (sent and result.record["error"] is None):
+        # Still running, or it caught the timeout and returned late (see run_with_deadline).
+        note = ("" if result is not None or not running else
+                LEFT_RUNNING if started else NEVER_STARTED)
+        return timeout_result(identity, log, timeout, note=note)
+    return result
