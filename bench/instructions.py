@@ -3,6 +3,7 @@
     python bench/instructions.py              # 5,000 items a session
     python bench/instructions.py --n 1000     # quicker
     python bench/instructions.py --keep DIR   # keep callgrind's files for callgrind_annotate
+    python bench/instructions.py --sessions d --counted DIR   # a, b, c from files kept before
 
 Four pytest sessions, each in one process (``-p no:xdist``), counted by valgrind's callgrind,
 whose instruction counts, unlike seconds, do not move with the machine's load:
@@ -105,7 +106,11 @@ def count(project: Path, name: str, keep: Path | None, tag: str) -> int:
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             shutil.copy(out, keep / f"callgrind.{name}.{tag}")
-        found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        return _total(out.read_text())
+
+
+def _total(text: str) -> int:
+    found = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
     if found is None:
         sys.exit("callgrind wrote no instruction total")
     return int(found.group(1))
@@ -119,6 +124,9 @@ def main() -> None:
     parser.add_argument("--sessions", default="abcd", help="which sessions to count")
     parser.add_argument("--jobs", type=int, default=1,
                         help="counts run at once (the counts do not depend on it)")
+    parser.add_argument("--counted", type=Path, default=None,
+                        help="a --keep folder of an earlier run: the sessions not counted now "
+                        "are read from its files of the same sizes")
     options = parser.parse_args()
     small = max(1, options.n // 10)
     totals: dict[str, tuple[int, int]] = {}
@@ -136,6 +144,15 @@ def main() -> None:
             print(f"({name}) {SESSIONS[name][2]:<36} {totals[name][0]:>15,} instructions, "
                   f"{(totals[name][0] - totals[name][1]) / (options.n - small):>11,.0f} "
                   "an item", flush=True)
+    if options.counted is not None:
+        for name in SESSIONS:
+            files = [options.counted / f"callgrind.{name}.{size}" for size in (options.n, small)]
+            if name not in totals and all(f.exists() for f in files):
+                big, little = (_total(f.read_text()) for f in files)
+                totals[name] = (big, little)
+                print(f"({name}) {SESSIONS[name][2]:<36} {big:>15,} instructions, "
+                      f"{(big - little) / (options.n - small):>11,.0f} an item "
+                      f"(counted before: {options.counted})", flush=True)
     per_item = {k: (big - little) / (options.n - small) for k, (big, little) in totals.items()}
     print(f"{options.n:,} items a session; an item's cost is the difference from a session "
           f"of {small:,} items, over the {options.n - small:,} items between them")

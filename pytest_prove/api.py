@@ -9,12 +9,43 @@ import pytest
 
 from .declare.spec import Axis, Declaration, SpecError
 
-__all__ = ["ROLLOUT_ATTR", "declaration_of", "rollout"]
+__all__ = ["ROLLOUT_ATTR", "declaration_of", "declared", "listen", "rollout"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The attribute a decorated function carries its declaration in.
 ROLLOUT_ATTR: Final = "__prove_rollout__"
+
+#: The kinds of rollout this process has declared: "test" (on a test function) and "axes"
+#: (on a ``fn(cfg, seed)``).  The plugin registers the collection hooks of a kind only once
+#: one exists (:func:`listen`): a session of plain tests pays nothing for them per item.
+_DECLARED: set[str] = set()
+_LISTENERS: list[Callable[[str], None]] = []
+
+
+def declared(kind: str) -> bool:
+    """Whether this process has declared a rollout of ``kind`` ("test" or "axes")."""
+    return kind in _DECLARED
+
+
+def listen(callback: Callable[[str], None]) -> Callable[[], None]:
+    """Have ``callback(kind)`` called when the first rollout of a kind is declared; returns
+    what stops it."""
+    _LISTENERS.append(callback)
+
+    def stop() -> None:
+        if callback in _LISTENERS:
+            _LISTENERS.remove(callback)
+
+    return stop
+
+
+def _note_declared(kind: str) -> None:
+    if kind in _DECLARED:
+        return
+    _DECLARED.add(kind)
+    for callback in list(_LISTENERS):
+        callback(kind)
 
 
 def _axes(axes: Mapping[str, Any]) -> tuple[Axis, ...]:
@@ -127,6 +158,7 @@ def rollout(
         if not callable(target):
             raise TypeError(f"@prove.rollout decorates a function, got {target!r}")
         setattr(target, ROLLOUT_ATTR, declaration)
+        _note_declared("test" if declaration.axes is None else "axes")
         if declaration.axes is None:
             # A test function: one item per replicate needs the block parameter (and one
             # per arm the arm's).

@@ -406,3 +406,52 @@ def test_the_ids_of_a_sweeps_blocks_are_each_blocks_own() -> None:
             chunks = blocks(replicates, concurrency)
             assert block_ids(chunks, replicates) == [block_id(b, replicates) for b in chunks]
     assert block_ids([(0,), (1, 2)], 3) == ["r000", "r001-002"]
+
+
+#: Says, at the end of collection, which of the plugin's collection hooks are registered.
+_HOOKS_SEEN = """
+def pytest_collection_finish(session):
+    manager = session.config.pluginmanager
+    print("registered:", ",".join(name for name in ("prove_test_rollouts", "prove_axes_items")
+                                  if manager.get_plugin(name) is not None) or "none")
+"""
+
+
+@pytest.mark.slow
+def test_collection_hooks_are_registered_only_once_a_rollout_is_declared(
+        pytester: pytest.Pytester) -> None:
+    """A session of plain tests never calls the hooks that make a rollout's items (no cost
+    an item, bench/instructions.py); a rollout declared as pytest imports its module
+    registers them in time for that module's own items.  A subprocess: which rollouts a
+    process has declared is the process's, and this one has declared many."""
+    pytester.makeconftest(_HOOKS_SEEN)
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:xdist", "-p", "no:randomly",
+                                           "test_plain.py", timeout=120)
+    result.stdout.fnmatch_lines(["registered: none"])
+    result.assert_outcomes(passed=1)
+    pytester.makepyfile(test_rollouts=textwrap.dedent("""
+        import pytest
+        import pytest_prove as prove
+
+
+        def test_plain():
+            pass
+
+
+        @prove.rollout(replicates=3, failures=["bad"], successes=["good"])
+        @pytest.mark.parametrize("ticket", ["refund"])
+        def test_bot(ticket, prove_seed):
+            return prove.Episode("good")
+
+
+        @prove.rollout(replicates=2, failures=["bad"], successes=["good"],
+                       axes={"ticket": ["refund", "password"]})
+        def agent(cfg, seed):
+            return prove.Episode("good")
+    """))
+    result = pytester.runpytest_subprocess("-s", "-p", "no:xdist", "-p", "no:randomly",
+                                           "--prove-allow-underpowered", "test_plain.py",
+                                           "test_rollouts.py", timeout=120)
+    result.stdout.fnmatch_lines(["registered: prove_test_rollouts,prove_axes_items"])
+    result.assert_outcomes(passed=2 + 3 + 4)

@@ -276,3 +276,27 @@ def test_sequential_conditions_decided_are_shown(pytester: pytest.Pytester) -> N
 
 def test_an_outcome_reaches_the_terminal_as_text() -> None:
     assert outcome_tag([("prove_outcome", "bad\x1b[31m\u202e")]) == "bad\\x1b[31m\\u202e"
+
+
+@pytest.mark.parametrize("args", [["-n", "2", "-v"], ["-p", "no:xdist", "-v"]],
+                         ids=["xdist-v", "one-v"])
+def test_each_line_counts_the_items_reported_above_it(
+        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    """The session reads a report's episodes before pytest (and the live line) log it: a
+    line counts every item whose outcome pytest wrote above it, its own included (read
+    after them, the counts were one report late)."""
+    monkeypatch.setattr(live, "INTERVAL", 0.0)  # a line after every episode
+    result = sweep.runpytest(*args, "--prove-live=on")
+    reported = failed = 0
+    checked = 0
+    for line in result.stdout.str().splitlines():
+        if re.search(r"test_live\.py::test_live\[\w+-r\d+\]", line) and \
+                re.search(r" (PASSED|FAILED) ", line):
+            reported += 1
+            failed += " FAILED " in line
+        found = re.match(r"^prove: ([\d,]+)/60 episodes, ([\d,]+) errored", line)
+        if found:
+            assert (_number(found[1]), _number(found[2])) == (reported, failed), \
+                result.stdout.str()
+            checked += 1
+    assert failed > 0 and checked >= 10, result.stdout.str()

@@ -316,3 +316,27 @@ def test_a_run_resumed_under_xdist_goes_on_in_its_own_format(
                   key=lambda r: r["replicate"])
     assert [(r["outcome"], plain(r["tokens"])) for r in read] == [
         ("good", one), ("good", one), ("good", one), ("good", two)]
+
+
+def test_a_sessions_episodes_are_written_by_msgspec_as_json_and_read_back_alike(
+        tmp_path: Path) -> None:
+    """A session's new episodes (``fresh``) are encoded by msgspec: each line is the JSON of
+    its record (floats may read otherwise, the same numbers), format 2's lean usage
+    included, and one msgspec cannot write (a lone surrogate) is written by the json module;
+    the run reads back as the same episodes written the json module's way."""
+    records = [_record(0, ONE, duration=1e-05, meta={"big": 1e16, "text": "é\u2028<"}),
+               _record(1, None, meta={"note": "\ud800"}),
+               _record(2, KEPT["two models"])]
+    fresh = Store(tmp_path / "fresh")
+    writer = fresh.new_run(name="r", salt=SALT, manifest={"rollouts": {"t": {
+        "label": "t", "declaration": {"outcomes": ["resolved"]}}}})
+    for record in records:  # one a write, as a session stores them
+        writer.append([record], fresh=True)
+    writer.write_manifest(**fitted({}, records))
+    writer.close()
+    store, run = _write(tmp_path / "json", records)
+    lines = (writer.directory / "episodes.jsonl").read_bytes().splitlines()
+    assert b"\\ud800" in lines[1]  # the json module's escape, as before
+    assert [json.loads(line) for line in lines] == _lines(run)
+    read = [plain(r) for r in fresh.read(writer.directory).episodes]
+    assert read == [plain(r) for r in store.read(run).episodes] == records

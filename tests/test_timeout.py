@@ -428,3 +428,76 @@ def test_another_plugins_timeout_keeps_every_episode(pytester: pytest.Pytester) 
     run = load(pytester)
     assert run.manifest["status"] == "complete"
     assert [(r["error"] or {}).get("type") for r in run.episodes] == ["Failed", "Failed"]
+
+
+def _block(call: object, replicates: int = 1, timeout: float = 60) -> list[object]:
+    from pytest_prove.declare.spec import Declaration
+    from pytest_prove.running.endings import Identity
+
+    idents = [Identity(rollout="r", condition={}, condition_key="", replicate=n, seed=n)
+              for n in range(replicates)]
+    return list(deadline.run_with_deadline(
+        idents, Declaration(failures=("bad",), successes=("good",)), call,  # type: ignore[arg-type]
+        lambda ident: "t.py::test", False, None, (KeyboardInterrupt,), timeout, None))
+
+
+def test_replicates_under_the_deadline_run_on_kept_threads() -> None:
+    """A replicate under the episode timeout runs on a kept thread (starting a thread for
+    each cost more than a trivial episode), one a replicate at once; a thread that was sent
+    the timeout is not used again, so that an exception raised into it late cannot reach the
+    next replicate."""
+    import pytest_prove as prove
+
+    seen: list[threading.Thread] = []
+
+    def call(ident: object) -> object:
+        seen.append(threading.current_thread())
+        return prove.Episode("good")
+
+    for _ in range(3):
+        _block(call)
+    assert len(set(seen)) == 1 and seen[0] is not threading.current_thread()
+    _block(call, replicates=3)
+    assert len(set(seen[3:])) == 3  # one thread a replicate of a block, the kept one among them
+    assert seen[0] in seen[3:]
+
+    def spins(ident: object) -> object:
+        seen.append(threading.current_thread())
+        while True:
+            time.sleep(0.001)
+
+    late = _block(spins, timeout=0.05)
+    assert late[0].record["error"]["kind"] == "episode_timeout"  # type: ignore[attr-defined]
+    spun = seen[-1]
+    after = _block(call)
+    assert seen[-1] is not spun
+    assert after[0].record["outcome"] == "good"  # type: ignore[attr-defined]
+
+
+def test_a_kept_thread_carries_no_context_from_one_replicate_to_the_next() -> None:
+    """A replicate on a kept thread runs in a copy of its caller's context: what one set in
+    a context variable (the episode's log, an OpenTelemetry span, a user's own) is not seen
+    by the next replicate that thread runs, and the caller's value is."""
+    import contextvars
+
+    import pytest_prove as prove
+    from pytest_prove.running.recording import current_log
+
+    mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
+    seen: list[tuple[threading.Thread, str, object]] = []
+
+    def call(ident: object) -> object:
+        seen.append((threading.current_thread(), mark.get(), current_log()))
+        mark.set(f"left by replicate {ident.replicate}")  # type: ignore[attr-defined]
+        return prove.Episode("good")
+
+    token = mark.set("the caller's")
+    try:
+        for _ in range(3):
+            _block(call)
+    finally:
+        mark.reset(token)
+    assert len({thread for thread, _, _ in seen}) == 1  # one kept thread ran all three
+    assert [value for _, value, _ in seen] == ["the caller's"] * 3
+    logs = [log for _, _, log in seen]
+    assert all(log is not None for log in logs) and len({id(log) for log in logs}) == 3

@@ -305,3 +305,49 @@ def test_an_async_replicate_that_blocks_the_loop_times_out_and_the_rest_run_on(
     # Replicates 0 and 2 may have been on the blocked loop too; once it is left, every
     # later one runs on the new loop.
     assert by[4]["outcome"] == by[5]["outcome"] == "good"
+
+
+#: Replicates that note when they start; the first item's teardown (pytest's own thread busy
+#: outside the window) waits until every replicate of the items ahead has started.
+AHEAD_WHILE_BUSY = textwrap.dedent(
+    """
+    import threading
+    import pytest
+    import pytest_prove as prove
+
+    STARTED = set()
+    ALL_AHEAD = threading.Event()
+
+    @prove.rollout(replicates=20, failures=["bad"], successes=["good"])
+    def test_ahead(prove_replicate):
+        STARTED.add(prove_replicate)
+        if STARTED >= set(range(2, 20)):
+            ALL_AHEAD.set()
+        return prove.Episode("good")
+    """
+)
+
+AHEAD_CONFTEST = textwrap.dedent(
+    """
+    def pytest_runtest_teardown(item):
+        if item.name.endswith("r000-001]"):
+            import test_ahead
+            print("all ahead started:", test_ahead.ALL_AHEAD.wait(60))
+    """
+)
+
+
+def test_the_window_starts_items_ahead_while_pytest_is_busy_between_items(
+        pytester: pytest.Pytester) -> None:
+    """Every replicate within the window's bound is queued at once, and the window starts
+    the next as one ends, in the thread that ended it: with K queued at a time, nothing more
+    started while pytest's own thread was busy between items (its reports, xdist's
+    messages), and a loaded worker's window ran dry (bench/io_bound.py)."""
+    pytester.makeini(INI)
+    pytester.makeconftest(AHEAD_CONFTEST)
+    pytester.makepyfile(test_ahead=AHEAD_WHILE_BUSY)
+    result = pytester.runpytest("--prove-concurrency", "2", "-p", "no:randomly", "-s")
+    result.assert_outcomes(passed=10)
+    result.stdout.fnmatch_lines(["*all ahead started: True*"])
+    stored = Counter(r["replicate"] for r in load(pytester).episodes)
+    assert stored == Counter(range(20))

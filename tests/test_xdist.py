@@ -157,3 +157,40 @@ def test_a_worker_on_another_pytest_prove_is_refused_before_anything_runs(
     assert "passed" not in outcomes and "failed" not in outcomes
     assert not (bot.path / ".prove" / "runs").is_dir() or not any(
         (bot.path / ".prove" / "runs").glob("*/episodes.jsonl"))
+
+
+class _Node:
+    """What xdist's load scheduling uses of a worker: the items it was sent."""
+
+    def __init__(self, name: str) -> None:
+        self.sent: list[int] = []
+        self.shutting_down = False
+        self.gateway = type("Gateway", (), {"id": name})()
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_with_the_window_each_worker_holds_its_share_of_every_item_left(
+        pytester: pytest.Pytester) -> None:
+    """Under --prove-concurrency each worker is given its equal share of the items left at
+    once, and again as items end, so that its window runs ahead over all of them: with a
+    quarter to a half of what was left, a worker near the end held two to five items, and
+    its window ran dry while the item pytest was on waited for a slow replicate."""
+    from pytest_prove.plugin.xdist import CappedLoadScheduling
+
+    scheduler = CappedLoadScheduling(pytester.parseconfig("--tx", "2*popen"))
+    scheduler.prove_fill = True
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, [f"t.py::test[r{i:03d}]" for i in range(40)])
+    scheduler.schedule()
+    assert [len(node.sent) for node in nodes] == [20, 20]
+    assert sorted(nodes[0].sent + nodes[1].sent) == list(range(40))
+    for index in nodes[0].sent[:5]:  # the first worker ran five: nothing is left to give
+        scheduler.mark_test_complete(nodes[0], index)
+    assert [len(node.sent) for node in nodes] == [20, 20]

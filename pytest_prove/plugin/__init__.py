@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..store import Store, StoreError
-from . import budget, cache, capture, dryrun, environment, heap, live, window, worker
+from . import budget, cache, capture, collect, dryrun, environment, heap, live, window, worker
 from .calls import RolloutCalls
 
 # The prove_* fixtures live in calls.py; named here, they are this plugin's fixtures.
@@ -19,18 +19,25 @@ from .calls import prove_cfg as prove_cfg
 from .calls import prove_replicate as prove_replicate
 from .calls import prove_seed as prove_seed
 
-# The collection hooks live in collect.py; named here, they are this plugin's hooks.
+# The collection hooks live in collect.py; named here, they are this plugin's hooks (those
+# that make a rollout's items are registered by collect.register once one is declared).
 from .collect import Collection
 from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
-from .collect import pytest_generate_tests as pytest_generate_tests
-from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
 from .options import add_options
 from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
 from .session import SESSION_KEY, SESSION_NAME
 from .settings import Settings
-from .state import PLAN_KEY, PLANNED_KEY, SELECTED_KEY, SETTINGS_KEY, disown_all, own
+from .state import (
+    PLAN_KEY,
+    PLANNED_KEY,
+    SELECTED_KEY,
+    SETTINGS_KEY,
+    disown_all,
+    own,
+    rollouts_possible,
+)
 
 #: The marker's help (``pytest --markers``). Nothing sets the marker: a rollout is known by
 #: its declaration. It stays registered so that a suite that applied it by hand still runs
@@ -64,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     own(config, RolloutCalls(), "prove_calls")
     own(config, RolloutReports(), "prove_rollout_reports")
     window.register(config)
+    collect.register(config)
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
         from .lastfailed import LastFailedBlocks
@@ -74,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         worker.register(config)
         return
 
-    from .reports import ReportProperties, SessionReports
+    from .reports import SessionReports
     from .session import ProveSession
 
     opt = config.option
@@ -95,7 +103,6 @@ def pytest_configure(config: pytest.Config) -> None:
     own(config, session, SESSION_NAME)  # by name too: -p no:… style toggles, getplugin
     own(config, SessionReports(session), "prove_session_reports")
     own(config, Collection(config), "prove_collection")
-    own(config, ReportProperties(), "prove_report_properties")
     session.start()
     live.register(config, session)  # --prove-live: the status line, -v lines' outcomes
     if config.pluginmanager.hasplugin("xdist"):
@@ -148,7 +155,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if not any(PLAN_KEY in item.stash for item in session.items):
+    if not rollouts_possible(session.config) or not any(PLAN_KEY in item.stash
+                                                         for item in session.items):
         without_rollouts(session.config)  # a plain test pays nothing for the plugin
 
 

@@ -1,7 +1,8 @@
 """``--prove-aa``: the current code against itself, in one session.
 
 Each item runs every replicate of its block twice, one right after the other, on the same
-seed (``execute._identities`` doubles the block). The controller stores the first episode of
+seed (``execute._identities`` doubles the block; ``execute._in_turn`` runs the firsts, then
+their twins once every first ended). The controller stores the first episode of
 each (rollout, condition, replicate) in the session's run as usual, and keeps the second, its
 twin, in memory; at the end it writes the twins as a run of their own (same salt, plan and
 selection; named ``NAME-aa`` when the run is named) and reads the two runs as an A/A check

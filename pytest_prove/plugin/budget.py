@@ -233,19 +233,20 @@ def price_metrics(records: Iterable[dict[str, Any]], rollouts: Mapping[str, Any]
     """Add the built-in metric ``cost`` to each episode whose rollout declares it: its tokens
     priced at the declared prices (none when a model it used has no price: the review then
     says its condition cannot be compared on cost, and why)."""
-    from ..declare.metrics import episode_cost
-
-    def price(model: str) -> tuple[float, float] | None:
-        found = prices.for_model(model)
-        return None if found is None else (found.input_per_million, found.output_per_million)
-
     for record in records:
         metrics = record.get("metrics")
         if metrics is None or "cost" in metrics:
-            continue
+            continue  # the common case: an episode with no metrics (nothing imported)
         info = rollouts.get(record["rollout"]) or {}
         if "cost" not in ((info.get("declaration") or {}).get("metrics") or {}):
             continue
+        from ..declare.metrics import episode_cost
+
+        def price(model: str) -> tuple[float, float] | None:
+            found = prices.for_model(model)
+            return None if found is None else (found.input_per_million,
+                                               found.output_per_million)
+
         cost = episode_cost(record.get("tokens"), price)
         if cost is not None:
             metrics["cost"] = cost

@@ -165,10 +165,12 @@ class RolloutCalls:
             return function(**kwargs)
 
         is_async = inspect.iscoroutinefunction(function)
-        with contextlib.ExitStack() as stack:
-            if is_async and loop is None and pyfuncitem.funcargs.get("anyio_backend"):
+        if is_async and loop is None and pyfuncitem.funcargs.get("anyio_backend"):
+            with contextlib.ExitStack() as stack:
                 loop = _anyio_loop(pyfuncitem, stack)
-            execute_rollout(pyfuncitem, call, is_async=is_async, loop=loop)
+                execute_rollout(pyfuncitem, call, is_async=is_async, loop=loop)
+            return True
+        execute_rollout(pyfuncitem, call, is_async=is_async, loop=loop)  # no stack an item
         return True
 
 
@@ -204,7 +206,8 @@ def _coroutine_of(function: Any) -> tuple[Any, Callable[[Any], Any] | None]:
     wrapper's ``__wrapped__``, and it is run in pytest-asyncio's own runner, so that the
     async fixtures it made live on the loop the rollout runs on."""
     original = getattr(function, "__wrapped__", None)
-    if inspect.iscoroutinefunction(function) or not inspect.iscoroutinefunction(original):
+    if original is None or inspect.iscoroutinefunction(function) \
+            or not inspect.iscoroutinefunction(original):
         return function, None
     cells = dict(zip(function.__code__.co_freevars,
                      (c.cell_contents for c in function.__closure__ or ()), strict=False))
@@ -236,11 +239,17 @@ def report_of(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None,
         return report
     if report.when == "call":
         # Taken off the item: the controller stores them, and nothing keeps them after.
-        wire.attach(report, episodes=item.stash.get(RESULTS_KEY, []))
-        if RESULTS_KEY in item.stash:
-            del item.stash[RESULTS_KEY]
-        if IDENTITIES_KEY in item.stash:  # worked out again if the item runs again
-            del item.stash[IDENTITIES_KEY]
+        stash = item.stash
+        results = stash.get(RESULTS_KEY, None)
+        if results is None:
+            results = []
+        else:
+            del stash[RESULTS_KEY]
+        wire.attach(report, episodes=results)
+        try:  # noqa: SIM105 - contextlib.suppress costs three calls an item
+            del stash[IDENTITIES_KEY]  # worked out again if the item runs again
+        except KeyError:
+            pass
     elif report.when == "teardown":
         window = item.config.stash.get(WINDOW_KEY, None)
         ahead = [] if window is None else window.drain(item)

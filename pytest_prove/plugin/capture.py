@@ -15,7 +15,7 @@ import pytest
 from .. import wire
 from ..declare.capture import DEFAULT_MAX_BYTES, CaptureConfig, CaptureError
 from ..traces.capture import GLOBAL_KEY, SAMPLER_KEY, SpanCapture, end_lines, start_lines
-from .state import CAPTURE_KEY, PLAN_KEY, own
+from .state import CAPTURE_KEY, PLAN_KEY, own, rollouts_possible
 
 __all__ = ["CaptureManager", "add_options", "register"]
 
@@ -200,9 +200,9 @@ class _CaptureGate:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        wanted = self.manager.default is not None or any(
+        wanted = self.manager.default is not None or (rollouts_possible(config) and any(
             getattr(plan.declaration, "capture", None) is not None
-            for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None)
+            for plan in (item.stash.get(PLAN_KEY, None) for item in items) if plan is not None))
         if wanted and not config.pluginmanager.is_registered(self.manager):
             own(config, self.manager, "prove_capture")
 

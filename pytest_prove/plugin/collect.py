@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, final
 
 import pytest
 
-from ..api import declaration_of
+from ..api import declaration_of, declared, listen
 from ..config.paths import relative_to_root
 from ..declare.seeds import arm_rollout
 from ..declare.spec import Declaration, SpecError, condition_key
@@ -35,12 +35,15 @@ from .state import (
     SELECTED_KEY,
     SETTINGS_KEY,
     SKIPPED_FILES_KEY,
+    SPEC_FILES_KEY,
     ItemPlan,
+    own,
+    rollouts_possible,
 )
 from .targets import check_targets
 
-__all__ = ["Collection", "pytest_collect_file", "pytest_collection_modifyitems",
-           "pytest_generate_tests", "pytest_pycollect_makeitem"]
+__all__ = ["SPEC_FILES_KEY", "AxesItems", "Collection", "TestRollouts", "pytest_collect_file",
+           "pytest_collection_modifyitems", "register", "rollouts_possible"]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -48,42 +51,71 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     listed = {Path(p).resolve() for p in parent.config.getini("prove_specs")}
     if file_path.name.startswith("prove_") or file_path.resolve() in listed:
+        parent.config.stash[SPEC_FILES_KEY] = True
         return SpecFile.from_parent(parent, path=file_path)
     return None
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_pycollect_makeitem(collector: pytest.Collector, name: str,
-                              obj: object) -> Generator[None, Any, Any]:
-    declaration = declaration_of(obj)
-    module = getattr(collector, "module", None)
-    defined_here = module is not None and getattr(obj, "__module__", None) == module.__name__
-    if declaration is not None and declaration.axes is not None and defined_here \
-            and callable(obj):
+@final
+class AxesItems:
+    """``@prove.rollout(axes=...)`` functions become items (``prove_axes_items``),
+    registered once such a function is declared (see :func:`register`)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pycollect_makeitem(self, collector: pytest.Collector, name: str,
+                                  obj: object) -> Generator[None, Any, Any]:
+        declaration = declaration_of(obj)
+        if declaration is None or declaration.axes is None or not callable(obj):
+            return (yield)
+        module = getattr(collector, "module", None)
+        if module is None or getattr(obj, "__module__", None) != module.__name__:
+            return (yield)
         yield  # let the other implementations see it, then answer for this object
         try:
             return function_items(collector, name, obj, declaration)
         except SpecError as exc:
             raise collector.CollectError(str(exc)) from None
-    return (yield)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    declaration = declaration_of(metafunc.function)
-    if declaration is None or declaration.axes is not None:
-        return
-    if "prove_block" not in metafunc.fixturenames:
-        return
-    settings = metafunc.config.stash[SETTINGS_KEY]
-    rollout_id = declaration.rollout_id or metafunc.definition.nodeid.split("[", 1)[0]
-    replicates = settings.replicates_for(rollout_id, declaration.replicates)
-    chunks = blocks(replicates, settings.concurrency_for(declaration.concurrency))
-    metafunc.parametrize("prove_block", chunks, ids=block_ids(chunks, replicates))
-    if declaration.arms:
-        # Parametrized last, so that it varies fastest: the arms of one replicate are
-        # consecutive items (the same seed, run close together; docs/arms.md).
-        metafunc.parametrize("prove_arm", declaration.arms, ids=declaration.arms)
+@final
+class TestRollouts:
+    """A rollout test function's items, one per block of replicates (and arm), registered
+    as ``prove_test_rollouts`` once such a test is declared (see :func:`register`)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        declaration = declaration_of(metafunc.function)
+        if declaration is None or declaration.axes is not None:
+            return
+        if "prove_block" not in metafunc.fixturenames:
+            return
+        settings = metafunc.config.stash[SETTINGS_KEY]
+        rollout_id = declaration.rollout_id or metafunc.definition.nodeid.split("[", 1)[0]
+        replicates = settings.replicates_for(rollout_id, declaration.replicates)
+        chunks = blocks(replicates, settings.concurrency_for(declaration.concurrency))
+        metafunc.parametrize("prove_block", chunks, ids=block_ids(chunks, replicates))
+        if declaration.arms:
+            # Parametrized last, so that it varies fastest: the arms of one replicate are
+            # consecutive items (the same seed, run close together; docs/arms.md).
+            metafunc.parametrize("prove_arm", declaration.arms, ids=declaration.arms)
+
+
+def register(config: pytest.Config) -> None:
+    """Register the collection hooks of each kind of rollout this process declared, and of
+    each kind it declares later (a test module declares its rollouts as pytest imports it,
+    before it asks for the module's items): a session of plain tests never calls them."""
+    hooks = {"test": (TestRollouts(), "prove_test_rollouts"),
+             "axes": (AxesItems(), "prove_axes_items")}
+
+    def on_declared(kind: str) -> None:
+        found = hooks.get(kind)
+        if found is not None and not config.pluginmanager.is_registered(found[0]):
+            own(config, *found)
+
+    for kind in hooks:
+        if declared(kind):
+            on_declared(kind)
+    config.add_cleanup(listen(on_declared))
 
 
 def _json_scalar(name: str, value: object, item: pytest.Item) -> Any:
@@ -280,8 +312,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rollout ids that two tests share."""
     sweep = _Sweep(config)
     try:
-        for item in items:
-            sweep.note(item)
+        if rollouts_possible(config):
+            for item in items:
+                sweep.note(item)
     except _UnkeyableError as refused:
         # Through _refuse: a worker keeps running with no item, and the controller says
         # why (a worker that asked the session to stop here did so after telling the
@@ -468,14 +501,14 @@ class Collection:
         if settings.shard is not None:
             shards.keep_own(config, items)
         at_once = settings.shard is None and not settings.done
-        kept, selected = _kept(items, at_once)
+        kept, selected = _kept(items if rollouts_possible(config) else [], at_once)
         config.stash[SELECTED_KEY] = kept
         if settings.worker_refusal is not None and kept:  # sessions without a rollout run
             _refuse(config, items, settings.worker_refusal)
             return
         if settings.done:
             _drop_done(config, items, settings)
-        if not at_once:
+        if not at_once and rollouts_possible(config):
             selected = _selected(sweep if settings.shard is not None else items)
         if settings.replay is not None and not settings.plan_only:
             return  # a replay compares nothing: no design to check

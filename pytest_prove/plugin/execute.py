@@ -19,7 +19,7 @@ import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 import pytest
@@ -28,6 +28,9 @@ from ..declare.chaos import ChaosConfig
 from ..declare.seeds import derive_seed
 from ..running.runner import Identity, ReplicateResult, Stopped, run_block
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 IDENTITIES_KEY = pytest.StashKey[list[Identity]]()
 
@@ -111,42 +114,64 @@ def _chaos_config(chaos: object) -> ChaosConfig | None:
 
 def timeout_of(item: pytest.Item, is_async: bool) -> float | None:
     """The episode timeout of ``item``'s replicates, in seconds (None: none)."""
-    settings = item.config.stash[SETTINGS_KEY]
-    plan = item.stash[PLAN_KEY]
+    return _timeout(item, item.stash[PLAN_KEY], item.config.stash[SETTINGS_KEY], is_async)
+
+
+def _timeout(item: pytest.Item, plan: ItemPlan, settings: Settings,
+             is_async: bool) -> float | None:
     # A replay keeps only an explicit --prove-episode-timeout: with one, the rollout runs in
     # another thread, where a debugger cannot stop it.
     # The built-in default is a sync rollout's only (under a timeout an async block runs on a
     # loop of its own, not on its fixtures' loop), and not one pytest-timeout's marker
     # bounds. 0 switches the timeout off on purpose.
-    timeout = settings.episode_timeout if settings.replay is not None else next(
-        (s for s in (settings.episode_timeout, plan.declaration.timeout,
-                     settings.default_timeout,
-                     None if is_async or item.get_closest_marker("timeout")
-                     else settings.builtin_timeout) if s is not None), None)
+    if settings.replay is not None:
+        timeout = settings.episode_timeout
+    else:
+        timeout = next((s for s in (settings.episode_timeout, plan.declaration.timeout,
+                                    settings.default_timeout) if s is not None), None)
+        if timeout is None and not is_async and settings.builtin_timeout is not None \
+                and item.get_closest_marker("timeout") is None:
+            timeout = settings.builtin_timeout
     return timeout or None
+
+
+#: What stops a block (and the session after the item): Ctrl-C and ``pytest.exit()``.
+_STOPS = (KeyboardInterrupt, pytest.exit.Exception)
 
 
 def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
                     is_async: bool, loop: Callable[[Any], Any] | None = None) -> None:
     """Run the item's block, keep its records for the report, and pass, fail or skip."""
     __tracebackhide__ = True  # a failing item shows the rollout's frames, not these
-    plan = item.stash[PLAN_KEY]
-    idents = identities_of(item)
+    stash = item.stash
+    plan = stash[PLAN_KEY]
+    settings = item.config.stash[SETTINGS_KEY]
+    idents = stash.get(IDENTITIES_KEY, None)
+    if idents is None:
+        idents = stash[IDENTITIES_KEY] = _identities(item)
     many = len(idents) > 1
+    nodeid = item.nodeid
 
     def where(ident: Identity) -> str:
-        return f"{item.nodeid} (replicate {ident.replicate})" if many else item.nodeid
+        return f"{nodeid} (replicate {ident.replicate})" if many else nodeid
 
-    timeout = timeout_of(item, is_async)
+    timeout = _timeout(item, plan, settings, is_async)
     window = item.config.stash.get(WINDOW_KEY, None)
+
+    def block(idents: list[Identity]) -> list[ReplicateResult]:
+        declaration = plan.declaration
+        return run_block(idents, declaration, call, where=where, is_async=is_async,
+                         capture=stash.get(CAPTURE_KEY, None), stops=_STOPS,
+                         timeout=timeout, loop=loop, chaos=_chaos_config(declaration.chaos))
+
     try:
-        found = None if window is None else window.run(
-            item, idents, call, is_async=is_async, loop=loop, timeout=timeout, where=where)
-        results = found if found is not None else run_block(
-            idents, plan.declaration, call, where=where, is_async=is_async,
-            capture=item.stash.get(CAPTURE_KEY, None),
-            stops=(KeyboardInterrupt, pytest.exit.Exception), timeout=timeout, loop=loop,
-            chaos=_chaos_config(plan.declaration.chaos))
+        if settings.aa and many:
+            results = _in_turn(idents, block)
+        else:
+            found = None if window is None else window.run(
+                item, idents, call, is_async=is_async, loop=loop, timeout=timeout,
+                where=where)
+            results = found if found is not None else block(idents)
     except Stopped as stop:
         if window is not None and isinstance(stop.cause, KeyboardInterrupt):
             window.interrupted = True  # replicates running ahead are not waited for
@@ -194,6 +219,24 @@ def execute_rollout(item: pytest.Item, call: Callable[[Identity], Any], *,
     skipped = [r.no_outcome for r in results if r.no_outcome is not None]
     if skipped and len(skipped) == len(results):
         pytest.skip(f"no outcome: {skipped[0]}")
+
+
+def _in_turn(idents: list[Identity],
+             block: Callable[[list[Identity]], list[ReplicateResult]],
+             ) -> list[ReplicateResult]:
+    """--prove-aa: the first of each replicate's twins (the even places of ``idents``), then
+    their twins once every first ended; the results in the order of ``idents``.
+
+    Run as one block, the two ran at once and the one that called the rollout first was
+    up to the threads: with kept threads, 1 to 7 of 20 twins of an agent that keeps state
+    between episodes were the second call stored as the first (test_twins.py)."""
+    firsts, twins = idents[0::2], idents[1::2]
+    done = block(firsts)
+    try:
+        again = block(twins)
+    except Stopped as stop:
+        raise Stopped(stop.cause, [*done, *stop.finished]) from None
+    return [result for pair in zip(done, again, strict=True) for result in pair]
 
 
 def plain_failure_report(item: pytest.Item, call: pytest.CallInfo[None],

@@ -97,8 +97,11 @@ class LastFailedBlocks:
                 lastfailed[key] = True
         return report
 
-    def pytest_sessionstart(self) -> None:
-        self._remembered()  # before any report: what the session started with
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Before any report: what the session started with.  When no remembered failure is
+        # a block, nothing here has anything to do: no hook of it runs for each item.
+        if not self._remembered():
+            session.config.pluginmanager.unregister(self)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self._blocks == {}:

@@ -25,10 +25,9 @@ class RolloutReports:
     own, so that a session whose selection kept no rollout unregisters it (see
     :func:`without_rollouts`)."""
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-        return (yield from report_of(item, call))
+    #: The wrapper itself, not a method delegating to it: three calls an item, each one
+    #: generator less.
+    pytest_runtest_makereport = staticmethod(pytest.hookimpl(wrapper=True)(report_of))
 
 
 #: The names of the properties a rollout item's reports carry (see execute.py).
@@ -45,7 +44,8 @@ class ReportProperties:
     has seen a report (``--junitxml`` reads the teardown's properties), a rollout item's
     call and teardown reports take the setup report's node id, location and keywords when
     theirs are equal, and share one list of properties, whose names and outcomes are shared
-    by all items: about 1.5 KB less an item.  What anyone reads is unchanged."""
+    by all items: about 1.5 KB less an item.  What anyone reads is unchanged.  Called by
+    :class:`SessionReports`."""
 
     #: What a rollout item's three reports hold alike (``_id``: pytest 9's structured id).
     SHARED: Final = ("nodeid", "location", "keywords", "_id")
@@ -56,14 +56,7 @@ class ReportProperties:
         self._open: dict[str, tuple[pytest.TestReport, list[tuple[str, object]] | None]] = {}
         self._pairs: dict[tuple[str, object], tuple[str, object]] = {}  # shared outcomes
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
-        try:
-            return (yield)
-        finally:
-            self._share(report)
-
-    def _share(self, report: pytest.TestReport) -> None:
+    def share(self, report: pytest.TestReport) -> None:
         when = report.when
         if when == "setup":
             self._open[report.nodeid] = (report, None)
@@ -115,22 +108,33 @@ class ReportProperties:
 @final
 class SessionReports:
     """Every report reaches the controller; those of rollout items carry episodes, which
-    the session reads (:meth:`.session.ProveSession.on_report`).  Registered apart from
-    the session, as ``prove_session_reports``, so that a session whose selection kept no
-    rollout unregisters it (:func:`without_rollouts`)."""
+    the session reads (:meth:`.session.ProveSession.on_report`) before any other plugin
+    logs the report (the live line and pytest's own line then count its episodes), and
+    once every plugin has seen it, what a rollout item's reports hold alike is shared
+    (:class:`ReportProperties`).  One hook for both (each hook of a plugin costs every
+    report a call), registered apart from the session, as ``prove_session_reports``, so
+    that a session whose selection kept no rollout unregisters it (:func:`without_rollouts`)."""
 
     def __init__(self, session: ProveSession) -> None:
         self.session = session
+        self.properties = ReportProperties()
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        # Before the others: read after them, a report's episodes reached the live line
+        # (and the run) one report late, after pytest had written its next progress.
         self.session.on_report(report)
+        try:
+            return (yield)
+        finally:
+            self.properties.share(report)
 
 
 #: The plugins whose hooks run for each test item (its setup, call and reports) and serve
 #: rollout items only: calling the rollout, its reports' data, the controller reading them,
 #: sharing what they hold alike, --lf's blocks.
 ROLLOUT_ONLY = ("prove_calls", "prove_rollout_reports", "prove_session_reports",
-                "prove_report_properties", "prove_lastfailed", "prove_worker_reports",
+                "prove_lastfailed", "prove_worker_reports",
                 "prove_live", "prove_live_outcomes")
 
 

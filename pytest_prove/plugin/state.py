@@ -8,6 +8,7 @@ from typing import Any, final
 import pytest
 from msgspec import Struct
 
+from ..api import declared
 from ..config.paths import session_paths as _paths
 from ..declare.capture import CaptureConfig
 from ..declare.spec import Declaration, Scalar
@@ -27,10 +28,12 @@ __all__ = [
     "SHARD_KEY",
     "SHARD_SLICE_KEY",
     "SKIPPED_FILES_KEY",
+    "SPEC_FILES_KEY",
     "ItemPlan",
     "disown_all",
     "own",
     "plan_data",
+    "rollouts_possible",
     "session_paths",
 ]
 
@@ -127,6 +130,17 @@ def plan_data(config: pytest.Config) -> PlanData:
         narrowed=bool(config.getoption("lf", False)) or any("::" in p for p in paths),
         shard=config.stash.get(SHARD_SLICE_KEY, None),
     )
+
+
+#: Set once this session collected a sweep spec (``prove_*.toml``).
+SPEC_FILES_KEY = pytest.StashKey[bool]()
+
+
+def rollouts_possible(config: pytest.Config) -> bool:
+    """Whether any collected item can be a rollout's: a rollout was declared in this process
+    (``@prove.rollout``), or a sweep spec collected.  False: the per-item passes of
+    collection are left out (a session of plain tests pays nothing for them)."""
+    return declared("test") or declared("axes") or config.stash.get(SPEC_FILES_KEY, False)
 
 
 #: What an item keeps of its episodes' spans (set at its setup, when capture is on).

@@ -14,8 +14,8 @@ them: a rollout of the sweep-spec kind, or a test function whose arguments are t
 fixtures already made, no marker but ``parametrize`` and ``usefixtures``), with the same K,
 no chaos, and the capture of the item pytest is on (or none).  Any other item is still run
 through the window when pytest reaches it, and the look ahead stops there.  With
-pytest-timeout bounding a test, a debugger, a replay, chaos, or a rollout run on
-pytest-asyncio's or anyio's loop, an item runs its block as before.
+pytest-timeout bounding a test, a debugger, a replay, ``--prove-aa``, chaos, or a rollout
+run on pytest-asyncio's or anyio's loop, an item runs its block as before.
 
 What stays exact:
 
@@ -33,6 +33,7 @@ What stays exact:
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, final
 
@@ -59,9 +60,11 @@ _AHEAD_KEY = pytest.StashKey[int]()
 def register(config: pytest.Config) -> None:
     """Register the window (called from ``pytest_configure``) unless no item could use it."""
     settings = config.stash[SETTINGS_KEY]
-    if settings.replay is not None or settings.builtin_timeout is None:
+    if settings.replay is not None or settings.builtin_timeout is None or settings.aa:
         # A replay runs one replicate an item, for a debugger; no built-in timeout means a
-        # debugger or pytest-timeout, which bound the item, not its replicates.
+        # debugger or pytest-timeout, which bound the item, not its replicates; --prove-aa
+        # runs each twin after its first (execute._in_turn), which a window would not wait
+        # for (and its tickets are told apart by replicate, which twins share).
         return
     own(config, Windowing(config), "prove_window")
 
@@ -100,8 +103,11 @@ class Windowing:
         runs its own block, as without a window)."""
         plan = item.stash[PLAN_KEY]
         size = self.settings.concurrency_for(plan.declaration.concurrency)
-        chaos = _chaos_config(plan.declaration.chaos)
-        if (size <= 1 or loop is not None or chaos is not None
+        if size <= 1:
+            if self.tickets:
+                self._forget(item)
+            return None
+        if (loop is not None or _chaos_config(plan.declaration.chaos) is not None
                 or item.get_closest_marker("timeout") is not None):
             # pytest-timeout's signal stops the item's own block, whose replicates it ends
             # as timed out; chaos patches the clients while a block runs.
@@ -165,18 +171,23 @@ class Windowing:
     # ---- the items ahead
 
     def _topup(self, item: pytest.Item, size: int) -> None:
-        """Queue the replicates of the items ahead of ``item`` until K wait to start, or
-        the items ahead hold 32 K replicates not yet collected (the bound of the window:
-        one slow replicate lets the others run that far ahead, no further; K under a
-        token cap)."""
+        """Queue the replicates of the items ahead of ``item`` until they hold 32 K
+        replicates not yet collected (the bound of the window: one slow replicate lets the
+        others run that far ahead, no further; K under a token cap).
+
+        All of them are queued at once, not K at a time: the window starts the next queued
+        replicate as one ends, in the thread that ended it, while pytest's own thread is
+        busy between items (its reports, xdist's messages).  With K queued, a loaded
+        worker's window ran dry each time pytest's thread was slow to come back for more
+        (bench/io_bound.py under -n 2)."""
         session = item.session
-        if session.shouldstop or session.shouldfail or self.window.queued() >= size:
+        if session.shouldstop or session.shouldfail:
             return
-        held = 0
+        held, limit = 0, self.held * size
         for ahead in self._ahead(item):
             tickets = self.tickets.get(ahead)
             if tickets is None:
-                if self.window.queued() >= size or held >= self.held * size:
+                if held >= limit:
                     return
                 if not self._may_run_ahead(ahead, item, size):
                     return
@@ -186,6 +197,8 @@ class Windowing:
                 self.tickets[ahead] = tickets
                 self.window.add(tickets)
             held += len(tickets)
+            if held >= limit:
+                return
 
     def _ahead(self, item: pytest.Item) -> Iterator[pytest.Item]:
         """The items pytest runs after ``item``, in order, as far as this process knows."""
@@ -194,7 +207,9 @@ class Windowing:
         if interactor is not None:
             indices = [interactor.nextitem_index]
             with interactor.torun.lock() as queue:
-                indices.extend(queue)
+                # As far as the window may run ahead (an item holds one replicate or more),
+                # not the worker's whole share, read again each time a replicate ends.
+                indices.extend(itertools.islice(queue, self.held * self.window.size + 1))
             for index in indices:
                 if not isinstance(index, int):
                     return  # xdist's shutdown marker

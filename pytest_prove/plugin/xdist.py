@@ -75,9 +75,10 @@ class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
     takes back every item a worker has queued but not started (xdist's own "steal"
     command), so that each worker finishes at most the episode it is running.
 
-    With ``prove_fill`` (``--prove-concurrency``), a worker's queue is filled as for quick
-    tests even when its items take long: xdist keeps only two items on a worker whose last
-    item took 0.1 s or more, and a worker's window sees only the items it was given."""
+    With ``prove_fill`` (``--prove-concurrency``), each worker is given its equal share of
+    the items left as soon as it starts and each time an item ends: xdist keeps only two
+    items on a worker whose last item took 0.1 s or more, and a worker's window sees only
+    the items it was given."""
 
     prove_stopped = False
     prove_fill = False
@@ -93,18 +94,34 @@ class CappedLoadScheduling(LoadScheduling):  # type: ignore[misc]
                 except OSError:  # execnet: the worker stopped itself at the cap (its
                     break  # channel is closed): an INTERNALERROR ended the session
 
+    def schedule(self) -> None:
+        super().schedule()
+        if self.prove_fill and not self.prove_stopped and self.pending:
+            for node in self.nodes:
+                if not node.shutting_down:
+                    self._prove_share(node)
+
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         if self.prove_stopped:
             return
         if self.prove_fill and self.pending and not node.shutting_down:
-            # Up to half the worker's share of what is left, each time an item ends (xdist
-            # waits until fewer than a quarter remain): its window sees that far ahead.
-            share = max(2, len(self.pending) // len(self.node2pending) // 2)
-            missing = share - len(self.node2pending[node])
-            if missing > 0:
-                self._send_tests(node, missing)
+            self._prove_share(node)
             return
         super().check_schedule(node, duration=duration)
+
+    def _prove_share(self, node: Any) -> None:
+        """Give ``node`` its equal share of every item not yet run (those the workers hold
+        and those not sent yet): its window runs ahead over all of them.  With half the
+        share of what was left (xdist waits until fewer than a quarter remain), a worker
+        held two to five items near the end of a sweep, its window ran dry whenever the
+        item pytest was on waited for a slow replicate, and the sweep took up to 1.8 times
+        the bound (bench/io_bound.py, -n 2, lognormal waits of sigma 1.0)."""
+        held = self.node2pending[node]
+        left = len(self.pending) + sum(len(p) for p in self.node2pending.values())
+        share = -(-left // len(self.node2pending))
+        missing = min(share - len(held), len(self.pending))
+        if missing > 0:
+            self._send_tests(node, missing)
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
         # Taken back after the cap: these never run, so they are not rescheduled either.

@@ -11,7 +11,10 @@ at once.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
+import os
 import sys
 import sysconfig
 import threading
@@ -74,12 +77,16 @@ def _join(threads: Sequence[threading.Thread], until: float) -> None:
         thread.join(min(max(0.0, until - time.monotonic()), threading.TIMEOUT_MAX))
 
 
-def _stop_late(late: Sequence[threading.Thread], until: float) -> set[threading.Thread]:
+def _stop_late(late: Sequence[threading.Thread], until: float,
+               running: Callable[[threading.Thread], bool] | None = None,
+               ) -> set[threading.Thread]:
     """Raise EpisodeTimeout into each late thread once it runs user code, polling until
-    ``until``; return the threads it was raised into."""
+    ``until``; return the threads it was raised into.  ``running(thread)``: whether the
+    thread still runs its replicate (default: whether it is alive)."""
+    still = running or threading.Thread.is_alive
     sent: set[threading.Thread] = set()
     while time.monotonic() < until:
-        waiting = [thread for thread in late if thread.is_alive() and thread not in sent]
+        waiting = [thread for thread in late if still(thread) and thread not in sent]
         if not waiting:
             break
         for thread in waiting:
@@ -87,8 +94,89 @@ def _stop_late(late: Sequence[threading.Thread], until: float) -> set[threading.
                 _raise_in(thread, EpisodeTimeout)
                 sent.add(thread)
         time.sleep(0.005)
-    _join(late, until)
+    if running is None:
+        _join(late, until)
     return sent
+
+
+class _Runner:
+    """A kept daemon thread that runs a sync replicate against the deadline: one is made
+    when none is idle, and one whose replicate ended in time, sent nothing, goes back to
+    wait for the next (a thread started for every replicate cost more than a trivial
+    rollout's whole episode).  One that was sent the timeout, or still runs its replicate
+    when the caller goes on, ends after it: an exception raised into it late must not
+    reach the next replicate."""
+
+    __slots__ = ("done", "ended", "ready", "retired", "task", "thread")
+
+    def __init__(self) -> None:
+        self.ready = threading.Lock()  # released: a task (or None: end) was given
+        self.ready.acquire()
+        self.done = threading.Lock()  # released: the task given ended
+        self.done.acquire()
+        self.task: Callable[[], object] | None = None
+        self.ended = False  # the caller saw the task end
+        self.retired = False
+        self.thread = threading.Thread(target=self._loop, daemon=True,
+                                       name="prove-replicate")
+        self.thread.start()
+
+    def give(self, task: Callable[[], object] | None) -> None:
+        self.task = task
+        self.ended = False
+        self.ready.release()
+
+    def wait(self, until: float) -> bool:
+        """Wait for the task to end, no later than ``until``; whether it ended."""
+        if not self.ended:
+            self.ended = self.done.acquire(
+                timeout=min(max(0.0, until - time.monotonic()), threading.TIMEOUT_MAX))
+        return self.ended
+
+    def _loop(self) -> None:
+        released = True
+        try:
+            while True:
+                self.ready.acquire()
+                task, self.task = self.task, None
+                if task is None:
+                    return
+                released = False
+                try:
+                    task()
+                finally:
+                    task = None
+                    self.done.release()
+                    released = True
+                if self.retired:
+                    return
+        except BaseException:  # noqa: BLE001 - a timeout raised into it as it left: it ends
+            if not released:
+                with contextlib.suppress(RuntimeError):
+                    self.done.release()
+
+
+#: Runners waiting for a replicate (a fork's child has none of its parent's threads).
+_IDLE: list[_Runner] = []
+os.register_at_fork(after_in_child=_IDLE.clear)
+
+
+def _runner() -> _Runner:
+    try:
+        return _IDLE.pop()
+    except IndexError:
+        return _Runner()
+
+
+def _release(runners: Sequence[_Runner], sent: set[threading.Thread]) -> None:
+    """Runners whose replicate ended in time, sent nothing, wait for the next one; the
+    others end after their replicate."""
+    for runner in runners:
+        if runner.ended and runner.thread not in sent:
+            _IDLE.append(runner)
+        else:
+            runner.retired = True
+            runner.give(None)  # taken once its replicate ended, if it is still running
 
 
 def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
@@ -97,6 +185,9 @@ def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
                       stops: tuple[type[BaseException], ...],
                       timeout: float, chaos: ChaosConfig | None) -> list[ReplicateResult]:
     """Run the block in daemon threads and wait no longer than ``timeout`` plus GRACE."""
+    if not is_async and len(identities) == 1:
+        return [_one_with_deadline(identities[0], declaration, call, where, capture, stops,
+                                   timeout, chaos)]
     logs = [new_log(ident, capture, chaos) for ident in identities]
     results: dict[int, ReplicateResult] = {}
     started: set[int] = set()
@@ -124,31 +215,48 @@ def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
         except BaseException as exc:  # noqa: BLE001 - as in replicate()
             failures.append(exc)
 
+    runners: list[_Runner] = []
     if is_async:
         threads = [threading.Thread(target=copy_context().run, args=(block,), daemon=True,
                                     name="prove-replicates")]
         owner = dict.fromkeys(range(len(identities)), threads[0])
     else:
-        threads = [threading.Thread(target=copy_context().run, args=(replicate, i),
-                                    daemon=True, name=f"prove-replicate-{ident.replicate}")
-                   for i, ident in enumerate(identities)]
+        runners = [_runner() for _ in identities]
+        threads = [runner.thread for runner in runners]
         owner = dict(enumerate(threads))
+        of_thread = dict(zip(threads, runners, strict=True))
+
+        def running(thread: threading.Thread) -> bool:
+            return not of_thread[thread].wait(0.0)
+
     interrupted: BaseException | None = None
     sent: set[threading.Thread] = set()
     try:
-        for thread in threads:
-            thread.start()
-        _join(threads, time.monotonic() + timeout)
-        late = [thread for thread in threads if thread.is_alive()]
-        grace = time.monotonic() + GRACE
-        if is_async:  # its tasks are stopped by their own asyncio.timeout
-            _join(late, grace)
+        if is_async:
+            for thread in threads:
+                thread.start()
+            _join(threads, time.monotonic() + timeout)
+            # Its tasks are stopped by their own asyncio.timeout.
+            _join([thread for thread in threads if thread.is_alive()],
+                  time.monotonic() + GRACE)
         else:
-            sent = _stop_late(late, grace)
+            for i, runner in enumerate(runners):
+                runner.give(functools.partial(copy_context().run, replicate, i))
+            until = time.monotonic() + timeout
+            late = [runner.thread for runner in runners if not runner.wait(until)]
+            if late:
+                grace = time.monotonic() + GRACE
+                sent = _stop_late(late, grace, running)
+                for thread in late:
+                    of_thread[thread].wait(grace)
     except KeyboardInterrupt as exc:
+        _release(runners, sent)
         raise Stopped(exc, [results[i] for i in sorted(results)]) from None
     except BaseException as exc:  # noqa: BLE001 - e.g. pytest-timeout's signal in this thread
         interrupted = exc
+    alive = ([thread.is_alive() for thread in threads] if is_async
+             else [not runner.ended for runner in runners])
+    _release(runners, sent)
     for error in failures:
         if not isinstance(error, stops):
             raise error  # run_one lets only the stops out: this is the plugin's own error
@@ -164,8 +272,60 @@ def run_with_deadline(identities: Sequence[Identity], declaration: Declaration,
         elif result is None or (owner[i] in sent and result.record["error"] is None):
             # Still running, or it caught the timeout and returned late: either way it was
             # running at its deadline, which is what the timeout promises to record.
-            note = ("" if result is not None or not owner[i].is_alive() else
+            note = ("" if result is not None or not alive[0 if is_async else i] else
                     NEVER_STARTED if i not in started else LEFT_RUNNING)
             result = timeout_result(ident, logs[i], timeout, note=note)
         found.append(result)
     return found
+
+
+def _one_with_deadline(identity: Identity, declaration: Declaration,
+                       call: Callable[[Identity], Any], where: Callable[[Identity], str],
+                       capture: CaptureConfig | None, stops: tuple[type[BaseException], ...],
+                       timeout: float, chaos: ChaosConfig | None) -> ReplicateResult:
+    """A block of one sync replicate (an item of K 1, the most common), as
+    :func:`run_with_deadline` runs a block, without a block's bookkeeping: it ran for each
+    item of a sweep, and cost a rollout item more than pytest's own parametrize did."""
+    log = new_log(identity, capture, chaos)
+    ended: list[ReplicateResult | BaseException] = []  # its result, or a stop it raised
+    started: list[bool] = []
+
+    def replicate() -> None:
+        started.append(True)
+        try:
+            ended.append(run_one(identity, declaration, call, where, capture, stops, log,
+                                 timeout))
+        except EpisodeTimeout:
+            pass  # raised after the rollout returned, on the way out: it did end in time
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            ended.append(exc)
+
+    runner = _runner()
+    sent: set[threading.Thread] = set()
+    interrupted: BaseException | None = None
+    try:
+        runner.give(functools.partial(copy_context().run, replicate))
+        if not runner.wait(time.monotonic() + timeout):
+            grace = time.monotonic() + GRACE
+            sent = _stop_late([runner.thread], grace, lambda _: not runner.wait(0.0))
+            runner.wait(grace)
+    except KeyboardInterrupt as exc:
+        _release((runner,), sent)
+        raise Stopped(exc, [r for r in ended if isinstance(r, ReplicateResult)]) from None
+    except BaseException as exc:  # noqa: BLE001 - e.g. pytest-timeout's signal in this thread
+        interrupted = exc
+    running = not runner.ended
+    _release((runner,), sent)
+    result = ended[0] if ended else None
+    if isinstance(result, BaseException):
+        if not isinstance(result, stops):
+            raise result  # run_one lets only the stops out: this is the plugin's own error
+        raise Stopped(result, [])
+    if interrupted is not None and result is None:
+        return interrupted_result(identity, log, interrupted)
+    if result is None or (sent and result.record["error"] is None):
+        # Still running, or it caught the timeout and returned late (see run_with_deadline).
+        note = ("" if result is not None or not running else
+                LEFT_RUNNING if started else NEVER_STARTED)
+        return timeout_result(identity, log, timeout, note=note)
+    return result

@@ -64,7 +64,10 @@ def run_block(
     With ``chaos``, the HTTP clients' transports inject its faults while the block runs,
     each replicate from a stream of its own (see :mod:`.chaos`).
     """
-    with injecting(chaos is not None or cache_active()):
+    if chaos is None and not cache_active():  # nothing to wrap: no context manager a block
+        return _run_block(identities, declaration, call, where, is_async, capture, stops,
+                          timeout, loop, chaos)
+    with injecting(True):
         return _run_block(identities, declaration, call, where, is_async, capture, stops,
                           timeout, loop, chaos)
 

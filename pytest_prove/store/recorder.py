@@ -153,7 +153,7 @@ class RunRecorder:
         if not records or self.failure is not None:
             return []
         try:
-            self.writer.append(records)
+            self.writer.append(records, fresh=True)  # a session's own, made as it ran
         except StoreError as exc:
             # Disk full, a read-only store, a quota: what is stored stays, nothing more is
             # written, and the session stops with this one message (no traceback).
