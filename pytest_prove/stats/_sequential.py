@@ -404,7 +404,7 @@ def decide(
         state: State = "open"
         look = taken
         if at is not None and p_holm[i] <= design.q:
-            look = _first_look(row, design, m, float(p_star[i]))
+            look = _first_look(row, design, float(p_star[i]), float(p_holm[i]))
             at = row.looks[look - 1]
             assert at is not None  # the look that set p* < 1 had a test
         change = 0.0 if at is None else at.x_after / at.n_after - at.x_before / at.n_before
@@ -432,18 +432,20 @@ def _within_margin(
     return high < margin if worse_when == "rise" else low > -margin
 
 
-def _first_look(row: SequentialRow, design: SequentialDesign, m: int,
-                p_star: float) -> int:
-    """The first look whose p would have counted the row alone (its p* reached)."""
+def _first_look(row: SequentialRow, design: SequentialDesign, p_star: float,
+                p_holm: float) -> int:
+    """The first look at which the row would have been counted: its p* up to that look
+    reaches the level Holm compared it with (q p* / p_holm)."""
+    level = design.q * p_star / p_holm if p_holm > 0 else design.q
     least = 1.0
     for k, counts in enumerate(row.looks):
         if counts is None:
             continue
         least = min(least, _look_p(counts))
         if design.paired:
-            if _seq_paired.crossing(design.replicates, least) <= p_star * (1 + 1e-12):
+            if _seq_paired.crossing(design.replicates, least) <= level * (1 + 1e-12):
                 return k + 1
-        elif least <= _seq_unpaired.level(design.looks, counts.n_before, p_star):
+        elif least <= _seq_unpaired.level(design.looks, counts.n_before, level):
             return k + 1
     return len(row.looks)
 
