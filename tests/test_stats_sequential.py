@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import math
-from collections.abc import Callable
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -22,7 +22,6 @@ from pytest_prove.stats import (
     SequentialRow,
     alpha_shares,
     decide,
-    design_check,
     design_from_dict,
     look_schedule,
     obf_spending,

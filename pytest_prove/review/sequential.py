@@ -229,7 +229,7 @@ def sequential_lines(looks: Looks) -> tuple[tuple[str, str], ...]:
 def _looks_text(looks: Sequence[int]) -> str:
     """The looks in a few words: "a look every 4 replicates up to 220"."""
     step = looks[0]
-    if len(looks) > 3 and all(b - a == step for a, b in zip(looks, looks[1:-1], strict=False)):
+    if len(looks) > 3 and all(looks[i + 1] - looks[i] == step for i in range(len(looks) - 2)):
         return f"a look every {step} replicates up to {looks[-1]}"
     return f"looks at {', '.join(map(str, looks))} replicates"
 

@@ -27,7 +27,6 @@ The design (docs/statistics.md, "Sequential runs"):
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -75,7 +74,7 @@ def look_step(maximum: int) -> int:
 def looks_of(maximum: int, step: int | None = None) -> tuple[int, ...]:
     """The looks of a maximum: every ``step`` replicates, and the maximum."""
     step = look_step(maximum) if step is None else step
-    return tuple(range(step, maximum, step)) + (maximum,)
+    return (*range(step, maximum, step), maximum)
 
 
 # --------------------------------------------------------------------------- the design
@@ -391,9 +390,10 @@ def decide(
     current = [row.looks[-1] if row.looks else None for row in rows]
     near: dict[int, bool] = {}
     if margin is not None:
-        index = [i for i, r in enumerate(current) if r is not None]
-        if index:
-            lo, hi = interval_bounds([current[i] for i in index], FUTILITY_LEVEL)
+        present = [(i, r) for i, r in enumerate(current) if r is not None]
+        index = [i for i, _ in present]
+        if present:
+            lo, hi = interval_bounds([r for _, r in present], FUTILITY_LEVEL)
             for j, i in enumerate(index):
                 near[i] = _within_margin(rows[i].worse_when, float(lo[j]), float(hi[j]),
                                          margin)
