@@ -117,6 +117,14 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     # the third look (12 replicates); the workers may have started a few more meanwhile.
     for ticket in "bcd":
         assert stored[ticket] < 24, stored
+    # What the exact recursion predicts of an unchanged condition whose twins agree (no
+    # discordant pair): 12 replicates read, every time; the rest were run ahead of the look.
+    from pytest_prove.stats import sequential_design
+    from pytest_prove.stats._seq_paired import run
+
+    design = sequential_design(220, 4, paired=True)
+    predicted = run(design.looks, design.efficacy, 0.2, design.futility, 0.0, 0.0)[2]
+    assert predicted == pytest.approx(12.0)
     result.stdout.fnmatch_lines([
         "sequential: 4 of 4 condition(s) decided before their last look; * of 880 planned "
         "episodes read*",
@@ -129,6 +137,10 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     assert manifest["status"] == "complete"
     conditions = manifest["sequential"]["conditions"]["test_sweep.py::test_sweep"]
     states = {key: c["state"] for key, c in conditions.items()}
+    read = {key: c["replicates"] for key, c in conditions.items()}
+    for ticket in "bcd":
+        assert read[f'{{"ticket":"{ticket}"}}'] == predicted
+        assert stored[ticket] >= predicted  # stored = read + run ahead of the look
     assert states == {'{"ticket":"a"}': "worse", '{"ticket":"b"}': "no change of max_mde",
                       '{"ticket":"c"}': "no change of max_mde",
                       '{"ticket":"d"}': "no change of max_mde"}
