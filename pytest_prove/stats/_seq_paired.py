@@ -140,7 +140,7 @@ def _efficacy_top(steps: int, c: float) -> npt.NDArray[np.int64]:
     return top
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def _futile_mask(n: int, mde: float, h: float) -> BoolArray:
     """Over the (W, B) grid of n twins: both changes of +-mde ruled out."""
     w, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
@@ -148,7 +148,7 @@ def _futile_mask(n: int, mde: float, h: float) -> BoolArray:
     return np.asarray(inside & _ruled_out(w, b, n, mde, h) & _ruled_out(b, w, n, mde, h))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)  # a few MB each at a maximum of 250
 def _masks(looks: tuple[int, ...], c: float, mde: float,
            h: float) -> tuple[tuple[BoolArray, BoolArray, BoolArray], ...]:
     """Per look: (worse, safer, stop for futility or at the last look) over the (W, B) grid

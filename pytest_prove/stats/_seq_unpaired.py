@@ -38,7 +38,7 @@ _GRID = np.round(np.arange(0.0025, 0.5001, 0.0025), 6)
 _TAIL = 1e-13  # baseline counts whose chance is below this (each side) are left out
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@functools.lru_cache(maxsize=256)  # half a MB each at 250 replicates
 def _table(t: int, n_a: int) -> FloatArray:
     """The two-sided conditional p of every (x_a, y), x_a = 0..n_a, y = 0..t."""
     x, y = np.meshgrid(np.arange(n_a + 1), np.arange(t + 1), indexing="ij")
