@@ -115,6 +115,7 @@ class WorkerInput(TypedDict):
 class WorkerOutput(TypedDict):
     plan: PlanData | None
     design_failure: str | None
+    design_note: str | None  # a design that passed only thanks to the baseline's rates
 
 
 _REPORT_KEYS: Final = frozenset(ReportData.__annotations__)
@@ -193,13 +194,15 @@ def unspan(pairs: Iterable[Sequence[int]]) -> Iterable[range]:
 
 
 def to_worker_output(workeroutput: dict[str, Any], *, plan: PlanData,
-                     design_failure: str | None) -> None:
-    workeroutput["prove"] = {"plan": plan, "design_failure": design_failure}
+                     design_failure: str | None, design_note: str | None = None) -> None:
+    workeroutput["prove"] = {"plan": plan, "design_failure": design_failure,
+                             "design_note": design_note}
 
 
 def worker_output(workeroutput: Mapping[str, Any] | None) -> WorkerOutput:
     sent = (workeroutput or {}).get("prove") or {}
-    return WorkerOutput(plan=sent.get("plan"), design_failure=sent.get("design_failure"))
+    return WorkerOutput(plan=sent.get("plan"), design_failure=sent.get("design_failure"),
+                        design_note=sent.get("design_note"))
 
 
 def cap_command(message: str) -> tuple[str, dict[str, Any]]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import io
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 import textwrap
 import threading
@@ -31,7 +33,7 @@ from _pytest.reports import BaseReport
 # which the second import's resolver does not recognise ("could not determine a
 # constructor for the tag None").  So the suite imports them up front, before any
 # pytester snapshot is taken.
-import pytest_prove.stats  # noqa: F401
+import pytest_prove.stats
 from pytest_prove.review import Gate, Labels, Review
 from pytest_prove.review.coverage import Coverage
 from pytest_prove.review.pairing import Prepared
@@ -217,6 +219,61 @@ def _failed_in_ci(report: BaseReport) -> None:
         report.longrepr = why
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the suite's processes keep their bytecode, and compile the package up front.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as in this project's development environment)
+    nothing is kept as bytecode: each xdist worker of this suite rewrote the assertions of
+    every test module and of the plugin (pytest rewrites an installed plugin's modules too)
+    again on every run, 12.7 s of CPU for a collection where the kept files make it 5.3 s;
+    and every process a test starts (a subprocess session, the command line, an inner
+    session's xdist workers) compiled the package again: test_timeout.py, test_cli.py and
+    test_kill.py took 18.8 s of CPU with no ``.pyc`` of the package, 15.6 s with them.  So
+    the controller, before xdist starts its workers, drops the variable from the environment
+    they and every process they start inherit (what Python and pytest do by default, and what
+    CI runs with), and compiles the package once so that the first processes do not each
+    compile it at once.  A stale file is never used (Python checks a ``.pyc`` against its
+    source's time stamp and size, pytest its rewritten file against the source's hash); both
+    write a file under a temporary name and rename it, so two sessions at once cannot leave
+    a torn one; a folder that cannot be written is left as it is.  tests/test_suite_rules.py
+    checks the package's files are there."""
+    if hasattr(config, "workerinput"):
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False  # this process's own test modules, without xdist
+    package = Path(pytest_prove.__file__).resolve().parent
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(package, quiet=2)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns -n alone into --dist load
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Under -n with no --dist of the user's, xdist's work stealing: with ``load``, xdist sends
+    each worker a queue of tests and never takes one back, so a run ended with one worker idle
+    while the other worked through a queue of slow tests; a worker out of work now takes half
+    of the other's queue."""
+    option = config.option
+    if (getattr(option, "numprocesses", None) and getattr(option, "dist", None) == "no"
+            and not getattr(option, "distload", False)):
+        option.dist = "worksteal"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering (by the fixtures' scopes)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers (each orders the same collection the same way), the test files with
+    the most tests marked ``slow`` first, each file's tests together and in their order: the
+    long tests start early and the run ends on short ones, which a worker left without work
+    can take from the other (a file's module-scoped fixtures still set up once a worker).
+    Not under ``--ff``, whose failures first this would undo."""
+    if not hasattr(config, "workerinput") or config.getoption("failedfirst", False):
+        return
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
+    files = {path: rank for rank, path in enumerate(slow)}  # first seen, first
+    items.sort(key=lambda item: (-slow[item.path], files[item.path]))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -386,3 +443,11 @@ def capture_session(pytester: pytest.Pytester, *args: str,
     if "-n" in args:
         return pytester.runpytest(*args)
     return pytester.runpytest_subprocess(*args, timeout=timeout)
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it (a ``preexec_fn``): a child inherits an ignored or
+    blocked SIGINT from the process that starts it, and a test worker may have been left so
+    by an earlier test (a child session then ran on untouched, and a server never stopped)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

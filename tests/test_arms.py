@@ -96,7 +96,7 @@ def test_arms_run_interleaved_on_one_seed_and_the_worse_arm_fails_the_gate(
     result = agent.runpytest("-rf")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "FAILED test_bot.py::test_bot::prove-gate?ticket=refund, arm=cheap? - worse: *",
+        "FAILED test_bot.py::test_bot::prove-gate?ticket=refund arm=cheap? - worse: *",
         "*1 failed, 120 passed*"])
     result.stdout.fnmatch_lines(["*arms of bot: cheap compared with the reference arm cur*"])
     assert "ticket=password, arm" not in result.stdout.str()
@@ -141,7 +141,9 @@ def test_the_arms_comparison_gives_the_two_session_comparisons_figures(
         two.stdout.str(), "ticket=refund")
     assert _table_row(arms.stdout.str(), "ticket=password") == _table_row(
         two.stdout.str(), "ticket=password")
-    verdict = [line for line in arms.outlines if line.startswith("worse:")]
+    # The verdict line (a failing condition's own text starts "worse:" too, with run names).
+    verdict = [line for line in arms.outlines if line.startswith("worse:")
+               and "got worse" in line]
     assert verdict and verdict[0] in two.outlines
 
 
@@ -225,7 +227,7 @@ def test_a_baseline_saved_with_arms_is_checked_for_drift_and_the_gate_reads_the_
     result = agent.runpytest("--prove-baseline=old", "-rf")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*the baseline has drifted: arm cur*",
-                                 "FAILED test_bot.py::test_bot::prove-gate?ticket=refund, "
+                                 "FAILED test_bot.py::test_bot::prove-gate?ticket=refund "
                                  "arm=cheap? - worse*"])
     assert "arm=same" not in result.stdout.str()
     monkeypatch.setenv("ARMS", "cur,same")
@@ -235,6 +237,29 @@ def test_a_baseline_saved_with_arms_is_checked_for_drift_and_the_gate_reads_the_
     result.stdout.fnmatch_lines(["*drift check: arm cur against baseline 'old' on the same "
                                  "seeds: *; the baseline has not been shown to drift*"])
     assert "has drifted" not in result.stdout.str()
+
+
+def test_an_arm_left_out_against_a_baseline_fails_closed(agent: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    # --prove-baseline asks for a verdict; with one arm left out by -k nothing was compared,
+    # so the session must not pass (it used to say "arms not compared" and exit 0).
+    monkeypatch.setenv("N", "6")
+    monkeypatch.setenv("ARMS", "cur,same")
+    assert agent.runpytest("--prove-save-baseline=both").ret == pytest.ExitCode.OK
+    for kept in ("same", "cur"):
+        result = agent.runpytest("-k", kept, "--prove-baseline=both")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, (kept, result.stdout.str())
+        text = re.sub(r"\s+", " ", result.stdout.str() + result.stderr.str())
+        left_out = "same" if kept == "cur" else "cur"
+        assert (f"no verdict: --prove-baseline=both asks whether the change made things "
+                f"worse, and the change is judged between the arms, but no episode of arm "
+                f"{left_out} of bot ran in this session") in text, text
+        assert "Run every arm" in text and "drop --prove-baseline=both" in text
+    # Without a baseline no verdict was asked for: one arm alone runs and is said.
+    result = agent.runpytest("-k", "same")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*arms not compared: no episode of arm cur of bot ran*"])
 
 
 def test_a_resumed_run_whose_arms_differ_is_refused(agent: pytest.Pytester,
@@ -263,7 +288,7 @@ def test_under_two_workers_each_replicates_arms_are_stored_once(
         agent: pytest.Pytester) -> None:
     result = agent.runpytest("-n", "2", "-p", "xdist")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*prove-gate?ticket=refund, arm=cheap?*"])
+    result.stdout.fnmatch_lines(["*prove-gate?ticket=refund arm=cheap?*"])
     run = Store(agent.path / ".prove").load("latest")
     keys = [(r["rollout"], r["condition_key"], r["replicate"]) for r in run.episodes]
     assert len(keys) == len(set(keys)) == 120
@@ -346,7 +371,7 @@ def test_reports_junit_and_the_command_line_read_the_arms(agent: pytest.Pytester
     assert report["verdict"] == "worse"
     assert report["before"].endswith(":cur") and report["after"].endswith(":cheap")
     junit = (agent.path / "j.xml").read_text()
-    assert 'name="prove-gate[ticket=refund, arm=cheap]"' in junit
+    assert 'name="prove-gate[ticket=refund arm=cheap]"' in junit
     # RUN:ARM names one arm as a run of its own: two arms read as a run and its baseline.
     store = str(agent.path / ".prove")
     assert main(["--store", store, "report", "ab:cur", "ab:cheap", "--out",
@@ -363,7 +388,7 @@ def test_lf_reruns_both_arms_of_the_condition_that_failed(agent: pytest.Pytester
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     result = agent.runpytest("--lf")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*prove-gate?ticket=refund, arm=cheap?*",
+    result.stdout.fnmatch_lines(["*prove-gate?ticket=refund arm=cheap?*",
                                  "*1 failed, 60 passed*"])
     run = Store(agent.path / ".prove").load("latest")
     assert {(r["rollout"], r["condition"]["ticket"]) for r in run.episodes} == {

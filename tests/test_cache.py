@@ -107,8 +107,10 @@ def _everything_stored(root: Path) -> str:
                      for p in root.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2", "--prove-concurrency=4"]],
-                         ids=["one-process", "xdist-concurrency"])
+@pytest.mark.parametrize("workers", [
+    pytest.param([], id="one-process"),
+    pytest.param(["-n", "2", "--prove-concurrency=4"], id="xdist-concurrency",
+                 marks=pytest.mark.slow)])  # a second or more of CPU (bench/suite_time.py)
 def test_a_recorded_sweep_replays_with_the_server_gone(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         workers: list[str]) -> None:
@@ -136,6 +138,7 @@ def test_a_recorded_sweep_replays_with_the_server_gone(
     assert "Bearer" not in stored
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_replay_is_not_evidence_and_a_miss_names_the_call(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], model: ThreadingHTTPServer) -> None:

@@ -430,7 +430,7 @@ def test_every_ini_option_and_every_command_is_named_in_the_docs(pytest_help: st
     assert "prove_store" in ini
     assert {name for name in ini if not re.search(rf"\b{name}\b", text)} == set(), \
         "ini options no page of README.md or docs/ names"
-    assert {name for name in cli.COMMANDS if f"pytest-prove {name}" not in text} == set(), \
+    assert {name for name in cli.all_commands() if f"pytest-prove {name}" not in text} == set(), \
         "pytest-prove commands no page of README.md or docs/ shows"
 
 
@@ -759,7 +759,9 @@ def test_the_quickstart_saves_no_baseline_over_the_committed_one(
                                         "-p", "no:xdist")
         assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), (
             result.stdout.str())
-        verdict = next((line for line in result.stdout.lines
+        # The verdict line: the pytest-prove section's, after the FAILURES section (whose
+        # text for a failing condition starts with "worse:" too).
+        verdict = next((line for line in reversed(result.stdout.lines)
                         if line.startswith(("worse:", "no significant change:"))), None)
         if verdict is not None:
             assert verdict in page, verdict  # the numbers are the page's

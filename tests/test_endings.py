@@ -18,7 +18,7 @@ import pytest
 
 from pytest_prove.store import Store
 
-from .conftest import INI, load
+from .conftest import INI, as_in_a_terminal, load
 
 ENDINGS = {
     "SystemExit": "sys.exit()",
@@ -238,14 +238,6 @@ def test_ctrl_c_in_one_replicate_stores_nothing_for_it(pytester: pytest.Pytester
     assert [r["replicate"] for r in run.episodes] == [0]
 
 
-def _as_in_a_terminal() -> None:
-    """Ctrl-C as a terminal delivers it: a child inherits an ignored or blocked SIGINT from
-    the process that starts it, and a test worker may have been left so by an earlier test
-    (the session then ran on untouched, and ended "complete")."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("is_async", [False, True], ids=["threads", "asyncio"])
 def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
@@ -281,7 +273,7 @@ def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--prove-name", "cut",
          "--prove-concurrency", "5"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        preexec_fn=_as_in_a_terminal)
+        preexec_fn=as_in_a_terminal)
     finished = pytester.path / "finished"
 
     def done() -> list[str]:

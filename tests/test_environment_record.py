@@ -201,6 +201,7 @@ def test_a_difference_is_said_beside_the_verdict_and_never_changes_it(
     assert "environment" not in again.stdout.str()
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_an_undeclared_difference_warns_of_a_stale_baseline_under_xdist(
         pytester: pytest.Pytester, env: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -375,6 +376,7 @@ def test_the_example_records_its_prompt_and_replays_with_it(
         "them as the replay commands of pytest-prove flips and show do"])
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_quiet_keeps_only_the_stale_baseline_warning(
         pytester: pytest.Pytester, env: pytest.MonkeyPatch) -> None:
     _project(pytester, capture=True)

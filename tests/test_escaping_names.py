@@ -78,7 +78,7 @@ def test_outcome_event_and_axis_names_reach_no_terminal_raw(
         result = pytester.runpytest("-p", "no:randomly", "--prove-baseline=b", *flags)
         assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
         shown.append(result.stdout.str() + result.stderr.str())
-    assert "complement of" in shown[0]  # the method line that printed them raw
+    assert "complement of" in shown[1]  # the method line (-v) that printed them raw
     assert "\\x1b[31m" in shown[0] and "\\u202e" in shown[0]  # shown, as escapes
     monkeypatch.chdir(pytester.path)
     capsys.readouterr()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_prove.config.paths import space_form_problem
-from pytest_prove.plugin.settings import PATH_OPTIONS, VALUE_OPTIONS
+from pytest_prove.plugin.options import PATH_OPTIONS, VALUE_OPTIONS
 from pytest_prove.review.coverage import node_is_within
 from pytest_prove.store import Store
 

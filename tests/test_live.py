@@ -256,6 +256,7 @@ def test_the_store_counts_each_rollouts_episodes() -> None:
     assert states.in_condition("c", "k1") == 0
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_sequential_conditions_decided_are_shown(pytester: pytest.Pytester) -> None:
     from .test_sequential import SWEEP as SEQUENTIAL
 

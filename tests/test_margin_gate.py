@@ -68,9 +68,11 @@ def test_the_same_prompt_is_shown_within_the_margin(example: pytest.Pytester,
     saved = example.runpytest(*chosen, f"--prove-replicates={needed}",
                                          "--prove-save-baseline=terse")
     assert saved.ret == pytest.ExitCode.OK
-    # One replicate fewer: the margin's design check stops the session before it runs.
+    # One replicate fewer: the margin's design check stops the session before it runs (at
+    # every base rate: the baseline's rates would let fewer do, test_design_rates_plugin.py).
     short = example.runpytest(*chosen, f"--prove-replicates={needed - 1}",
-                                         "--prove-baseline=terse", "--prove-margin=0.2")
+                              "--prove-baseline=terse", "--prove-margin=0.2",
+                              "--prove-design-rates=any")
     assert short.ret == pytest.ExitCode.USAGE_ERROR
     short.stderr.fnmatch_lines([
         f"*design check failed for the margin: with {needed - 1} replicates a condition, *"

@@ -342,6 +342,7 @@ PRICED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_cost_is_a_built_in_metric_priced_at_the_declared_prices(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeini(INI + "prove_prices = small-1 = 1.0 10.0\nprove_metrics = cost, tokens\n")

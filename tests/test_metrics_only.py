@@ -48,6 +48,7 @@ SEQUENTIAL = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_sequential_tests_the_metric_rows_on_the_episodes_the_looks_ran(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_prove.plugin.settings import VALUE_OPTIONS
+from pytest_prove.plugin.options import VALUE_OPTIONS
 
 from .conftest import BOT, INI
 
@@ -39,7 +39,8 @@ WORDS = {"--prove-store", "--prove-report", "--prove-name", "--prove-baseline",
          "--prove-target",  # a target's rate is checked by its parser: test_targets_gate.py
          "--prove-agreement-from",  # run names: tests/test_twins.py
          "--prove-cache",  # a mode word: tests/test_cache.py
-         "--prove-live"}  # a mode word: tests/test_live.py
+         "--prove-live",  # a mode word: tests/test_live.py
+         "--prove-design-rates"}  # a mode word: tests/test_design_rates_plugin.py
 INI_TWINS = {"prove_q": "--prove-q", "prove_max_mde": "--prove-max-mde",
              "prove_margin": "--prove-margin", "prove_episode_timeout": "--prove-episode-timeout"}
 

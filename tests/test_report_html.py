@@ -110,7 +110,7 @@ def test_the_page_in_headless_chromium(page_path: Path, tmp_path: Path, chromium
         worst = page.locator("td.cell.worse").first
         assert opened is not None and worst.get_attribute("data-i") == opened
         assert "refund/terse" in _details(page) and "unresolved" in _details(page)
-        assert "opens on the worst cell: ticket=refund, tone=terse, unresolved" in (
+        assert "opens on the worst cell: ticket=refund tone=terse, unresolved" in (
             page.locator("#opens-on").inner_text())
 
         # Keyboard: focus the first cell; arrows move and the details follow.

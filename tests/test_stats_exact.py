@@ -45,6 +45,7 @@ def test_fisher_matches_scipy(table: tuple[int, int, int, int]) -> None:
     assert fisher_exact_p(x1, n1, x2, n2) == pytest.approx(expected, abs=1e-9)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @PROPERTY
 @given(st.integers(0, 300), st.integers(0, 300))
 def test_mcnemar_exact_and_midp_match_statsmodels_and_their_definition(b: int, c: int) -> None:
@@ -112,6 +113,7 @@ def test_bad_input_is_named(call: object, message: str) -> None:
         call()  # type: ignore[operator]
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_cached_unchecked_pvalues_equal_the_checked_ones() -> None:
     # compare() and the fragility search use per-margin and per-d caches without input checks.
     from pytest_prove.stats._exact import fisher_p, midp

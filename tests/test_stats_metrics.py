@@ -172,7 +172,7 @@ def test_the_interval_covers_the_shift_as_often_as_it_says(paired: bool) -> None
     assert covered / sims >= 0.9 - 2 * se, covered / sims
 
 
-@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("paired", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_nothing_changed_is_flagged_at_most_alpha_of_the_time(paired: bool) -> None:
     rng = np.random.default_rng(31 if paired else 32)
     sims, n, alpha = 800, 40, 0.05

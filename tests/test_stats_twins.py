@@ -149,6 +149,7 @@ def test_the_designs_worst_limit_is_the_largest_over_base_rates(n: int, kappa: f
     assert check.ok == (check.worst_limit is not None and check.worst_limit <= 0.2 + 1e-9)
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_margin_design_at_an_agreement_asks_fewer_replicates() -> None:
     plain = margin_design_check(100, 4, paired=True, margin=0.1)
     assert margin_design_check(100, 4, paired=True, margin=0.1, kappa=1.0) == plain

@@ -99,3 +99,22 @@ def test_yaml_is_imported_before_any_pytester_snapshot() -> None:
     assert YAML_UP_FRONT
     if yaml.__with_libyaml__:
         assert yaml.load("a: 1", Loader=yaml.CSafeLoader) == {"a": 1}
+
+
+def test_the_package_is_compiled_before_any_test_starts_a_process() -> None:
+    """tests/conftest.py compiles the package once, in the controller, so that every process a
+    test starts loads bytecode instead of compiling the package again (under
+    PYTHONDONTWRITEBYTECODE nothing else writes it): each module's cached file is there and
+    not older than its source."""
+    import importlib.util
+    import os
+
+    import pytest_prove
+
+    package = Path(pytest_prove.__file__).resolve().parent
+    if not os.access(package, os.W_OK):
+        pytest.skip(f"{package} cannot be written: the suite runs without its bytecode")
+    stale = [str(source.relative_to(package)) for source in sorted(package.rglob("*.py"))
+             if not (cached := Path(importlib.util.cache_from_source(str(source)))).exists()
+             or cached.stat().st_mtime < source.stat().st_mtime]
+    assert stale == []

@@ -263,6 +263,7 @@ def test_scored(ticket, prove_seed):
 """
 
 
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_a_target_on_a_metric_of_a_rollout_of_metrics_only_names_its_one_event_and_the_fix(
         pytester: pytest.Pytester) -> None:
     """A rollout of metrics only has one event a target can name ('no outcome'): a target
@@ -339,6 +340,11 @@ def test_a_bad_sweep_spec_target_is_refused_naming_the_file_and_line(
     ("pass@4 >= 0.99", "pass@4", ">=", 0.99, 4, ()),
     ("ticket=refund, model=mini: resolved>=0.9", "resolved", ">=", 0.9, 1,
      (("ticket", "refund"), ("model", "mini"))),
+    # as a condition's label writes it (issue 34 item 5)
+    ("ticket=refund model=mini: resolved>=0.9", "resolved", ">=", 0.9, 1,
+     (("ticket", "refund"), ("model", "mini"))),
+    ("ticket=refund please: resolved>=0.9", "resolved", ">=", 0.9, 1,
+     (("ticket", "refund please"),)),
     ("resolved>=0.9~0.05", "resolved", ">=", 0.9, 1, ()),
 ])
 def test_targets_are_parsed_as_written(text: str, event: str, side: str, rate: float, k: int,
@@ -405,3 +411,40 @@ def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_
     planned = example.runpytest("--prove-plan", "--prove-target=unresolved<=0.25")
     planned.stdout.fnmatch_lines(["  test_support unresolved<=0.25: * (distance 0.2); it "
                                   "runs 200: ok"])
+
+
+def test_a_worse_comparison_fails_the_gate_when_every_target_is_met(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The targets' gate passing must not overwrite the comparison's failure (it did: the
+    # session set its gate from the targets alone after the comparison had failed it).
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("BAD", "1")
+    result = agent.runpytest("--prove-baseline=main", "--prove-target=unresolved<=0.99",
+                             "--prove-fail-on=worse,missed", "-rf")
+    out = result.stdout.str()
+    assert "worse" in out and "misses target" not in out, out
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - worse*"])
+
+
+def test_targets_are_gated_in_an_aa_session(agent: pytest.Pytester,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # --prove-aa used to skip the targets' gate: a missed target passed unread.
+    monkeypatch.setenv("BAD", "1")
+    result = agent.runpytest("--prove-aa", "--prove-target=unresolved<=0.2", "-rf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*A/A: *", "FAILED *prove-gate?ticket=refund? - *target*"])
+
+
+def test_updating_the_baseline_accepts_the_change_but_not_a_missed_target(
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("BAD", "1")
+    # The worse run accepted as the new baseline on purpose: the comparison no longer fails.
+    accepted = agent.runpytest("--prove-baseline=main", "--prove-update-baseline")
+    assert accepted.ret == pytest.ExitCode.OK, accepted.stdout.str()
+    # A target it misses is another claim: accepting the baseline does not spare it.
+    result = agent.runpytest("--prove-baseline=main", "--prove-update-baseline",
+                             "--prove-target=unresolved<=0.2", "-rf")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["FAILED *prove-gate?ticket=refund? - *target*"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -151,6 +152,79 @@ def test_compare_drill_down_to_a_flipped_twin_escape_back_and_quit(
         await keys(pilot, "q")
         assert not app.is_running and app.return_code == 0
     drive(store, steps)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled example's store: its committed baseline and a run of its terse prompt
+    against it (tests/test_serve_browser.py drives serve over the same)."""
+    from .test_serve_browser import example_with_a_run
+
+    return example_with_a_run(tmp_path_factory.mktemp("example")) / ".prove"
+
+
+@pytest.mark.slow  # a sweep of the example, and four screens drawn
+def test_the_example_s_runs_list_compare_and_drill_down(example: Path) -> None:
+    from pytest_prove.review.flips import flips
+
+    from .test_serve_browser import RUN
+
+    store = Store(example)
+    terse, baseline = store.open(RUN), store.open("baseline:current")
+    found = flips(baseline, terse)
+    by_condition: dict[str, list[Any]] = {}
+    for flip in found.flips:
+        by_condition.setdefault(flip.condition, []).append(flip)
+    assert by_condition  # the terse prompt changed some endings
+
+    shots = os.environ.get("PROVE_SHOTS")  # as tests/test_serve_browser.py: SVGs to look at
+
+    def shot(pilot: Pilot[Any], name: str) -> None:
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            (Path(shots) / f"{name}.svg").write_text(pilot.app.export_screenshot())
+
+    async def steps(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        table = app.screen.query_one("#runs", DataTable)
+        shot(pilot, "tui-1-runs")
+        rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)]
+                for i in range(table.row_count)}
+        assert list(rows) == [RUN, "baseline:current"]
+        assert "complete" in rows[RUN] and str(len(terse.episodes)) in rows[RUN]
+        assert str(len(baseline.episodes)) in rows["baseline:current"]
+        assert "1 run(s) and 1 baseline(s)" in shown(pilot)
+        await keys(pilot, "down", "enter")  # A: the baseline
+        await keys(pilot, "up", "enter")  # B: the run
+        assert isinstance(app.screen, CompareScreen)
+        text = shown(pilot)
+        assert "A (before): baseline:current; B (after): terse" in text
+        assert "worse: 1 condition got worse (ticket=refund" in text
+        assert f"{len(found.flips)} of {found.twins} twins" in text
+        shot(pilot, "tui-2-compare")
+        conditions = app.screen.query_one("#conditions", DataTable)
+        listed = {str(conditions.get_row_at(i)[0]): int(str(conditions.get_row_at(i)[1]))
+                  for i in range(conditions.row_count)}
+        assert listed == {c: len(f) for c, f in by_condition.items()}
+        # Down to refunds (the condition that got worse), and into its twins.
+        row = list(listed).index("ticket=refund")
+        await keys(pilot, *["down"] * row, "enter")
+        assert isinstance(app.screen, FlipsScreen) and app.screen.condition == "ticket=refund"
+        twins = app.screen.query_one("#twins", DataTable)
+        assert twins.row_count == listed["ticket=refund"]
+        shot(pilot, "tui-3-flips")
+        first = by_condition["ticket=refund"][0]
+        assert str(twins.get_row_at(0)[1]) == str(first.replicate)
+        item = str(twins.get_row_at(0)[0])
+        await keys(pilot, "enter")
+        assert isinstance(app.screen, EpisodeScreen)
+        text = shown(pilot)
+        assert f"twins: {item}, in run 'terse' (left)" in text
+        assert "unresolved" in text and "resolved" in text
+        shot(pilot, "tui-4-twin")
+        await keys(pilot, "escape", "escape", "escape")
+        assert isinstance(app.screen, RunsScreen)
+    drive(example, steps)
 
 
 def test_p_compares_a_run_with_the_baseline_it_is_paired_with(store: Path) -> None:

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "typing_checks.py"
 
 
+# Slow on a fresh clone: mypy's cache is cold (10 s of CPU, against 2 s warm), and in the full
+# suite it is best started early, with the other slow tests, than met last by one worker.
+@pytest.mark.slow
 def test_the_public_api_type_checks_as_users_write_it() -> None:
     out, err, status = mypy_api.run([
         "--config-file", str(ROOT / "pyproject.toml"),

@@ -12,12 +12,16 @@ Exit status: 0 done (a check that passed), 1 refused (unknown run, a case check,
 
 Each command parses, opens the run(s), asks :mod:`pytest_prove.review` and prints what
 :mod:`pytest_prove.report` words. This module imports the store, the review and the
-renderers; never pytest or the plugin.
+renderers; never pytest or the plugin.  What needs the statistics (numpy, scipy: most of a
+second of CPU) is imported by the command that uses it, and the modules of the drill-down
+commands only when one of theirs runs or ``--help`` lists them all: listing the runs
+imports neither (tests/test_polish.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -27,15 +31,10 @@ from ..config.project import fill_defaults, project_settings
 from ..config.values import error_rate, fail_on, max_mde, share
 from ..errors import ProveError
 from ..report import baselines as baselines_text
-from ..report import cost as cost_text
 from ..report import runs as runs_text
-from ..report import verdicts
 from ..report._format import plain_text
-from ..report.files import write_report
-from ..report.json import comparison_document
-from ..review import RefusalError, aa, cost
+from ..review import RefusalError
 from ..review.baseline_diff import diff_baselines
-from ..review.describe import describe
 from ..review.tallies import stored_runs, tally
 from ..store import Run, Store, StoreError, read_baseline
 from .base import (
@@ -54,7 +53,7 @@ from .base import (
     store_of,
 )
 
-__all__ = ["COMMANDS", "Command", "Output", "command", "load_run", "main"]
+__all__ = ["COMMANDS", "Command", "Output", "all_commands", "command", "load_run", "main"]
 
 # --------------------------------------------------------------------------- runs, show
 
@@ -87,6 +86,9 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 
 @command("diff", "compare two runs condition by condition", engine_options)
 def _diff(args: argparse.Namespace, out: Output) -> int:
+    from ..report import verdicts
+    from ..report.json import comparison_document
+
     done = review_of(args)
     out.answer("diff", comparison_document(done),
                verdicts.diff_lines(done, args.verbose))
@@ -117,6 +119,8 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("check", "compare two runs and exit 4 when the verdict fails", _check_arguments)
 def _check(args: argparse.Namespace, out: Output) -> int:
+    from ..report import verdicts
+
     done = review_of(args)
     out.answer("check", verdicts.check_document(done, partial_ok=args.partial),
                verdicts.check_lines(done, args.verbose, partial_ok=args.partial))
@@ -128,6 +132,9 @@ def _check(args: argparse.Namespace, out: Output) -> int:
 
 @command("aa", "A/A: two runs of one code on one salt, their twins' agreement", engine_options)
 def _aa(args: argparse.Namespace, out: Output) -> int:
+    from ..report import verdicts
+    from ..review import aa
+
     out.answer("aa", *verdicts.aa_answer(aa.aa_of(review_of(args))))
     return EXIT_OK
 
@@ -143,6 +150,10 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 @command("report", "write an HTML, markdown or JSON report of two runs (of one run: each "
          "condition's rates with exact intervals)", _report_arguments)
 def _report(args: argparse.Namespace, out: Output) -> int:
+    from ..report import verdicts
+    from ..report.files import write_report
+    from ..review.describe import describe
+
     if args.after is None:
         found = describe(load_run(store_of(args), args.before), events=args.event or None,
                          missing=args.missing)
@@ -170,6 +181,9 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
 @command("cost", "tokens in and out, calls and price by model and condition (with a second "
          "run: did the cost per episode change, and the ratio)", _cost_arguments)
 def _cost(args: argparse.Namespace, out: Output) -> int:
+    from ..report import cost as cost_text
+    from ..review import cost
+
     store = store_of(args)
     runs = [load_run(store, name) for name in (args.run, args.run2) if name]
     costs = [cost.cost_of(run, cost.prices_for(run, Path.cwd())) for run in runs]
@@ -193,6 +207,9 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("plan", "expected tokens and price of a sweep, from an earlier run", _plan_arguments)
 def _plan(args: argparse.Namespace, out: Output) -> int:
+    from ..report import cost as cost_text
+    from ..review import cost
+
     source = load_run(store_of(args), args.source)
     if args.replicates is not None and args.replicates < 1:
         raise RefusalError(f"--replicates must be >= 1, got {args.replicates}")
@@ -350,7 +367,9 @@ def _merge(args: argparse.Namespace, out: Output) -> int:
 # --------------------------------------------------------------------------- main
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, every: bool = True) -> argparse.ArgumentParser:
+    """The command line's parser: of every command, or (``every=False``) of those registered
+    so far."""
     parser = argparse.ArgumentParser(
         prog="pytest-prove",
         description="Read the runs pytest-prove stored: list them, compare them, report on "
@@ -365,18 +384,46 @@ def build_parser() -> argparse.ArgumentParser:
         each.add_argument("--json", action="store_true", default=as_json,
                           help="write one JSON document instead of text")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for entry in COMMANDS.values():
+    for entry in (all_commands() if every else COMMANDS).values():
         child = sub.add_parser(entry.name, help=entry.help, description=entry.help,
                                parents=[common])
         entry.arguments(child)
     return parser
 
 
+#: The modules that register commands besides this one, imported in this order (``--help``
+#: lists their commands after the commands above) when one of their commands runs.
+_LATER = ("drill", "grading", "serve", "tui")
+
+
+def all_commands() -> dict[str, Command]:
+    """Every subcommand (:data:`COMMANDS` once the later modules registered theirs)."""
+    for name in _LATER:
+        importlib.import_module(f".{name}", __package__)
+    return COMMANDS
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (the first word that is neither an option nor the value
+    of ``--store``), or None (none: --help, or bad usage)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if not word.startswith("-"):
+            return word
+        if len(word) > 3 and "--store".startswith(word.partition("=")[0]) and "=" not in word:
+            next(words, None)  # --store VALUE (or an abbreviation argparse accepts)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = build_parser()
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    # A command of a later module, --help, or a word to refuse: every command's parser.
+    parser = build_parser(every=_command_word(argv) not in COMMANDS)
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
     out = Output(as_json=bool(args.json))
@@ -399,9 +446,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
 
-
-# The drill-down commands register last: --help lists them after the commands above.
-from . import drill as drill  # noqa: E402
-from . import grading as grading  # noqa: E402
-from . import serve as serve  # noqa: E402
-from . import tui as tui  # noqa: E402

@@ -16,7 +16,6 @@ from typing import Any, Final, TextIO
 
 from ..config.values import error_rate, gate_fails_on, margin, max_mde, missing_mode
 from ..report._format import REPORT_SCHEMA_VERSION
-from ..report.markdown import append_step_summary, render_markdown
 from ..review import Review, review
 from ..store import Run, Store
 
@@ -121,6 +120,8 @@ def review_of(args: argparse.Namespace) -> Review:
 
 
 def step_summary(done: Review) -> None:
+    from ..report.markdown import append_step_summary, render_markdown
+
     append_step_summary(render_markdown(done))
 
 

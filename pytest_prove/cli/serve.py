@@ -311,7 +311,9 @@ class App:
         done.require_compared()
         order = worst_first(done.comparison.rows) if done.comparison is not None else None
         document = render_html(done, figures=figures_of(done, self.prices_from, order=order))
-        return 200, pages.with_nav(document, self.where, self._flips(before, after)), True
+        # The verdict first (the report's header), then the twins that flipped.
+        document = document.replace("</header>", "</header>" + self._flips(before, after), 1)
+        return 200, pages.with_nav(document, self.where), True
 
     def _flips(self, before: Run, after: Run) -> str:
         """Links to the twins whose ending changed ("" for runs that are not paired)."""

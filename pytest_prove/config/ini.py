@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, final
 
 from .values import (
     chaos_switch,
+    design_rates,
     error_rate,
     fail_on,
     margin,
@@ -95,6 +96,10 @@ INI: Final[Mapping[str, IniValue]] = {value.name: value for value in (
              default=False, parse=switch, kind="bool"),
     IniValue("prove_chaos", "default for --prove-chaos: on or off", default="on",
              parse=chaos_switch, if_empty=True),
+    IniValue("prove_design_rates", "default for --prove-design-rates: any (every base "
+             "rate, the worst case) or baseline (each test's base rate within its 99% "
+             "interval from the baseline)",
+             default="any", parse=design_rates, if_empty=True),
     IniValue("prove_sequential", "default for --prove-sequential", default=False,
              parse=switch, kind="bool"),
     IniValue("prove_metrics", "default for --prove-metrics: built-in metrics by name "

@@ -19,7 +19,7 @@ from ..store import StoreError, check_name, check_run_name
 __all__ = ["CONCURRENCY_RANGE", "DEFAULT_EPISODE_TIMEOUT", "DEFAULT_FAIL_ON", "FAIL_ON",
            "MARGIN_FAIL_ON", "MARGIN_RANGE", "MAX_MDE_RANGE", "NO_TIMEOUT", "Q_RANGE",
            "REPLICATES_RANGE", "TOKENS_RANGE", "agreement_runs", "concurrency", "count",
-           "error_rate", "fail_on",
+           "design_rates", "error_rate", "fail_on",
            "fraction", "gate_fails_on", "margin", "max_mde", "missing_mode", "new_run_name",
            "positive_int", "replay_name", "replicates", "report_path", "run_name", "salt_word",
            "seconds", "shard", "share", "store_name", "switch", "target", "target_lines",
@@ -252,6 +252,17 @@ def chaos_switch(text: str) -> bool:
     raise argparse.ArgumentTypeError(
         f"expected on or off, got {text!r} (on: inject the faults each rollout's chaos "
         "declares; off: inject none)")
+
+
+def design_rates(text: str) -> bool:
+    """--prove-design-rates: baseline (the design check reads each test's base rate from
+    the baseline, within its exact 99% interval) or any (every base rate from 0 to 1)."""
+    word = text.strip().lower()
+    if word in ("baseline", "any"):
+        return word == "baseline"
+    raise argparse.ArgumentTypeError(
+        f"expected baseline or any, got {text!r} (baseline: the design check reads each "
+        "test's base rate within its 99% interval from the baseline; any: every base rate)")
 
 
 def fail_on(text: str) -> frozenset[str]:

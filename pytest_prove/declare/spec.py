@@ -23,7 +23,7 @@ from .metrics import Better, MetricError, directions
 from .seeds import ARM_MARK
 from .targets import Target, TargetError, check_target_events, parse_targets
 
-__all__ = ["Axis", "Declaration", "SpecError", "condition_key", "condition_label",
+__all__ = ["Axis", "Declaration", "SpecError", "axis_text", "condition_key", "condition_label",
            "quoted_label"]
 
 Scalar = str | int | float | bool | None
@@ -406,10 +406,12 @@ def condition_key(condition: Mapping[str, Scalar]) -> str:
 
 
 def condition_label(condition: Mapping[str, Scalar]) -> str:
-    """How a person reads a condition: ``ticket=refund, temperature=0.7``."""
+    """How a person reads a condition: ``ticket=refund temperature=0.7``, its axes joined by
+    spaces, so that in a list of conditions (joined by commas or semicolons) each reads as
+    one unit.  Every renderer, message and node id names a condition so."""
     if not condition:
         return "(one condition)"
-    return ", ".join(f"{k}={_show(v)}" for k, v in condition.items())
+    return " ".join(f"{k}={axis_text(v)}" for k, v in condition.items())
 
 
 def quoted_label(label: str, limit: int = 80) -> str:
@@ -420,7 +422,8 @@ def quoted_label(label: str, limit: int = 80) -> str:
     return f"{label[:limit * 2 // 3]}\u2026{label[-(limit // 3):]}"
 
 
-def _show(value: Scalar) -> str:
+def axis_text(value: Scalar) -> str:
+    """An axis value as a condition's label writes it (:func:`condition_label`)."""
     if isinstance(value, str):
         return value
     return json.dumps(value)

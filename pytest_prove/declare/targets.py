@@ -11,9 +11,9 @@ A target is written ``EVENT OP RATE``, optionally after the condition it holds f
 * ``RATE`` is a number strictly between 0 and 1, or a percentage (``90%``);
 * ``~D`` after the rate sizes the design check for the distance D instead of
   ``--prove-max-mde`` (``resolved>=0.9~0.05``);
-* a condition, before a colon: ``ticket=refund: resolved>=0.9`` (several axes with commas:
-  ``ticket=refund, model=mini: resolved>=0.9``). Without one the target holds for every
-  condition of the rollout.
+* a condition, before a colon: ``ticket=refund: resolved>=0.9`` (several axes with commas,
+  ``ticket=refund, model=mini: resolved>=0.9``, or spaces as a label writes them). Without
+  one the target holds for every condition of the rollout.
 
 On the decorator and in a sweep spec the event (with its condition) is the key and the side
 and rate its value: ``targets={"unresolved": "<= 0.10", "ticket=refund: pass^8": ">= 0.5"}``.
@@ -106,7 +106,11 @@ def _refuse(where: str, written: str, why: str) -> TargetError:
 
 def _condition(text: str, where: str, written: str) -> tuple[tuple[str, str], ...]:
     found: list[tuple[str, str]] = []
-    for part in text.split(","):
+    # Axes with commas (ticket=refund, model=mini), or with spaces as a condition's label
+    # writes them (ticket=refund model=mini); a value may hold a space when commas part them.
+    parts = [word for part in text.split(",")
+             for word in (part.split() if part.count("=") > 1 else [part])]
+    for part in parts:
         axis, sep, value = part.partition("=")
         axis, value = axis.strip(), value.strip()
         if not sep or not axis or not value:

@@ -25,10 +25,11 @@ from .collect import pytest_collect_file as pytest_collect_file
 from .collect import pytest_collection_modifyitems as pytest_collection_modifyitems
 from .collect import pytest_generate_tests as pytest_generate_tests
 from .collect import pytest_pycollect_makeitem as pytest_pycollect_makeitem
+from .options import add_options
 from .reports import RolloutReports, without_rollouts
 from .salts import choose_salt
 from .session import SESSION_KEY, SESSION_NAME
-from .settings import Settings, add_options
+from .settings import Settings
 from .state import PLAN_KEY, PLANNED_KEY, SELECTED_KEY, SETTINGS_KEY, disown_all, own
 
 #: The marker's help (``pytest --markers``). Nothing sets the marker: a rollout is known by
@@ -180,6 +181,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = prove.summary_lines(verbose=verbosity > 0, quiet=verbosity < 0)
     if not lines:
         return
+    if bool(getattr(terminalreporter, "isatty", False)):
+        # A terminal folds a long line wherever its edge falls, inside a word: wrapped
+        # where a space is instead (a log or a pipe gets each line whole).
+        from ..report._format import wrapped
+
+        lines = wrapped(lines, terminalreporter._tw.fullwidth)
     terminalreporter.section("pytest-prove")
     for line in lines:
         terminalreporter.write_line(line)

@@ -85,8 +85,19 @@ def review_arms(run: Run, settings: Settings, asked: Mapping[str, Any], *,
     ran = {str(r.get("rollout")) for r in run.episodes}
     missing = sorted(f"{arm} of {base}" for base, info in found.items() for arm in info.arms
                      if arm_rollout(base, arm) not in ran)
+    if missing and baseline is not None:
+        # --prove-baseline asks for a verdict on the change, and the arms hold it: with an
+        # arm left out, no condition's change was judged, so the gate cannot pass.
+        return None, (
+            f"no verdict: --prove-baseline={baseline.name} asks whether the change made things "
+            f"worse, and the change is judged between the arms, but no episode of arm "
+            f"{', '.join(missing)} ran in this session (left out by the selection?), so no "
+            "condition was compared. Run every arm (drop the -k or the paths that leave one "
+            f"out), or drop --prove-baseline={baseline.name} to run one arm alone without a "
+            "verdict"), drift
     if missing:
-        # An arm left out on purpose (-k cheaper runs one arm): nothing to compare it with.
+        # An arm left out on purpose (-k cheaper runs one arm) and no verdict asked for:
+        # nothing to compare it with, said; the session passes as one without a baseline.
         return None, None, [
             f"arms not compared: no episode of arm {', '.join(missing)} ran in this session "
             "(left out by the selection?); run every arm to compare them", *drift]

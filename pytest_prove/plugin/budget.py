@@ -25,13 +25,14 @@ from ..config.values import tokens
 from ..declare.prices import PriceError, Prices, find_prices, parse_price_lines
 from ..record import add_tokens
 from .execute import started_ahead
+from .options import option_group
 from .state import own
 
 __all__ = ["CapWatch", "TokenCap", "add_options", "price_metrics", "prices_of", "token_cap_of"]
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("prove")
+    group = option_group(parser, "running")
     group.addoption("--prove-token-cap", metavar="N", type=tokens, default=None,
                     help="stop the run once its episodes used N input tokens: no new episode "
                          "starts, the run is marked capped and the session fails")

@@ -13,6 +13,7 @@ from typing import cast
 import pytest
 
 from ..running import cache
+from .options import option_group
 from .settings import Settings
 
 __all__ = ["add_options", "end", "note_salt", "start", "take_recorded_salt"]
@@ -32,7 +33,7 @@ def _mode(text: str) -> str:
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("prove")
+    group = option_group(parser, "running")
     group.addoption("--prove-cache", metavar="record|replay|replay-live|off", default=None,
                     help="record the HTTP calls rollouts make (httpx, requests) in the store, "
                          "or answer them from it without contacting the server; a replayed "

@@ -23,7 +23,7 @@ from ..declare.chaos import chaos_differences, chaos_refusal
 from ..report import plan as words
 from . import budget, shards
 from .settings import Settings
-from .state import PLAN_FAILS_KEY, PLAN_KEY, ItemPlan
+from .state import DESIGN_NOTE_KEY, PLAN_FAILS_KEY, PLAN_KEY, ItemPlan
 
 __all__ = ["Design", "check_chaos", "check_events", "decide"]
 
@@ -74,6 +74,80 @@ class _Check:
     #: The worst limit as printed (rounded up), kept so that a cached check prints it
     #: without importing the engine (numpy, scipy): about 2.5 s a session.
     shown: str
+    #: Read at the baseline's rates (--prove-design-rates=baseline): what it read, said in
+    #: the refusal; the plan's line; the summary's note when only the rates let it pass.
+    basis: str = ""
+    direction: str = "rise"
+    line: str = ""
+    note: str = ""
+
+
+def _baseline_of(config: pytest.Config, settings: Settings) -> Any:
+    """The baseline whose rates the design check reads (--prove-design-rates=baseline, on
+    by default with --prove-baseline), or None: the session's, or on an xdist worker read
+    from the store (a baseline that cannot be read leaves every base rate to the check;
+    the controller refuses the run for it)."""
+    name = getattr(config.option, "prove_baseline", None)
+    if not settings.design_rates or not name:
+        return None
+    from ..store import Store, StoreError
+    from .session import SESSION_KEY
+
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        return session.baseline
+    try:
+        return Store(settings.store).load_baseline(name)
+    except (StoreError, OSError):
+        return None
+
+
+#: The baseline's name and each test's (x, n) in it, when the checks read its rates.
+Rates = tuple[str, list[tuple[int, int]]]
+
+
+def _digest(rates: Rates) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(list(rates)).encode()).hexdigest()[:20]
+
+
+def _rates_check(config: pytest.Config, rates: Rates, replicates: int, settings: Settings,
+                 paired: bool, kappa: float) -> _Check:
+    """The design check at the baseline's rates (each test's exact interval), remembered in
+    pytest's cache under its sizes and the baseline's counts."""
+    name, counts = rates
+    key = (f"prove/design-rates/{replicates}-{len(counts)}-{int(paired)}-{settings.q}-"
+           f"{settings.max_mde}-{kappa!r}-{_digest(rates)}")
+    found: _Check | None = _cached(config, key, _Check)
+    if found is not None:
+        return found
+    with _one_worker(config, settings):
+        found = _cached(config, key, _Check)
+        if found is not None:
+            return found
+        from ..stats import baseline_intervals, rates_design_check
+
+        check = rates_design_check(replicates, len(counts), baseline_intervals(counts),
+                                   paired=paired, q=settings.q, max_mde=settings.max_mde,
+                                   kappa=kappa if paired and kappa < 1.0 else None)
+        design = _Check(
+            worst_limit=check.worst_limit, worst_base_rate=check.worst_base_rate,
+            ok=check.ok, replicates_needed=check.replicates_needed,
+            shown=words.limit_shown(check.worst_limit),
+            basis=words.rates_basis(name, check.level, check.fewest_any_rate),
+            direction=check.worst_direction,
+            line=words.rates_line(baseline=name, level=check.level, m=len(counts),
+                                  unknown=sum(1 for _, n in counts if n == 0),
+                                  replicates=replicates, fewest=check.fewest,
+                                  fewest_any_rate=check.fewest_any_rate, ok=check.ok,
+                                  ok_any_rate=check.ok_any_rate),
+            note=words.rates_note(baseline=name, level=check.level, replicates=replicates,
+                                  fewest_any_rate=check.fewest_any_rate)
+            if check.only_from_rates else "")
+        _remember(config, key, {field: getattr(design, field)
+                                for field in _Check.__dataclass_fields__})
+        return design
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +157,7 @@ class _MarginCheck:
     ok: bool
     line: str  # the plan's line
     advice: str  # what would pass, when not ok
+    note: str = ""  # the summary's, when only the baseline's rates let it pass
 
 
 def _cached(config: pytest.Config, key: str, kind: type[Any]) -> Any:
@@ -180,12 +255,14 @@ def _agreement_check(config: pytest.Config, replicates: int, m: int, settings: S
 
 def _margin_check(config: pytest.Config, replicates: int, m: int,
                   settings: Settings, paired: bool,
-                  kappa: float = 1.0) -> _MarginCheck | None:
-    """The margin's design check (--prove-margin), remembered in pytest's cache."""
+                  kappa: float = 1.0, rates: Rates | None = None) -> _MarginCheck | None:
+    """The margin's design check (--prove-margin), remembered in pytest's cache; at the
+    baseline's ``rates`` when given."""
     if settings.margin is None:
         return None
     key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
-           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}"))
+           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}")
+           + ("" if rates is None else f"-rates{_digest(rates)}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
@@ -193,19 +270,30 @@ def _margin_check(config: pytest.Config, replicates: int, m: int,
         found = _cached(config, key, _MarginCheck)
         if found is not None:
             return found
-        return _computed_margin_check(config, key, replicates, m, settings, paired, kappa)
+        return _computed_margin_check(config, key, replicates, m, settings, paired, kappa,
+                                      rates)
 
 
 def _computed_margin_check(config: pytest.Config, key: str, replicates: int, m: int,
-                           settings: Settings, paired: bool, kappa: float) -> _MarginCheck:
-    from ..stats import margin_design_check
+                           settings: Settings, paired: bool, kappa: float,
+                           rates: Rates | None) -> _MarginCheck:
+    from ..stats import baseline_intervals, margin_design_check, margin_rates_check
 
     assert settings.margin is not None
-    check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
-                                q=settings.q, kappa=kappa if paired else 1.0)
+    if rates is None:
+        check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
+                                    q=settings.q, kappa=kappa if paired else 1.0)
+    else:
+        check = margin_rates_check(replicates, m, baseline_intervals(rates[1]),
+                                   paired=paired, margin=settings.margin, q=settings.q,
+                                   kappa=kappa if paired else 1.0)
+    note = ("" if rates is None or not check.ok or check.ok_any_rate is not False else
+            words.margin_rates_note(baseline=rates[0], replicates=replicates,
+                                    margin=settings.margin))
     design = _MarginCheck(ok=check.ok, line=words.margin_line(check, m, settings.margin),
-                          advice=words.margin_advice(check, m, settings.margin))
-    _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice})
+                          advice=words.margin_advice(check, m, settings.margin), note=note)
+    _remember(config, key, {"ok": design.ok, "line": design.line, "advice": design.advice,
+                            "note": design.note})
     return design
 
 
@@ -243,7 +331,7 @@ class Design:
             if self.check is not None and not self.check.ok:
                 # The plan is the place to learn this: say it, and exit as the run would.
                 stops.append(words.design_fails_in_plan(self.check.replicates_needed,
-                                                        settings.max_mde))
+                                                        settings.max_mde, self.check.basis))
             if self.margin is not None and not self.margin.ok:
                 stops.append(words.margin_fails_in_plan(self.margin.advice))
         if self.target_refusal is not None:
@@ -264,7 +352,8 @@ class Design:
             return words.design_failed(
                 replicates=self.replicates, m=self.m, shown=self.check.shown,
                 worst_base_rate=self.check.worst_base_rate, max_mde=settings.max_mde,
-                replicates_needed=self.check.replicates_needed)
+                replicates_needed=self.check.replicates_needed, basis=self.check.basis,
+                direction=self.check.direction)
         if self.margin is not None and not self.margin.ok and not settings.allow_underpowered:
             return words.margin_failed(self.replicates, self.margin.advice)
         return self.sequential_refusal or self.target_refusal
@@ -300,19 +389,36 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
             check, said, design.agreement_refusal, kappa = _agreement_check(
                 config, replicates, m, settings, paired)
         else:
-            check, said, kappa = (_design_check(config, replicates, m, settings, paired),
-                                  None, 1.0)
+            check, said, kappa = None, None, 1.0
+        # Arms are compared with their reference arm in this session, not the baseline.
+        baseline = None if any(plan.arm for plan, _ in selected.values()) else (
+            _baseline_of(config, settings))
+        rates: Rates | None = None
+        if baseline is not None:
+            from ..review.rates import baseline_counts
+
+            rates = (str(baseline.name), baseline_counts(baseline, [
+                (plan.rollout_id, key, event) for plan, keys in outcomes
+                for key in sorted(keys) for event in plan.declaration.tested()]))
+            check = _rates_check(config, rates, replicates, settings, paired, kappa)
+        elif check is None:
+            check = _design_check(config, replicates, m, settings, paired)
         design.check = check
         design.lines = words.plan_head(
             episodes=sum(len(keys) * plan.total for plan, keys in selected.values()),
             rollouts=len(selected), cells=cells, replicates=replicates, shown=check.shown,
             worst_base_rate=check.worst_base_rate, paired=paired, q=settings.q,
-            m=m, max_mde=settings.max_mde)
+            m=m, max_mde=settings.max_mde, direction=check.direction)
+        if check.line:
+            design.lines.append(check.line)
         if said is not None:
             design.lines.append(said)
-        design.margin = _margin_check(config, replicates, m, settings, paired, kappa)
+        design.margin = _margin_check(config, replicates, m, settings, paired, kappa, rates)
         if design.margin is not None:
             design.lines.append(design.margin.line)
+        notes = [c.note for c in (check, design.margin) if c is not None and c.note]
+        if notes and not settings.plan_only:
+            config.stash[DESIGN_NOTE_KEY] = "; ".join(notes)
     from .sequential import declared
 
     note, design.sequential_refusal = declared(

@@ -20,12 +20,13 @@ from ..declare.environment import (
     parse_package_names,
     parse_variable_names,
 )
+from .options import option_group
 
 __all__ = ["add_options", "check_resumed", "recorded_names"]
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("prove")
+    group = option_group(parser, "reports")
     group.addoption("--prove-record-env", metavar="NAMES", default=None,
                     help="environment variables that are part of the agent (e.g. "
                          "'AGENT_MODEL SUPPORT_BOT_PROMPT'): their values are recorded with "

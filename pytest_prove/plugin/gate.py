@@ -125,7 +125,7 @@ class GateReports:
             arm = info.get("arm") if isinstance(info, Mapping) else None
             if isinstance(arm, str) and arm:
                 # The arms' comparison: the arm compared with the reference, named.
-                shown = f"{shown}, arm={arm}"
+                shown = f"{shown} arm={arm}"
             nodeid = f"{node}::prove-gate[{shown}]"
             number = 2
             while nodeid in used:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import pytest
 
+from .options import option_group
+
 if TYPE_CHECKING:
     from .session import ProveSession
 
@@ -41,7 +43,7 @@ SHOWN_ROLLOUTS: Final = 4
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("prove")
+    group = option_group(parser, "running")
     group.addoption("--prove-live", metavar="auto|on|off", default=None,
                     help="a status line while rollouts run (episodes done of planned, "
                          "errors, tokens, price, time left): auto (on a terminal, not with "

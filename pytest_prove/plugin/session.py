@@ -10,6 +10,7 @@ gate becomes reports in :mod:`.gate`, the words are in :mod:`pytest_prove.report
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from .gate import GateReports
 from .report_files import write_reports
 from .salts import remember_failed
 from .settings import Settings
-from .state import PLAN_FAILS_KEY, own, plan_data
+from .state import DESIGN_NOTE_KEY, PLAN_FAILS_KEY, own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
@@ -325,15 +326,19 @@ class ProveSession:
             notes.extend(self.aa.finish(self.store, self.run, self.ended_run(),
                                         interrupted=status != "complete", asked=self.asked,
                                         q=self.settings.q, max_mde=self.settings.max_mde))
-        elif declares_targets(writer.manifest) and self.settings.shard is None:
+        if declares_targets(writer.manifest) and self.settings.shard is None:
             from .targets import run_gate
 
             outcome.run = self.ended_run()
             outcome.targets, *gate = run_gate(outcome.run, self.settings,
                                               str(self.asked.get("missing", "test")))
             outcome.target_gate = tuple(gate)
-            outcome.failed_gate = bool(gate[0] or gate[1])
+            # Beside a comparison (a baseline's, or the arms'), either fails the gate.
+            outcome.failed_gate = outcome.failed_gate or bool(gate[0] or gate[1])
         notes.extend(self._fixed_note())
+        design_note = self.config.stash.get(DESIGN_NOTE_KEY, None)
+        if design_note and self.baseline is not None:
+            notes.append(design_note)  # a design that passed only thanks to the baseline's rates
         if outcome.declaration_changed is not None:
             notes.append(outcome.declaration_changed)
         saved = self._save_baselines(outcome)
@@ -411,6 +416,10 @@ class ProveSession:
             outcome.refusal = str(exc)
             return
         outcome.failed_gate = outcome.review.gate.failed
+        design_note = self.config.stash.get(DESIGN_NOTE_KEY, None)
+        if design_note:  # the reports say it too (a design that rests on the baseline's rates)
+            outcome.review = dataclasses.replace(
+                outcome.review, notes=(*outcome.review.notes, design_note))
 
     def _review_arms(self, outcome: Outcome, notes: list[str]) -> None:
         """The arms against the reference arm: the review and gate (docs/arms.md)."""
@@ -488,7 +497,9 @@ class ProveSession:
                                  max_errored=settings.max_errored, thin=thin)
             notes.append(note)
             if note.saved:
-                outcome.failed_gate = False  # the user accepted this run as the new baseline
+                # The user accepted this run as the new baseline: the comparison no longer
+                # fails it; a missed target is another claim, and still does.
+                outcome.failed_gate = bool(outcome.target_gate[0] or outcome.target_gate[1])
             elif outcome.declaration_changed is not None:
                 outcome.failed_gate = True  # neither compared nor replaced
         return notes

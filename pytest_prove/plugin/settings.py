@@ -1,7 +1,6 @@
 """The options of a session and of each xdist worker: declared, read and checked.
 
-:func:`add_options` declares them (``pytest_addoption``), with the ``prove_*`` ini values of
-the table both front doors read (:mod:`pytest_prove.config.ini`). :meth:`Settings.from_config`
+:mod:`.options` declares them (``pytest_addoption``). :meth:`Settings.from_config`
 reads them all (``pytest_configure``) and refuses, as a usage error before anything runs, a
 value out of its range and every combination of options a run cannot keep its word with.
 """
@@ -23,176 +22,18 @@ from ..config.ini import FROM_INI, INI, given_or_ini
 from ..config.paths import space_form_problem
 from ..config.values import (
     DEFAULT_FAIL_ON,
-    agreement_runs,
-    chaos_switch,
-    error_rate,
-    fail_on,
     gate_fails_on,
-    metric_list,
-    metric_margins,
-    missing_mode,
-    new_run_name,
-    replay_name,
-    report_path,
-    run_name,
-    salt_word,
-    seconds,
-    shard,
-    share,
-    store_name,
-    target,
 )
-from ..config.values import concurrency as concurrency_option
-from ..config.values import margin as margin_option
-from ..config.values import max_mde as max_mde_option
-from ..config.values import replicates as replicates_option
 from ..declare.metrics import MetricError, merge_directions
 from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError
 from ..declare.targets import Target
 from ..declare.targets_of import with_targets
 from ..record import Missing
-from .aa import AA_HELP, AGREEMENT_HELP, check_twin_options
+from .aa import check_twin_options
+from .options import PATH_OPTIONS, VALUE_OPTIONS
 from .worker_refusals import other_version, reused_worker
 
-__all__ = ["NOT_SEQUENTIAL", "PATH_OPTIONS", "VALUE_OPTIONS", "Settings", "add_options",
-           "sequential_of"]
-
-#: Options that name a file or folder, and every option that takes a value (tests check
-#: these against ``pytest --help``): see config/paths.py for why their separate form is refused.
-PATH_OPTIONS = ("--prove-store", "--prove-report")
-VALUE_OPTIONS = (*PATH_OPTIONS, "--prove-name", "--prove-baseline", "--prove-save-baseline",
-                 "--prove-resume", "--prove-replicates", "--prove-concurrency", "--prove-event",
-                 "--prove-fail-on", "--prove-q", "--prove-max-mde", "--prove-margin",
-                 "--prove-token-cap",
-                 "--prove-output-token-cap", "--prove-plan-from", "--prove-missing",
-                 "--prove-episode-timeout", "--prove-replay", "--prove-shard",
-                 "--prove-salt", "--prove-chaos", "--prove-max-errored",
-                 "--prove-metrics", "--prove-metric-margin", "--prove-target",
-                 "--prove-record-env", "--prove-record-packages",
-                 "--prove-agreement-from", "--prove-cache", "--prove-live")
-
-
-def add_options(parser: pytest.Parser) -> None:
-    """pytest-prove's options, and its ``prove_*`` ini values from the one table."""
-    group = parser.getgroup("prove", "pytest-prove: did this change make the agent fail more?")
-    group.addoption("--prove-store", metavar="DIR", default=None,
-                    help="folder of runs and baselines (default: ini prove_store, else "
-                         ".prove under rootdir)")
-    group.addoption("--prove-name", metavar="NAME", type=new_run_name, default=None,
-                    help="name this run (default: its run id)")
-    group.addoption("--prove-baseline", metavar="NAME", type=store_name, default=None,
-                    help="pair this run with baseline NAME, compare, and fail on a worse "
-                         "verdict or on a condition it cannot vouch for (too small to tell, "
-                         "lost twins, a declaration that differs)")
-    group.addoption("--prove-save-baseline", metavar="NAME", type=store_name, default=None,
-                    help="write this run as baseline NAME (.prove/baselines/NAME.baseline) once "
-                         "it is complete and could serve as one (--prove-max-errored)")
-    group.addoption("--prove-update-baseline", action="store_true", default=False,
-                    help="replace the --prove-baseline file with this run once it is complete "
-                         "and could serve as one (also accepts a changed declaration)")
-    group.addoption("--prove-resume", metavar="RUN", type=run_name, default=None,
-                    help="run only the replicates that run RUN is missing, appending to it; a "
-                         "run paired with a baseline is gated against it")
-    group.addoption("--prove-replay", metavar="RUN", type=replay_name, default=None,
-                    help="run the selected items on the seeds they had in run RUN (a name, "
-                         "run id, latest or baseline:NAME), one replicate an item and no "
-                         "episode timeout unless given, storing nothing: for --pdb or a "
-                         "breakpoint() (pytest-prove flips and show print the command)")
-    group.addoption("--prove-shard", metavar="K/N", type=shard, default=None,
-                    help="run only slice K of N of the sweep (the same slice on every "
-                         "machine); every shard needs one salt: --prove-baseline NAME or "
-                         "--prove-salt WORD. Join the shards' runs with pytest-prove merge")
-    group.addoption("--prove-salt", metavar="WORD", type=salt_word, default=None,
-                    help="seed this run from WORD instead of a fresh salt (give every shard "
-                         "of a sweep the same WORD; a baseline's run takes its salt)")
-    group.addoption("--prove-plan", action="store_true", default=False,
-                    help="collect, print the plan and the design check, and run nothing; "
-                         "the project is imported with the network blocked, and an import "
-                         "that touches it is named (exit 4)")
-    group.addoption("--prove-replicates", metavar="N", type=replicates_option, default=None,
-                    help="replicates per condition for every rollout, overriding declarations")
-    group.addoption("--prove-concurrency", metavar="K", type=concurrency_option, default=None,
-                    help="keep K replicates in flight (threads, or asyncio tasks for async "
-                         "rollouts): each item is a block of K, and the replicates of the "
-                         "items ahead start as soon as one ends")
-    group.addoption("--prove-episode-timeout", metavar="S", type=seconds, default=None,
-                    help="stop an episode still running after S seconds: stored with no "
-                         "outcome (episode_timeout), its item fails, the sweep goes on "
-                         "(overrides timeout= and the ini value prove_episode_timeout; "
-                         "default for a sync rollout: 1800; 0 or none: no timeout)")
-    group.addoption("--prove-event", metavar="EVENT", action="append", default=[],
-                    help="compare this outcome (repeatable; default: every declared failure "
-                         "and success)")
-    group.addoption("--prove-fail-on", metavar="WORDS", type=fail_on, default=None,
-                    help="verdicts that fail the session besides the defaults, "
-                         "comma-separated: worse and too-small always (a row that could "
-                         "not have shown --prove-max-mde), not-within with --prove-margin; "
-                         "no-WORD leaves one out on purpose (e.g. no-worse), and the "
-                         "summary then says so; with targets, missed (default) and not-met "
-                         "(a target row too small to tell)")
-    group.addoption("--prove-missing", metavar="HOW", type=missing_mode, default=None,
-                    help="episodes without an outcome (no outcome, errors, timeouts): test "
-                         "(default: a rise in their share is worse) or ignore (they are "
-                         "infrastructure; the summary says how many were left out)")
-    group.addoption("--prove-q", metavar="Q", type=error_rate, default=None,
-                    help="error rate q for flags (BH) and the verdict (Holm); default 0.05")
-    group.addoption("--prove-max-mde", metavar="D", type=max_mde_option, default=None,
-                    help="the largest change you accept not being able to see; default 0.20")
-    group.addoption("--prove-margin", metavar="D", type=margin_option, default=None,
-                    help="ask for the claim 'no condition got worse by D or more' (a "
-                         "non-inferiority margin, 0 < D < 1): each condition and event is "
-                         "tested against D, and the session fails unless every one is shown "
-                         "within it; default: ini prove_margin, else no margin")
-    group.addoption("--prove-metrics", metavar="NAMES", type=metric_list, default=None,
-                    help="metrics to test beside the outcomes, comma-separated: the built-in "
-                         "duration, tokens and cost by name, your own as NAME=higher or "
-                         "NAME=lower (which way is better); default: ini prove_metrics")
-    group.addoption("--prove-metric-margin", metavar="MARGINS", type=metric_margins,
-                    default=None,
-                    help="ask for the claim 'no metric got worse by more than its margin': "
-                         "NAME=SIZE in the metric's units or NAME=PERCENT%% of the baseline's "
-                         "median, comma-separated (e.g. latency_s=10%%,judge=0.05); a row not "
-                         "shown within fails the session (not-within); default: ini "
-                         "prove_metric_margin")
-    group.addoption("--prove-target", metavar="TARGET", type=target, action="append",
-                    default=None,
-                    help="an absolute target every condition must meet, repeatable: "
-                         "EVENT<=RATE or EVENT>=RATE (resolved>=0.9, pass^8>=0.5), "
-                         "'AXIS=VALUE: ...' for one condition; a condition shown to miss "
-                         "it fails the session, no baseline needed (docs/targets.md); "
-                         "default: ini prove_targets")
-    group.addoption("--prove-sequential", action="store_true", default=None,
-                    help="take each condition's replicates in looks and stop it once it is "
-                         "decided against the baseline (worse, safer, or no change of "
-                         "--prove-max-mde possible); needs --prove-baseline. Also when "
-                         "every selected rollout declares sequential=True")
-    group.addoption("--prove-allow-underpowered", action="store_true", default=None,
-                    help="run even when the design check says a condition could not see "
-                         "--prove-max-mde, and pass a gate whose rows are too small to tell "
-                         "by design (rows that lost twins to episodes without an outcome "
-                         "still fail)")
-    group.addoption("--prove-max-errored", metavar="F", type=share, default=None,
-                    help="the largest share of a condition's episodes that may end without "
-                         "an outcome (errors, timeouts, no outcome) in a run saved as a "
-                         "baseline, in the baseline a gate reads, and with "
-                         "--prove-missing=ignore in the run; default: ini "
-                         "prove_max_errored, else 0.25")
-    group.addoption("--prove-aa", action="store_true", default=False, help=AA_HELP)
-    group.addoption("--prove-agreement-from", metavar="RUNS", type=agreement_runs,
-                    default=None, help=AGREEMENT_HELP)
-    group.addoption("--prove-report", metavar="PATH", type=report_path, default=None,
-                    help="write the comparison as a report: .html (self-contained), .md or "
-                         ".json; without --prove-baseline, this run's rates with exact "
-                         "intervals")
-    group.addoption("--prove-chaos", metavar="on|off", type=chaos_switch, default=None,
-                    help="inject the HTTP faults rollouts declare with chaos= or [chaos] "
-                         "(on, the default) or none (off); given against a baseline whose "
-                         "chaos differs, it asks for that comparison (docs/chaos.md)")
-    for value in INI.values():
-        parser.addini(value.name, value.help, type=None if value.kind == "string" else value.kind,
-                      default=list(value.default) if isinstance(value.default, list)
-                      else value.default)
-
+__all__ = ["NOT_SEQUENTIAL", "Settings", "sequential_of"]
 
 def _ini(config: pytest.Config, name: str) -> Any:
     """Ini value ``name`` as the table reads it (a bool one as pytest reads it), or a usage
@@ -282,6 +123,9 @@ class Settings:
     targets_from: str = "--prove-target"
     #: --prove-agreement-from: the runs whose twins the paired design check reads.
     agreement_from: tuple[str, ...] = ()
+    #: --prove-design-rates (ini prove_design_rates): the design check reads each test's
+    #: base rate from the baseline (within its 99% interval), not every rate.
+    design_rates: bool = False
     aa: bool = False  # --prove-aa: every replicate twice on its seed (plugin/aa.py)
     _targets_of: dict[int, tuple[Declaration, Declaration]] = field(default_factory=dict)
 
@@ -322,7 +166,9 @@ class Settings:
             fail_on=gate_fails_on(asked_words,
                                   margin=margin is not None or bool(metric_margin)),
             fail_on_asked=asked_words, metric_margin=metric_margin,
-            agreement_from=opt.prove_agreement_from or (), aa=bool(opt.prove_aa))
+            agreement_from=opt.prove_agreement_from or (), aa=bool(opt.prove_aa),
+            design_rates=(opt.prove_design_rates if opt.prove_design_rates is not None
+                          else _ini(config, "prove_design_rates")))
         if opt.prove_target:
             settings.targets = tuple(opt.prove_target)
         else:

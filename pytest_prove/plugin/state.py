@@ -17,6 +17,7 @@ from .settings import Settings
 __all__ = [
     "CAPTURE_KEY",
     "DESIGN_FAILURE_KEY",
+    "DESIGN_NOTE_KEY",
     "PLANNED_KEY",
     "PLAN_KEY",
     "REGISTERED_KEY",
@@ -95,6 +96,9 @@ def disown_all(config: pytest.Config) -> None:
 #: Why an xdist worker refused to run anything (the design check, clashing ids): the
 #: controller reports it and exits as a usage error.
 DESIGN_FAILURE_KEY = pytest.StashKey[str]()
+#: A design that passes only thanks to the baseline's rates: the summary's note saying so
+#: (set by the design check; an xdist worker sends it to the controller).
+DESIGN_NOTE_KEY = pytest.StashKey[str]()
 #: Modules whose collection was skipped (``pytest.importorskip`` at the top, a module skip).
 SKIPPED_FILES_KEY = pytest.StashKey[set[str]]()
 

@@ -23,7 +23,7 @@ from . import capture
 from .budget import CapWatch, token_cap_of
 from .sequential import Skipper, sequential_possible
 from .settings import Settings
-from .state import DESIGN_FAILURE_KEY, SETTINGS_KEY, own, plan_data
+from .state import DESIGN_FAILURE_KEY, DESIGN_NOTE_KEY, SETTINGS_KEY, own, plan_data
 
 __all__ = ["WorkerCapWatch", "finish", "register", "take_worker_commands"]
 
@@ -41,7 +41,8 @@ def finish(config: pytest.Config) -> None:
     go to the controller with the worker's output."""
     wire.to_worker_output(config.workeroutput,  # type: ignore[attr-defined]
                           plan=plan_data(config),
-                          design_failure=config.stash.get(DESIGN_FAILURE_KEY, None))
+                          design_failure=config.stash.get(DESIGN_FAILURE_KEY, None),
+                          design_note=config.stash.get(DESIGN_NOTE_KEY, None))
 
 
 @final

@@ -10,6 +10,7 @@ from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
 from .. import wire
 from .session import ProveSession
+from .state import DESIGN_NOTE_KEY
 
 __all__ = ["CappedLoadScheduling", "XdistHooks"]
 
@@ -47,6 +48,8 @@ class XdistHooks:
             self.session.run.merge_plan(plan)
         if output["design_failure"]:
             self.session.design_failure = output["design_failure"]
+        if output["design_note"]:
+            self.session.config.stash[DESIGN_NOTE_KEY] = output["design_note"]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -5,14 +5,15 @@ terminal would act on)."""
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from pytest_prove.stats import Row
 
-__all__ = ["REPORT_SCHEMA_VERSION", "money", "plain_text", "power_text", "q_text", "rate",
-           "signed", "status_text", "table", "terminal_text"]
+__all__ = ["REPORT_SCHEMA_VERSION", "TableLine", "money", "plain_text", "power_text", "q_text",
+           "rate", "signed", "status_text", "table", "terminal_text", "wrapped"]
 
 #: The shape of every JSON document the reports and the command line write.
 REPORT_SCHEMA_VERSION: Final = 1
@@ -69,13 +70,38 @@ def money(value: float | None, *, tiny: bool = False) -> str:
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
+class TableLine(str):
+    """A line of a table: :func:`wrapped` never breaks it (its columns would no longer line
+    up); a terminal may still fold it."""
+
+    __slots__ = ()
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]],
           numeric: frozenset[int] = frozenset()) -> list[str]:
     """Columns padded to their widest cell; the ``numeric`` ones right-aligned."""
     widths = [max(len(str(line[i])) for line in [header, *rows]) for i in range(len(header))]
-    return ["  ".join((str(c).rjust(w) if i in numeric else str(c).ljust(w))
-                      for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
+    return [TableLine("  ".join((str(c).rjust(w) if i in numeric else str(c).ljust(w))
+                                for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+                      .rstrip())
             for line in [header, *rows]]
+
+
+def wrapped(lines: Iterable[str], width: int) -> list[str]:
+    """``lines`` for a terminal ``width`` columns wide: a longer line of prose broken where
+    a space is, never inside a word (a terminal folds it wherever the edge falls), its
+    continuation indented by two spaces; a line of a table (:class:`TableLine`) and a word
+    longer than the width are left whole."""
+    found: list[str] = []
+    for line in lines:
+        if len(line) <= width or isinstance(line, TableLine) or width < 20:
+            found.append(line)
+            continue
+        for part in line.split("\n"):  # a message's own lines are kept
+            found.extend(textwrap.wrap(part, width, subsequent_indent="  ",
+                                       break_long_words=False, break_on_hyphens=False)
+                         or [part])
+    return found
 
 
 def _escaped(char: str) -> str:

@@ -29,7 +29,7 @@ from ._format import money, rate, signed
 from .cost import format_comparison
 from .drilldown import compare_steps_lines
 
-__all__ = ["cost_figure", "forest_order", "forest_plot", "step_figures"]
+__all__ = ["cost_figure", "forest_plot", "short_forms", "step_figures"]
 
 
 def _e(text: object) -> str:
@@ -117,8 +117,32 @@ def _y_axis(scale: Scale, step: float, x0: float, x1: float,
     return _axis("y", scale, step, label, tick)
 
 
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _ends(text: str, limit: int) -> str:
+    """``text`` in ``limit`` characters: its start and its end around an ellipsis (the end of
+    a condition's label is its last axis, the one that tells neighbours apart)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head):]}"
+
+
+def short_forms(labels: Iterable[str], limit: int) -> dict[str, str]:
+    """Each label as a figure writes it in ``limit`` characters (:func:`_ends`), never two
+    alike: labels that would read the same once shortened are widened, up to the whole
+    label, until they differ."""
+    unique = list(dict.fromkeys(labels))
+    width = dict.fromkeys(unique, limit)
+    while True:
+        shown = {label: _ends(label, width[label]) for label in unique}
+        readers: dict[str, list[str]] = {}
+        for label, text in shown.items():
+            readers.setdefault(text, []).append(label)
+        alike = [label for group in readers.values() if len(group) > 1 for label in group
+                 if width[label] < len(label)]
+        if not alike:
+            return shown
+        for label in alike:
+            width[label] += 4
 
 
 def _decimals(value: float) -> int:
@@ -142,20 +166,6 @@ def _money_tick(value: float, digits: int) -> str:
 
 
 # --------------------------------------------------------------------------- forest plot
-
-
-def forest_order(rows: Sequence[Row], members: Sequence[int], worst: Sequence[int]) -> list[int]:
-    """The rows ``members`` of one event, the worst first: those ranked by ``worst`` (see
-    :func:`~pytest_prove.report.html.worst_first`) in its order, then the rest by their change
-    toward worse, the largest first (unchanged rows before those that moved the safer way)."""
-    rank = {i: n for n, i in enumerate(worst)}
-    ranked = sorted((i for i in members if i in rank), key=rank.__getitem__)
-
-    def toward_worse(i: int) -> tuple[float, int]:
-        row = rows[i]
-        return (-row.change if row.worse_when == "rise" else row.change), i
-
-    return ranked + sorted((i for i in members if i not in rank), key=toward_worse)
 
 
 def _tone(row: Row) -> str:
@@ -195,7 +205,7 @@ def forest_plot(event: str, rows: Sequence[Row], order: Sequence[int], *, level:
     bottom = _TOP + _ROW * len(drawn) + 4
     height = bottom + 8
     counted = [r for r in drawn if r.counted]
-    title = f"Forest plot of {event}: the change of each condition, worst first"
+    title = f"Forest plot of {event}: the change of each condition, in the grid's order"
     desc = (f"{len(drawn)} conditions; each line shows the change after minus before as a dot, "
             f"its exact simultaneous interval (covering at least {100 * level:.2f}%) as a "
             "bar, and the rise and fall "
@@ -221,19 +231,21 @@ def forest_plot(event: str, rows: Sequence[Row], order: Sequence[int], *, level:
                    f'text-anchor="middle">margin {signed(signed_margin)}</text></g>')
     out.append(f'<rect class="hl" x="0" y="-{_n(_ROW)}" width="{_n(FOREST_WIDTH)}" '
                f'height="{_n(_ROW)}"/><g class="rows">')
+    shown = short_forms((r.condition for r in drawn), 30)
     for place, (i, row) in enumerate(zip(order, drawn, strict=True)):
-        out.append(_forest_row(i, row, _TOP + _ROW * place + _ROW / 2, x))
+        out.append(_forest_row(i, row, _TOP + _ROW * place + _ROW / 2, x,
+                               shown[row.condition]))
     out.append("</g></svg>")
     return "".join(out)
 
 
-def _forest_row(index: int, row: Row, y: float, x: Scale) -> str:
+def _forest_row(index: int, row: Row, y: float, x: Scale, label: str) -> str:
     cy = _n(y)
     # No <title> or band per line: at 1,000 conditions x 4 events each would add 4,000
     # elements; the details panel names the line hovered, and one band marks the chosen.
     parts = [f'<g class="fr {_tone(row)}" data-i="{index}" pointer-events="bounding-box">',
              f'<text class="lab" x="{_n(_LABEL_END)}" y="{_n(y + 4)}" text-anchor="end">'
-             f"{_e(_short(row.condition, 30))}</text>",
+             f"{_e(label)}</text>",
              f'<line class="ci" x1="{_n(x(row.interval.low))}" x2="{_n(x(row.interval.high))}" '
              f'y1="{cy}" y2="{cy}"/>']
     for name, value in (("rise", row.rise.value), ("fall", row.fall.value)):
@@ -363,6 +375,7 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
         said = [test[0]] + [line for line in test if line.startswith("statistic:")] if test \
             else [figure.note or "no log-rank test"]
         small = []
+        captions = short_forms((c.condition for c in figure.conditions), 40)
         for n, c in enumerate(figure.conditions):
             if c.before is None and c.after is None:
                 continue
@@ -374,7 +387,7 @@ def step_figures(figures: Figures, before_label: str, after_label: str) -> str:
                             desc=f"{before_label} {_final(c.before)}; {after_label} "
                                  f"{_final(c.after)}",
                             before_label=before_label, after_label=after_label)
-                + f"<figcaption>{_e(_short(c.condition, 40))}</figcaption></figure>")
+                + f"<figcaption>{_e(captions[c.condition])}</figcaption></figure>")
         rest = (f'<p class="muted">{figure.not_drawn} more condition(s) not drawn; '
                 f"<code>pytest-prove where RUN --event {_e(event)}</code> prints the pooled "
                 "figures.</p>" if figure.not_drawn else "")
@@ -477,11 +490,14 @@ def _cost_svg(groups: Sequence[tuple[str, _Bar | None, _Bar | None]], models: Se
            _x_axis(x, step, top - 6, height - 4, label, 12),
            f'<text class="axl" x="{_n(_COST_BARS[1] + 80)}" y="12" text-anchor="middle">'
            "after / before</text>"]
+    names = short_forms((condition for condition, _, _ in groups), 24)
     for k, (condition, before, after) in enumerate(groups):
         y0 = top + k * (2 * row + gap)
+        # The whole label on hover (at most COST_DRAWN of them).
         out.append(f'<g class="cg" data-condition="{_e(condition)}">'
                    f'<text class="lab" x="{_n(_COST_LABEL - 4)}" y="{_n(y0 + row + 3)}" '
-                   f'text-anchor="end">{_e(_short(condition, 24))}</text>')
+                   f'text-anchor="end"><title>{_e(condition)}</title>'
+                   f'{_e(names[condition])}</text>')
         for j, bar in enumerate((before, after)):
             if bar is None:
                 continue

@@ -24,10 +24,11 @@ from __future__ import annotations
 import functools
 import html
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from pytest_prove.declare.spec import condition_label
 from pytest_prove.errors import ProveError
 from pytest_prove.review import Review
 from pytest_prove.review.describe import Description, Rate
@@ -36,7 +37,7 @@ from pytest_prove.review.labels import Labels
 from pytest_prove.stats import Row
 
 from ._format import REPORT_SCHEMA_VERSION, q_text, rate, signed, status_text
-from .figures import cost_figure, forest_order, forest_plot, step_figures
+from .figures import cost_figure, forest_plot, step_figures
 from .html_twins import twins_section
 from .metric_plot import METRIC_CSS, metric_header, metric_section
 from .notes import run_set_aside, set_aside, unfinished
@@ -216,7 +217,7 @@ def _grids(event: str, members: Sequence[tuple[int, str]], labels: Labels,
     slices: dict[str, list[tuple[int, str]]] = {}
     places: dict[str, tuple[int, ...]] = {}
     for item in members:
-        key = ", ".join(f"{a}={value(item[1], a)}" for a in others)
+        key = condition_label({a: value(item[1], a) for a in others}) if others else ""
         slices.setdefault(key, []).append(item)
         places.setdefault(key, tuple(along[a].index(value(item[1], a)) for a in others))
     out: list[str] = []
@@ -375,13 +376,16 @@ def _events(conditions: Sequence[tuple[str, str]]) -> dict[str, list[tuple[int, 
     return found
 
 
-def _forest(rows: Sequence[Row], order: Sequence[int], level: float,
+def _forest(rows: Sequence[Row], place_of: Mapping[str, tuple[int, ...]], level: float,
             margin: float | None) -> Callable[[int, str, list[int]], str]:
     def draw(place: int, event: str, members: list[int]) -> str:
-        drawn = forest_order(rows, members, order)
+        # Every event's plot in one order, the grid's (read row by row): a condition is
+        # found at the same height in each.
+        drawn = sorted(members, key=lambda i: (place_of.get(rows[i].condition, ()), i))
         plot = forest_plot(event, rows, drawn, level=level, margin=margin, uid=f"f{place}")
-        hint = (f"forest plot of {event}, worst first: up and down arrows (Home, End, Page Up, "
-                "Page Down) move through the conditions, with the grid and the details")
+        hint = (f"forest plot of {event}, in the grid's order: up and down arrows (Home, End, "
+                "Page Up, Page Down) move through the conditions, with the grid and the "
+                "details")
         return (f'<figure class="forest"><p class="legend muted" aria-hidden="true"><span>● '
                 f"change</span><span>━ exact simultaneous interval, at least "
                 f"{100 * level:.2f}%</span><span>┃ "
@@ -429,7 +433,8 @@ def render_html(review: Review, *, x: str | None = None, y: str | None = None,
     level = rows[0].interval.level if rows else 0.95
     sections = _sections(_events([(r.condition, r.event) for r in rows]), worse, labels, x, y,
                          lambda i, focusable, start: _cell(i, rows[i], focusable, start), order,
-                         figure=_forest(rows, order, level, margin))
+                         figure=_forest(rows, labels.grid_order([r.condition for r in rows],
+                                                                x, y), level, margin))
     columns: tuple[str, ...] = ("condition", "case", "event", "before", "after", "change",
                                 "interval", "p", "q", "verdict", "rise", "fall")
     if comparison.margin is not None:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pytest_prove.review.metrics import MetricReview, MetricRow
 
 from ._format import plain_text, q_text
-from .figures import Scale, _domain, _n, _short, _signed_tick, _x_axis
+from .figures import Scale, _domain, _n, _signed_tick, _x_axis, short_forms
 from .metrics import _order, limit_text, metric_margin_line, metric_verdict_line, number
 
 __all__ = ["METRIC_CSS", "metric_header", "metric_order", "metric_plot", "metric_section"]
@@ -149,19 +149,20 @@ def metric_plot(metric: str, rows: Sequence[MetricRow], order: Sequence[int], *,
     zero = _n(x(0.0))
     out.append(f'<line class="zero" x1="{zero}" x2="{zero}" y1="{_n(_TOP - 6)}" '
                f'y2="{_n(bottom)}"/><g class="rows">')
+    shown = short_forms((r.condition for r in drawn), 28)
     for place, (i, row) in enumerate(zip(order, drawn, strict=True)):
-        out.append(_row(i, row, _TOP + _ROW * place + _ROW / 2, x))
+        out.append(_row(i, row, _TOP + _ROW * place + _ROW / 2, x, shown[row.condition]))
     out.append("</g></svg>")
     return "".join(out)
 
 
-def _row(index: int, row: MetricRow, y: float, x: Scale) -> str:
+def _row(index: int, row: MetricRow, y: float, x: Scale, label: str) -> str:
     cy = _n(y)
     test = row.test
     parts = [f'<g class="mr {_tone(row)}" data-i="{index}" data-word="{_e(row.word)}" '
              f'data-condition="{_e(row.condition)}">'
              f'<text class="lab" x="{_n(_LABEL_END)}" y="{_n(y + 4)}" text-anchor="end">'
-             f"{_e(_short(row.condition, 28))}</text>"]
+             f"{_e(label)}</text>"]
     if test.n_after and (math.isfinite(test.low) or math.isfinite(test.high)
                          or math.isfinite(test.shift)):
         low = x(test.low) if math.isfinite(test.low) else x.a

@@ -31,11 +31,12 @@ nav.app{display:flex;gap:1rem;align-items:baseline;border-bottom:1px solid var(-
  padding:.2rem 0 .5rem;margin-bottom:1rem;font-size:.9rem}
 nav.app b{margin-right:.5rem}nav.app a{color:var(--focus)}
 pre.text{font-size:.8rem;overflow:auto;border:1px solid var(--line);border-radius:8px;
- padding:.6rem .8rem;white-space:pre}
+ padding:.6rem .8rem;white-space:pre-wrap;overflow-wrap:anywhere}
 a{color:var(--focus)}
 .progress{font-variant-numeric:tabular-nums}
 form.pick{display:flex;gap:.6rem;flex-wrap:wrap;align-items:end;margin:1rem 0}
 form.pick label{display:flex;flex-direction:column;font-size:.85rem}
+form.pick select,form.pick button{font:inherit;font-size:.95rem;padding:.2rem .4rem}
 """
 
 #: (an episode's id as a user reads it, its condition, its replicate, how it ended)
@@ -196,7 +197,7 @@ def run_extras(name: str, show: Sequence[str], episodes: Sequence[EpisodeLink], 
     """What the run's page shows above its report: what ``show`` says, a link to compare it
     with its baseline, why it has no report (``refused``), and ``episodes`` (the first of
     its ``total``), each a link to its page."""
-    parts = [f'<section class="show"><h2>run {_e(name)}</h2>{pre(show)}']
+    parts = [f'<section class="show"><h2>pytest-prove show {_e(name)}</h2>{pre(show)}']
     if paired:
         target = link("compare", query={"a": "baseline:" + paired, "b": name})
         parts.append(f'<p><a href="{target}">compare with baseline:{_e(paired)}</a></p>')
@@ -300,13 +301,15 @@ def flips_section(before: str, after: str, flipped: Sequence[tuple[str, str, str
     if not flipped:
         return ""
     rows = "".join(
-        f'<tr><td><a href="{link("episode", after, item, query={"twin": before})}">'
+        f'<tr data-twins-of="{_e(condition)}">'
+        f'<td><a href="{link("episode", after, item, query={"twin": before})}">'
         f"{_e(item)}</a></td><td>{_e(condition)}</td><td>{_e(ended)}</td></tr>"
         for item, condition, ended in flipped[:shown])
     more = (f'<p class="muted">the first {shown} of {len(flipped)} are listed; pytest-prove '
             f"flips {_e(before)} {_e(after)} -v lists them all</p>"
             if len(flipped) > shown else "")
     return (f'<details class="flips"><summary>{len(flipped)} twin(s) ended differently in '
-            f"{_e(before)} and {_e(after)}: open one beside its twin</summary>"
+            f"{_e(before)} and {_e(after)}: open one beside its twin (Enter on a cell of "
+            "the grids goes to its condition's)</summary>"
             '<table class="full"><thead><tr><th>episode</th><th>condition</th>'
             f"<th>ended</th></tr></thead><tbody>{rows}</tbody></table>{more}</details>")

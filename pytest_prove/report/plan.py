@@ -30,10 +30,14 @@ __all__ = [
     "margin_failed",
     "margin_fails_in_plan",
     "margin_line",
+    "margin_rates_note",
     "margin_without_outcomes",
     "metric_limit_lines",
     "plan_head",
     "plan_head_metrics_only",
+    "rates_basis",
+    "rates_line",
+    "rates_note",
     "sequential_line",
     "sequential_partial",
     "sequential_sizes",
@@ -131,13 +135,14 @@ def limit_shown(worst_limit: float | None) -> str:
 
 def plan_head(*, episodes: int, rollouts: int, cells: int, replicates: int, shown: str,
               worst_base_rate: float, paired: bool, q: float, m: int,
-              max_mde: float) -> list[str]:
-    """The plan's first lines: the sweep's size and what one condition could be flagged for."""
+              max_mde: float, direction: str = "rise") -> list[str]:
+    """The plan's first lines: the sweep's size and what one condition could be flagged for
+    (``direction``: a fall when the worst is one, as the baseline's rates can make it)."""
     method = "the paired test" if paired else "Fisher's exact test"
     return [
         f"pytest-prove plan: {episodes:,} episodes: {rollouts} rollout(s), "
         f"{cells} condition(s), {replicates} replicates or more each",
-        f"design check: the smallest rise one condition alone would be flagged for is "
+        f"design check: the smallest {direction} one condition alone would be flagged for is "
         f"{shown} at its worst base rate, {worst_base_rate:.3f} "
         f"({method}, q {q:g} over {m} tests, 4 times in 5; you accept up to "
         f"{max_mde:.3f})",
@@ -173,26 +178,78 @@ def margin_without_outcomes(margin: float) -> str:
             "metric its margin with --prove-metric-margin (e.g. judge=0.05) instead")
 
 
-def design_fails_in_plan(replicates_needed: int | None, max_mde: float) -> str:
+def design_fails_in_plan(replicates_needed: int | None, max_mde: float,
+                         basis: str = "") -> str:
     needed = (f"{replicates_needed} replicates a condition would pass"
               if replicates_needed else "many more replicates are needed")
     return would_stop(f"design check fails: one condition alone could not be flagged "
-                      f"for a rise of {max_mde:.3f}, the most you accept; "
+                      f"for a rise of {max_mde:.3f}, the most you accept{basis}; "
                       f"{needed} (or a larger --prove-max-mde, fewer conditions or "
                       "events)")
 
 
 def design_failed(*, replicates: int, m: int, shown: str, worst_base_rate: float,
-                  max_mde: float, replicates_needed: int | None) -> str:
+                  max_mde: float, replicates_needed: int | None, basis: str = "",
+                  direction: str = "rise") -> str:
+    """The design check's refusal; ``basis``: what base rates it read, when not every one
+    (:func:`rates_basis`)."""
     needed = (f"Use {replicates_needed} replicates a condition"
               if replicates_needed else
               "Use many more replicates a condition (over the search's ceiling)")
     return (f"design check failed: with {replicates} replicates a condition and {m} tests, "
-            f"one condition alone could only be flagged for a rise of "
-            f"{shown} (at base rate {worst_base_rate:.3f}), more "
+            f"one condition alone could only be flagged for a {direction} of "
+            f"{shown} (at base rate {worst_base_rate:.3f}{basis}), more "
             f"than the {max_mde:.3f} you accept. {needed} (replicates= or "
             f"--prove-replicates), fewer conditions or events, a larger --prove-max-mde, "
             f"or run anyway with --prove-allow-underpowered")
+
+
+def rates_basis(baseline: str, level: float, fewest_any_rate: int | None) -> str:
+    """What the design check read, said inside its refusal when it read the baseline's
+    rates: each test's interval, and the replicates any base rate would ask."""
+    any_rate = ("" if fewest_any_rate is None else
+                f"; {fewest_any_rate} replicates for any base rate")
+    return (f", read at base rates within each test's exact {100.0 * level:g}% interval "
+            f"from baseline {baseline!r}{any_rate}")
+
+
+def rates_line(*, baseline: str, level: float, m: int, unknown: int, replicates: int,
+               fewest: int | None, fewest_any_rate: int | None, ok: bool,
+               ok_any_rate: bool) -> str:
+    """The plan's line when the design check read the baseline's rates: what it read,
+    the replicates it asks against those any base rate asks, and what the estimate costs."""
+    def size(n: int | None) -> str:
+        return "more than the search's ceiling" if n is None else f"{n}"
+
+    read = (f"design check from baseline {baseline!r}'s rates: each of the {m} tests read "
+            f"at base rates within its exact {100.0 * level:g}% interval (Clopper-Pearson) "
+            "from the baseline, not at every rate from 0 to 1")
+    if unknown:
+        read += (f" ({unknown} test(s) the baseline does not hold read at every rate)")
+    asked = (f"{size(fewest)} replicates a condition would do, instead of "
+             f"{size(fewest_any_rate)} for any base rate")
+    if ok and not ok_any_rate:
+        verdict = (f"these {replicates} pass only thanks to the baseline's rates: each "
+                   f"condition sees max_mde 4 times in 5 when its rate lies in its "
+                   f"interval, which holds at least {level:g} of the time each")
+    elif ok:
+        verdict = f"these {replicates} pass for any base rate too"
+    else:
+        verdict = f"these {replicates} do not pass even so"
+    return (f"{read}: {asked}; {verdict} (the tests and their error rates are unchanged; "
+            "--prove-design-rates=any reads every base rate)")
+
+
+def rates_note(*, baseline: str, level: float, replicates: int,
+               fewest_any_rate: int | None) -> str:
+    """The summary's note on a design that passed only thanks to the baseline's rates."""
+    any_rate = ("more" if fewest_any_rate is None else f"{fewest_any_rate}")
+    return (f"design from baseline {baseline!r}'s rates: {replicates} replicates a condition "
+            f"passed the design check only because each test's base rate was read within "
+            f"its exact {100.0 * level:g}% interval from the baseline ({any_rate} would be "
+            f"needed for any base rate); each condition's power at max_mde holds when its "
+            f"rate lies there, at least {level:g} of the time each "
+            "(--prove-design-rates=any reads every base rate)")
 
 
 def would_stop(reason: str) -> str:
@@ -205,7 +262,7 @@ def would_stop(reason: str) -> str:
 def margin_line(check: MarginDesignCheck, m: int, margin: float) -> str:
     claim = (f"every one of the {m} tests shown within the margin {margin:g} when "
              f"nothing changed")
-    return (f"margin design check: {claim}: {power_text(check.weakest_power ** m)} of the "
+    return (f"margin design check: {claim}: {power_text(check.sweep_power)} of the "
             f"time at "
             f"base rate {check.weakest_base_rate:.3f} ({check.row_power:.4f} asked of each "
             f"test for 0.8 over all {m}; {check.method})")
@@ -220,8 +277,19 @@ def margin_advice(check: MarginDesignCheck, m: int, margin: float) -> str:
               "approximation: designs this large are not searched exactly; check the size "
               "with --prove-plan)")
     return (f"the claim that every condition is within {margin:g} would hold "
-            f"only {power_text(check.weakest_power ** m)} of the time when nothing changed; "
+            f"only {power_text(check.sweep_power)} of the time when nothing changed; "
             f"use {needed} (replicates= or --prove-replicates)")
+
+
+def margin_rates_note(*, baseline: str, replicates: int, margin: float) -> str:
+    """The summary's note on a margin design that passed only thanks to the baseline's
+    rates."""
+    return (f"margin design from baseline {baseline!r}'s rates: {replicates} replicates a "
+            f"condition let every test be shown within {margin:g} 4 times in 5 only because "
+            "each test's base rate was read within its exact 99% interval from the "
+            "baseline (any base rate would need more); the claim's power holds when each "
+            "rate lies there, at least 0.99 of the time each (--prove-design-rates=any "
+            "reads every base rate)")
 
 
 def margin_fails_in_plan(advice: str) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pytest_prove.declare.spec import NO_OUTCOME_EVENT
-from pytest_prove.stats import Comparison, Limit, Row, outward
+from pytest_prove.stats import Comparison, Fragility, Limit, Row, outward
 
-from ._format import plain_text, q_text, rate, signed, status_text, terminal_text
+from ._format import TableLine, plain_text, q_text, rate, signed, status_text, terminal_text
 
 __all__ = ["bound_text", "condition_failure", "format_comparison", "margin_line",
            "margin_next", "verdict_line"]
@@ -95,6 +95,19 @@ def verdict_line(comparison: Comparison) -> str:
     return (f"too small to tell: nothing changed significantly, but "
             f"{_plural(len(blind), 'row')} could not have shown a change of {mde}: {names}; "
             f"{tail}")
+
+
+def _flips_text(fragility: Fragility) -> str:
+    """Which flips would change the word: the first few whole, then how many more (the
+    labels are the rollout's, each on one line)."""
+    if not fragility.moves:
+        return terminal_text(fragility.detail, 400)
+    said = [f"{m.flips} after {'episode' if m.flips == 1 else 'episodes'} of "
+            f"{terminal_text(m.condition)} made to "
+            f"{'record' if m.toward == 'more' else 'not record'} {terminal_text(m.event)}"
+            for m in fragility.moves[:_LIST_AT_MOST]]
+    more = len(fragility.moves) - len(said)
+    return "; ".join(said) + (f"; and {more} more" if more > 0 else "")
 
 
 def _row_name(row: Row) -> str:
@@ -199,7 +212,7 @@ def _table(rows: Sequence[Row], max_mde: float) -> list[str]:
     def render(cells: Sequence[str]) -> str:
         parts = [c.rjust(w) if i in numeric else c.ljust(w)
                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return "  ".join(parts).rstrip()
+        return TableLine("  ".join(parts).rstrip())
 
     return [render(header), *(render(line) for line in body)]
 
@@ -224,7 +237,7 @@ def format_comparison(
         how = ("exhaustive search" if fragility.exhaustive
                else "greedy search, there may be fewer")
         lines.append(f"fragility: {_plural(fragility.flips, 'outcome')} flipped in {after} "
-                     f"would change the word ({how}): {terminal_text(fragility.detail, 240)}")
+                     f"would change the word ({how}): {_flips_text(fragility)}")
     shown = list(comparison.rows) if verbose else [
         r for r in comparison.rows
         if r.moved or r.blind or (r.margin is not None and not r.within)
@@ -236,14 +249,21 @@ def format_comparison(
         lines.append(f"{_plural(hidden, 'row')} unchanged and able to see "
                      f"{rate(comparison.max_mde)} not shown (-v shows every row)")
     lines.extend(beside)
+    sequential = comparison.method.startswith("group-sequential")
     legend = ("rise/fall: 'sequential', a row of a sequential run has no limit of its own "
               "(the design's power at max_mde holds for every row)"
-              if comparison.method.startswith("group-sequential") else
+              if sequential else
               f"rise/fall: the smallest change each row alone would be flagged for, 4 times "
               f"in 5, from its rate in {before}")
-    lines.append(f"method: {plain_text(comparison.method)}. {legend}")
-    if comparison.paired_model is not None:
-        lines.append(f"paired limits assume {comparison.paired_model}")
+    if verbose:
+        lines.append(f"method: {plain_text(comparison.method)}. {legend}")
+        if comparison.paired_model is not None:
+            lines.append(f"paired limits assume {comparison.paired_model}")
+    else:
+        # What reading the table needs; the test and its family are on the verdict line.
+        together = ("" if sequential else f"the {comparison.m} intervals together hold the "
+                    f"true changes {(1 - comparison.q) * 100:g}% of the time or more; ")
+        lines.append(f"method: {together}{legend}; -v prints the method in full")
     if comparison.margin is not None:
         lines.append(f"margin method: {plain_text(comparison.margin.method)}. bound: the "
                      "smallest margin each test would be shown within, one-sided")
@@ -268,20 +288,43 @@ def format_comparison(
 
 def condition_failure(comparison: Comparison, condition: str, *, before: str,
                       after: str) -> list[str]:
-    """The failure text of one condition's gate report: the verdict, this condition's rows,
-    and how it was tested (what ``-rf``, ``--junitxml`` and the FAILURES section show)."""
+    """The failure text of one condition's gate report (what ``-rf``, ``--junitxml`` and the
+    FAILURES section show): what failed in this condition, first, then its rows and how they
+    were tested.  The verdict over every condition is the pytest-prove section's, said once."""
     rows = [r for r in comparison.rows if r.condition == condition]
-    moved = [r for r in rows if r.direction != "unchanged" or r.blind
-             or (r.margin is not None and not r.within)]
-    said = margin_line(comparison)
+    where = terminal_text(condition)
+    runs = f"{terminal_text(before)} -> {terminal_text(after)}"
+    worse = [r for r in rows if r.counted and r.direction == "worse"]
+    found = comparison.margin
+    beyond = [r for r in rows if found is not None and r in found.beyond]
+    not_within = [r for r in rows if found is not None and r in found.not_within]
+    blind = [r for r in rows if r.blind and not r.counted]
+    if worse:
+        head = "worse: " + "; ".join(f"{where} {_change(r)}" for r in worse)
+    elif beyond and found is not None:
+        head = (f"beyond margin {rate(found.margin)}: "
+                + "; ".join(f"{where} {_change(r)}" for r in beyond))
+    elif not_within and found is not None:
+        head = (f"not shown within margin {rate(found.margin)}: " + "; ".join(
+            f"{_row_name(r)} (the data support a margin of "
+            f"{bound_text(r.margin.bound) if r.margin else '?'})" for r in not_within))
+    elif blind:
+        head = "too small to tell: " + "; ".join(
+            f"{_row_name(r)} could not have shown a {' or '.join(r.blind)} of "
+            f"{rate(comparison.max_mde)}" for r in blind)
+    else:
+        head = f"{where}: " + ("; ".join(_change(r) for r in rows) or "unchanged")
     return [
-        verdict_line(comparison),
-        *([] if said is None else [said]),
-        f"{terminal_text(condition)}, {terminal_text(before)} -> {terminal_text(after)}: "
-        + ("; ".join(f"{_event_words(r)} {rate(r.before)} -> {rate(r.after)}" for r in moved)
-           or "unchanged"),
+        f"{head}, {runs}",
         *_table(rows, comparison.max_mde),
-        f"method: {plain_text(comparison.method)}",
-        *([] if comparison.margin is None
-          else [f"margin method: {plain_text(comparison.margin.method)}"]),
+        f"tested with {_test_name(comparison)}, Holm q {comparison.q:g} over "
+        f"{_plural(comparison.m, 'test')} (the verdict over every condition and the method: "
+        "the pytest-prove section)",
+        *([] if found is None else [f"margin method: {plain_text(found.method)}"]),
     ]
+
+
+def _change(row: Row) -> str:
+    """A row's change in this condition: its event, the rates and q."""
+    return (f"{_event_words(row)} {rate(row.before)} -> {rate(row.after)} "
+            f"({signed(row.change)}, q {q_text(row.q_value)})")

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 from ..declare.metrics import MetricMargin
-from ..stats import Comparison, Row, compare
 from ..store import Run
 from .coverage import Coverage, coverage, run_notes, unfinished_reason
 from .environment import EnvironmentReview, environment_review
 from .labels import Labels, label_of, labels_of
-from .metrics import MetricReview, MetricRow, failing_rows, gate_metrics, metric_review
 from .pairing import (
     MISSING_MODES,
     NO_OUTCOME,
@@ -32,11 +30,15 @@ from .pairing import (
     prepare,
 )
 from .reading import read_run
-from .twins import TwinReview, twin_review
 
+# The statistics (numpy, scipy) are imported when a review is made, not with this package:
+# a command that only lists runs (pytest-prove runs) reads the store through it.
 if TYPE_CHECKING:
+    from ..stats import Comparison, Row
+    from .metrics import MetricReview, MetricRow
     from .sequential import Looks
     from .targets import TargetReview, TargetRow
+    from .twins import TwinReview
 
 __all__ = [
     "MISSING_MODES",
@@ -187,6 +189,10 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
     theirs (each condition at the look it stopped at, on sequential p-values), and the review
     says how each condition stopped.
     """
+    from ..stats import compare
+    from .metrics import failing_rows, gate_metrics, metric_review
+    from .twins import twin_review
+
     for run in (before, after):
         replayed = sum(1 for r in run.episodes if r.get("replayed"))
         if replayed:

@@ -14,12 +14,13 @@ definitions (:func:`~.pairing.event_flags`) from the same rows (:func:`~.pairing
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
 from ..declare.environment import replay_environment
-from ..declare.spec import condition_label, quoted_label
+from ..declare.spec import axis_text, quoted_label
 from ..record import Missing
 from ..store import Run
 from .labels import keys_and_labels, label_of
@@ -174,14 +175,23 @@ class Flips:
 
 
 def _parts(text: str) -> dict[str, str] | None:
-    """``ticket=refund, model=small`` as {axis: value}, or None when it is not that form."""
+    """``ticket=refund model=small`` (as a label writes it; ``ticket=refund, model=small``
+    as labels were written before) as {axis: value}, or None when it is not that form. A
+    value in quotes is read without them."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace += ","
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # a quote left open
+        return None
     found: dict[str, str] = {}
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
+    for word in words:
+        name, sep, value = word.partition("=")
         if not sep or not name.strip() or name.strip() in found:
             return None
-        found[name.strip()] = value.strip()
-    return found
+        found[name.strip()] = value
+    return found or None
 
 
 def _matches(asked: str, label: str, axes: Mapping[str, Any]) -> bool:
@@ -192,8 +202,8 @@ def _matches(asked: str, label: str, axes: Mapping[str, Any]) -> bool:
     wanted = _parts(asked)
     if wanted is None:
         return False
-    shown = {k: condition_label({k: v}).partition("=")[2] for k, v in axes.items()}
-    return all(shown.get(k) == v for k, v in wanted.items())
+    shown = {k: axis_text(v) for k, v in axes.items()}
+    return all(k in axes and v in (shown[k], str(axes[k])) for k, v in wanted.items())
 
 
 def flips(before: Run, after: Run, *, conditions: Sequence[str] = (),

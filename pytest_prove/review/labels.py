@@ -48,6 +48,19 @@ class Labels:
             return sorted(unique)
         return unique
 
+    def grid_order(self, conditions: Sequence[str], x: str | None,
+                   y: str | None) -> dict[str, tuple[int, ...]]:
+        """Each condition's place in the order a report's grids are read: grid by grid (the
+        axes beyond ``x`` and ``y``), row by row (``y``), left to right (``x``), each axis's
+        values as the sweep declared them."""
+        def value(condition: str, axis: str) -> Any:
+            return self.axes.get(condition, {}).get(axis, "—")
+
+        axes = [*(a for a in self.axis_names() if a not in (x, y)),
+                *(a for a in (y, x) if a is not None)]
+        values = {a: self.ordered(a, [value(c, a) for c in conditions]) for a in axes}
+        return {c: tuple(values[a].index(value(c, a)) for a in axes) for c in conditions}
+
     def axis_names(self) -> list[str]:
         """Every axis any condition has, in the order first met."""
         names: dict[str, None] = {}

@@ -11,16 +11,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 from ..declare.chaos import FaultCount, chaos_differences, chaos_refusal, count_faults
 from ..declare.spec import NO_OUTCOME_EVENT, Declaration, SpecError, condition_label
 from ..errors import ProveError
 from ..record import MISSING_MODES, Missing, has_outcome, left_out_reason
-from ..stats import Pairs, RowInput
 from ..store import Run
 from ..store.merging import manifest_declarations
 from .reading import RunIndex, read_run
+
+if TYPE_CHECKING:  # the statistics load with the first row made, not with the listing of runs
+    from ..stats import RowInput
 
 __all__ = ["MISSING_MODES", "NO_OUTCOME", "CaseMixError", "DeclarationError", "Missing",
            "Prepared", "RefusalError", "check_declarations", "declarations_of", "event_flags",
@@ -250,6 +252,8 @@ def _row(label: str, event: str, worse_when: Literal["rise", "fall"],
          before: Mapping[int, bool], after: Mapping[int, bool], paired: bool) -> RowInput:
     """One row: whether each replicate had the event, before and after; twins matched by
     replicate when ``paired`` (the replicates both maps hold)."""
+    from ..stats import Pairs, RowInput
+
     if paired:
         twins = sorted(set(before) & set(after))
         both, before_only, after_only = _counts(before, after, twins)

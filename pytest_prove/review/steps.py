@@ -160,7 +160,8 @@ def where_of(run: Run, event: str, found: Sequence[Ending], left: Counter[str]) 
 @dataclass(frozen=True, slots=True)
 class StepComparison:
     """Do episodes ending with ``event`` stop sooner in ``after``? The log-rank test and its
-    word: different, no significant change, or too small to tell."""
+    word: different (episodes stop sooner or later), or unchanged (said with whether the
+    test could have seen a hazard ratio of ``max_hr``)."""
 
     before: str
     after: str
@@ -214,8 +215,12 @@ def compare_endings(before: Run, after: Run, event: str,
         way = "sooner" if test.hazard_ratio > 1 else "later"
         word = f"different: {chosen} episodes stop {way} in {label_of(after)}"
     elif detectable is not None and detectable <= max_hr:
-        word = "no significant change"
+        # The rows' word (the grid's and the table's) for a row that did not move, never one
+        # of the verdict's words, which are about rates (docs/statistics.md).
+        word = f"unchanged: no difference shown in when {chosen} episodes stop"
     else:
-        word = "too small to tell"
+        word = (f"unchanged as far as this run can tell: no difference shown in when "
+                f"{chosen} episodes stop, and too few of them to see a hazard ratio of "
+                f"{max_hr:g}")
     return StepComparison(label_of(before), label_of(after), chosen, word, len(common), test,
                           tuple(per_step), detectable, q, max_hr, left_a, left_b)

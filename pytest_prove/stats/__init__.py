@@ -7,6 +7,7 @@ the plugin, so the command line and any renderer can use it on stored runs.
 from __future__ import annotations
 
 from ._compare import compare
+from ._design_rates import RATES_LEVEL, RatesDesign, baseline_intervals, rates_design_check
 from ._exact import fisher_exact_p, mcnemar_exact_p, mcnemar_midp
 from ._fragility import Flip, Fragility
 from ._intervals import (
@@ -19,6 +20,7 @@ from ._intervals import (
 from ._limits import outward
 from ._margin import MarginTest, margin_test, margin_test_paired, margin_test_unpaired
 from ._margin_design import MarginDesignCheck, margin_design_check, margin_replicates
+from ._margin_rates import margin_rates_check
 from ._metric_limits import METRIC_LIMIT_RUNS, MetricLimit, metric_limit
 from ._metrics import (
     MetricTest,
@@ -102,6 +104,7 @@ __all__ = [
     "LOOKS",
     "METRIC_LIMIT_RUNS",
     "PAIRED_MODEL",
+    "RATES_LEVEL",
     "SCHEMA_VERSION",
     "TWIN_MODEL",
     "Agreement",
@@ -121,6 +124,7 @@ __all__ = [
     "Pairs",
     "PooledKappa",
     "RankTest",
+    "RatesDesign",
     "Row",
     "RowDecision",
     "RowInput",
@@ -132,6 +136,7 @@ __all__ = [
     "Verdict",
     "agreement",
     "alpha_shares",
+    "baseline_intervals",
     "benjamini_hochberg",
     "clopper_pearson_interval",
     "compare",
@@ -146,6 +151,7 @@ __all__ = [
     "limits",
     "look_schedule",
     "margin_design_check",
+    "margin_rates_check",
     "margin_replicates",
     "margin_test",
     "margin_test_paired",
@@ -162,6 +168,7 @@ __all__ = [
     "pass_hat_k",
     "pooled_kappa",
     "rank_sum_test",
+    "rates_design_check",
     "replicates_for",
     "rise_limit",
     "sequential_design",

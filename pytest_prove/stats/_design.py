@@ -77,10 +77,12 @@ _CHUNK = 512
 
 
 def _worst_rise_scan(
-    paired: bool, n: int, alpha: float, power: float, max_mde: float
+    paired: bool, n: int, alpha: float, power: float, max_mde: float,
+    rates: FloatArray | None = None,
 ) -> tuple[float | None, float]:
-    """The worst rise limit by computing the limit at every base rate."""
-    rates = _scan_rates(n, max_mde)
+    """The worst rise limit by computing the limit at every base rate (``rates``, sorted:
+    those of :func:`_scan_rates` unless given)."""
+    rates = _scan_rates(n, max_mde) if rates is None else rates
     found = _cached_limits(paired, n, n, [float(r) for r in rates], alpha, power, "rise")
     worst: float = -1.0
     worst_p0 = 0.0
@@ -126,18 +128,20 @@ def _fitted_blocks(last: int, widths: IntArray) -> tuple[IntArray, IntArray]:
 
 
 def _worst_rise(
-    paired: bool, n: int, alpha: float, power: float, max_mde: float
+    paired: bool, n: int, alpha: float, power: float, max_mde: float,
+    rates: FloatArray | None = None,
 ) -> tuple[float | None, float]:
-    """The worst rise limit over the base rates k/n with room for max_mde, and where.
+    """The worst rise limit over the base rates k/n with room for max_mde (or over
+    ``rates``, sorted and unique, each with room), and where.
 
     Equal to the rate-by-rate scan (:func:`_worst_rise_scan`; a test compares them): the
     first base rate with no detectable rise if there is one, else the largest limit, at the
     smallest base rate that has it.
     """
-    rates = _scan_rates(n, max_mde)
+    rates = _scan_rates(n, max_mde) if rates is None else rates
     evaluator = _evaluator(paired, n, n, alpha)
     if rates.size <= _SCAN_ALL or not evaluator.monotone:
-        return _worst_rise_scan(paired, n, alpha, power, max_mde)
+        return _worst_rise_scan(paired, n, alpha, power, max_mde, rates)
     last = rates.size - 1
 
     def reaches(k: int) -> bool:
@@ -163,7 +167,7 @@ def _worst_rise(
     best, worst = int(coarse[int(np.argmax(rough))]), -1.0
     guess = float(rough.max())
     for _ in range(4):
-        centre = int(np.floor(n * (1.0 - guess) / 2.0))
+        centre = int(np.searchsorted(rates, (1.0 - guess) / 2.0, side="right")) - 1
         near = np.arange(centre - 2, centre + 4)
         ks = np.unique(np.clip(np.concatenate((near, [best])), 0, last))
         values = limits_at(ks, _BISECTIONS)
@@ -206,12 +210,14 @@ def _worst_rise(
 
 
 def _sees_grid(
-    paired: bool, n: int, alpha: float, power: float, max_mde: float
+    paired: bool, n: int, alpha: float, power: float, max_mde: float,
+    rates: FloatArray | None = None,
 ) -> bool:
-    """Whether every base rate k/n with room sees a rise of max_mde: power(p0, p0 + max_mde)
-    >= power at each (as :func:`_sees_all` on the whole scan), with blocks of base rates
-    cleared at once by the bound power(p0, p0 + c) >= power(b, a + c) for a <= p0 <= b."""
-    rates = _scan_rates(n, max_mde)
+    """Whether every base rate k/n with room (or of ``rates``, sorted and unique) sees a
+    rise of max_mde: power(p0, p0 + max_mde) >= power at each (as :func:`_sees_all` on the
+    whole scan), with blocks of base rates cleared at once by the bound
+    power(p0, p0 + c) >= power(b, a + c) for a <= p0 <= b."""
+    rates = _scan_rates(n, max_mde) if rates is None else rates
     evaluator = _evaluator(paired, n, n, alpha)
     if rates.size <= _SCAN_ALL or not evaluator.monotone:
         return _sees_all(paired, n, rates, alpha, power, max_mde, "rise")
@@ -224,7 +230,7 @@ def _sees_grid(
 
     # The weakest base rates first (near (1 - max_mde)/2, by the symmetry of power): most
     # sizes that fail, fail there.
-    centre = int(np.floor(n * (1.0 - max_mde) / 2.0))
+    centre = int(np.searchsorted(rates, (1.0 - max_mde) / 2.0, side="right")) - 1
     if not sees(np.unique(np.clip(np.arange(centre - 2, centre + 4), 0, last))):
         return False
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,6 +148,15 @@ class MarginDesignCheck:
     replicates_needed: int | None  # None when ok, or beyond the search's ceiling
     method: str
     replicates_exact: bool = True  # False: the normal approximation (a large design)
+    #: From the baseline's rates (``_margin_rates``): the claim's power, the product of each
+    #: row's weakest within its interval, and whether the design passes for any base rate.
+    claim_power: float | None = None
+    ok_any_rate: bool | None = None
+
+    @property
+    def sweep_power(self) -> float:
+        """The probability the claim holds for the whole sweep when nothing changed."""
+        return self.weakest_power ** self.m if self.claim_power is None else self.claim_power
 
 
 MARGIN_CEILING = 20_000
@@ -163,6 +173,32 @@ def _normal_guess(paired: bool, margin: float, alpha: float, row_power: float,
     # 2 p (1 - p) at p = 1/2: unpaired, and twins' discordance 2 kappa p (1 - p)
     variance = 0.5 * (kappa if paired else 1.0)
     return max(2, math.ceil(z * z * variance / (margin * margin)))
+
+
+def _fewest(passes: Callable[[int], bool], guess: int, floor: int) -> int | None:
+    """The fewest replicates above ``floor`` that pass, from a guess: stepping down from it
+    until a size fails (or the floor), or up until one passes, then bisecting; it ends on a
+    size that passes next to one that fails (or next to ``floor``). None beyond
+    ``MARGIN_CEILING``."""
+    guess = min(MARGIN_CEILING, max(floor + 1, guess))
+    step = max(1, guess // 200)
+    lo = hi = guess
+    if passes(guess):
+        while True:  # step down until a size fails, or the floor
+            lo = max(floor, hi - step)
+            if lo == floor or not passes(lo):
+                break
+            hi = lo
+            step *= 2
+    else:
+        while True:
+            lo, hi = hi, min(MARGIN_CEILING, hi + step)
+            if passes(hi):
+                break
+            if hi >= MARGIN_CEILING:
+                return None
+            step *= 2
+    return max(smallest(passes, lo, hi), 1)
 
 
 def margin_replicates(paired: bool, m: int, q: float, margin: float,
@@ -183,27 +219,7 @@ def margin_replicates(paired: bool, m: int, q: float, margin: float,
     def passes(n: int) -> bool:
         return bool(_weakest(paired, n, margin, q, kappa)[0] >= row_power)
 
-    floor = max(0, above)
-    guess = min(MARGIN_CEILING, max(floor + 1, _normal_guess(paired, margin, q, row_power,
-                                                              kappa)))
-    step = max(1, guess // 200)
-    lo = hi = guess
-    if passes(guess):
-        while True:  # step down until a size fails, or the floor
-            lo = max(floor, hi - step)
-            if lo == floor or not passes(lo):
-                break
-            hi = lo
-            step *= 2
-    else:
-        while True:
-            lo, hi = hi, min(MARGIN_CEILING, hi + step)
-            if passes(hi):
-                break
-            if hi >= MARGIN_CEILING:
-                return None
-            step *= 2
-    return max(smallest(passes, lo, hi), 1)
+    return _fewest(passes, _normal_guess(paired, margin, q, row_power, kappa), max(0, above))
 
 
 def replicates_needed(paired: bool, m: int, q: float, margin: float,

@@ -12,6 +12,16 @@
     });
     panel.replaceChildren(dl);
   }
+  // Enter on a cell: to the first twin of its condition that ended differently, where the
+  // page lists them by condition (rows marked data-twins-of; pytest-prove serve's list).
+  function openTwins(cell){
+    var row = data.rows[Number(cell.getAttribute('data-i'))]; if (!row) { return; }
+    var to = Array.prototype.find.call(document.querySelectorAll('[data-twins-of]'),
+      function(e){ return e.getAttribute('data-twins-of') === row.condition; });
+    if (!to) { return; }
+    var shut = to.closest('details'); if (shut) { shut.open = true; }
+    var link = to.querySelector('a'); if (link) { link.focus(); }
+  }
   document.querySelectorAll('section.event').forEach(function(section){
     var panel = section.querySelector('.details');
     var cells = Array.prototype.slice.call(section.querySelectorAll('td.cell[data-i]'));
@@ -82,6 +92,7 @@
     section.querySelectorAll('table.grid').forEach(function(grid){
       grid.addEventListener('keydown', function(ev){
         var cell = ev.target.closest('td'); if (!cell) { return; }
+        if (ev.key === 'Enter') { openTwins(cell); return; }
         var tr = cell.parentElement, rows = Array.prototype.slice.call(grid.tBodies[0].rows);
         var r = rows.indexOf(tr), c = Array.prototype.indexOf.call(tr.cells, cell);
         var moves = {ArrowRight:[0,1],ArrowLeft:[0,-1],ArrowDown:[1,0],ArrowUp:[-1,0]};
