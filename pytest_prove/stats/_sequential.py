@@ -59,8 +59,9 @@ __all__ = [
 
 #: The level of the interval the margin seam reads (``decide(margin=...)``).
 FUTILITY_LEVEL = 0.90
-#: Futility thresholds: paired, log profile likelihood ratio; unpaired, z.
-FUTILITY = {True: 2.0, False: 1.6}
+#: Futility thresholds: the log profile likelihood ratio against +-max_mde (paired: the
+#: twins' trinomial; unpaired: the two binomials).
+FUTILITY = {True: 2.0, False: 2.0}
 VERSION = 2
 
 State = Literal["worse", "safer", "no change of max_mde", "open", "complete"]
@@ -93,7 +94,7 @@ class SequentialDesign:
     power: float
     looks: tuple[int, ...]  # replicates per condition at each look
     efficacy: float  # the nominal level a row's smallest p must reach at q/m (Holm's first)
-    futility: float  # the futility threshold (paired: log likelihood ratio; unpaired: z)
+    futility: float  # the futility threshold (log profile likelihood ratio)
     fixed: int | None  # replicates of the fixed design that passes the design check
     replicates_needed: int | None  # the smallest maximum keeping power at max_mde
     ok: bool  # power_at_max_mde >= power
@@ -164,8 +165,7 @@ def _method(paired: bool, m: int, q: float, step: int, h: float) -> str:
             "of a fair walk" if paired else
             "Fisher's conditional test against the whole baseline, its level calibrated "
             "exactly over the looks and the base rate")
-    rule = (f"likelihood ratio e^{h:g} against +-max_mde" if paired
-            else f"the change within +-max_mde by z {h:g}")
+    rule = f"likelihood ratio e^{h:g} against +-max_mde"
     return (f"group-sequential, a look every {step} replicates: {test}; Holm q {q:g} over "
             f"{m} tests; futility when {rule} (non-binding)")
 
