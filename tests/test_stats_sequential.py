@@ -147,10 +147,11 @@ def test_paired_error_and_power_equal_enumeration() -> None:
 
 @pytest.mark.slow  # seconds of exact recursions
 def test_unpaired_crossing_equals_enumeration_and_holds_between_grid_points() -> None:
-    """The unpaired recursion against every baseline count and every run of 6 replicates
-    (looks at 2, 4, 6); the calibrated level keeps the error under alpha on a grid five
-    times finer than the one it was found on."""
-    from pytest_prove.stats._seq_unpaired import crossing, level, look_p, run
+    """The unpaired recursion (rate-free, by exchangeability) against every baseline count
+    and every run of 6 replicates (looks at 2, 4, 6), with and without futility; the
+    calibrated level keeps the error under alpha at every rate of a fine grid, and its
+    proven bound over all rates holds."""
+    from pytest_prove.stats._seq_unpaired import crossing, futile, level, look_p, run, worst
 
     looks, n_a, c = (2, 4, 6), 8, 0.2
     for p in (0.1, 0.35, 0.5):
@@ -162,6 +163,26 @@ def test_unpaired_crossing_equals_enumeration_and_holds_between_grid_points() ->
                 if any(look_p(sum(seq[:n]), n, x_a, n_a) <= c for n in looks):
                     total += chance
         assert crossing(looks, n_a, c, p) == pytest.approx(total, abs=1e-12)
+        # run(): the procedure with futility (h = 0.5 stops often), at two rates.
+        for p_b in (p, min(0.95, p + 0.3)):
+            up = down = spent = 0.0
+            for x_a in range(n_a + 1):
+                weight = sps.binom.pmf(x_a, n_a, p)
+                for seq in itertools.product((0, 1), repeat=6):
+                    chance = weight * math.prod(p_b if x else 1 - p_b for x in seq)
+                    for n in looks:
+                        y = sum(seq[:n])
+                        if look_p(y, n, x_a, n_a) <= c and y / n != x_a / n_a:
+                            if y / n > x_a / n_a:
+                                up += chance
+                            else:
+                                down += chance
+                            break
+                        if n == looks[-1] or futile(y, n, x_a, n_a, 0.3, 0.5):
+                            break
+                    spent += chance * n
+            assert run(looks, n_a, c, 0.3, 0.5, p, p_b) == pytest.approx(
+                (up, down, spent), abs=1e-12)
     # A small real design: 40 replicates against 40, looks every 4, alpha 0.01.
     looks = tuple(range(4, 41, 4))
     alpha = 0.01
@@ -169,8 +190,45 @@ def test_unpaired_crossing_equals_enumeration_and_holds_between_grid_points() ->
     errors = [crossing(looks, 40, found, float(p)) for p in np.arange(0.0005, 0.5, 0.0005)]
     assert max(errors) <= alpha
     assert max(errors) > 0.5 * alpha  # not needlessly strict
-    up, down, spent = run(looks, 40, found, 0.3, 1.6, 0.2, 0.6)
+    assert worst(looks, 40, found, alpha) <= alpha
+    up, down, spent = run(looks, 40, found, 0.3, 2.0, 0.2, 0.6)
     assert 0.5 < up <= 1 and down < 1e-3 and 4 <= spent <= 40
+
+
+def test_unpaired_futility_is_the_profile_likelihood_ratio() -> None:
+    """The constrained rates are the likelihood's maximum with the change fixed (against a
+    search), and a run with no event in 8 against a baseline with none is not taken as
+    ruling out a rise of 0.2 (likelihood ratio 1.25^8 = e^1.79 < e^2): the z rule before
+    stopped it, and lost a fifth of the power at a base rate of 0."""
+    from pytest_prove.stats._seq_unpaired import _constrained, _loglik, futile
+
+    for x_a, n_a, y, t, d in ((0, 225, 0, 8, 0.2), (90, 225, 30, 40, -0.2),
+                              (12, 50, 9, 13, 0.35), (50, 50, 0, 4, -0.6)):
+        base, new = _constrained(np.array(float(x_a)), n_a, np.array(float(y)), t, d)
+        assert float(new) - float(base) == pytest.approx(d)
+        grid = np.linspace(max(0.0, -d), min(1.0, 1.0 - d), 20001)
+        search = _loglik(np.full(grid.size, float(x_a)), n_a, grid) + _loglik(
+            np.full(grid.size, float(y)), t, grid + d)
+        best = _loglik(np.array(float(x_a)), n_a, base) + _loglik(np.array(float(y)), t, new)
+        assert float(best) >= float(search.max()) - 1e-9
+    assert not futile(0, 8, 0, 225, 0.2, 2.0)
+    assert futile(0, 12, 0, 225, 0.2, 2.0)  # 1.25^12 = e^2.68
+    assert futile(90, 225, 90, 225, 0.2, 2.0)
+    assert not futile(0, 12, 0, 225, 0.2, 3.0)
+
+
+@pytest.mark.slow  # seconds of exact recursions
+def test_unpaired_design_reaches_its_power() -> None:
+    """The unpaired design finds a maximum whose exact power at max_mde reaches 0.8 at
+    every base rate (with the z futility rule it never did: 0.73-0.74 at a base rate of 0
+    whatever the maximum, and the search ran for minutes to 6 times the fixed design)."""
+    plan = sequential_design(2, 16, paired=False)
+    assert plan.fixed is not None and plan.replicates_needed is not None
+    assert plan.replicates_needed <= 1.3 * plan.fixed
+    design = sequential_design(plan.replicates_needed, 16, paired=False)
+    assert design.ok and design.power_at_max_mde >= 0.8
+    assert design.expected_unchanged < 0.4 * design.fixed
+    assert not sequential_design(plan.replicates_needed - 1, 16, paired=False).ok
 
 
 @pytest.mark.slow  # seconds of exact recursions

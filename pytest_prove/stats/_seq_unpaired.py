@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
-from scipy import stats as sps  # type: ignore[import-untyped]
+from scipy import stats as sps
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
