@@ -131,11 +131,25 @@ def _se(p: float, n: int) -> float:
 
 
 def table(sweeps: int, seed: int = 1,
-          kinds: tuple[str, ...] = ("correlated", "independent", "unpaired")) -> list[str]:
-    lines = [
-        f"{'design':11} {'scenario':34} {'sweeps':>6} {'figure':>22} {'value':>7} "
-        f"{'bound':>7}  {'pass'}"
-    ]
+          kinds: tuple[str, ...] = ("correlated", "independent", "unpaired"),
+          echo: bool = False) -> list[str]:
+    """The lines of the bench; with ``echo`` each is printed as soon as it is known."""
+    lines: list[str] = []
+
+    class _Lines(list[str]):
+        def append(self, line: str) -> None:
+            lines.append(line)
+            if echo:
+                print(line, flush=True)
+
+    out_lines = _Lines()
+    out_lines.append(f"{'design':11} {'scenario':34} {'sweeps':>6} {'figure':>22} "
+                     f"{'value':>7} {'bound':>7}  {'pass'}")
+    table_lines(out_lines, sweeps, seed, kinds)
+    return lines
+
+
+def table_lines(lines: list[str], sweeps: int, seed: int, kinds: tuple[str, ...]) -> None:
     for kind, paired, rho in (("correlated", True, RHO), ("independent", True, 0.0),
                               ("unpaired", False, 0.0)):
         if kind not in kinds:
@@ -180,7 +194,6 @@ def table(sweeps: int, seed: int = 1,
                            "its replicates / max", share, 0.25, share <= 0.25))
         lines.append(_line(kind, "one moved 0.30 -> 0.70 (0.40)", sweeps, "detected",
                            out.moved_worse, 0.80, out.moved_worse >= 0.80, low=True))
-    return lines
 
 
 def _line(kind: str, scenario: str, sweeps: int, figure: str, value: float,
@@ -199,8 +212,7 @@ def main() -> int:
                         help="which designs, comma-separated")
     args = parser.parse_args()
     start = time.perf_counter()
-    lines = table(args.sweeps, args.seed, tuple(args.kinds.split(",")))
-    print("\n".join(lines))
+    lines = table(args.sweeps, args.seed, tuple(args.kinds.split(",")), echo=True)
     print(f"({time.perf_counter() - start:.0f} s)")
     return 1 if any(line.endswith("FAIL") for line in lines) else 0
 

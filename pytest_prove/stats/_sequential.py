@@ -324,9 +324,19 @@ def _look_p(row: RowInput) -> float:
 def _futile(design: SequentialDesign, row: RowInput) -> bool:
     if row.pairs is not None:
         w, b = _paired_counts(row)
-        return _seq_paired.futile(w, b, row.pairs.n, design.max_mde, design.futility)
-    return _seq_unpaired.futile(row.x_after, row.n_after, row.x_before, row.n_before,
-                                design.max_mde, design.futility)
+        return _futile_counts(True, w, b, row.pairs.n, 0, design.max_mde, design.futility)
+    return _futile_counts(False, row.x_after, row.n_after, row.x_before, row.n_before,
+                          design.max_mde, design.futility)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _futile_counts(paired: bool, a: int, b: int, c: int, d: int, mde: float,
+                   h: float) -> bool:
+    """The futility rule on a row's counts (paired: after-only, before-only, twins; unpaired:
+    the run's events and replicates, the baseline's), cached: looks repeat counts."""
+    if paired:
+        return _seq_paired.futile(a, b, c, mde, h)
+    return _seq_unpaired.futile(a, b, c, d, mde, h)
 
 
 def _p_values(design: SequentialDesign, rows: Sequence[SequentialRow],
