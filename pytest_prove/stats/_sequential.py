@@ -10,8 +10,7 @@ The design (docs/statistics.md, "Sequential runs"):
   with G_N the exact chance that a fair walk of N steps ever reaches that p
   (``_seq_paired``). Unpaired against a complete baseline: the conditional (Fisher) test of
   the run's first n replicates against the whole baseline, the level for each of Holm's steps
-  calibrated by an exact recursion with the rate's worst value over a fine grid
-  (``_seq_unpaired``). Holm at q over the m rows; p* only falls as looks are added, so
+  calibrated by an exact rate-free recursion and proven at every rate (``_seq_unpaired``). Holm at q over the m rows; p* only falls as looks are added, so
   stopping conditions never adds a false verdict.
 * **Futility (no change of max_mde), non-binding.** Paired: the profile likelihood ratio of
   the twins' counts against a change of +max_mde and of -max_mde both at least e^h; unpaired:
