@@ -10,12 +10,13 @@ The design (docs/statistics.md, "Sequential runs"):
   with G_N the exact chance that a fair walk of N steps ever reaches that p
   (``_seq_paired``). Unpaired against a complete baseline: the conditional (Fisher) test of
   the run's first n replicates against the whole baseline, the level for each of Holm's steps
-  calibrated by an exact rate-free recursion and proven at every rate (``_seq_unpaired``). Holm at q over the m rows; p* only falls as looks are added, so
-  stopping conditions never adds a false verdict.
-* **Futility (no change of max_mde), non-binding.** Paired: the profile likelihood ratio of
-  the twins' counts against a change of +max_mde and of -max_mde both at least e^h; unpaired:
-  the change shown within (-max_mde, +max_mde) by a z of h on each side. It never enters
-  the error rate above; it costs power, which the maximum makes up.
+  calibrated by an exact rate-free recursion and proven at every rate (``_seq_unpaired``).
+  Holm at q over the m rows; p* only falls as looks are added, so stopping conditions never
+  adds a false verdict.
+* **Futility (no change of max_mde), non-binding.** The profile likelihood ratio of the
+  counts (paired: the twins' trinomial; unpaired: the two binomials) against a change of
+  +max_mde and of -max_mde both at least e^h. It never enters the error rate above; it
+  costs power, which the maximum makes up.
 * **The maximum** is the smallest N at which the exact power at max_mde (futility included)
   is at least ``power`` at every nuisance value checked: paired, every chance s of a
   before-only twin from 0 (identical twins but for the change) to ((1 - max_mde)/2)^2
