@@ -163,8 +163,9 @@ def table_lines(lines: list[str], sweeps: int, seed: int, kinds: tuple[str, ...]
         lines.append(
             f"# {kind}: fixed design {plan.fixed} replicates per condition; sequential "
             f"maximum {design.replicates}, a look every {design.looks[0]}; power at max_mde "
-            f"{design.power_at_max_mde:.4f} (exact, worst nuisance); expected (exact, "
-            f"independent twins) {design.expected_unchanged:.1f} unchanged at 0.40, "
+            f"{design.power_at_max_mde:.4f} (exact, worst nuisance); expected "
+            f"({'exact, independent twins' if paired else 'exact'}) "
+            f"{design.expected_unchanged:.1f} unchanged at 0.40, "
             f"{design.expected_moved:.1f} moved by max_mde; design step {cpu:.1f} s CPU")
         flat = np.full(CONDITIONS, 0.40)
         spread = np.linspace(0.05, 0.50, CONDITIONS)
