@@ -256,7 +256,9 @@ def worst(looks: tuple[int, ...], n_a: int, c: float, alpha: float) -> float:
         cuts = np.linspace(0.0, 1.0, _SPLIT + 1)
         edges = lo[bad][:, None] + (hi[bad] - lo[bad])[:, None] * cuts[None, :]
         inner = edges[:, 1:-1].ravel()
-        values = np.maximum(_binom(total, np.sin(inner) ** 2) @ v, 0.0)
+        rates = np.sin(inner) ** 2
+        values = np.maximum(np.concatenate([
+            _binom(total, rates[i:i + 2048]) @ v for i in range(0, rates.size, 2048)]), 0.0)
         top = max(top, float(values.max()))
         ev = np.concatenate((ea[bad][:, None], values.reshape(-1, _SPLIT - 1),
                              eb[bad][:, None]), axis=1)
