@@ -267,11 +267,12 @@ def test_sequential_conditions_decided_are_shown(pytester: pytest.Pytester) -> N
     assert saved.ret == 0, saved.stdout.str()
     same = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
                               "--prove-live=on")
-    # Nothing changed: each condition stops at its first look (44 replicates of 220), and
-    # the end line counts what ran as planned.
-    same.stdout.fnmatch_lines(["prove (end): 176/176 episodes, 0 errored, "
+    # Nothing changed and the twins replay their seed: each condition stops at its third
+    # look (12 replicates of 220: no discordant twin in 12 rules out a change of 0.2 by a
+    # likelihood ratio of 1.25^12 = e^2.7), and the end line counts what ran as planned.
+    same.stdout.fnmatch_lines(["prove (end): 48/48 episodes, 0 errored, "
                                "4 of 4 conditions decided, in *"])
-    assert len(list(load(pytester).episodes)) == 176
+    assert len(list(load(pytester).episodes)) == 48
 
 
 def test_an_outcome_reaches_the_terminal_as_text() -> None:

@@ -18,7 +18,7 @@ from tests.conftest import load
 #: Four conditions; condition "a" fails at the rate RATE_A says, the others at 0.10. The
 #: episode draws its outcome from its seed alone, so a twin on the same seed and rate ends
 #: the same way (an agent that replays its seed).  With PACE set (a folder, see PACED), an
-#: episode past a look (every 44 replicates) starts only once the controller has read every
+#: episode past a look (every 4 replicates) starts only once the controller has read every
 #: episode of its condition before that look.
 SWEEP = textwrap.dedent(
     """
@@ -31,7 +31,7 @@ SWEEP = textwrap.dedent(
 
     RATES = {"a": float(os.environ.get("RATE_A", "0.1")), "b": 0.1, "c": 0.1, "d": 0.1}
     PACE = os.environ.get("PACE")
-    LOOK = 44
+    LOOK = 4
 
 
     @prove.rollout(replicates=int(os.environ.get("REPLICATES", "220")),
@@ -110,18 +110,26 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     out = result.stdout.str()
     assert result.ret == 1, out
     result.stdout.fnmatch_lines(["worse: 1 condition got worse (ticket=a unresolved *"
-                                 "group-sequential (O'Brien-Fleming spending)*"])
+                                 "group-sequential (exact, stopping early)*"])
     stored = _stored(sweep)
     assert stored["a"] < 220 / 2, stored
     # The unchanged conditions replay their twins exactly: a change of 0.20 is ruled out at
-    # the first look (44 replicates); the workers may have started a few more meanwhile.
+    # the third look (12 replicates); the workers may have started a few more meanwhile.
     for ticket in "bcd":
-        assert stored[ticket] < 88, stored
+        assert stored[ticket] < 24, stored
+    # What the exact recursion predicts of an unchanged condition whose twins agree (no
+    # discordant pair): 12 replicates read, every time; the rest were run ahead of the look.
+    from pytest_prove.stats import sequential_design
+    from pytest_prove.stats._seq_paired import run
+
+    design = sequential_design(220, 4, paired=True)
+    predicted = run(design.looks, design.efficacy, 0.2, design.futility, 0.0, 0.0)[2]
+    assert predicted == pytest.approx(12.0)
     result.stdout.fnmatch_lines([
         "sequential: 4 of 4 condition(s) decided before their last look; * of 880 planned "
         "episodes read*",
-        "sequential: ticket=a: decided at look * of 5 (* replicates): worse (unresolved *",
-        "sequential: ticket=b: decided at look 1 of 5 (44 replicates): no change of max_mde "
+        "sequential: ticket=a: decided at look * of 55 (* replicates): worse (unresolved *",
+        "sequential: ticket=b: decided at look 3 of 55 (12 replicates): no change of max_mde "
         "possible",
     ])
     assert "sequential: decided at look" in out  # the skip reason of a stopped item
@@ -129,10 +137,14 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     assert manifest["status"] == "complete"
     conditions = manifest["sequential"]["conditions"]["test_sweep.py::test_sweep"]
     states = {key: c["state"] for key, c in conditions.items()}
+    read = {key: c["replicates"] for key, c in conditions.items()}
+    for ticket in "bcd":
+        assert read[f'{{"ticket":"{ticket}"}}'] == predicted
+        assert stored[ticket] >= predicted  # stored = read + run ahead of the look
     assert states == {'{"ticket":"a"}': "worse", '{"ticket":"b"}': "no change of max_mde",
                       '{"ticket":"c"}': "no change of max_mde",
                       '{"ticket":"d"}': "no change of max_mde"}
-    assert manifest["sequential"]["design"]["looks"] == [44, 88, 132, 176, 220]
+    assert manifest["sequential"]["design"]["looks"] == [*range(4, 220, 4), 220]
     document = json.loads((sweep.path / "r.json").read_text())
     lines = document["sequential"]
     assert lines[0]["condition"] is None
@@ -141,7 +153,7 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     assert lines[1]["decision"].startswith("decided at look ")
     assert "worse (unresolved " in lines[1]["decision"]
     assert document["verdict"] == "worse"
-    assert "O'Brien-Fleming" in document["comparison"]["method"]
+    assert "exact sign test" in document["comparison"]["method"]
     # The command line reads the stored run's looks again, and comes to the same verdict.
     capsys.readouterr()  # what the sessions above printed
     code = main(["--store", str(sweep.path / ".prove"), "--json", "check", "baseline:base",
@@ -160,7 +172,7 @@ def test_one_process_reports_plan_refusals_and_off(
     # Nothing changed: every condition stops at its first look, and the gate passes.
     same = sweep.runpytest(*one, "--prove-baseline=base", "--prove-sequential")
     assert same.ret == 0, same.stdout.str()
-    assert _stored(sweep) == Counter({t: 44 for t in "abcd"})
+    assert _stored(sweep) == Counter({t: 12 for t in "abcd"})
     # A run that stopped conditions early is no baseline: later runs pair by replicate.
     stopped = load(sweep)
     saved = save_baseline(Store(sweep.path / ".prove"), "x", stopped, missing=0)
@@ -184,7 +196,7 @@ def test_one_process_reports_plan_refusals_and_off(
     plan = sweep.runpytest("--prove-plan", "--prove-sequential", "--prove-baseline=base")
     assert plan.ret == 0, plan.stdout.str()
     plan.stdout.fnmatch_lines([
-        "sequential: at most 880 episodes (220 a condition, looks at 44, 88, 132, 176, 220); "
+        "sequential: at most 880 episodes (220 a condition, a look every 4 replicates); "
         "expected * when nothing changed, * when one condition moves by 0.200*"])
 
     alone = sweep.runpytest(*one, "--prove-sequential")
@@ -201,7 +213,7 @@ def test_one_process_reports_plan_refusals_and_off(
     small = sweep.runpytest(*one, "--prove-sequential", "--prove-baseline=base",
                             "--prove-replicates=150")
     assert small.ret == 4
-    small.stderr.fnmatch_lines(["*sequential design check failed*Use 174 replicates*"])
+    small.stderr.fnmatch_lines(["*sequential design check failed*Use 201 replicates*"])
 
     # A selection of whole conditions is fine (the others are not run, on purpose); one that
     # keeps some replicates of a condition is refused: a look needs its first replicates.
@@ -234,7 +246,7 @@ def test_one_process_reports_plan_refusals_and_off(
     assert sum(_stored(sweep).values()) == 4 * 220
     gated = sweep.runpytest(*one, "--prove-baseline=base")
     assert gated.ret == 1
-    assert _stored(sweep)["b"] == 44
+    assert _stored(sweep)["b"] == 12
 
 
 @pytest.mark.slow
@@ -259,7 +271,7 @@ def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None
     gated.stdout.fnmatch_lines(["sequential: 4 of 4 condition(s) decided before their last "
                                 "look; * of 880 planned episodes read*"])
     assert "every replicate ran" not in gated.stdout.str()
-    assert load(pytester).manifest["sequential"]["design"]["looks"][0] == 44
+    assert load(pytester).manifest["sequential"]["design"]["looks"][0] == 4
 
     pytester.makepyfile(test_other=SWEEP.replace("test_sweep", "test_other"))
     mixed = pytester.runpytest(*one, "--prove-baseline=base")
@@ -267,7 +279,7 @@ def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None
     mixed.stderr.fnmatch_lines(["*test_sweep.py::test_sweep declare(s) sequential=True but "
                                 "test_other.py::test_other do(es) not*--prove-sequential*"])
     forced = pytester.runpytest(*one, "--prove-baseline=base", "--prove-sequential",
-                                "--prove-plan")
+                                "--prove-plan", "--prove-allow-underpowered")
     assert forced.ret == 0, forced.stdout.str()
     forced.stdout.fnmatch_lines(["sequential: at most 1,760 episodes*"])
     pytester.makepyfile(test_other=SWEEP.replace("test_sweep", "test_other").replace(

@@ -307,12 +307,13 @@ def margin_failed(replicates: int, advice: str) -> str:
 def sequential_line(design: SequentialDesign, replicates: int, cells: int,
                     max_mde: float) -> str:
     """The plan's line for --prove-sequential: the maximum and expected episodes."""
+    step = design.looks[0]
     return (f"sequential: at most {replicates * cells:,} episodes ({replicates} a condition, "
-            f"looks at {', '.join(map(str, design.looks))}); expected "
+            f"a look every {step} replicates); expected "
             f"{round(design.expected_unchanged) * cells:,} when nothing changed, "
             f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
-            f"{max_mde:.3f} (power there {power_text(design.power_at_max_mde)}, normal "
-            f"approximation); {design.method}")
+            f"{max_mde:.3f} (power there {power_text(design.power_at_max_mde)}; all three "
+            f"exact); {design.method}")
 
 
 def sequential_sizes(sizes: Sequence[int]) -> str:
@@ -324,15 +325,14 @@ def sequential_sizes(sizes: Sequence[int]) -> str:
 def sequential_underpowered(design: SequentialDesign, replicates: int, m: int,
                             max_mde: float) -> str:
     needed = (f"use {design.replicates_needed} replicates a condition (the fixed "
-              f"design's {design.fixed}, inflated for the looks)"
+              f"design's {design.fixed}, enlarged for the looks)"
               if design.replicates_needed else "use many more replicates a condition")
     return (f"sequential design check failed: with {replicates} replicates a condition "
             f"at most and {m} tests, a condition that moved by {max_mde:.3f} "
-            f"would be caught {power_text(design.power_at_max_mde)} of the time (normal "
-            f"approximation), less than the {design.power_asked:g} asked "
-            f"({design.power:g}, plus {design.power_asked - design.power:.2f} for the "
-            f"exact tests' discreteness): stopping early and spending the error over the "
-            f"looks cost power. {needed.capitalize()} (replicates= or --prove-replicates; the "
+            f"would be caught {power_text(design.power_at_max_mde)} of the time (exact, at "
+            f"the worst twin agreement), less than the {design.power_asked:g} asked: "
+            f"stopping early and looking often cost power. "
+            f"{needed.capitalize()} (replicates= or --prove-replicates; the "
             "baseline must hold as many), or run anyway with "
             "--prove-allow-underpowered")
 

@@ -66,7 +66,7 @@ def verdict_line(comparison: Comparison) -> str:
     verdict = comparison.verdict
     largest = "none" if verdict.largest_limit is None else outward(verdict.largest_limit)
     is_sequential = comparison.method.startswith("group-sequential")
-    sequential = "group-sequential (O'Brien-Fleming spending), " if is_sequential else ""
+    sequential = "group-sequential (exact, stopping early), " if is_sequential else ""
     # A sequential run's rows have no limit of their own (the fixed test's limit at the look
     # a condition stopped at is not what the procedure detects): the design's power is.
     read = ("limits: the sequential design's, none per row" if is_sequential

@@ -216,8 +216,7 @@ def sequential_lines(looks: Looks) -> tuple[tuple[str, str], ...]:
     ran = sum(design.looks[len(taken) - 1] for taken in looks.taken.values() if taken)
     stopped = [k for k in looks.taken if looks.decided(k) is not None]
     head = (f"{len(stopped)} of {len(looks.taken)} condition(s) decided before their last look; "
-            f"{ran:,} of {planned:,} planned episodes read (looks at "
-            f"{', '.join(map(str, design.looks))} replicates)")
+            f"{ran:,} of {planned:,} planned episodes read ({_looks_text(design.looks)})")
     order = sorted(looks.taken, key=lambda k: (looks.decided(k) is None, looks.labels[k]))
     lines = [("", head)]
     for key in order:
@@ -225,6 +224,14 @@ def sequential_lines(looks: Looks) -> tuple[tuple[str, str], ...]:
         lines.append((looks.labels[key], "no look taken" if decision is None
                       else decision.reason))
     return tuple(lines)
+
+
+def _looks_text(looks: Sequence[int]) -> str:
+    """The looks in a few words: "a look every 4 replicates up to 220"."""
+    step = looks[0]
+    if len(looks) > 3 and all(looks[i + 1] - looks[i] == step for i in range(len(looks) - 2)):
+        return f"a look every {step} replicates up to {looks[-1]}"
+    return f"looks at {', '.join(map(str, looks))} replicates"
 
 
 def looks_of(before: Run, after: Run, *, events: Sequence[str] | None,

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from . import _dist
 from ._roots import smallest
-from ._sequential import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
+from ._spending import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
 from ._targets import (
     Side,
     _check_int,
