@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from scipy import special  # type: ignore[import-untyped]
-from scipy import stats as sps
+
+from ._dist import binom_isf, binom_pmf, binom_ppf
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -272,7 +273,7 @@ def worst(looks: tuple[int, ...], n_a: int, c: float, alpha: float) -> float:
 def crossing(looks: tuple[int, ...], n_a: int, c: float, p: float) -> float:
     """The chance of a look's p <= c when both runs have rate p (exact)."""
     v = _null(looks, n_a, c)
-    return float(sps.binom.pmf(np.arange(v.size), v.size - 1, p) @ v)
+    return float(binom_pmf(np.arange(v.size), v.size - 1, p) @ v)
 
 
 def _grid_top(looks: tuple[int, ...], n_a: int, c: float) -> float:
@@ -305,8 +306,8 @@ def level(looks: tuple[int, ...], n_a: int, alpha: float) -> float:
 
 
 def _support(n_a: int, p: float) -> IntArray:
-    lo = int(sps.binom.ppf(_TAIL, n_a, p))
-    hi = int(sps.binom.isf(_TAIL, n_a, p))
+    lo = int(binom_ppf(_TAIL, n_a, p))
+    hi = int(binom_isf(_TAIL, n_a, p))
     return np.arange(max(lo - 1, 0), min(hi + 1, n_a) + 1)
 
 
@@ -316,7 +317,7 @@ def run(looks: tuple[int, ...], n_a: int, c: float, mde: float, h: float, p_a: f
     """One row's procedure, exact: (P(crossed upwards), P(downwards), expected replicates)
     with baseline rate p_a and run rate p_b, futility included."""
     xs = _support(n_a, p_a)
-    weights = sps.binom.pmf(xs, n_a, p_a)
+    weights = binom_pmf(xs, n_a, p_a)
     top = looks[-1]
     grid = weights[:, None].copy()
     up = down = spent = 0.0
@@ -325,7 +326,7 @@ def run(looks: tuple[int, ...], n_a: int, c: float, mde: float, h: float, p_a: f
     xcol = xs[:, None].astype(np.float64)
     for k, size in enumerate(looks):
         step = size - t
-        kernel = sps.binom.pmf(np.arange(step + 1), step, p_b)
+        kernel = binom_pmf(np.arange(step + 1), step, p_b)
         new = np.zeros((xs.size, size + 1))
         for j, w in enumerate(kernel):
             new[:, j:j + t + 1] += w * grid
