@@ -38,6 +38,7 @@ from ._check import check_count, check_power, check_q
 from ._compare import interval_bounds
 from ._design import design_check
 from ._results import RowInput
+from ._roots import smallest
 from ._spending import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
 
 __all__ = [
@@ -218,13 +219,7 @@ def _smallest(start: int, alpha: float, mde: float, paired: bool, power: float,
         low, high = high, high + max(1, high // 20)
         if high > ceiling:
             return None
-    while high - low > 1:
-        mid = (low + high) // 2
-        if reaches(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+    return smallest(reaches, low, high)
 
 
 def sequential_design(
