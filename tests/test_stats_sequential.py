@@ -373,3 +373,42 @@ def test_compare_takes_sequential_pvalues_and_family_size() -> None:
         compare(rows, m=1)
     with pytest.raises(ValueError, match=r"pvalues\[1\]"):
         compare(rows, pvalues=[0.1, 1.5])
+
+
+@pytest.mark.parametrize("m", [10, 11, 12, 22, 44])
+def test_an_unpaired_row_counted_at_a_holm_step_whose_level_rounds_up_stays_counted(
+        m: int) -> None:
+    # q/11 * 11 is 0.05000000000000001 in floating point: the row Holm counted at the step
+    # with 11 rows left got an adjusted p* above q and was left uncounted ("complete"),
+    # and the comparison read the run as "no significant change" (the review's p* too).
+    from pytest_prove.stats import compare
+    from pytest_prove.stats._sequential import (
+        FUTILITY,
+        SequentialDesign,
+        SequentialRow,
+        decide,
+        looks_of,
+    )
+
+    n = 40
+    design = SequentialDesign(
+        replicates=n, m=m, paired=False, q=0.05, max_mde=0.2, power=0.8,
+        looks=looks_of(n), efficacy=0.05 / m, futility=FUTILITY[False], fixed=None,
+        replicates_needed=None, ok=True, power_at_max_mde=0.8, expected_unchanged=0.0,
+        expected_moved=0.0, method="")
+    looks = tuple(RowInput("c0", "bad", "rise", 0, n, k, k) for k in design.looks)
+    rows, conditions = decide(design, [SequentialRow("c0", "bad", "rise", looks)])
+    assert (rows[0].state, conditions[0].state) == ("worse", "worse"), rows[0]
+    assert rows[0].p_holm <= design.q
+    compared = compare([looks[-1]], q=0.05, max_mde=0.2, pvalues=[rows[0].p_star],
+                       sees=[True], m=m, sequential="x")
+    assert compared.verdict.word == "worse"
+
+
+def test_holm_levels_multiplied_back_never_exceed_q() -> None:
+    from pytest_prove.stats._sequential import _holm_level
+
+    for q in (0.01, 0.025, 0.05, 0.1, 0.2):
+        for k in range(1, 200):
+            level = _holm_level(q, k)
+            assert level * k <= q and level >= q / k * (1 - 1e-15), (q, k)
