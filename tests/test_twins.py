@@ -308,6 +308,44 @@ def test_prove_aa_runs_each_twin_after_its_first(pytester: pytest.Pytester,
     assert sorted(int(e["replicate"]) for e in twins.episodes) == list(range(60))
 
 
+PER_THREAD = textwrap.dedent(
+    """
+    import threading
+
+    import pytest_prove as prove
+
+    LOCAL = threading.local()
+
+
+    @prove.rollout(replicates=10, failures=["bad"], successes=["good"])
+    def test_per_thread(prove_seed):
+        # An agent that keeps something per thread (a client, a cache): its second
+        # episode on a thread would end otherwise.
+        used = getattr(LOCAL, "used", False)
+        LOCAL.used = True
+        return prove.Episode("bad" if used else "good")
+    """
+)
+
+
+@pytest.mark.parametrize("concurrency", ["1", "3"])
+def test_prove_aa_twins_each_meet_a_new_thread(pytester: pytest.Pytester,
+                                                concurrency: str) -> None:
+    """A twin and its first run against the deadline on threads no replicate ran on: on
+    kept threads, an agent that keeps state per thread ended 9 of its 10 firsts and all
+    its twins otherwise than a new thread would (twins alike in 90%)."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_per_thread=PER_THREAD)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-aa", "--prove-name=fresh",
+                                f"--prove-concurrency={concurrency}",
+                                "--prove-episode-timeout=60")
+    assert result.ret == 0, result.stdout.str()
+    store = Store(pytester.path / ".prove")
+    for name in ("fresh", "fresh-aa"):
+        assert [e["outcome"] for e in store.load(name).episodes] == ["good"] * 10, name
+    result.stdout.fnmatch_lines(["twins ended alike in 100% of 10 seeds*"])
+
+
 def test_prove_aa_is_refused_with_what_cannot_keep_the_twins_apart(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _run(agent, monkeypatch, "3", "--prove-name=first").ret == 0

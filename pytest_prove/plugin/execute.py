@@ -26,6 +26,7 @@ import pytest
 
 from ..declare.chaos import ChaosConfig
 from ..declare.seeds import derive_seed
+from ..running.deadline import fresh_threads
 from ..running.runner import Identity, ReplicateResult, Stopped, run_block
 from .state import CAPTURE_KEY, PLAN_KEY, RESULTS_KEY, SETTINGS_KEY, ItemPlan
 
@@ -229,13 +230,17 @@ def _in_turn(idents: list[Identity],
 
     Run as one block, the two ran at once and the one that called the rollout first was
     up to the threads: with kept threads, 1 to 7 of 20 twins of an agent that keeps state
-    between episodes were the second call stored as the first (test_twins.py)."""
+    between episodes were the second call stored as the first (test_twins.py). Each
+    replicate starts on a new thread (under the deadline), so that a twin never meets a
+    thread its first, or another replicate, ran on: with kept threads an agent that keeps
+    state per thread answered its twins differently (9 of 10 at K 1)."""
     firsts, twins = idents[0::2], idents[1::2]
-    done = block(firsts)
-    try:
-        again = block(twins)
-    except Stopped as stop:
-        raise Stopped(stop.cause, [*done, *stop.finished]) from None
+    with fresh_threads():
+        done = block(firsts)
+        try:
+            again = block(twins)
+        except Stopped as stop:
+            raise Stopped(stop.cause, [*done, *stop.finished]) from None
     return [result for pair in zip(done, again, strict=True) for result in pair]
 
 

@@ -19,7 +19,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import copy_context
 from pathlib import Path
 from typing import Any
@@ -161,7 +161,27 @@ _IDLE: list[_Runner] = []
 os.register_at_fork(after_in_child=_IDLE.clear)
 
 
+#: Above 0 while every replicate must start on a new thread (--prove-aa, fresh_threads).
+_fresh = 0
+
+
+@contextlib.contextmanager
+def fresh_threads() -> Iterator[None]:
+    """Within it, each replicate run against the deadline starts on a thread no replicate
+    ran on, and that thread ends with it: --prove-aa's twins must meet the same thread, new,
+    whatever a rollout keeps per thread (``threading.local``); kept threads gave a twin the
+    thread its first, or another replicate, had used."""
+    global _fresh
+    _fresh += 1
+    try:
+        yield
+    finally:
+        _fresh -= 1
+
+
 def _runner() -> _Runner:
+    if _fresh:
+        return _Runner()
     try:
         return _IDLE.pop()
     except IndexError:
@@ -172,7 +192,7 @@ def _release(runners: Sequence[_Runner], sent: set[threading.Thread]) -> None:
     """Runners whose replicate ended in time, sent nothing, wait for the next one; the
     others end after their replicate."""
     for runner in runners:
-        if runner.ended and runner.thread not in sent:
+        if runner.ended and runner.thread not in sent and not _fresh:
             _IDLE.append(runner)
         else:
             runner.retired = True
