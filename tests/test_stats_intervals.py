@@ -200,3 +200,19 @@ def test_exact_intervals_of_many_rows_are_each_rows_own() -> None:
         for i in range(0, counts.size, 7):
             one = _clopper_pearson_many(counts[i:i + 1], n[i:i + 1], 0.99)
             assert (low[i], high[i]) == (one[0][0], one[1][0]), (counts[i], n[i])
+
+
+def test_exact_intervals_of_a_table_of_rows_keep_its_shape() -> None:
+    # Above 256 cells the distinct counts were found on the flattened table but read back
+    # by rows: a 20 x 30 table raised IndexError.
+    from pytest_prove.stats._intervals import _clopper_pearson_many
+
+    rng = np.random.default_rng(36)
+    n = rng.integers(0, 40, (20, 30)).astype(float)
+    x = np.floor(rng.random((20, 30)) * (n + 1))
+    low, high = _clopper_pearson_many(x, n, 0.95)
+    assert low.shape == high.shape == (20, 30)
+    flat = _clopper_pearson_many(x.reshape(-1), n.reshape(-1), 0.95)
+    assert (low.reshape(-1) == flat[0]).all() and (high.reshape(-1) == flat[1]).all()
+    scalar_n = _clopper_pearson_many(x, np.asarray(40.0), 0.95)
+    assert scalar_n[0].shape == (20, 30)

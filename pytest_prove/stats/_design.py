@@ -280,7 +280,7 @@ def design_check(
     q = check_q(q)
     max_mde = check_q(max_mde, "max_mde")
     power = check_power(power)
-    return _design_check(n, m, paired, q, max_mde, power)
+    return _design_check(n, m, bool(paired), q, max_mde, power)
 
 
 # A session that compares checks its design (and the paired design at one replicate), and

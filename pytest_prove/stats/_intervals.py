@@ -234,11 +234,13 @@ def _clopper_pearson_many(x: FloatArray, n: FloatArray,
     """:func:`clopper_pearson_interval` for arrays: [0, 1] where n is 0. Many rows hold few
     distinct (x, n) (a sweep's conditions share their sizes): each is computed once."""
     if x.size > _DISTINCT_FROM and not (x % 1.0).any() and not (n % 1.0).any():
-        # whole counts: one number per (x, n), exact in a float
-        _, first, back = np.unique(x + n * (x.max() + 1.0), return_index=True,
+        # whole counts: one number per (x, n), exact in a float; any shape, read flat
+        shape = np.broadcast_shapes(x.shape, n.shape)
+        flat_x, flat_n = (np.broadcast_to(a, shape).reshape(-1) for a in (x, n))
+        _, first, back = np.unique(flat_x + flat_n * (flat_x.max() + 1.0), return_index=True,
                                    return_inverse=True)
-        low, high = _clopper_pearson_distinct(x[first], n[first], level)
-        back = back.reshape(-1)
+        low, high = _clopper_pearson_distinct(flat_x[first], flat_n[first], level)
+        back = back.reshape(shape)
         return low[back], high[back]
     return _clopper_pearson_distinct(x, n, level)
 
