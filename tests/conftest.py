@@ -34,6 +34,7 @@ from _pytest.reports import BaseReport
 # constructor for the tag None").  So the suite imports them up front, before any
 # pytester snapshot is taken.
 import pytest_prove.stats
+from pytest_prove.cli.serve import App, make_server
 from pytest_prove.review import Gate, Labels, Review
 from pytest_prove.review.coverage import Coverage
 from pytest_prove.review.pairing import Prepared
@@ -367,18 +368,41 @@ def inline_session(root: Path, *argv: str, env: Mapping[str, str] | None = None
     return int(code), buffer.getvalue()
 
 
-@pytest.fixture
-def example(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A copy of the bundled example (its committed baseline, none of its runs)."""
-    for source in EXAMPLE.rglob("*"):
-        if "__pycache__" in source.parts or "runs" in source.relative_to(EXAMPLE).parts:
+def copy_example(root: Path) -> Path:
+    """``examples/support_bot`` copied into ``root``: its files and committed baseline, none
+    of its runs."""
+    for source in sorted(EXAMPLE.rglob("*")):
+        relative = source.relative_to(EXAMPLE)
+        if "__pycache__" in relative.parts or relative.parts[:2] == (".prove", "runs"):
             continue
-        target = pytester.path / source.relative_to(EXAMPLE)
+        target = root / relative
         if source.is_dir():
             target.mkdir(parents=True, exist_ok=True)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+    return root
+
+
+@contextmanager
+def serving(root: Path) -> Iterator[str]:
+    """``pytest-prove serve``'s app over ``root``'s store, in a thread on a free port: its
+    base URL (test_serve.py, test_serve_browser.py)."""
+    httpd = make_server(App(Store(root / ".prove"), prices_from=root), "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()  # make_server returns a listening socket
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def example(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A copy of the bundled example (its committed baseline, none of its runs)."""
+    copy_example(pytester.path)
     return pytester
 
 

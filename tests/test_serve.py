@@ -29,7 +29,7 @@ from pytest_prove.cli import main
 from pytest_prove.cli.serve import App, ServeError, make_server
 from pytest_prove.store import Store
 
-from .conftest import BOT, as_in_a_terminal, inline_session, needs_chromium
+from .conftest import BOT, as_in_a_terminal, inline_session, needs_chromium, serving
 
 HOSTILE = "<script>alert(1)</script>"
 #: A rollout whose one condition is written in HTML: a page must show it as text.
@@ -71,16 +71,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(project: Path) -> Iterator[str]:
     """The app over the project's store, served in a thread; its base URL."""
-    httpd = make_server(App(Store(project / ".prove"), prices_from=project), "127.0.0.1", 0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()  # bound already: make_server returns a listening socket
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
-    assert not thread.is_alive()
+    with serving(project) as base:
+        yield base
 
 
 def fetch(url: str, method: str = "GET") -> tuple[int, dict[str, str], str]:

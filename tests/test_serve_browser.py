@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,11 +31,17 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from pytest_prove.cli.serve import App, make_server
 from pytest_prove.store import Store, StoreError
 from pytest_prove.store.runs import check_run_name
 
-from .conftest import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, inline_session, needs_chromium
+from .conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    copy_example,
+    inline_session,
+    needs_chromium,
+    serving,
+)
 
 #: Each test draws pages in a browser (seconds of wall time) over a store the example's sweep
 #: made (about a second of CPU, once a module): none belongs in the developer's loop.
@@ -45,22 +50,6 @@ pytestmark = [needs_chromium, pytest.mark.slow]
 #: The run the example's sweep adds: its terse prompt, which gives up on refunds more often.
 RUN = "terse"
 REPLICATES = 60
-
-
-def copy_example(root: Path) -> Path:
-    """``examples/support_bot`` copied into ``root``: its files and committed baseline, none
-    of its runs."""
-    for source in sorted(EXAMPLE.rglob("*")):
-        relative = source.relative_to(EXAMPLE)
-        if "__pycache__" in relative.parts or relative.parts[:2] == (".prove", "runs"):
-            continue
-        target = root / relative
-        if source.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return root
 
 
 def example_with_a_run(root: Path) -> Path:
@@ -83,20 +72,6 @@ def count(run: Any, ticket: str, outcome: str) -> tuple[int, int]:
     held = [r for r in run.episodes if r["condition"] == {"ticket": ticket}
             and int(r["replicate"]) < REPLICATES]
     return sum(1 for r in held if r.get("outcome") == outcome), len(held)
-
-
-@contextmanager
-def serving(root: Path) -> Iterator[str]:
-    """The app over ``root``'s store, in a thread on a free port: its base URL."""
-    httpd = make_server(App(Store(root / ".prove"), prices_from=root), "127.0.0.1", 0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()  # make_server returns a listening socket
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 @pytest.fixture(scope="module")
