@@ -249,17 +249,45 @@ def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
     # told to by this test after Ctrl-C, ended on a loaded machine before the signal was
     # handled, and the session ran on to "complete".  (The asyncio one is cancelled by
     # Ctrl-C; the thread cannot be, and the interpreter's exit waits for it.)
+    #
+    # Ctrl-C is sent once the four siblings have *ended*, not once their bodies wrote the
+    # file: a sibling's episode is stored when its thread has handed its result back, after
+    # the body returns, and on a loaded machine a signal sent between the two (the file
+    # read, the thread not yet scheduled again) found 1 of 4 siblings stored.  Replicate 2
+    # says "parked" once every other replicate thread is back waiting for work (nothing but
+    # threading's waits above the thread's loop: its result was handed back).  The asyncio
+    # siblings need no such wait: a task stores its result in the step its body returns
+    # in, and Ctrl-C cancels at an await.
     pytester.makeconftest(
-        "import threading\n\n"
+        "import sys\n"
+        "import threading\n"
+        "import time\n"
+        "from pathlib import Path\n\n"
         "SESSION_OVER = threading.Event()\n\n\n"
         "def pytest_unconfigure(config):\n"
-        "    SESSION_OVER.set()\n")
-    wait = "await asyncio.Event().wait()" if is_async else "SESSION_OVER.wait()"
+        "    SESSION_OVER.set()\n\n\n"
+        "def parked(frame):\n"
+        "    while frame is not None and frame.f_code.co_filename == threading.__file__:\n"
+        "        frame = frame.f_back\n"
+        "    return frame is not None and frame.f_code.co_name == '_loop'\n\n\n"
+        "def siblings_ended():\n"
+        "    me = threading.current_thread()\n"
+        "    while True:\n"
+        "        done = Path('finished').read_text().split() if Path('finished').exists() else []\n"
+        "        frames = sys._current_frames()\n"
+        "        others = [frames.get(t.ident) for t in threading.enumerate()\n"
+        "                  if t.name == 'prove-replicate' and t is not me]\n"
+        "        if len(done) == 4 and all(parked(f) for f in others):\n"
+        "            Path('parked').write_text('yes')\n"
+        "            return\n"
+        "        time.sleep(0.005)\n")
+    wait = ("await asyncio.Event().wait()" if is_async
+            else "siblings_ended()\n                SESSION_OVER.wait()")
     pytester.makepyfile(test_slow=textwrap.dedent(
         f"""
         import asyncio
         import pytest_prove as prove
-        from conftest import SESSION_OVER
+        from conftest import SESSION_OVER, siblings_ended
 
         @prove.rollout(replicates=5, failures=["bad"], successes=["good"])
         {"async " if is_async else ""}def test_slow(prove_replicate):
@@ -279,11 +307,16 @@ def test_a_real_ctrl_c_keeps_the_finished_siblings(pytester: pytest.Pytester,
     def done() -> list[str]:
         return finished.read_text().split() if finished.exists() else []
 
-    # Until the four siblings finished, or the session ended without them (however long a
-    # loaded machine takes to start pytest).
-    while proc.poll() is None and len(done()) < 4:
+    # Until the four siblings ended (threads: replicate 2 saw them parked), or the session
+    # ended without them (however long a loaded machine takes to start pytest).
+    parked = pytester.path / "parked"
+
+    def ready() -> bool:
+        return len(done()) == 4 and (is_async or parked.exists())
+
+    while proc.poll() is None and not ready():
         time.sleep(0.01)
-    if len(done()) < 4:  # Ctrl-C now would check nothing
+    if not ready():  # Ctrl-C now would check nothing
         out, _ = proc.communicate()
         pytest.fail(f"siblings not done: {done()}; the session said:\n{out.decode()}")
     proc.send_signal(signal.SIGINT)
