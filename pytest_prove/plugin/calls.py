@@ -5,8 +5,8 @@ anyio's runner, and the hand-off of what the call ran to its test report."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
+import weakref
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -100,11 +100,24 @@ def prove_cfg(request: pytest.FixtureRequest) -> dict[str, Any]:
 # running
 
 
-@functools.cache
+#: Each rollout function's argument names, for as long as the function lives: a cache that
+#: held the function itself (``functools.cache``) kept every session's test modules alive in a
+#: process that runs sessions one after another (pytester, ``pytest.main`` in a tool, an IDE),
+#: and through each module's loader that session's whole configuration, items and reports.
+_ARGNAMES: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
 def _argnames(function: Any) -> tuple[str, ...]:
     """The arguments a rollout test takes by name (read once per function, not per item)."""
-    return tuple(n for n, p in inspect.signature(function).parameters.items()
-                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    try:
+        return _ARGNAMES[function]
+    except (KeyError, TypeError):  # TypeError: a callable that takes no weak reference
+        pass
+    names = tuple(n for n, p in inspect.signature(function).parameters.items()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    with contextlib.suppress(TypeError):
+        _ARGNAMES[function] = names
+    return names
 
 
 class RolloutCalls:
