@@ -317,13 +317,23 @@ def test_decide_futility_is_never_taken_at_the_last_look() -> None:
         decide(design, [SequentialRow("c", "fail", "rise", looks + looks)])
 
 
-def test_margin_seam_stops_within_the_margin() -> None:
+def test_a_margin_stops_rows_only_at_its_margin_looks() -> None:
+    """With a margin a row stops once shown within at one of its margin looks (the first
+    at 25 of 200 replicates), never for futility: before this release a 90% interval's end
+    below the margin stopped it at any look, a claim no test kept the size of (4 twins, one
+    before-only, stopped "within" 0.6). tests/test_stats_seq_margin.py checks the rest."""
     design = sequential_design(200, 1, paired=True)
     row = SequentialRow("c", "fail", "rise", (_paired("c", 4, 1, 0, 0),))
     _, plain = decide(design, [row])
     _, margin = decide(design, [row], margin=0.6)
     assert plain[0].state == "open"
-    assert margin[0].state == "no change of max_mde"
+    assert margin[0].state == "open"
+    flat = SequentialRow("c", "fail", "rise", tuple(
+        _paired("c", n, 0, 0, 0) for n in design.looks[:7]))  # 4 .. 28 replicates
+    assert design.looks[6] == 28
+    rows, stopped = decide(design, [flat], margin=0.6)
+    assert rows[0].state == "within margin" and stopped[0].state == "within margin"
+    assert stopped[0].look == 7
 
 
 def test_unpaired_decide_uses_holm_levels() -> None:

@@ -261,6 +261,7 @@ def _margin_check(config: pytest.Config, replicates: int, m: int,
     if settings.margin is None:
         return None
     key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
+           + ("seq-" if settings.sequential else "") +
            f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}")
            + ("" if rates is None else f"-rates{_digest(rates)}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
@@ -280,12 +281,19 @@ def _computed_margin_check(config: pytest.Config, key: str, replicates: int, m: 
     from ..stats import baseline_intervals, margin_design_check, margin_rates_check
 
     assert settings.margin is not None
+    # A sequential run tests the margin at its looks, its last at a share of q: the claim's
+    # power is sized there (stats/_seq_margin.py).
+    level = settings.q
+    if settings.sequential:
+        from ..stats import sequential_margin_level
+
+        level = sequential_margin_level(replicates, settings.q)
     if rates is None:
         check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
-                                    q=settings.q, kappa=kappa if paired else 1.0)
+                                    q=level, kappa=kappa if paired else 1.0)
     else:
         check = margin_rates_check(replicates, m, baseline_intervals(rates[1]),
-                                   paired=paired, margin=settings.margin, q=settings.q,
+                                   paired=paired, margin=settings.margin, q=level,
                                    kappa=kappa if paired else 1.0)
     note = ("" if rates is None or not check.ok or check.ok_any_rate is not False else
             words.margin_rates_note(baseline=rates[0], replicates=replicates,

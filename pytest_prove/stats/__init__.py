@@ -54,9 +54,12 @@ from ._results import (
     Verdict,
 )
 from ._scores import tango_score
+from ._seq_margin import final_level as final_margin_level
+from ._seq_margin import sequential_margin_test
 from ._sequential import (
     FUTILITY_LEVEL,
     LOOKS,
+    STOPPED,
     ConditionDecision,
     RowDecision,
     SequentialDesign,
@@ -68,6 +71,9 @@ from ._sequential import (
     obf_spending,
     sequential_design,
     sequential_p,
+)
+from ._sequential import (
+    margin_level as sequential_margin_level,
 )
 from ._target_sequential import (
     sequential_target_p,
@@ -106,6 +112,7 @@ __all__ = [
     "PAIRED_MODEL",
     "RATES_LEVEL",
     "SCHEMA_VERSION",
+    "STOPPED",
     "TWIN_MODEL",
     "Agreement",
     "Comparison",
@@ -145,6 +152,7 @@ __all__ = [
     "design_from_dict",
     "detection_power",
     "fall_limit",
+    "final_margin_level",
     "fisher_exact_p",
     "holm",
     "holm_targets",
@@ -172,6 +180,8 @@ __all__ = [
     "replicates_for",
     "rise_limit",
     "sequential_design",
+    "sequential_margin_level",
+    "sequential_margin_test",
     "sequential_p",
     "sequential_target_p",
     "sequential_target_power",
