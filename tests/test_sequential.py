@@ -177,6 +177,16 @@ def test_under_xdist_a_margin_on_the_looks_stops_conditions_shown_within(
     is gated as the fixed margin verdict is; a condition that moved stops as worse. The
     command line gives the same margin verdict from the stored looks. Paced as the test
     above, so that the counts read do not depend on the load."""
+    plan = sweep.runpytest("-p", "no:xdist", "--prove-plan", "--prove-sequential",
+                           "--prove-baseline=base", "--prove-margin=0.1")
+    assert plan.ret == 4  # 220 replicates are too few for the claim at 0.1 (576 would do)
+    plan.stdout.fnmatch_lines([
+        "margin design check: *each row at level q = 0.0375 (intersection-union)*",
+        "sequential margin 0.1: each test is also tested for a change toward worse of 0.1 "
+        "or more at the looks of 28, 56, 84, 112, 140, 168, 196, 220 replicates, q 0.05 "
+        "split across them (0.0375 at the last look and 0.00179 at each other; *expected "
+        "* episodes when nothing changed (* a condition; exact, twins independent at 0.40)",
+        "*design check fails for the margin: *use 576 replicates a condition*"])
     pace = sweep.path / "pace"
     pace.mkdir()
     monkeypatch.setenv("PACE", str(pace))

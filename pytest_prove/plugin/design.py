@@ -490,6 +490,22 @@ def _sequential(design: Design, items: list[pytest.Item], selected: Selected,
     _in_looks(items, sequential.looks)
     design.lines.append(words.sequential_line(sequential, replicates, cells, settings.max_mde))
     expected = round(sequential.expected_unchanged)
+    if settings.margin is not None:
+        # A condition stops once shown within the margin, not for futility.
+        from ..stats import (
+            sequential_margin_expected,
+            sequential_margin_looks,
+            sequential_margin_shares,
+        )
+
+        chosen = sequential_margin_looks(sequential.looks)
+        shares = sequential_margin_shares(sequential.looks)
+        within = sequential_margin_expected(sequential.looks, settings.margin, settings.q,
+                                            paired=True, nuisance=0.24)
+        design.lines.append(words.sequential_margin_line(
+            [sequential.looks[i] for i in chosen], [shares[i] for i in chosen], settings.q,
+            settings.margin, within, cells))
+        expected = round(within)
     design.planned = {rid: (keys, expected) for rid, (_, keys) in selected.items()}
 
 

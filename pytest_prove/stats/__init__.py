@@ -54,7 +54,10 @@ from ._results import (
     Verdict,
 )
 from ._scores import tango_score
+from ._seq_margin import expected_replicates as sequential_margin_expected
 from ._seq_margin import final_level as final_margin_level
+from ._seq_margin import margin_looks as sequential_margin_looks
+from ._seq_margin import margin_shares as sequential_margin_shares
 from ._seq_margin import sequential_margin_test
 from ._sequential import (
     FUTILITY_LEVEL,
@@ -180,7 +183,10 @@ __all__ = [
     "replicates_for",
     "rise_limit",
     "sequential_design",
+    "sequential_margin_expected",
     "sequential_margin_level",
+    "sequential_margin_looks",
+    "sequential_margin_shares",
     "sequential_margin_test",
     "sequential_p",
     "sequential_target_p",

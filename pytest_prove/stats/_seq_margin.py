@@ -57,10 +57,12 @@ from ._scores import mn_score, tango_score
 __all__ = [
     "FINAL_SHARE",
     "MARGIN_LOOKS",
+    "expected_replicates",
     "final_level",
     "margin_looks",
     "margin_shares",
     "sequential_margin_test",
+    "within_by_look",
     "within_chance",
 ]
 
@@ -168,6 +170,18 @@ def _statistic(row: RowInput, worse_when: Literal["rise", "fall"], margin: float
 # --------------------------------------------------------------------------- exact chances
 
 
+def expected_replicates(design_looks: Sequence[int], margin: float, q: float, *,
+                        paired: bool, nuisance: float) -> float:
+    """The exact expected replicates of one row's condition when nothing changed and it
+    stops once shown within (worse stops left out, which only shorten it): twins
+    before-only and after-only with chance ``nuisance`` each, or both runs at rate
+    ``nuisance``."""
+    looks = tuple(int(n) for n in design_looks)
+    by = within_by_look(looks, margin, q, paired=paired, nuisance=nuisance, change=0.0)
+    return float(sum(b * n for b, n in zip(by, looks, strict=True))
+                 + (1.0 - sum(by)) * looks[-1])
+
+
 @functools.lru_cache(maxsize=512)
 def _region(paired: bool, n0: int, n1: int, margin: float, alpha: float) -> BoolArray:
     """The fixed margin test's rejection region at level alpha over its outcomes (paired:
@@ -180,8 +194,17 @@ def _region(paired: bool, n0: int, n1: int, margin: float, alpha: float) -> Bool
 def within_chance(design_looks: Sequence[int], margin: float, q: float, *, paired: bool,
                   nuisance: float, change: float, n_a: int | None = None,
                   worse_level: float | None = None) -> float:
-    """The exact chance that a row is shown within ``margin`` at some margin look of a
-    design with these looks, its change toward worse ``change``: paired, twins before-only
+    """The exact chance that a row is shown within the margin at some margin look (see
+    :func:`within_by_look`, whose figures it sums)."""
+    return float(sum(within_by_look(design_looks, margin, q, paired=paired, nuisance=nuisance,
+                                    change=change, n_a=n_a, worse_level=worse_level)))
+
+
+def within_by_look(design_looks: Sequence[int], margin: float, q: float, *, paired: bool,
+                   nuisance: float, change: float, n_a: int | None = None,
+                   worse_level: float | None = None) -> tuple[float, ...]:
+    """Per look of a design with these looks, the exact chance that a row is first shown
+    within ``margin`` there, its change toward worse ``change``: paired, twins before-only
     with chance ``nuisance`` and after-only ``nuisance + change``; unpaired, a complete
     baseline of ``n_a`` (default the maximum) at rate ``nuisance``, the run at ``nuisance +
     change``. ``worse_level``: the row also stops, as worse, at a look where its nominal
@@ -197,14 +220,14 @@ def within_chance(design_looks: Sequence[int], margin: float, q: float, *, paire
 
 
 def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: float, q: float,
-                   p10: float, p01: float, worse_level: float | None) -> float:
+                   p10: float, p01: float, worse_level: float | None) -> tuple[float, ...]:
     from ._seq_paired import sign_p
 
     top = looks[-1]
     grid = np.zeros((top + 1, top + 1))  # grid[b, c]: before-only b, after-only c
     grid[0, 0] = 1.0
     stay = max(0.0, 1.0 - p01 - p10)
-    within = 0.0
+    within = [0.0] * len(looks)
     n = 0
     for k, size in enumerate(looks):
         while n < size:
@@ -217,7 +240,7 @@ def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: fl
         view = grid[:size + 1, :size + 1]
         if shares[k] > 0.0:
             hit = _region(True, size, size, margin, shares[k] * q)
-            within += float(view[hit].sum())
+            within[k] = float(view[hit].sum())
             view[hit] = 0.0
         if worse_level is not None:
             b, c = np.meshgrid(np.arange(size + 1), np.arange(size + 1), indexing="ij")
@@ -227,17 +250,17 @@ def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: fl
                                        for bb, cc in zip(b[inside & (c > b)],
                                                          c[inside & (c > b)], strict=True)]
             view[worse] = 0.0
-    return within
+    return tuple(within)
 
 
 def _unpaired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: float,
                      q: float, n_a: int, p_a: float, p_b: float,
-                     worse_level: float | None) -> float:
+                     worse_level: float | None) -> tuple[float, ...]:
     from ._seq_unpaired import _table
 
     xs = np.arange(n_a + 1)
     grid = binom_pmf(xs, n_a, p_a)[:, None].copy()  # grid[x_a, y]
-    within = 0.0
+    within = [0.0] * len(looks)
     t = 0
     for k, size in enumerate(looks):
         step = size - t
@@ -249,9 +272,9 @@ def _unpaired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: 
         t = size
         if shares[k] > 0.0:
             hit = _region(False, n_a, size, margin, shares[k] * q)
-            within += float(grid[hit].sum())
+            within[k] = float(grid[hit].sum())
             grid[hit] = 0.0
         if worse_level is not None:
             rise = np.arange(size + 1)[None, :] / size > xs[:, None] / n_a
             grid[(_table(size, n_a) <= worse_level) & rise] = 0.0
-    return within
+    return tuple(within)
