@@ -221,9 +221,10 @@ def within_by_look(design_looks: Sequence[int], margin: float, q: float, *, pair
 
 def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: float, q: float,
                    p10: float, p01: float, worse_level: float | None) -> tuple[float, ...]:
-    from ._seq_paired import sign_p
+    from ._seq_paired import _efficacy_top
 
     top = looks[-1]
+    need = _efficacy_top(top, worse_level) if worse_level is not None else None
     grid = np.zeros((top + 1, top + 1))  # grid[b, c]: before-only b, after-only c
     grid[0, 0] = 1.0
     stay = max(0.0, 1.0 - p01 - p10)
@@ -242,14 +243,11 @@ def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: fl
             hit = _region(True, size, size, margin, shares[k] * q)
             within[k] = float(view[hit].sum())
             view[hit] = 0.0
-        if worse_level is not None:
+        if need is not None:
+            # The sign test's p <= worse_level: max(W, B) at least need[W + B].
             b, c = np.meshgrid(np.arange(size + 1), np.arange(size + 1), indexing="ij")
-            inside = b + c <= size
-            worse = np.zeros_like(inside)
-            worse[inside & (c > b)] = [sign_p(int(cc), int(bb)) <= worse_level
-                                       for bb, cc in zip(b[inside & (c > b)],
-                                                         c[inside & (c > b)], strict=True)]
-            view[worse] = 0.0
+            total = np.minimum(b + c, top)
+            view[(b + c <= size) & (c > b) & (c >= need[total])] = 0.0
     return tuple(within)
 
 
