@@ -261,6 +261,7 @@ def _margin_check(config: pytest.Config, replicates: int, m: int,
     if settings.margin is None:
         return None
     key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
+           + ("seq-" if settings.sequential else "") +
            f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}")
            + ("" if rates is None else f"-rates{_digest(rates)}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
@@ -280,12 +281,19 @@ def _computed_margin_check(config: pytest.Config, key: str, replicates: int, m: 
     from ..stats import baseline_intervals, margin_design_check, margin_rates_check
 
     assert settings.margin is not None
+    # A sequential run tests the margin at its looks, its last at a share of q: the claim's
+    # power is sized there (stats/_seq_margin.py).
+    level = settings.q
+    if settings.sequential:
+        from ..stats import sequential_margin_level
+
+        level = sequential_margin_level(replicates, settings.q)
     if rates is None:
         check = margin_design_check(replicates, m, paired=paired, margin=settings.margin,
-                                    q=settings.q, kappa=kappa if paired else 1.0)
+                                    q=level, kappa=kappa if paired else 1.0)
     else:
         check = margin_rates_check(replicates, m, baseline_intervals(rates[1]),
-                                   paired=paired, margin=settings.margin, q=settings.q,
+                                   paired=paired, margin=settings.margin, q=level,
                                    kappa=kappa if paired else 1.0)
     note = ("" if rates is None or not check.ok or check.ok_any_rate is not False else
             words.margin_rates_note(baseline=rates[0], replicates=replicates,
@@ -482,6 +490,22 @@ def _sequential(design: Design, items: list[pytest.Item], selected: Selected,
     _in_looks(items, sequential.looks)
     design.lines.append(words.sequential_line(sequential, replicates, cells, settings.max_mde))
     expected = round(sequential.expected_unchanged)
+    if settings.margin is not None:
+        # A condition stops once shown within the margin, not for futility.
+        from ..stats import (
+            sequential_margin_expected,
+            sequential_margin_looks,
+            sequential_margin_shares,
+        )
+
+        chosen = sequential_margin_looks(sequential.looks)
+        shares = sequential_margin_shares(sequential.looks)
+        within = sequential_margin_expected(sequential.looks, settings.margin, settings.q,
+                                            paired=True, nuisance=0.24)
+        design.lines.append(words.sequential_margin_line(
+            [sequential.looks[i] for i in chosen], [shares[i] for i in chosen], settings.q,
+            settings.margin, within, cells))
+        expected = round(within)
     design.planned = {rid: (keys, expected) for rid, (_, keys) in selected.items()}
 
 

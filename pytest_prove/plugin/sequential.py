@@ -112,11 +112,14 @@ def declared(config: pytest.Config, settings: Settings,
             "declare sequential=True on every rollout you select, select only those (-k, "
             "a path), or pass --prove-sequential to run them all sequentially")
     if settings.margin is not None:
+        # The margin's design check is sized before the declarations are read: at the
+        # fixed test's level q, not the level of a sequential run's last margin look.
         return None, (
-            f"{_named(asked)} declare(s) sequential=True, which cannot be used with a margin "
-            f"(--prove-margin {settings.margin:g}, or ini prove_margin) yet: a sequential "
-            "run's looks test worse and safer, not the margin's claim; drop the margin, or "
-            "sequential=True to ask for the claim")
+            f"{_named(asked)} declare(s) sequential=True, and a margin (--prove-margin "
+            f"{settings.margin:g}, or ini prove_margin) is tested on a sequential run's "
+            "looks only when the session asks for it with --prove-sequential (its design "
+            "check then sizes the claim at the level of the last margin look); pass "
+            "--prove-sequential, or drop the margin")
     settings.sequential = True
     return None, None
 
@@ -209,7 +212,7 @@ class SequentialControl(Skipper):
                                    max_mde=settings.max_mde)
         self.looks = Looks(baseline, design, settings.salt,
                            run.rollouts, events=events,
-                           missing=self.asked.get("missing", "test"))
+                           missing=self.asked.get("missing", "test"), margin=settings.margin)
         return self.looks
 
     def add(self, stored: list[dict[str, Any]]) -> None:

@@ -147,7 +147,7 @@ class Settings:
         _check_options(opt)
         sequential = sequential_of(config)
         if sequential:
-            _check_sequential_options(opt, margin)
+            _check_sequential_options(opt)
         if opt.prove_plan:
             # The plan is read on one process: no workers are started for it.
             opt.dist = "no"
@@ -326,7 +326,7 @@ def sequential_of(config: pytest.Config) -> bool:
                 and not any(getattr(opt, name, None) for name in NOT_SEQUENTIAL))
 
 
-def _check_sequential_options(opt: Any, margin: float | None) -> None:
+def _check_sequential_options(opt: Any) -> None:
     """--prove-sequential reads each condition against its baseline at its looks; say why the
     options it cannot keep its error rates with are refused."""
     if not opt.prove_baseline:
@@ -351,12 +351,6 @@ def _check_sequential_options(opt: Any, margin: float | None) -> None:
     for name, flag, why in refused:
         if getattr(opt, name, None):
             raise pytest.UsageError(f"--prove-sequential cannot be used with {flag}: {why}")
-    if margin is not None:
-        raise pytest.UsageError(
-            f"--prove-sequential cannot be used with a margin (--prove-margin {margin:g}, "
-            "or ini prove_margin) yet: a sequential run's looks test worse and safer, not "
-            "the margin's claim; drop --prove-sequential to ask for the claim, or drop the "
-            "margin to stop conditions early")
 
 
 #: Options a replay refuses: it stores nothing, compares nothing (so it has no report), and

@@ -39,6 +39,7 @@ __all__ = [
     "rates_line",
     "rates_note",
     "sequential_line",
+    "sequential_margin_line",
     "sequential_partial",
     "sequential_sizes",
     "sequential_underpowered",
@@ -314,6 +315,22 @@ def sequential_line(design: SequentialDesign, replicates: int, cells: int,
             f"{design.expected_episodes(cells, 1):,.0f} when one condition moves by "
             f"{max_mde:.3f} (power there {power_text(design.power_at_max_mde)}; all three "
             f"exact); {design.method}")
+
+
+def sequential_margin_line(sizes: Sequence[int], shares: Sequence[float], q: float,
+                           margin: float, expected: float, cells: int) -> str:
+    """The plan's line for --prove-sequential with a margin: the looks it is tested at
+    (``sizes``, replicates) and each one's share of q, and the expected episodes when
+    nothing changed (a condition then stops once shown within, not for futility)."""
+    split = (f"{shares[-1] * q:.4g} at the last look and {shares[0] * q:.3g} at each other"
+             if len(shares) > 1 else f"{q:g} at the one look")
+    return (f"sequential margin {margin:g}: each test is also tested for a change toward "
+            f"worse of {margin:g} or more at the looks of {', '.join(map(str, sizes))} "
+            f"replicates, q {q:g} split across them ({split}; the margin's design check is "
+            f"at the last look's level), and a condition stops once every test is shown "
+            f"within (or one is worse), not for futility: expected "
+            f"{round(expected) * cells:,} episodes when nothing changed ({round(expected)} "
+            f"a condition; exact, twins independent at 0.40)")
 
 
 def sequential_sizes(sizes: Sequence[int]) -> str:

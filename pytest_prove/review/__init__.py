@@ -211,16 +211,11 @@ def review(before: Run, after: Run, *, events: Sequence[str] | None, q: float,
         # took them, decide; never the fixed test on the counts it stopped at.
         from .sequential import looks_of
 
-        sequential = looks_of(before, after, events=events, missing=missing)
-    if sequential is not None and margin is not None:
-        raise RefusalError(
-            f"run {after.name!r} is sequential, and a margin is not yet tested on a "
-            "sequential run's looks; compare it without --prove-margin (--margin), or run "
-            "the sweep without --prove-sequential to ask for the margin's claim")
+        sequential = looks_of(before, after, events=events, missing=missing, margin=margin)
     if sequential is not None:
         from .sequential import sequential_comparison, sequential_lines
 
-        comparison = sequential_comparison(sequential, max_mde=max_mde)
+        comparison = sequential_comparison(sequential, max_mde=max_mde, margin=margin)
         lines = sequential_lines(sequential)
     else:
         comparison = (compare(prepared.rows, q=q, max_mde=max_mde,

@@ -258,7 +258,8 @@ def _stopped(sequential: object) -> set[tuple[str, str]]:
         if isinstance(keys, Mapping):
             found.update((str(rollout_id), str(key)) for key, info in keys.items()
                          if isinstance(info, Mapping)
-                         and info.get("state") in ("worse", "safer", "no change of max_mde"))
+                         and info.get("state") in ("worse", "safer", "no change of max_mde",
+                                                   "within margin"))
     return found
 
 

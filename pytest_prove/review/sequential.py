@@ -20,8 +20,10 @@ from typing import Any, final
 
 from ..declare.spec import condition_label
 from ..stats import (
+    STOPPED,
     Comparison,
     ConditionDecision,
+    MarginTest,
     RowDecision,
     RowInput,
     SequentialDesign,
@@ -36,7 +38,7 @@ from .pairing import Missing, prepare, rollout_label
 __all__ = ["Looks", "looks_of", "sequential_comparison", "sequential_lines"]
 
 Key = tuple[str, str]  # (rollout id, condition key)
-DECIDED = ("worse", "safer", "no change of max_mde")
+DECIDED = STOPPED  # the states of a condition stopped before its last look
 
 
 def _name(key: Key) -> str:
@@ -55,7 +57,7 @@ class Looks:
     rollouts: Mapping[str, Any]  # the run's manifest "rollouts" (declarations)
     events: Sequence[str] | None = None
     missing: Missing = "test"
-    margin: float | None = None  # the seam for --prove-margin (see stats.decide)
+    margin: float | None = None  # --prove-margin: also tested at the looks (stats.decide)
     before: dict[Key, list[Mapping[str, Any]]] = field(default_factory=dict)
     after: dict[Key, dict[int, dict[str, Any]]] = field(default_factory=dict)
     labels: dict[Key, str] = field(default_factory=dict)
@@ -167,19 +169,25 @@ class Looks:
                 "replicates": None if decision is None else decision.replicates,
                 "reason": None if decision is None else decision.reason,
             }
-        return {"design": self.design.to_dict(), "conditions": conditions}
+        return {"design": self.design.to_dict(), "conditions": conditions,
+                **({} if self.margin is None else {"margin": self.margin})}
 
 
-def sequential_comparison(looks: Looks, *, max_mde: float) -> Comparison | None:
+def sequential_comparison(looks: Looks, *, max_mde: float,
+                          margin: float | None = None) -> Comparison | None:
     """The comparison of a sequential run: each condition's rows at the look it stopped at
     (or its last look), tested on their sequential p-values (Holm over m on p*). Its rows
     have no limit of their own (``Limit`` status ``sequential``): a row is not counted as
     blind when its condition ruled max_mde out or the design's check passed (the procedure
-    catches max_mde 4 times in 5 by design)."""
+    catches max_mde 4 times in 5 by design). With a ``margin``, each row's margin test is
+    the sequential one over every look its condition took (``stats.sequential_margin_test``)."""
+    from ..stats import final_margin_level, sequential_margin_test
+
     by_row = {(d.condition, d.event): d for d in looks.rows}
     inputs: list[RowInput] = []
     pvalues: list[float] = []
     ruled_out: list[bool] = []
+    tests: list[MarginTest] = []
     names = {_name(k): k for k in looks.taken}
     for row in looks._sequential_rows():
         decision = by_row.get((row.condition, row.event))
@@ -198,11 +206,18 @@ def sequential_comparison(looks: Looks, *, max_mde: float) -> Comparison | None:
         # catches it 4 times in 5 (its check passed): a sequential row has no limit of its own.
         ruled_out.append(looks.design.ok
                          or (stopped is not None and stopped.state == "no change of max_mde"))
+        if margin is not None:
+            test = sequential_margin_test(row.looks, looks.design.looks, row.worse_when,
+                                          margin, looks.design.q)
+            assert test is not None  # the row has counts at ``at``
+            tests.append(test)
     if not inputs:
         return None
     return compare(inputs, q=looks.design.q, max_mde=max_mde, pvalues=pvalues,
                    sees=ruled_out, m=max(looks.design.m, len(inputs)),
-                   sequential=looks.design.method)
+                   sequential=looks.design.method, margin=margin,
+                   margin_tests=tests if margin is not None else None,
+                   margin_level=final_margin_level(looks.design.looks, looks.design.q))
 
 
 
@@ -235,7 +250,7 @@ def _looks_text(looks: Sequence[int]) -> str:
 
 
 def looks_of(before: Run, after: Run, *, events: Sequence[str] | None,
-             missing: Missing) -> Looks | None:
+             missing: Missing, margin: float | None = None) -> Looks | None:
     """The looks of a stored sequential run (its manifest's ``sequential``), taken again from
     its episodes: each condition up to the looks it took in its session (episodes a worker
     finished after its decision are not read); None for a run that is not sequential.
@@ -261,10 +276,16 @@ def looks_of(before: Run, after: Run, *, events: Sequence[str] | None,
             count = info.get("looks") if isinstance(info, Mapping) else None
             if isinstance(count, int) and 0 < count <= len(design.looks):
                 taken[(str(rollout_id), str(key))] = design.looks[count - 1]
+    # The looks are taken again as the session took them, with its margin (a margin stops
+    # no row for futility): then decided once more with ``margin``, the one asked now.
+    recorded_margin = recorded.get("margin")
     looks = Looks(before, design, after.salt, after.manifest.get("rollouts") or {},
-                  events=events, missing=missing)
+                  events=events, missing=missing,
+                  margin=float(recorded_margin) if isinstance(recorded_margin, (int, float))
+                  else None)
     looks.add(r for r in after.episodes
               if int(r["replicate"]) < taken.get((str(r["rollout"]), str(r["condition_key"])),
                                                  0))
+    looks.margin = margin
     looks.finish()
     return looks

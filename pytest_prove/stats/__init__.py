@@ -54,9 +54,15 @@ from ._results import (
     Verdict,
 )
 from ._scores import tango_score
+from ._seq_margin import expected_replicates as sequential_margin_expected
+from ._seq_margin import final_level as final_margin_level
+from ._seq_margin import margin_looks as sequential_margin_looks
+from ._seq_margin import margin_shares as sequential_margin_shares
+from ._seq_margin import sequential_margin_test
 from ._sequential import (
     FUTILITY_LEVEL,
     LOOKS,
+    STOPPED,
     ConditionDecision,
     RowDecision,
     SequentialDesign,
@@ -68,6 +74,9 @@ from ._sequential import (
     obf_spending,
     sequential_design,
     sequential_p,
+)
+from ._sequential import (
+    margin_level as sequential_margin_level,
 )
 from ._target_sequential import (
     sequential_target_p,
@@ -106,6 +115,7 @@ __all__ = [
     "PAIRED_MODEL",
     "RATES_LEVEL",
     "SCHEMA_VERSION",
+    "STOPPED",
     "TWIN_MODEL",
     "Agreement",
     "Comparison",
@@ -145,6 +155,7 @@ __all__ = [
     "design_from_dict",
     "detection_power",
     "fall_limit",
+    "final_margin_level",
     "fisher_exact_p",
     "holm",
     "holm_targets",
@@ -172,6 +183,11 @@ __all__ = [
     "replicates_for",
     "rise_limit",
     "sequential_design",
+    "sequential_margin_expected",
+    "sequential_margin_level",
+    "sequential_margin_looks",
+    "sequential_margin_shares",
+    "sequential_margin_test",
     "sequential_p",
     "sequential_target_p",
     "sequential_target_power",

@@ -220,6 +220,8 @@ def compare(
     sees: Sequence[bool] | None = None,
     m: int | None = None,
     sequential: str | None = None,
+    margin_tests: Sequence[MarginTest] | None = None,
+    margin_level: float | None = None,
 ) -> Comparison:
     """Compare two runs row by row and give the verdict (SPEC section 4).
 
@@ -231,7 +233,10 @@ def compare(
     ``pvalues`` (they replace each row's own test), its family size ``m`` (rows not given
     count with p = 1), ``sees`` (rows that ruled a change of max_mde out, never blind) and
     its method's name as ``sequential``. Its fragility is not searched: flipping outcomes
-    would change looks already taken."""
+    would change looks already taken. With a margin it passes each row's margin test over
+    its looks as ``margin_tests`` (``_seq_margin``), and ``margin_level``, the level of the
+    test at its last look, which the replicates advised for the claim are sized at; a
+    row is then beyond the margin only when it is also counted worse."""
     q = check_q(q)
     if margin is not None:
         margin = check_q(margin, "margin")
@@ -249,7 +254,7 @@ def compare(
         seen.add(key)
 
     given = len(inputs)
-    for name, values in (("pvalues", pvalues), ("sees", sees)):
+    for name, values in (("pvalues", pvalues), ("sees", sees), ("margin_tests", margin_tests)):
         if values is not None and len(values) != given:
             raise ValueError(f"{name} must have one value per row ({given}), got {len(values)}")
     if m is None:
@@ -305,7 +310,7 @@ def compare(
 
     margin_verdict: MarginVerdict | None = None
     if margin is not None:
-        built, margin_verdict = _with_margin(built, margin, q)
+        built, margin_verdict = _with_margin(built, margin, q, margin_tests, margin_level)
 
     worse_rows = tuple(r for r in built if r.direction == "worse")
     safer_rows = tuple(r for r in built if r.direction == "safer")
@@ -388,28 +393,36 @@ def _margin_of(row: Row, margin: float, q: float) -> MarginTest:
                                 alpha=q, worse_when=row.worse_when)
 
 
-def _with_margin(rows: list[Row], margin: float, q: float) -> tuple[list[Row], MarginVerdict]:
-    """Every row's margin test, their Holm adjustment, and the margin verdict."""
-    tests = [_margin_of(r, margin, q) for r in rows]
+def _with_margin(rows: list[Row], margin: float, q: float,
+                 given: Sequence[MarginTest] | None = None,
+                 level: float | None = None) -> tuple[list[Row], MarginVerdict]:
+    """Every row's margin test (``given``: a sequential run's), their Holm adjustment, and
+    the margin verdict."""
+    tests = list(given) if given is not None else [_margin_of(r, margin, q) for r in rows]
     adjusted = holm(np.array([t.p for t in tests]))
     out: list[Row] = []
     for row, test, p_holm in zip(rows, tests, adjusted, strict=True):
         toward_worse_low = row.interval.low if row.worse_when == "rise" else -row.interval.high
+        above = toward_worse_low > margin and (given is None or row.direction == "worse")
         out.append(dataclasses.replace(row, margin=test, margin_holm=float(p_holm),
-                                       beyond=toward_worse_low > margin))
+                                       beyond=above))
     beyond = tuple(r for r in out if r.beyond)
     not_within = tuple(r for r in out if not r.within)
     word: MarginWord = ("beyond margin" if beyond else
                         "not shown within margin" if not_within else "within margin")
     m = len(out)
     paired = all(r.paired for r in out)
-    needed, exact = replicates_needed(paired, m, q, margin) if not_within else (None, True)
+    needed, exact = (replicates_needed(paired, m, q if level is None else level, margin)
+                     if not_within else (None, True))
     kinds = sorted({PAIRED_METHOD if r.paired else UNPAIRED_METHOD for r in out})
     method = (f"margin {margin:g}: {'; '.join(kinds)}; one-sided, change toward worse < "
               f"{margin:g}; every row at level q = {q:g}, so the claim for all {m} rows holds "
               f"at level {q:g} (intersection-union test, Berger 1982); a claim about one row "
               f"alone: Holm q {q:g} over {m} tests; beyond: simultaneous interval wholly above "
-              f"{margin:g}")
+              f"{margin:g}" + ("" if given is None else
+                               "; a sequential run: each row tested at its condition's "
+                               "margin looks, q split across them (union bound), beyond "
+                               "only when counted worse"))
     return out, MarginVerdict(margin=margin, word=word, not_within=not_within, beyond=beyond,
                               replicates_needed=needed, replicates_exact=exact, method=method)
 

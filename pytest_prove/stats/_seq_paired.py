@@ -89,9 +89,23 @@ def level(steps: int, alpha: float) -> float:
     lo, hi = math.log(1e-15), math.log(alpha)
     if crossing(steps, alpha) <= alpha:
         return alpha
+    # G_steps changes only at the sign test's values, so "G(c) <= alpha" holds exactly for
+    # c below the smallest value v with G(v) > alpha: found by bisection over the sorted
+    # values (about 14 recursions, not 60), the halvings below then give the same c as
+    # with a recursion at each.
+    values = np.unique(np.concatenate(_tails(steps)))
+    values = values[values <= alpha]
+    first, last = 0, values.size  # G(values[i]) > alpha for i >= last (alpha is above)
+    while first < last:
+        mid_i = (first + last) // 2
+        if crossing(steps, float(values[mid_i])) <= alpha:
+            first = mid_i + 1
+        else:
+            last = mid_i
+    flip = float(values[first]) if first < values.size else alpha
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        if crossing(steps, math.exp(mid)) <= alpha:
+        if math.exp(mid) < flip:
             lo = mid
         else:
             hi = mid

@@ -55,9 +55,23 @@ _SPLIT = 4  # an interval whose bound fails is cut into this many
 _ROUNDS = 8  # at most this many cuts of an interval
 
 
+@functools.lru_cache(maxsize=4)
+def _log_factorials(top: int) -> FloatArray:
+    """log(k!) for k = 0..top: gammaln(k + 1), as :func:`_log_choose` computed it."""
+    return np.asarray(special.gammaln(np.arange(top + 1, dtype=np.float64) + 1))
+
+
 def _log_choose(n: int | IntArray, k: IntArray) -> FloatArray:
-    n_ = np.asarray(n, dtype=np.float64)
-    k_ = np.asarray(k, dtype=np.float64)
+    """log C(n, k), elementwise: from a table of log-factorials (the same gammaln values,
+    subtracted in the same order, so the same floats), or gammaln itself outside 0..n."""
+    n_i = np.asarray(n, dtype=np.int64)
+    k_i = np.asarray(k, dtype=np.int64)
+    top = int(n_i.max(initial=0))
+    if k_i.size and int(k_i.min()) >= 0 and bool(np.all(k_i <= n_i)):
+        table = _log_factorials(1 << max(top, 1).bit_length())
+        return np.asarray(table[n_i] - table[k_i] - table[n_i - k_i])
+    n_ = n_i.astype(np.float64)
+    k_ = k_i.astype(np.float64)
     return np.asarray(special.gammaln(n_ + 1) - special.gammaln(k_ + 1)
                       - special.gammaln(n_ - k_ + 1))
 
@@ -229,8 +243,18 @@ def _binom(total: int, p: FloatArray) -> FloatArray:
     s = np.arange(total + 1, dtype=np.float64)
     inner = (p > 0.0) & (p < 1.0)
     q = np.where(inner, p, 0.5)[:, None]
-    out = np.exp(_log_choose(total, np.arange(total + 1))[None, :] + s[None, :] * np.log(q)
-                 + (total - s)[None, :] * np.log1p(-q))
+    logc = _log_choose(total, np.arange(total + 1))[None, :]
+    log_p, log_q = np.log(q), np.log1p(-q)
+    rest = (total - s)[None, :]
+    out = np.empty((p.size, total + 1))
+    # exp(log C + s log p + (total - s) log(1 - p)), the same arithmetic in blocks of rows
+    # that stay in the cache (half the time of whole temporaries at 8,193 x 451).
+    for i in range(0, p.size, 128):
+        block = out[i:i + 128]
+        np.multiply(s[None, :], log_p[i:i + 128], out=block)
+        np.add(logc, block, out=block)
+        block += rest * log_q[i:i + 128]
+        np.exp(block, out=block)
     out[p <= 0.0] = s == 0
     out[p >= 1.0] = s == total
     return np.asarray(out)

@@ -36,15 +36,17 @@ import numpy as np
 
 from . import _seq_paired, _seq_unpaired
 from ._check import check_count, check_power, check_q
-from ._compare import interval_bounds
 from ._design import design_check
+from ._margin import MarginTest
 from ._results import RowInput
 from ._roots import smallest
+from ._seq_margin import final_level, sequential_margin_test
 from ._spending import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
 
 __all__ = [
     "FUTILITY_LEVEL",
     "LOOKS",
+    "STOPPED",
     "ConditionDecision",
     "RowDecision",
     "SequentialDesign",
@@ -54,19 +56,23 @@ __all__ = [
     "design_from_dict",
     "look_schedule",
     "look_step",
+    "margin_level",
     "obf_spending",
     "sequential_design",
     "sequential_p",
 ]
 
-#: The level of the interval the margin seam reads (``decide(margin=...)``).
+#: Kept for the public API (it was the level of the interval an earlier margin seam read).
 FUTILITY_LEVEL = 0.90
 #: Futility thresholds: the log profile likelihood ratio against +-max_mde (paired: the
 #: twins' trinomial; unpaired: the two binomials).
 FUTILITY = {True: 2.0, False: 2.0}
 VERSION = 2
 
-State = Literal["worse", "safer", "no change of max_mde", "open", "complete"]
+State = Literal["worse", "safer", "no change of max_mde", "within margin", "open",
+                "complete"]
+#: The states in which a condition stopped before its last look (decided).
+STOPPED: tuple[State, ...] = ("worse", "safer", "no change of max_mde", "within margin")
 
 
 def look_step(maximum: int) -> int:
@@ -78,6 +84,12 @@ def looks_of(maximum: int, step: int | None = None) -> tuple[int, ...]:
     """The looks of a maximum: every ``step`` replicates, and the maximum."""
     step = look_step(maximum) if step is None else step
     return (*range(step, maximum, step), maximum)
+
+
+def margin_level(replicates: int, q: float) -> float:
+    """The level a sequential run of ``replicates`` a condition tests the margin at on its
+    last look (its share of q): the margin's design check sizes the claim at it."""
+    return final_level(looks_of(replicates), q)
 
 
 # --------------------------------------------------------------------------- the design
@@ -292,6 +304,7 @@ class RowDecision:
     p_star: float  # the sequential p-value over the looks taken
     p_holm: float  # Holm-adjusted p* over the m rows
     change: float  # after - before at ``look``
+    margin: MarginTest | None = None  # with a margin: its test over the margin looks taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,30 +409,27 @@ def decide(
     change of max_mde** when, at a look before the last, its futility rule holds. A
     condition is decided **worse** as soon as one of its rows is; otherwise when every row
     is decided (safer if any row is, else no change of max_mde); otherwise it is
-    **complete** once it has taken its last look, and **open** before. ``margin`` is the
-    seam for a non-inferiority margin: when set, a row also stops once the worse end of its
-    90% interval lies within the margin. Calling this again with more looks never undoes a
-    worse or safer decision.
+    **complete** once it has taken its last look, and **open** before.
+
+    With a ``margin`` each row is also tested for "change toward worse >= margin" at its
+    margin looks (``_seq_margin``, exact at level q; ``RowDecision.margin``): a row shown
+    within has the state **within margin** unless worse or safer. Futility stops no row
+    then (the margin's question is still open): a condition stops when every row is worse
+    or within (worse if any is; else within margin). Calling this again with more looks
+    never undoes a worse, safer or within decision.
     """
     m = max(design.m, len(rows))
     last = len(design.looks)
     p_star, p_holm = _p_values(design, rows, m)
     current = [row.looks[-1] if row.looks else None for row in rows]
-    near: dict[int, bool] = {}
-    if margin is not None:
-        present = [(i, r) for i, r in enumerate(current) if r is not None]
-        index = [i for i, _ in present]
-        if present:
-            lo, hi = interval_bounds([r for _, r in present], FUTILITY_LEVEL)
-            for j, i in enumerate(index):
-                near[i] = _within_margin(rows[i].worse_when, float(lo[j]), float(hi[j]),
-                                         margin)
     decisions: list[RowDecision] = []
     for i, row in enumerate(rows):
         at = current[i]
         taken = len(row.looks)
         state: State = "open"
         look = taken
+        tested = (None if margin is None else sequential_margin_test(
+            row.looks, design.looks, row.worse_when, margin, design.q))
         if at is not None and p_holm[i] <= design.q:
             look = _first_look(row, design, float(p_star[i]), float(p_holm[i]))
             at = row.looks[look - 1]
@@ -430,23 +440,16 @@ def decide(
             state = "worse" if worse else "safer"
         elif at is None and taken:
             state = "no change of max_mde"  # nothing to test: no event to change
-        elif at is not None and taken < last and (_futile(design, at) or near.get(i, False)):
+        elif tested is not None and tested.within:
+            state = "within margin"
+        elif margin is None and at is not None and taken < last and _futile(design, at):
             state = "no change of max_mde"
         elif taken >= last:
             state = "complete"
         decisions.append(RowDecision(
             row.condition, row.event, state, look, float(p_star[i]), float(p_holm[i]),
-            change))
-    return tuple(decisions), _conditions(design, rows, decisions)
-
-
-def _within_margin(
-    worse_when: str, low: float, high: float, margin: float | None
-) -> bool:
-    """The seam for --prove-margin: the worse end of the interval lies within the margin."""
-    if margin is None:
-        return False
-    return high < margin if worse_when == "rise" else low > -margin
+            change, tested))
+    return tuple(decisions), _conditions(design, rows, decisions, margin)
 
 
 def _first_look(row: SequentialRow, design: SequentialDesign, p_star: float,
@@ -469,7 +472,7 @@ def _first_look(row: SequentialRow, design: SequentialDesign, p_star: float,
 
 def _conditions(
     design: SequentialDesign, rows: Sequence[SequentialRow],
-    decisions: Sequence[RowDecision],
+    decisions: Sequence[RowDecision], margin: float | None = None,
 ) -> tuple[ConditionDecision, ...]:
     by: dict[str, list[tuple[SequentialRow, RowDecision]]] = {}
     for row, decision in zip(rows, decisions, strict=True):
@@ -480,12 +483,20 @@ def _conditions(
         taken = max(len(r.looks) for r, _ in members)
         worse = [d for _, d in members if d.state == "worse"]
         safer = [d for _, d in members if d.state == "safer"]
-        decided = all(d.state in ("worse", "safer", "no change of max_mde") for _, d in members)
+        if margin is None:
+            decided = all(d.state in ("worse", "safer", "no change of max_mde")
+                          for _, d in members)
+        else:  # every row worse, within (safer ones too), or with nothing to test
+            decided = all(d.state in ("worse", "within margin", "no change of max_mde")
+                          or (d.margin is not None and d.margin.within) for _, d in members)
+        within = any(d.state == "within margin" for _, d in members)
         state: State
         if worse:
             state, look = "worse", min(d.look for d in worse)
         elif decided and safer:
             state, look = "safer", taken
+        elif decided and within:
+            state, look = "within margin", taken
         elif decided:
             state, look = "no change of max_mde", taken
         elif taken >= last:
@@ -494,13 +505,16 @@ def _conditions(
             state, look = "open", taken
         size = design.looks[look - 1] if look else 0
         out.append(ConditionDecision(condition, state, look, size,
-                                     _reason(state, look, last, size, members)))
+                                     _reason(state, look, last, size, members, margin)))
     return tuple(out)
 
 
 def _reason(state: State, look: int, last: int, size: int,
-            members: Sequence[tuple[SequentialRow, RowDecision]]) -> str:
+            members: Sequence[tuple[SequentialRow, RowDecision]],
+            margin: float | None = None) -> str:
     where = f"look {look} of {last} ({size} replicates)"
+    if state == "within margin":
+        return f"decided at {where}: within margin {margin:.3f} (every row)"
     if state in ("worse", "safer"):
         moved = ", ".join(_moved(r.looks[d.look - 1], d.event)
                           for r, d in members if d.state == state)
