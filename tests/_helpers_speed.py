@@ -11,12 +11,13 @@ from .conftest import inline_session
 
 
 def saved_project(root: Path, files: dict[str, str], *argv: str) -> Path:
-    """A project in ``root`` with ``files`` (name: text, an ``pytest.ini`` among them if the
-    project needs one), after one session run in this process with ``argv`` (saving a
-    baseline, say), which must pass.  A module-scoped fixture builds it once; each test then
+    """A project in ``root`` with ``files`` (path: text; its ini as ``tox.ini``, the file
+    ``pytester.makeini`` writes), after one session run in this process with ``argv`` (saving
+    a baseline, say), which must pass.  A module-scoped fixture builds it once; each test then
     works on its own copy (:func:`copy_project`)."""
     root.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     code, out = inline_session(root, *argv)
     assert code == pytest.ExitCode.OK, out

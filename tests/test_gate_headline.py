@@ -69,7 +69,7 @@ def _baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A fixed salt: on some salts refund's unresolved rate was not shown to miss 0.02 (the
     # target test then passes, and the missed-target test failed in a clean-clone run).
     return saved_project(tmp_path_factory.mktemp("headline"),
-                         {"pytest.ini": INI, "test_agent.py": AGENT},
+                         {"tox.ini": INI, "test_agent.py": AGENT},
                          "--prove-save-baseline=main", "--prove-salt=headline-1")
 
 

@@ -58,7 +58,7 @@ def _saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         for name in _KNOBS:
             patch.delenv(name, raising=False)
         yield saved_project(tmp_path_factory.mktemp("hostile"),
-                            {"pytest.ini": INI, "test_agent.py": AGENT},
+                            {"tox.ini": INI, "test_agent.py": AGENT},
                             "--prove-save-baseline=current")
 
 
