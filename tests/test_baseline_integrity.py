@@ -393,8 +393,10 @@ def test_an_edited_baseline_never_lets_a_worse_agent_pass(
     for what, *_ in edits:
         event(what)
     lines = _edited(saved.decode("utf-8").split("\n")[:-1], edits)
-    root = tmp_path_factory.mktemp("edited")
-    (root / "baselines").mkdir()
+    # One store for every example, its baseline written over each time (nothing caches a
+    # baseline read): a folder an example was 300 folders made, and deleted by a later run.
+    root = tmp_path_factory.getbasetemp() / "edited"
+    (root / "baselines").mkdir(parents=True, exist_ok=True)
     (root / "baselines" / "b.baseline").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
