@@ -141,14 +141,13 @@ def test_aa_refuses_runs_on_different_salts_and_one_run_twice(
 def test_the_design_check_reads_an_observed_agreement(
         agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     half = ",".join(map(str, range(0, 60, 2)))  # every other replicate fails, in both runs
-    # In blocks of 30 replicates (2 items a session, not 60): the same replicates and seeds.
-    many = ("--prove-replicates=60", "--prove-concurrency=30")
-    assert _run(agent, monkeypatch, half, *many, "--prove-save-baseline=base").ret == 0
+    many = "--prove-replicates=60"
+    assert _run(agent, monkeypatch, half, many, "--prove-save-baseline=base").ret == 0
     for name in ("a1", "a2"):
-        assert _run(agent, monkeypatch, half, *many, "--prove-salt=aa",
+        assert _run(agent, monkeypatch, half, many, "--prove-salt=aa",
                     f"--prove-name={name}").ret == 0
-    plain = _run(agent, monkeypatch, half, *many, "--prove-baseline=base", "--prove-plan")
-    read = _run(agent, monkeypatch, half, *many, "--prove-baseline=base", "--prove-plan",
+    plain = _run(agent, monkeypatch, half, many, "--prove-baseline=base", "--prove-plan")
+    read = _run(agent, monkeypatch, half, many, "--prove-baseline=base", "--prove-plan",
                 "--prove-agreement-from=a1,a2")
     read.stdout.fnmatch_lines([
         "design check: the smallest rise one condition alone would be flagged for is * at "
@@ -163,7 +162,7 @@ def test_the_design_check_reads_an_observed_agreement(
     # 60 seeds alike at a rate of 0.5: the discordance's bound is a tenth of independent
     # twins', and the limit falls well below theirs
     assert shown(read) < 0.8 * shown(plain)
-    margin = _run(agent, monkeypatch, half, *many, "--prove-baseline=base", "--prove-plan",
+    margin = _run(agent, monkeypatch, half, many, "--prove-baseline=base", "--prove-plan",
                   "--prove-margin=0.15", "--prove-agreement-from=a1,a2")
     margin.stdout.fnmatch_lines(["margin design check: *twins at discordance ratio 0.15 (an "
                                  "observed agreement's bound)*"])
