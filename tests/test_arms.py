@@ -151,7 +151,10 @@ def test_two_arms_of_the_same_code_pass(agent: pytest.Pytester,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARMS", "cur,same")
     monkeypatch.setenv("N", "150")
-    result = agent.runpytest("--prove-salt=aa")  # a fixed salt: the same figures every run
+    # In blocks of 50 replicates (12 items, not 600): the same replicates, seeds and
+    # episodes; what is checked is the verdict.
+    result = agent.runpytest("--prove-salt=aa",  # a fixed salt: the same figures every run
+                             "--prove-concurrency=50")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["no significant change*"])
 
@@ -211,6 +214,10 @@ def test_a_baseline_saved_with_arms_is_checked_for_drift_and_the_gate_reads_the_
     # The baseline was recorded under another provider: refund tickets failed 0.45 more
     # often in every arm. Now the provider is back; the arms are the same code.
     monkeypatch.setenv("N", "60")
+    # Every session in blocks of 60 replicates (8 items, not 240): the same replicates,
+    # seeds and episodes; what is checked is the drift check's and the gate's words.
+    agent.makeini("[pytest]\nprove_allow_underpowered = true\n"
+                  "addopts = --prove-concurrency=60\n")
     monkeypatch.setenv("ARMS", "cur,same")
     monkeypatch.setenv("PROVIDER_SHIFT", "0.45")
     assert agent.runpytest("--prove-save-baseline=old").ret == pytest.ExitCode.OK

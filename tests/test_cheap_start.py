@@ -47,24 +47,30 @@ def _modules(pytester: pytest.Pytester) -> dict[str, set[str]]:
             for path in pytester.path.glob("modules-*.txt")}
 
 
+def _computed_without_scipy_stats(seen: dict[str, set[str]]) -> None:
+    """The engine computed the design check in some process, and none imported scipy.stats
+    or scipy.optimize."""
+    assert any("pytest_prove.stats._design" in modules for modules in seen.values())
+    for process, modules in seen.items():
+        assert "scipy.stats" not in modules, process
+        assert "scipy.optimize" not in modules, process
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("dist", [(), ("-n", "2")], ids=["one process", "xdist"])
 def test_a_sweep_with_a_design_check_never_imports_scipy_stats(
-        pytester: pytest.Pytester, dist: tuple[str, ...]) -> None:
+        pytester: pytest.Pytester) -> None:
+    """In one process; under xdist (where the items are collected: a worker computes the
+    check), test_one_xdist_worker_computes_the_design_check_and_the_other_reads_it."""
     pytester.makeconftest(RECORDER)
     pytester.makepyfile(test_agent=ROLLOUT)
     # No cache: the design check is computed, not read from an earlier session's.  It passes
     # (16 replicates detect a rise of 0.6), so the rollout runs.
     result = pytester.runpytest_subprocess("-p", "prove", "-p", "no:cacheprovider",
-                                           "--prove-max-mde=0.6", *dist, timeout=120)
+                                           "--prove-max-mde=0.6", timeout=120)
     result.assert_outcomes(passed=32)
     seen = _modules(pytester)
-    assert set(seen) == ({"main", "gw0", "gw1"} if dist else {"main"})
-    # the engine computed the check (under xdist, where the items are collected: a worker)
-    assert any("pytest_prove.stats._design" in modules for modules in seen.values())
-    for process, modules in seen.items():
-        assert "scipy.stats" not in modules, process
-        assert "scipy.optimize" not in modules, process
+    assert set(seen) == {"main"}
+    _computed_without_scipy_stats(seen)
 
 
 def test_importing_the_plugin_imports_no_scipy() -> None:
@@ -80,10 +86,15 @@ def test_one_xdist_worker_computes_the_design_check_and_the_other_reads_it(
         pytester: pytest.Pytester) -> None:
     pytester.makeconftest(RECORDER)
     pytester.makepyfile(test_agent=ROLLOUT)
+    # A fresh folder: no earlier session's check in the cache, so a worker computes it (this
+    # was also test_a_sweep_with_a_design_check_never_imports_scipy_stats[xdist], the same
+    # session with the cache off).
     result = pytester.runpytest_subprocess("-p", "prove", "--prove-max-mde=0.6", "-n", "2",
                                            timeout=120)
     result.assert_outcomes(passed=32)
     seen = _modules(pytester)
+    assert set(seen) == {"main", "gw0", "gw1"}
+    _computed_without_scipy_stats(seen)
     computed = sorted(w for w in ("gw0", "gw1") if "pytest_prove.stats._design" in seen[w])
     assert len(computed) == 1, computed
     other = "gw1" if computed == ["gw0"] else "gw0"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,9 @@ from pytest_prove.cli import main
 from pytest_prove.report.episode import episode_lines
 from pytest_prove.review.episode import Found, find_episode
 from pytest_prove.store import Store
+
+from ._helpers_speed import copy_project, saved_project
+from .conftest import inline_session
 
 #: Twins that go apart at their second step when ESCALATE is set; a traceback and a
 #: terminal escape in what the rollout wrote.  (Spans are captured only in a process of
@@ -46,16 +50,28 @@ AGENT = textwrap.dedent(
 )
 
 
+@pytest.fixture(scope="module")
+def _twins(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs 'first' and 'second' (ESCALATE set) of the agent on one fixed salt: made once for
+    the module, in this process (the same files, options and salt in every test: the same
+    episodes), and copied into each test's project."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("ESCALATE", raising=False)
+        root = saved_project(tmp_path_factory.mktemp("twins"),
+                             {"tox.ini": "[pytest]\nprove_allow_underpowered = true\n",
+                              "test_bot.py": AGENT},
+                             "-p", "no:randomly", "--prove-name=first", "--prove-salt=fixed")
+    code, out = inline_session(root, "-p", "no:randomly", "--prove-name=second",
+                               "--prove-salt=fixed", env={"ESCALATE": "1"})
+    assert code == pytest.ExitCode.TESTS_FAILED, out  # the raising replicates fail
+    return root
+
+
 @pytest.fixture
-def twins(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
-    pytester.makepyfile(test_bot=AGENT)
-    first = pytester.runpytest("-p", "no:randomly", "--prove-name=first", "--prove-salt=fixed")
-    assert first.ret == pytest.ExitCode.OK, first.stdout.str()
-    monkeypatch.setenv("ESCALATE", "1")
-    second = pytester.runpytest("-p", "no:randomly", "--prove-name=second",
-                                "--prove-salt=fixed")
-    assert second.ret == pytest.ExitCode.TESTS_FAILED  # the raising replicates fail
+def twins(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+          _twins: Path) -> pytest.Pytester:
+    copy_project(_twins, pytester.path)
+    monkeypatch.setenv("ESCALATE", "1")  # as after the second run
     return pytester
 
 

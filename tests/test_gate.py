@@ -13,8 +13,9 @@ from .conftest import BOT, load
 def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # 120 replicates: at 40 the same agent reads "too small to tell" (a limit of 0.32 for a
-    # change of 0.20). Only the worse run is under xdist (a baseline saved and compared under
-    # xdist: test_gate_reports.py, test_xdist.py); each xdist session starts two workers.
+    # change of 0.20). Only the worse run is under xdist, with one worker (the controller's
+    # gate from a worker's episodes; a baseline saved and compared under xdist, and a failing
+    # gate whose replicates two workers split: test_gate_reports.py, test_xdist.py).
     # Every run goes in blocks of 40 replicates (6 items, not 240: the same replicates and
     # seeds, a fraction of the per-item cost, under xdist most of all); what is checked is
     # the gate's verdict and the baseline's refresh.
@@ -27,7 +28,7 @@ def test_baseline_then_worse_then_same_then_update(bot: pytest.Pytester,
 
     # A clearly worse agent: refunds fail half the time instead of one in ten.
     monkeypatch.setenv("REFUND_FAIL", "0.5")
-    result = bot.runpytest("-n", "2", "--prove-baseline", "current", "--prove-name", "worse",
+    result = bot.runpytest("-n", "1", "--prove-baseline", "current", "--prove-name", "worse",
                            *blocks)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # The items pass (a worse agent is a verdict, not a crash); the gate is one failure.

@@ -18,6 +18,7 @@ from pytest_prove.plugin.options import PATH_OPTIONS, VALUE_OPTIONS
 from pytest_prove.review.coverage import node_is_within
 from pytest_prove.store import Store
 
+from ._helpers_speed import copy_project, saved_project
 from .conftest import BOT, INI, load
 
 #: An agent whose every episode fails when BROKEN is set.  20 replicates a condition (was
@@ -49,6 +50,44 @@ def _project(pytester: pytest.Pytester, *, where: str = "sub") -> Path:
     folder.mkdir(exist_ok=True)
     (folder / "test_r.py").write_text(AGENT)
     return folder
+
+
+@pytest.fixture(scope="module")
+def _current(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project of :func:`_project` with baseline 'current' saved from it: saved once for
+    the module, in this process (the same files and options in every test that saves it
+    first; only the salt a fresh save draws differs, and these tests hold on any salt)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("N", "BROKEN"):
+            patch.delenv(name, raising=False)
+        return saved_project(tmp_path_factory.mktemp("current"),
+                             {"tox.ini": INI, "sub/test_r.py": AGENT},
+                             "--prove-save-baseline", "current")
+
+
+@pytest.fixture(scope="module")
+def _both(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two folders, ``a/test_r.py`` and ``b/test_b.py``, with baseline 'both' saved from
+    them once for the module."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("N", "BROKEN"):
+            patch.delenv(name, raising=False)
+        return saved_project(tmp_path_factory.mktemp("both"),
+                             {"tox.ini": INI, "a/test_r.py": AGENT, "b/test_b.py": AGENT},
+                             "--prove-save-baseline", "both")
+
+
+@pytest.fixture
+def saved(pytester: pytest.Pytester, _current: Path) -> Path:
+    """This test's copy of the project with baseline 'current': its ``sub`` folder."""
+    copy_project(_current, pytester.path)
+    return pytester.path / "sub"
+
+
+@pytest.fixture
+def saved_both(pytester: pytest.Pytester, _both: Path) -> Path:
+    """This test's copy of the two folders with baseline 'both'."""
+    return copy_project(_both, pytester.path)
 
 
 def test_space_form_store_with_a_broken_agent_is_refused_before_it_runs(
@@ -107,9 +146,8 @@ def test_value_options_list_every_prove_option_that_takes_a_value(
 
 
 def test_renamed_test_against_its_baseline_fails_with_the_reason(
-        pytester: pytest.Pytester) -> None:
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+        pytester: pytest.Pytester, saved: Path) -> None:
+    folder = saved
     source = (folder / "test_r.py").read_text().replace("def test_r(", "def test_reply(")
     (folder / "test_r.py").write_text(source)
     result = pytester.runpytest("--prove-baseline", "current")
@@ -120,9 +158,8 @@ def test_renamed_test_against_its_baseline_fails_with_the_reason(
 
 
 def test_moved_file_fails_and_a_stable_id_survives_the_move(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+        pytester: pytest.Pytester, saved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = saved
     (folder / "test_r.py").rename(folder / "test_moved.py")
     result = pytester.runpytest("--prove-baseline", "current")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -143,9 +180,9 @@ def test_moved_file_fails_and_a_stable_id_survives_the_move(
     result.stdout.fnmatch_lines(["no significant change*"])
 
 
-def test_a_condition_that_is_no_longer_collected_fails(pytester: pytest.Pytester) -> None:
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+def test_a_condition_that_is_no_longer_collected_fails(pytester: pytest.Pytester,
+        saved: Path) -> None:
+    folder = saved
     source = (folder / "test_r.py").read_text().replace('["refund", "password"]', '["refund"]')
     (folder / "test_r.py").write_text(source)
     result = pytester.runpytest("--prove-baseline", "current")
@@ -163,10 +200,9 @@ def test_selecting_no_rollout_fails_the_gate(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*gate failed: no rollout ran in this session*"])
 
 
-def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pytester,
+def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pytester, saved: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    folder = saved
     source = (folder / "test_r.py").read_text().replace(
         "    p = 1.0", "    if ticket == 'refund':\n        raise prove.NoOutcome('rate limited')\n"
                       "    p = 1.0")
@@ -183,11 +219,8 @@ def test_a_condition_without_any_outcome_fails_the_gate(pytester: pytest.Pyteste
                                  "Missing outcomes are ignored*"])
 
 
-def test_deselected_and_outside_conditions_stay_not_run(pytester: pytest.Pytester) -> None:
-    _project(pytester, where="a")
-    _project(pytester, where="b")
-    (pytester.path / "b" / "test_r.py").rename(pytester.path / "b" / "test_b.py")
-    assert pytester.runpytest("--prove-save-baseline", "both").ret == 0
+def test_deselected_and_outside_conditions_stay_not_run(pytester: pytest.Pytester,
+        saved_both: Path) -> None:
     # -k leaves conditions out on purpose; so do paths that do not hold a rollout's file.
     result = pytester.runpytest("--prove-baseline", "both", "-k", "refund")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -210,11 +243,10 @@ def test_node_is_within_paths() -> None:
 
 
 def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+        pytester: pytest.Pytester, saved: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_prove.cli import main
 
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+    folder = saved
     source = (folder / "test_r.py").read_text().replace("def test_r(", "def test_reply(")
     (folder / "test_r.py").write_text(source)
     pytester.runpytest("--prove-name", "renamed")
@@ -235,13 +267,11 @@ def test_check_fails_when_the_run_lacks_conditions_of_the_baseline(
 
 
 def test_check_fails_on_a_run_made_with_k_unless_told_it_is_partial(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+        pytester: pytest.Pytester, saved: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A CI job that runs ``pytest -k ...`` and then ``check`` passed a run that covered part
     of the baseline: "not run" was said only in the text, and check exited 0."""
     from pytest_prove.cli import main
 
-    _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
     # Both runs are paired with the baseline (its seeds): unpaired, a random salt made the
     # same agent read "worse" by chance in about one run of twenty.
     assert pytester.runpytest("--prove-baseline", "current", "--prove-name", "part",
@@ -315,9 +345,9 @@ def test_a_moved_rollout_fails_when_its_new_file_is_named(pytester: pytest.Pytes
                                  "sub/test_moved.py::test_r*"])
 
 
-def test_a_refresh_never_drops_a_condition_without_outcomes(pytester: pytest.Pytester) -> None:
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+def test_a_refresh_never_drops_a_condition_without_outcomes(pytester: pytest.Pytester,
+        saved: Path) -> None:
+    folder = saved
     source = (folder / "test_r.py").read_text()
     (folder / "test_r.py").write_text(source.replace(
         "    p = 1.0", "    if ticket == 'refund':\n        raise prove.NoOutcome('down')\n"
@@ -348,9 +378,9 @@ def test_two_rollouts_with_one_id_are_refused(pytester: pytest.Pytester,
     assert not (pytester.path / ".prove").exists()
 
 
-def test_pytest_exit_with_status_0_midway_fails_the_gate(pytester: pytest.Pytester) -> None:
-    folder = _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
+def test_pytest_exit_with_status_0_midway_fails_the_gate(pytester: pytest.Pytester,
+        saved: Path) -> None:
+    folder = saved
     source = (folder / "test_r.py").read_text()
     (folder / "test_r.py").write_text(source.replace(
         "    p = 1.0", "    if ticket == 'password':\n        SEEN.append(prove_seed)\n"
@@ -363,13 +393,10 @@ def test_pytest_exit_with_status_0_midway_fails_the_gate(pytester: pytest.Pytest
                                  "have no episode*"])
 
 
-def test_a_resume_with_k_does_not_hide_what_a_kill_lost(pytester: pytest.Pytester,
-                                                        capsys: pytest.CaptureFixture[str]
-                                                        ) -> None:
+def test_a_resume_with_k_does_not_hide_what_a_kill_lost(pytester: pytest.Pytester, saved: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_prove.cli import main
 
-    _project(pytester)
-    assert pytester.runpytest("--prove-save-baseline", "current").ret == 0
     # A session killed midway: half of refund's replicates, no selection recorded.
     assert pytester.runpytest("--prove-name", "cut", "--prove-baseline", "current", "-k",
                               "refund and (r000 or r001 or r002 or r003 or r004)").ret == 0
@@ -408,11 +435,7 @@ def test_lf_and_node_ids_are_partial_runs_on_purpose(pytester: pytest.Pytester,
 
 
 def test_a_module_skipped_at_collection_and_an_ignored_file_are_not_run(
-        pytester: pytest.Pytester) -> None:
-    _project(pytester, where="a")
-    _project(pytester, where="b")
-    (pytester.path / "b" / "test_r.py").rename(pytester.path / "b" / "test_b.py")
-    assert pytester.runpytest("--prove-save-baseline", "both").ret == 0
+        pytester: pytest.Pytester, saved_both: Path) -> None:
     result = pytester.runpytest("--prove-baseline", "both", "--ignore=b")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["*not run: 2 condition(s)*"])

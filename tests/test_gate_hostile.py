@@ -10,10 +10,14 @@ out of a comparison that ignores missing outcomes.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pytest_prove.cli import main
+
+from ._helpers_speed import copy_project, saved_project
 
 AGENT = textwrap.dedent(
     """
@@ -40,15 +44,31 @@ AGENT = textwrap.dedent(
 )
 
 
+#: Blocks of 40 replicates (10 items a session, not 400): the replicates, their seeds and
+#: what each episode records are the same; the per-item cost of 400 items is not.
+INI = "[pytest]\naddopts = --prove-concurrency=40\n"
+_KNOBS = ("A_BAD", "HIDE", "RAISE")
+
+
+@pytest.fixture(scope="module")
+def _saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The agent's project after saving baseline 'current' (nothing in the environment):
+    saved once for the module, in this process, and copied into each test's project."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _KNOBS:
+            patch.delenv(name, raising=False)
+        yield saved_project(tmp_path_factory.mktemp("hostile"),
+                            {"tox.ini": INI, "test_agent.py": AGENT},
+                            "--prove-save-baseline=current")
+
+
 @pytest.fixture
-def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makepyfile(test_agent=AGENT)
-    # Blocks of 40 replicates (10 items a session, not 400): the replicates, their seeds and
-    # what each episode records are the same; the per-item cost of 400 items is not.
-    pytester.makeini("[pytest]\naddopts = --prove-concurrency=40\n")
-    for name in ("A_BAD", "HIDE", "RAISE"):
+def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+          _saved: Path) -> pytest.Pytester:
+    for name in _KNOBS:
         monkeypatch.delenv(name, raising=False)
-    assert pytester.runpytest("--prove-save-baseline=current").ret == pytest.ExitCode.OK
+    copy_project(_saved, pytester.path)
+    assert (pytester.path / ".prove" / "baselines" / "current.baseline").is_file()
     return pytester
 
 

@@ -119,7 +119,10 @@ def test_every_failed_condition_has_a_report_of_its_own(
     get one report each; a label with " · " in it is kept whole.  30 replicates a label (was
     60): paired on the baseline's seeds, 0.1 -> 0.9 turns about 24 a label, all one way,
     where 8 flag it even under Holm over 12 rows; fewer than 8 comes once in 10^10."""
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    # In blocks of 30 replicates (one item a label, not 30): the same replicates and seeds;
+    # what is checked is the gate's reports, one a condition.
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n"
+                     "addopts = --prove-concurrency=30\n")
     pytester.makepyfile(test_odd=ODD)
     assert pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline=b").ret == 0
     monkeypatch.setenv("BAD", "1")

@@ -24,6 +24,7 @@ from pytest_prove.report.terminal import format_comparison
 from pytest_prove.review.cost import ConditionCost, ModelUsage, RunCost, compare_costs
 from pytest_prove.stats import Flip, Fragility, RowInput, compare
 
+from ._helpers_speed import copy_project, saved_project
 from .conftest import BOT, INI
 
 
@@ -34,6 +35,25 @@ def usual_umask() -> Iterator[None]:
         yield
     finally:
         os.umask(mask)
+
+
+@pytest.fixture(scope="module")
+def _base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """conftest.py's bot (its default rates and replicates) with baseline 'base' saved from
+    it: saved once for the module, in this process; each test that reads it has a copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("BOT_REPLICATES", "REFUND_FAIL"):
+            patch.delenv(name, raising=False)
+        return saved_project(tmp_path_factory.mktemp("base"),
+                             {"tox.ini": INI, "test_bot.py": BOT},
+                             "-p", "no:randomly", "--prove-save-baseline=base")
+
+
+@pytest.fixture
+def base(pytester: pytest.Pytester, _base: Path) -> pytest.Pytester:
+    """This test's copy of the bot with baseline 'base'."""
+    copy_project(_base, pytester.path)
+    return pytester
 
 
 def _cli(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
@@ -77,10 +97,7 @@ def test_show_prints_the_command_as_a_shell_reads_it(
 
 
 def test_the_session_report_names_the_command_that_chooses_the_axes(
-        pytester: pytest.Pytester) -> None:
-    pytester.makeini(INI)
-    pytester.makepyfile(test_bot=BOT)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+        pytester: pytest.Pytester, base: pytest.Pytester) -> None:
     assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
                               "--prove-report=page.html").ret == 0
     page = (pytester.path / "page.html").read_text(encoding="utf-8")
@@ -167,10 +184,8 @@ AS_A_TERMINAL = textwrap.dedent("""
 
 
 def test_a_default_run_says_its_method_in_a_few_lines_and_v_in_full(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeini(INI)
-    pytester.makepyfile(test_bot=BOT)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        base: pytest.Pytester) -> None:
     section = _section(pytester.runpytest("-p", "no:randomly",
                                           "--prove-baseline=base").stdout.str())
     method = [line for line in section
@@ -185,11 +200,9 @@ def test_a_default_run_says_its_method_in_a_few_lines_and_v_in_full(
 
 
 def test_the_summary_wraps_at_word_boundaries_on_a_terminal(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeini(INI)
-    pytester.makepyfile(test_bot=BOT)
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        base: pytest.Pytester) -> None:
     pytester.makeconftest(AS_A_TERMINAL)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
     monkeypatch.setenv("REFUND_FAIL", "0.5")
     section = _section(pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
                                           "-v", "--prove-live=off").stdout.str())
@@ -369,8 +382,12 @@ def test_the_step_section_and_the_grid_use_one_word_for_a_row_that_did_not_chang
     monkeypatch.setenv("BOT_REPLICATES", "150")
     pytester.makeini(INI)
     pytester.makepyfile(test_bot=STEPPED)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
-    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base").ret == 0
+    # In blocks of 50 replicates (6 items a session, not 300): the same replicates, seeds and
+    # episodes; what is checked is the report's words.
+    blocks = "--prove-concurrency=50"
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base",
+                              blocks).ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base", blocks).ret == 0
     code, _ = _cli(pytester, capsys, "report", "base", "latest", "--out", "r.html")
     assert code == 0
     page = (pytester.path / "r.html").read_text(encoding="utf-8")

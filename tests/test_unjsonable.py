@@ -20,27 +20,26 @@ from .conftest import INI, load
 WORKERS = pytest.mark.parametrize("workers", [
     pytest.param([], id="single"), pytest.param(["-n", "1"], id="xdist")])
 
-#: Two workers: the items of one run split between them, their episodes (one of them a
-#: contract error) counted together by the controller.  The xdist variant is slow (a second
-#: or more of CPU, bench/suite_time.py).
-TWO_WORKERS = pytest.mark.parametrize("workers", [
-    pytest.param([], id="single"),
-    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
-
-#: The refusal of a parameter at collection, in one process, with one worker and with two.
+#: The refusal of a parameter at collection, in one process and with one worker, each value
+#: in a session of its own; with two workers, in one session holding every value (below).
 #: A worker used to stop the session (session.shouldstop) after telling the controller its
 #: collection was done: the session ended "interrupted", and with one worker now and then in
 #: an INTERNALERROR (the controller sent it tests on the closed channel: "OSError: cannot send
 #: to <Channel ... closed>", about 1 run in 6).  It now refuses as the design check does: no
 #: item, the controller says why, a usage error.
 REFUSING_WORKERS = pytest.mark.parametrize("workers", [
-    pytest.param([], id="single"), pytest.param(["-n", "1"], id="one-worker"),
-    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow)])
+    pytest.param([], id="single"), pytest.param(["-n", "1"], id="one-worker")])
+
+#: Each value JSON cannot hold, as a parameter's source, and how its refusal shows it.
+UNJSONABLE = {"nan": ('float("nan")', "nan cannot"),
+              "inf": ('float("-inf")', "-inf cannot"),
+              "surrogate": ('"caf\\ud800"', "'caf\\ud800' cannot"),
+              "object": ("object()", "<object object at 0x")}
 
 
-def _parametrized(pytester: pytest.Pytester, value: str) -> None:
+def _parametrized(pytester: pytest.Pytester, value: str, name: str = "test_r") -> None:
     pytester.makeini(INI)
-    pytester.makepyfile(test_r=textwrap.dedent(
+    pytester.makepyfile(**{name: textwrap.dedent(
         f"""
         import pytest
         import pytest_prove as prove
@@ -49,27 +48,38 @@ def _parametrized(pytester: pytest.Pytester, value: str) -> None:
         @pytest.mark.parametrize("temp", [0.5, {value}])
         def test_r(temp):
             return prove.Episode("good", meta={{"case_id": "c"}})
-        """))
+        """)})
 
 
-@REFUSING_WORKERS
-@pytest.mark.parametrize(("value", "shown"), [
-    ('float("nan")', "nan cannot"),
-    ('float("-inf")', "-inf cannot"),
-    ('"caf\\ud800"', "'caf\\ud800' cannot"),
-    ("object()", "<object object at 0x"),
-], ids=["nan", "inf", "surrogate", "object"])
-def test_a_parameter_json_cannot_hold_is_refused_at_collection(
-        pytester: pytest.Pytester, value: str, shown: str, workers: list[str]) -> None:
-    _parametrized(pytester, value)
-    result = pytester.runpytest(*workers)
+def _refused(pytester: pytest.Pytester, result: pytest.RunResult, node: str,
+             shown: str) -> None:
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out
     assert "INTERNALERROR" not in out
-    assert "test_r.py::test_r[" in out
+    assert f"{node}::test_r[" in out
     assert f"the parameter temp={shown}" in out, out
     assert "passed" not in out
     assert not (pytester.path / ".prove").exists()
+
+
+@REFUSING_WORKERS
+@pytest.mark.parametrize(("value", "shown"), list(UNJSONABLE.values()), ids=list(UNJSONABLE))
+def test_a_parameter_json_cannot_hold_is_refused_at_collection(
+        pytester: pytest.Pytester, value: str, shown: str, workers: list[str]) -> None:
+    _parametrized(pytester, value)
+    _refused(pytester, pytester.runpytest(*workers), "test_r.py", shown)
+
+
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
+def test_parameters_json_cannot_hold_are_refused_at_collection_by_two_workers(
+        pytester: pytest.Pytester) -> None:
+    """Under -n 2, one session holding every value (a module each, collected in this
+    order): the refusal names the first item refused, as in one process.  How each value
+    shows, through a worker and the controller, is checked under -n 1 above (was one -n 2
+    session a value: the same channel, two workers started four times)."""
+    for n, (value, _) in enumerate(UNJSONABLE.values()):
+        _parametrized(pytester, value, f"test_r{n}")
+    _refused(pytester, pytester.runpytest("-n", "2"), "test_r0.py", UNJSONABLE["nan"][1])
 
 
 def test_an_axis_value_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) -> None:
@@ -104,16 +114,16 @@ def test_an_outcome_with_a_lone_surrogate_is_refused(pytester: pytest.Pytester) 
     assert not (pytester.path / ".prove").exists()
 
 
-@TWO_WORKERS
-@pytest.mark.parametrize(("meta", "message"), [
-    ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),
-    ('{"case_id": "c", "s": ["ok", "\\ud800"]}',
-     "meta[[]'s'[]][[]1[]]='\\ud800' is not: it holds a lone surrogate*"),
-], ids=["nan", "surrogate"])
-def test_meta_json_cannot_hold_is_a_contract_error_of_its_episode(
-        pytester: pytest.Pytester, meta: str, message: str, workers: list[str]) -> None:
+#: A value JSON cannot hold in one episode's meta, and how the contract error says it.
+BAD_META = {
+    "nan": ('{"x": float("nan")}', "meta[[]'x'[]]=nan is not: JSON holds no NaN*"),
+    "surrogate": ('{"case_id": "c", "s": ["ok", "\\ud800"]}',
+                  "meta[[]'s'[]][[]1[]]='\\ud800' is not: it holds a lone surrogate*")}
+
+
+def _meta_project(pytester: pytest.Pytester, meta: str, name: str = "test_meta") -> None:
     pytester.makeini(INI)
-    pytester.makepyfile(test_meta=textwrap.dedent(
+    pytester.makepyfile(**{name: textwrap.dedent(
         f"""
         import pytest
         import pytest_prove as prove
@@ -124,16 +134,44 @@ def test_meta_json_cannot_hold_is_a_contract_error_of_its_episode(
             if ticket == "refund" and prove_replicate == 1:
                 return prove.Episode("good", meta={meta})
             return prove.Episode("good", meta={{"case_id": ticket}})
-        """))
-    result = pytester.runpytest(*workers)
+        """)})
+
+
+def _contract_errors(pytester: pytest.Pytester) -> list[tuple[str, str]]:
+    run = load(pytester)
+    errors = [r["error"] for r in run.episodes if r["error"] is not None]
+    return [(e["kind"], e["type"]) for e in errors]
+
+
+@pytest.mark.parametrize(("meta", "message"), list(BAD_META.values()), ids=list(BAD_META))
+def test_meta_json_cannot_hold_is_a_contract_error_of_its_episode(
+        pytester: pytest.Pytester, meta: str, message: str) -> None:
+    _meta_project(pytester, meta)
+    result = pytester.runpytest()
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines([f"*test_meta.py::test_meta[[]refund-r001[]]: Episode meta must "
                                  f"be JSON-serialisable, and {message}",
                                  "*run '*' (complete): 4 episodes, 3 with an outcome*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    run = load(pytester)
-    errors = [r["error"] for r in run.episodes if r["error"] is not None]
-    assert [(e["kind"], e["type"]) for e in errors] == [("contract", "RolloutContractError")]
+    assert _contract_errors(pytester) == [("contract", "RolloutContractError")]
+
+
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
+def test_meta_json_cannot_hold_is_a_contract_error_of_its_episode_under_two_workers(
+        pytester: pytest.Pytester) -> None:
+    """Two workers: the items of one run split between them, their episodes (two of them
+    contract errors, one a value) counted together by the controller; one session for both
+    values (was one -n 2 session a value)."""
+    for n, (meta, _) in enumerate(BAD_META.values()):
+        _meta_project(pytester, meta, f"test_meta{n}")
+    result = pytester.runpytest("-n", "2")
+    result.assert_outcomes(passed=6, failed=2)
+    for n, (_, message) in enumerate(BAD_META.values()):
+        result.stdout.fnmatch_lines([f"*test_meta{n}.py::test_meta[[]refund-r001[]]: Episode "
+                                     f"meta must be JSON-serialisable, and {message}"])
+    result.stdout.fnmatch_lines(["*run '*' (complete): 8 episodes, 6 with an outcome*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _contract_errors(pytester) == [("contract", "RolloutContractError")] * 2
 
 
 def test_an_exception_message_with_a_lone_surrogate_is_stored(
