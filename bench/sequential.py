@@ -261,6 +261,31 @@ def margin_lines(margin: float, q: float = 0.05) -> list[str]:
     return lines
 
 
+def by_rate(sweeps: int, seed: int, kinds: tuple[str, ...],
+            rates: tuple[float, ...] = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50)) -> list[str]:
+    """What an unchanged sweep spends, over the fixed design's episodes, at each base rate
+    (every condition at that rate): the fixed design is sized for the worst rate, and a
+    sequential run stops sooner the further the rate is from 1/2."""
+    lines = [f"{'design':11} {'base rate':>9} {'sweeps':>6} {'episodes / fixed':>17} "
+             f"{'any worse/safer':>16}"]
+    print(lines[0], flush=True)
+    for kind, paired, rho in (("correlated", True, RHO), ("independent", True, 0.0),
+                              ("unpaired", False, 0.0)):
+        if kind not in kinds:
+            continue
+        plan = sequential_design(2, CONDITIONS, paired=paired)
+        assert plan.replicates_needed is not None and plan.fixed is not None
+        design = sequential_design(plan.replicates_needed, CONDITIONS, paired=paired)
+        for rate in rates:
+            flat = np.full(CONDITIONS, rate)
+            out = simulate(design, flat, flat, sweeps, seed, rho)
+            line = (f"{kind:11} {rate:9.2f} {sweeps:>6} "
+                    f"{out.spent / (CONDITIONS * plan.fixed):17.4f} {out.any_verdict:16.4f}")
+            lines.append(line)
+            print(line, flush=True)
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=2000)
@@ -269,8 +294,14 @@ def main() -> int:
                         help="which designs, comma-separated")
     parser.add_argument("--margin", type=float, default=None,
                         help="print the margin on the looks' exact figures instead")
+    parser.add_argument("--by-rate", action="store_true",
+                        help="print what an unchanged sweep spends at each base rate instead")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.by_rate:
+        by_rate(args.sweeps, args.seed, tuple(args.kinds.split(",")))
+        print(f"({time.perf_counter() - start:.0f} s)")
+        return 0
     if args.margin is not None:
         lines = margin_lines(args.margin)
         print("\n".join(lines))
