@@ -408,6 +408,8 @@ def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_
                                 "[[]ticket=refund[]]*"])
     assert "prove-gate[ticket=password]" not in terse.stdout.str()
     assert "prove-gate[ticket=shipping]" not in terse.stdout.str()
+    if workers:
+        return  # the plan runs nothing: the one-process variant's plan is the same session
     planned = example.runpytest("--prove-plan", "--prove-target=unresolved<=0.25")
     planned.stdout.fnmatch_lines(["  test_support unresolved<=0.25: * (distance 0.2); it "
                                   "runs 200: ok"])
