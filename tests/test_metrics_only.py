@@ -132,10 +132,11 @@ def scored(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_a_metrics_only_rollout_is_gated_on_its_metric_rows(
         scored: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
-    """In one process, the baseline's run and the changed one are also those of
-    _the_plan_prints_the_limits_and_refuses_what_needs_outcomes and
-    _the_command_line_reads_a_metrics_only_run (tests of their own, each running the same
-    sessions again)."""
+    """The baseline's run and the changed one are also those of
+    _the_plan_prints_the_limits_and_refuses_what_needs_outcomes (in one process) and
+    _the_command_line_reads_a_metrics_only_run (under xdist, whose variant is marked slow:
+    the command line reads the store the same way whoever wrote it); they were tests of
+    their own, each running the same sessions again."""
     saved = scored.runpytest("--prove-save-baseline=main", *workers)
     assert saved.ret == pytest.ExitCode.OK, saved.stdout.str()
     baseline = Store(scored.path / ".prove").open("baseline:main")
@@ -169,7 +170,7 @@ def test_a_metrics_only_rollout_is_gated_on_its_metric_rows(
     assert document["metrics"]["worse"] == [{"condition": "ticket=refund", "metric": "judge"}]
     suite = ET.parse(scored.path / "j.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == "1"
-    if not workers:
+    if workers:
         _the_command_line_reads_a_metrics_only_run(scored, monkeypatch, capsys)
 
 
