@@ -48,13 +48,14 @@ ASYNC = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode", ["auto", "strict"])
-@pytest.mark.parametrize("workers", [
-    pytest.param([], id="one-process"),
+@pytest.mark.parametrize(("workers", "mode"), [
+    pytest.param([], "auto", id="one-process-auto"),
+    pytest.param([], "strict", id="one-process-strict"),
     # One worker: the rollout's loop is one process's, and -n 1 runs it in a worker as
     # -n 2 does, with one process less (two workers: the xdist-blocks-pytest-asyncio
-    # variant of the pytest-timeout test below); under a second of CPU.
-    pytest.param(["-n", "1"], id="xdist")])
+    # variant of the pytest-timeout test below); under a second of CPU.  Strict mode
+    # under xdist: test_async_rollouts_of_pytest_asyncio_and_anyio_under_xdist.
+    pytest.param(["-n", "1"], "auto", id="xdist-auto")])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
                                              workers: list[str]) -> None:
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
@@ -255,12 +256,8 @@ ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
     pytest.param("default", [], id="one-process-default"),
     pytest.param("fixture", [], id="one-process-fixture"),
     pytest.param("default", ["--prove-concurrency=2"], id="blocks-default"),
-    pytest.param("fixture", ["--prove-concurrency=2"], id="blocks-fixture"),
-    # a second or more of CPU (bench/suite_time.py)
-    pytest.param("default", ["-n", "2"], id="xdist-default", marks=pytest.mark.slow),
-    # One worker: the runner and its loop are one process's; -n 1 goes through a worker
-    # as -n 2 does, with one process less (under a second of CPU).
-    pytest.param("fixture", ["-n", "1"], id="xdist-fixture")])
+    # Under xdist: test_async_rollouts_of_pytest_asyncio_and_anyio_under_xdist.
+    pytest.param("fixture", ["--prove-concurrency=2"], id="blocks-fixture")])
 def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
                                            args: list[str]) -> None:
     """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
@@ -279,6 +276,39 @@ def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: s
     expected = {"ticket": "refund"} if backend == "fixture" else {
         "anyio_backend": "asyncio", "ticket": "refund"}
     assert all(r["condition"] == expected for r in run.episodes)
+
+
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
+def test_async_rollouts_of_pytest_asyncio_and_anyio_under_xdist(
+        pytester: pytest.Pytester) -> None:
+    """Under two workers, in one session (they were three, each starting its workers:
+    test_async_rollouts_under_pytest_asyncio[xdist-strict] and
+    test_async_rollouts_under_anyio_marker[xdist-default] and [xdist-fixture]): a rollout
+    marked for pytest-asyncio in strict mode (pytest-asyncio's default, as in the anyio
+    variants' sessions), and anyio's marker with its default backend fixture and with one
+    of the module's own; each rollout checked as its test did."""
+    pytest.importorskip("anyio")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\nasyncio_mode = strict\n")
+    pytester.makepyfile(test_async=ASYNC.replace("{marker}", "@pytest.mark.asyncio"),
+                        test_anyio_default=ANYIO.replace("{backend}", ""),
+                        test_anyio_fixture=ANYIO.replace("{backend}", ASYNCIO_ONLY))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    by_rollout: dict[str, list[Any]] = {}
+    for record in run.episodes:
+        by_rollout.setdefault(record["rollout"], []).append(record)
+    assert sorted(by_rollout) == ["test_anyio_default.py::test_anyio",
+                                  "test_anyio_fixture.py::test_anyio", "test_async.py::test_async"]
+    assert [r["outcome"] for r in by_rollout["test_async.py::test_async"]] == ["resolved"] * 6
+    for backend in ("default", "fixture"):
+        records = by_rollout[f"test_anyio_{backend}.py::test_anyio"]
+        assert [r["outcome"] for r in records] == ["resolved"] * 4
+        # As test_async_rollouts_under_anyio_marker says of the condition.
+        expected = {"ticket": "refund"} if backend == "fixture" else {
+            "anyio_backend": "asyncio", "ticket": "refund"}
+        assert all(r["condition"] == expected for r in records)
 
 
 def test_anyio_rollout_on_another_backend_is_refused(pytester: pytest.Pytester) -> None:
