@@ -134,6 +134,9 @@ XDIST_IS_SLOW = pytest.mark.slow
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="one-process"),
+    # Its session also runs SYNC_BLOCK_STOPPED (was
+    # test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored[xdist], the same
+    # options in a session of its own).
     pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks"),
     pytest.param(["-o", "asyncio_mode=auto"], id="pytest-asyncio"),
@@ -148,21 +151,24 @@ def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
     timed-out replicate (with its block) was not stored ("unhandled exception during
     asyncio.run() shutdown ... Stopped(KeyboardInterrupt())"). It is an episode_timeout, as
     for a sync rollout."""
-    result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args)
+    also = {"test_sync_block": SYNC_BLOCK_STOPPED} if args == ["-n", "1"] else {}
+    result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args, also)
     text = result.stdout.str()
     assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
     assert timed["duration"] >= 0.9
 
 
-def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
-                             args: list[str]) -> tuple[pytest.RunResult, dict[str, Any]]:
+def _replicate_one_timed_out(pytester: pytest.Pytester, source: str, args: list[str],
+                             also: dict[str, str] | None = None,
+                             ) -> tuple[pytest.RunResult, dict[str, Any]]:
     """Run ``source`` (4 replicates, the second outlasting it) under pytest-timeout's 1 s:
     the session fails, the run is complete, only replicate 1 timed out (after its first
     step); that session's result and replicate 1's record.  (1 s, not less: the other
     replicates must end within their item's alarm, with room for a loaded machine; each
-    takes milliseconds.)"""
+    takes milliseconds.)  Test files ``also`` (module name: source) run in the same session,
+    and each rollout's replicates are checked so."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
-    pytester.makepyfile(test_stopped=source)
+    pytester.makepyfile(test_stopped=source, **(also or {}))
     pytester.makeconftest(RELEASE_AT_END)
     # In process, as test_pytest_timeout_and_skip_inside_a_rollout (the comment there).
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=1",
@@ -171,11 +177,18 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     result.stdout.fnmatch_lines(["*Timeout (>1.0s) from pytest-timeout*"])
     run = load(pytester)
     assert run.manifest["status"] == "complete"
-    ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
-                   for r in run.episodes)
-    assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"), (3, "outcome")]
-    timed = next(r for r in run.episodes if r["replicate"] == 1)
-    assert [s["name"] for s in timed["steps"]] == ["start"]
+    assert {r["rollout"] for r in run.episodes} == {
+        f"{name}.py::test_stopped" for name in ("test_stopped", *(also or {}))}
+    for rollout in {r["rollout"] for r in run.episodes}:
+        episodes = [r for r in run.episodes if r["rollout"] == rollout]
+        ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
+                       for r in episodes)
+        assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"),
+                         (3, "outcome")], rollout
+        timed = next(r for r in episodes if r["replicate"] == 1)
+        assert [s["name"] for s in timed["steps"]] == ["start"]
+    timed = next(r for r in run.episodes
+                 if r["replicate"] == 1 and r["rollout"] == "test_stopped.py::test_stopped")
     return result, dict(timed)
 
 
@@ -215,8 +228,8 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("args", [pytest.param([], id="one-process"),
-                                  pytest.param(["-n", "1"], id="xdist")])
+@pytest.mark.parametrize("args", [pytest.param([], id="one-process")])
+# Under xdist: test_pytest_timeout_stops_an_async_replicate_and_it_is_stored[xdist]'s session.
 def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
         pytester: pytest.Pytester, args: list[str]) -> None:
     """The signal lands in the thread that waits for a block's threads: the whole block was
