@@ -133,10 +133,10 @@ XDIST_IS_SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("args", [
+    # These two sessions also run SYNC_BLOCK_STOPPED (was
+    # test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored[one-process] and
+    # [xdist], the same options in sessions of their own).
     pytest.param([], id="one-process"),
-    # Its session also runs SYNC_BLOCK_STOPPED (was
-    # test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored[xdist], the same
-    # options in a session of its own).
     pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks"),
     pytest.param(["-o", "asyncio_mode=auto"], id="pytest-asyncio"),
@@ -150,8 +150,10 @@ def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
     loop's shutdown cancelled the replicates, the block took that for Ctrl-C, and the
     timed-out replicate (with its block) was not stored ("unhandled exception during
     asyncio.run() shutdown ... Stopped(KeyboardInterrupt())"). It is an episode_timeout, as
-    for a sync rollout."""
-    also = {"test_sync_block": SYNC_BLOCK_STOPPED} if args == ["-n", "1"] else {}
+    for a sync rollout.  In one process and under -n 1, a sync rollout's block is stopped in
+    the same session: the signal lands in the thread that waits for a block's threads, and
+    the whole block was lost, the replicate that had finished with it."""
+    also = {"test_sync_block": SYNC_BLOCK_STOPPED} if args in ([], ["-n", "1"]) else {}
     result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args, also)
     text = result.stdout.str()
     assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
@@ -226,15 +228,6 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
         return prove.Episode("resolved")
     """
 )
-
-
-@pytest.mark.parametrize("args", [pytest.param([], id="one-process")])
-# Under xdist: test_pytest_timeout_stops_an_async_replicate_and_it_is_stored[xdist]'s session.
-def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
-        pytester: pytest.Pytester, args: list[str]) -> None:
-    """The signal lands in the thread that waits for a block's threads: the whole block was
-    lost, the replicate that had finished with it."""
-    _replicate_one_timed_out(pytester, SYNC_BLOCK_STOPPED, args)
 
 
 ANYIO = textwrap.dedent(
