@@ -367,8 +367,9 @@ FLAKY = textwrap.dedent(
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="one-process"),
-    # a second or more of CPU (bench/suite_time.py)
-    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),
+    # One worker: an item's attempts all run in the worker that has it, whatever the
+    # number of workers, and reach the controller as with two (a worker's start less).
+    pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks")])
 def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
                                                   capsys: pytest.CaptureFixture[str],
