@@ -192,6 +192,9 @@ def test_auto_on_a_terminal_shows_it_and_quiet_hides_it(sweep: pytest.Pytester) 
 
 def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
     result = sweep.runpytest("-p", "no:xdist", "-v", "-rA")
+    # Each item's verbose line shows its outcome without the live view too (was
+    # test_each_verbose_line_shows_its_outcome's session: the same, without -rA).
+    _check_words(sweep, _words(result.stdout.str()))
     summary = result.stdout.str().split("short test summary info")[1]
     assert re.search(r"^FAILED test_live\.py::test_live\[\w+-r\d+\] - RuntimeError", summary,
                      re.MULTILINE), summary
@@ -208,7 +211,8 @@ def test_every_line_is_a_line_of_its_own(sweep: pytest.Pytester, monkeypatch: py
     -n 2: was test_the_end_line_shows_the_stores_counts_under_xdist, a session of its own at
     the default interval).  With -v, the same sessions also show each item's outcome on its
     verbose line (were test_each_verbose_line_shows_its_outcome and its _under_xdist twin,
-    sessions of their own without the live view) and each live line counts the items
+    sessions of their own without the live view; in one process without it:
+    test_the_short_summary_keeps_pytests_word) and each live line counts the items
     reported above it (was test_each_line_counts_the_items_reported_above_it[one-v] and
     [xdist-v], the very same sessions)."""
     monkeypatch.setattr(live, "INTERVAL", 0.0)  # a line after every episode
