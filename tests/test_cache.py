@@ -118,7 +118,9 @@ def _everything_stored(root: Path) -> str:
 ])
 def test_a_recorded_sweep_replays_with_the_server_gone(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-        workers: list[str]) -> None:
+        capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
+    """Its recorded run and replay are also _a_replay_is_not_evidence_and_a_miss_names_the_call's
+    (a test of its own, which recorded and replayed the same sweep again)."""
     with local_server(Model) as server:
         _project(pytester, server, monkeypatch)
         recorded = pytester.runpytest("-p", "no:randomly", "--prove-cache=record",
@@ -131,6 +133,7 @@ def test_a_recorded_sweep_replays_with_the_server_gone(
                                   "--prove-name=replayed", *workers)
     assert replayed.ret == pytest.ExitCode.OK, replayed.stdout.str()
     _check_the_replay(pytester)
+    _a_replay_is_not_evidence_and_a_miss_names_the_call(pytester, capsys)
 
 
 def _check_the_replay(pytester: pytest.Pytester) -> None:
@@ -150,20 +153,16 @@ def _check_the_replay(pytester: pytest.Pytester) -> None:
     assert "Bearer" not in stored
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-def test_a_replay_is_not_evidence_and_a_miss_names_the_call(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], model: ThreadingHTTPServer) -> None:
-    _project(pytester, model, monkeypatch)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-cache=record",
-                              "--prove-name=recorded").ret == pytest.ExitCode.OK
+def _a_replay_is_not_evidence_and_a_miss_names_the_call(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was a test of its own: AGENT's sweep is recorded as 'recorded' and replayed as
+    'replayed' (the server is gone now, which a replay never calls)."""
     for flag in ("--prove-save-baseline=base", "--prove-baseline=base"):
         refused = pytester.runpytest("-p", "no:randomly", "--prove-cache=replay", flag)
         assert refused.ret == pytest.ExitCode.USAGE_ERROR
         refused.stderr.fnmatch_lines([f"*--prove-cache=replay with {flag.split('=')[0]}: a "
                                       "replayed run is not evidence*"])
-    assert pytester.runpytest("-p", "no:randomly", "--prove-cache=replay",
-                              "--prove-name=replayed").ret == pytest.ExitCode.OK
+    capsys.readouterr()  # what the in-process sessions printed
     code = main(["--store", str(pytester.path / ".prove"), "check", "recorded", "replayed"])
     _, err = capsys.readouterr()
     assert code == 1 and "replayed holds 12 replayed episode(s)" in err
