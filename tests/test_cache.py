@@ -111,7 +111,9 @@ def _everything_stored(root: Path) -> str:
 
 
 @pytest.mark.parametrize("workers", [
-    pytest.param([], id="one-process"),
+    # a second or more of CPU (bench/suite_time.py), with the checks of
+    # _a_replay_is_not_evidence_and_a_miss_names_the_call (a slow test of its own before)
+    pytest.param([], id="one-process", marks=pytest.mark.slow),
     # Two workers, four replicates at once in each: the sessions of
     # test_a_real_openai_client_replays_under_xdist_with_concurrency, whose project holds
     # this agent too (a pair of xdist sessions of its own, merged into those).
