@@ -95,11 +95,14 @@ def _project(pytester: pytest.Pytester, server: ThreadingHTTPServer,
     return pytester
 
 
-def _endings(pytester: pytest.Pytester, name: str) -> dict[tuple[str, int], tuple[object, ...]]:
+def _endings(pytester: pytest.Pytester, name: str, rollout: str | None = None
+             ) -> dict[tuple[str, int], tuple[object, ...]]:
+    """Each episode of the run ``name`` (of the rollout ``rollout`` only, if given)."""
     return {(str(r["condition_key"]), int(r["replicate"])): (
         r["seed"], r["outcome"], dict(r["tokens"] or {}).get("input"),
         tuple((r.get("meta") or {}).get("draws") or ()), bool(r.get("replayed")))
-        for r in Store(pytester.path / ".prove").open(name).episodes}
+        for r in Store(pytester.path / ".prove").open(name).episodes
+        if rollout is None or r["rollout"] == rollout}
 
 
 def _everything_stored(root: Path) -> str:
@@ -108,12 +111,18 @@ def _everything_stored(root: Path) -> str:
 
 
 @pytest.mark.parametrize("workers", [
-    pytest.param([], id="one-process"),
-    pytest.param(["-n", "2", "--prove-concurrency=4"], id="xdist-concurrency",
-                 marks=pytest.mark.slow)])  # a second or more of CPU (bench/suite_time.py)
+    # a second or more of CPU (bench/suite_time.py), with the checks of
+    # _a_replay_is_not_evidence_and_a_miss_names_the_call (a slow test of its own before)
+    pytest.param([], id="one-process", marks=pytest.mark.slow),
+    # Two workers, four replicates at once in each: the sessions of
+    # test_a_real_openai_client_replays_under_xdist_with_concurrency, whose project holds
+    # this agent too (a pair of xdist sessions of its own, merged into those).
+])
 def test_a_recorded_sweep_replays_with_the_server_gone(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-        workers: list[str]) -> None:
+        capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
+    """Its recorded run and replay are also _a_replay_is_not_evidence_and_a_miss_names_the_call's
+    (a test of its own, which recorded and replayed the same sweep again)."""
     with local_server(Model) as server:
         _project(pytester, server, monkeypatch)
         recorded = pytester.runpytest("-p", "no:randomly", "--prove-cache=record",
@@ -125,7 +134,15 @@ def test_a_recorded_sweep_replays_with_the_server_gone(
     replayed = pytester.runpytest("-p", "no:randomly", "--prove-cache=replay",
                                   "--prove-name=replayed", *workers)
     assert replayed.ret == pytest.ExitCode.OK, replayed.stdout.str()
-    before, after = _endings(pytester, "recorded"), _endings(pytester, "replayed")
+    _check_the_replay(pytester)
+    _a_replay_is_not_evidence_and_a_miss_names_the_call(pytester, capsys)
+
+
+def _check_the_replay(pytester: pytest.Pytester) -> None:
+    """What a replay of AGENT's recorded run (named 'recorded', its replay 'replayed') must
+    hold: every episode ended as recorded, on the very draws, and no secret was stored."""
+    before, after = (_endings(pytester, name, rollout="test_agent.py::test_agent")
+                     for name in ("recorded", "replayed"))
     assert before.keys() == after.keys() and len(before) == 12
     for key in before:
         assert after[key][:4] == before[key][:4]  # seed, outcome, tokens, the very draws
@@ -138,20 +155,16 @@ def test_a_recorded_sweep_replays_with_the_server_gone(
     assert "Bearer" not in stored
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-def test_a_replay_is_not_evidence_and_a_miss_names_the_call(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], model: ThreadingHTTPServer) -> None:
-    _project(pytester, model, monkeypatch)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-cache=record",
-                              "--prove-name=recorded").ret == pytest.ExitCode.OK
+def _a_replay_is_not_evidence_and_a_miss_names_the_call(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was a test of its own: AGENT's sweep is recorded as 'recorded' and replayed as
+    'replayed' (the server is gone now, which a replay never calls)."""
     for flag in ("--prove-save-baseline=base", "--prove-baseline=base"):
         refused = pytester.runpytest("-p", "no:randomly", "--prove-cache=replay", flag)
         assert refused.ret == pytest.ExitCode.USAGE_ERROR
         refused.stderr.fnmatch_lines([f"*--prove-cache=replay with {flag.split('=')[0]}: a "
                                       "replayed run is not evidence*"])
-    assert pytester.runpytest("-p", "no:randomly", "--prove-cache=replay",
-                              "--prove-name=replayed").ret == pytest.ExitCode.OK
+    capsys.readouterr()  # what the in-process sessions printed
     code = main(["--store", str(pytester.path / ".prove"), "check", "recorded", "replayed"])
     _, err = capsys.readouterr()
     assert code == 1 and "replayed holds 12 replayed episode(s)" in err
@@ -248,19 +261,30 @@ OPENAI_AGENT = textwrap.dedent(
 @pytest.mark.slow  # openai is imported by each worker of two inner xdist sessions
 def test_a_real_openai_client_replays_under_xdist_with_concurrency(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The project also holds AGENT (httpx and requests), so these two sessions are
+    test_a_recorded_sweep_replays_with_the_server_gone's under two workers, four replicates
+    at once in each (its [xdist-concurrency] variant, two xdist sessions of its own), and
+    that test's checks are made of them too."""
     pytest.importorskip("openai")
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\nasyncio_mode = auto\n"
                      "asyncio_default_fixture_loop_scope = function\n")
-    pytester.makepyfile(test_agent=OPENAI_AGENT)
+    pytester.makepyfile(test_openai_agent=OPENAI_AGENT.replace('"MODEL_URL"', '"OPENAI_URL"'),
+                        test_agent=AGENT)
     args = ("-p", "no:randomly", "-n", "2", "--prove-concurrency=4")
-    with local_server(ChatModel) as server:
-        monkeypatch.setenv("MODEL_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
+    with local_server(ChatModel) as server, local_server(Model) as model:
+        monkeypatch.setenv("OPENAI_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
+        monkeypatch.setenv("MODEL_URL", f"http://127.0.0.1:{model.server_address[1]}")
         recorded = pytester.runpytest(*args, "--prove-cache=record", "--prove-name=recorded")
         assert recorded.ret == pytest.ExitCode.OK, recorded.stdout.str()
         assert len(server.calls) == 16  # type: ignore[attr-defined]
+        assert len(model.calls) == 24  # type: ignore[attr-defined] # AGENT's 12 episodes, 2 calls each
     replayed = pytester.runpytest(*args, "--prove-cache=replay", "--prove-name=replayed")
     assert replayed.ret == pytest.ExitCode.OK, replayed.stdout.str()
-    before, after = _endings(pytester, "recorded"), _endings(pytester, "replayed")
+    rollout = "test_openai_agent.py::test_agent"
+    before, after = (_endings(pytester, name, rollout=rollout)
+                     for name in ("recorded", "replayed"))
+    assert len(before) == 16
     assert {k: v[:3] for k, v in before.items()} == {k: v[:3] for k, v in after.items()}
     assert all(v[4] for v in after.values())
     assert SECRET not in _everything_stored(pytester.path / ".prove")
+    _check_the_replay(pytester)

@@ -139,28 +139,26 @@ def _session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.mark.slow  # a subprocess, or xdist workers
-@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "1"],
-                                  ["-n", "2", "--prove-concurrency", "4"]],
-                         ids=["one-process", "xdist", "xdist-blocks"])
+@pytest.mark.parametrize("args", [["-p", "no:xdist"], ["-n", "2", "--prove-concurrency", "4"]],
+                         ids=["one-process", "xdist-blocks"])
 def test_openai_tokens_are_the_servers(pytester: pytest.Pytester, server: ThreadingHTTPServer,
                                        request: pytest.FixtureRequest, args: list[str]) -> None:
-    """Under xdist with one worker (-n 1: each worker instruments openai in its own
-    process, and sends its episodes as with two; one process less) and with two, in blocks
-    (what two workers capture, merged).  The one-process session also says
-    ``prove_capture_content = false``, which must keep the prompt out of every span and
-    file (was test_content_is_kept_only_when_asked[false], a subprocess of its own); the
-    one-worker session also asks for an instrumentor that is not installed, which is named
-    and the run goes on (was test_a_missing_instrumentor_is_named, xdist workers of its
-    own).  The one-process session is the first of :data:`ONE_PROCESS`."""
+    """Under xdist with two workers, in blocks: each worker instruments openai in its own
+    process, and what two workers capture is merged (this was two sessions, [xdist] with one
+    worker and [xdist-blocks], each importing openai and its instrumentor in every worker).
+    The one-process session also says ``prove_capture_content = false``, which must keep
+    the prompt out of every span and file (was test_content_is_kept_only_when_asked[false],
+    a subprocess of its own); the xdist session also asks for an instrumentor that is not
+    installed, which is named and the run goes on (was test_a_missing_instrumentor_is_named,
+    xdist workers of its own, then the [xdist] session's).  The one-process session is the
+    first of :data:`ONE_PROCESS`."""
     missing: tuple[str, ...] = ()
     result: pytest.RunResult | Session
     where: pytest.Pytester | Session = pytester
     calls: list[str] = server.calls  # type: ignore[attr-defined]
-    if args == ["-n", "1"]:
+    if "-n" in args:
         missing = ("no-such-instrumentor",)
         _project(pytester, server, "openai no-such-instrumentor")
-    elif "-n" in args:
-        _project(pytester, server, "openai")
     else:
         where, calls = request.getfixturevalue("one_process")["tokens"]
     result = where if isinstance(where, Session) else _session(pytester, *args)

@@ -6,6 +6,7 @@ nor from its chat spans when the openai instrumentor's client spans sit under th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import textwrap
@@ -16,8 +17,10 @@ from pathlib import Path
 import pytest
 
 import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-process runs
+from pytest_prove.store import Run
 
 from .conftest import INI, JSONHandler, capture_session, load, local_server
+from .test_capture_global import Session, sessions_in_one_process
 
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("openai")
@@ -104,10 +107,37 @@ AGENT = textwrap.dedent(
 )
 
 
+#: The one-process scenarios (ids of test_pydantic_ai_tokens_are_the_servers_counted_once),
+#: each (instrument, summed): they share one subprocess (sessions_in_one_process), in this
+#: order, since importing pydantic-ai, openai and the SDK is most of what each cost (they
+#: were a subprocess each).  Each session calls a server of its own.
+ONE_PROCESS = {"pydantic-ai": ([], [False, True]),
+               "with-openai-instrumentor": (["openai"], [True])}
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[dict[str, tuple[Session, list[tuple[int, int]]]]]:
+    projects = {name: {"pytest.ini": INI,
+                       "test_agent.py": AGENT.replace("INSTRUMENT", json.dumps(instrument))}
+                for name, (instrument, _) in ONE_PROCESS.items()}
+    with contextlib.ExitStack() as stack:
+        servers = {name: stack.enter_context(local_server(_Handler)) for name in projects}
+        env: dict[str, dict[str, str | None]] = {
+            name: {"FAKE_OPENAI_PORT": str(servers[name].server_address[1]),
+                   "AGENT_SPAN_USAGE": ",".join(str(int(s)) for s in summed)}
+            for name, (_, summed) in ONE_PROCESS.items()}
+        found = sessions_in_one_process(tmp_path_factory.mktemp("pydantic-ai"), projects,
+                                        dict.fromkeys(projects, ("-p", "no:xdist")), env)
+        yield {name: (found[name], list(servers[name].calls))  # type: ignore[attr-defined]
+               for name in projects}
+
+
 @pytest.mark.slow  # a subprocess, or xdist workers
 @pytest.mark.parametrize(("instrument", "summed", "args"), [
-    # Agents with the sum on their span and without it, in one session (one subprocess:
-    # this was two, "pydantic-ai" and "pydantic-ai-summing").
+    # Agents with the sum on their span and without it, in one session (this was two,
+    # "pydantic-ai" and "pydantic-ai-summing").  It and the next one share a subprocess
+    # (ONE_PROCESS).
     ([], [False, True], ["-p", "no:xdist"]),
     (["openai"], [True], ["-p", "no:xdist"]),
     # One worker: counting once is each episode's, in the worker that ran it; -n 1 goes
@@ -117,20 +147,33 @@ AGENT = textwrap.dedent(
     (["openai"], [True], ["-n", "1", "--prove-concurrency", "4"]),
 ], ids=["pydantic-ai", "with-openai-instrumentor", "with-openai-instrumentor-xdist-blocks"])
 def test_pydantic_ai_tokens_are_the_servers_counted_once(
-        pytester: pytest.Pytester, server: ThreadingHTTPServer, instrument: list[str],
+        pytester: pytest.Pytester, request: pytest.FixtureRequest, instrument: list[str],
         summed: list[bool], args: list[str]) -> None:
+    name = request.node.callspec.id
+    if name in ONE_PROCESS:
+        assert ONE_PROCESS[name] == (instrument, summed)
+        session, calls = request.getfixturevalue("one_process")[name]
+        assert session.ret == pytest.ExitCode.OK, session.out
+        _check(session.run(), calls, session.root, instrument, summed)
+        return
+    server = request.getfixturevalue("server")
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT.replace("INSTRUMENT", json.dumps(instrument)))
     pytester._monkeypatch.setenv("FAKE_OPENAI_PORT", str(server.server_address[1]))
     pytester._monkeypatch.setenv("AGENT_SPAN_USAGE", ",".join(str(int(s)) for s in summed))
     result = capture_session(pytester, *args, timeout=180)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    run = load(pytester)
+    _check(load(pytester), server.calls, pytester.path,  # type: ignore[attr-defined]
+           instrument, summed)
+
+
+def _check(run: Run, calls: list[tuple[int, int]], root: Path, instrument: list[str],
+           summed: list[bool]) -> None:
+    """A session's stored run (its project in ``root``), against the calls its server saw."""
     assert len(run.episodes) == 8 * len(summed)
     assert sorted({r["condition"]["summed"] for r in run.episodes}) == summed
     # Two calls an episode reached the server, each one once.
-    assert sorted(server.calls) == sorted(  # type: ignore[attr-defined]
-        (r["seed"], call) for r in run.episodes for call in (1, 2))
+    assert sorted(calls) == sorted((r["seed"], call) for r in run.episodes for call in (1, 2))
     for record in run.episodes:
         seed = record["seed"]
         (in1, out1), (in2, out2) = usage_of(seed, 1), usage_of(seed, 2)
@@ -146,6 +189,6 @@ def test_pydantic_ai_tokens_are_the_servers_counted_once(
         assert any(s["attributes"].get("gen_ai.tool.name") == "lookup" for s in record["spans"])
     assert run.manifest["capture"] == {"global": "installed", "instrumented": instrument,
                                        "missing": {}}
-    for path in Path(pytester.path / ".prove").rglob("*"):
+    for path in Path(root / ".prove").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path

@@ -89,6 +89,8 @@ def _store(project: pytest.Pytester) -> Store:
 def test_flips_are_the_discordant_pairs_of_the_paired_test(
         drill: pytest.Pytester, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its runs are also those _flips_narrows_by_condition_and_event_and_refuses_what_it_
+    cannot_list reads (a test of its own, which ran the same two sessions again)."""
     drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
     monkeypatch.setenv("REFUND_FAIL", "0.7")
     drill.runpytest("--prove-baseline=base", "--prove-name=worse")
@@ -133,14 +135,13 @@ def test_flips_are_the_discordant_pairs_of_the_paired_test(
     assert f"        pytest 'test_bot.py::test_bot[refund-r{first['replicate']:03d}]' " \
            "--prove-replay=worse" in lines
     assert lines[-1].startswith("next: ")
+    _flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(drill, capsys)
 
 
-def test_flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(
-        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    drill.runpytest("--prove-save-baseline=base", "--prove-name=first")
-    monkeypatch.setenv("REFUND_FAIL", "0.7")
-    drill.runpytest("--prove-baseline=base", "--prove-name=worse")
+def _flips_narrows_by_condition_and_event_and_refuses_what_it_cannot_list(
+        drill: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was a test of its own: the baseline 'base' (run 'first') is saved and the run 'worse'
+    (REFUND_FAIL=0.7) compared with it."""
     drill.runpytest("--prove-name=fresh")  # no baseline: a salt of its own
     code, doc = _json(drill, capsys, "flips", "base", "worse", "--condition", "ticket=refund")
     assert code == 0

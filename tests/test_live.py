@@ -81,12 +81,6 @@ def test_the_end_line_shows_the_stores_counts(sweep: pytest.Pytester) -> None:
     _end_equals_store(sweep, result.stdout.str())
 
 
-@pytest.mark.slow
-def test_the_end_line_shows_the_stores_counts_under_xdist(sweep: pytest.Pytester) -> None:
-    result = sweep.runpytest("-n", "2", "--prove-live=on")
-    _end_equals_store(sweep, result.stdout.str())
-
-
 def test_auto_writes_nothing_when_the_output_is_not_a_terminal(sweep: pytest.Pytester) -> None:
     # pytester's in-process output is a buffer, not a terminal: auto (the default) is off.
     result = sweep.runpytest("-p", "no:xdist")
@@ -148,18 +142,6 @@ def _check_words(pytester: pytest.Pytester, words: dict[str, str]) -> None:
     assert words == expected
 
 
-def test_each_verbose_line_shows_its_outcome(sweep: pytest.Pytester) -> None:
-    result = sweep.runpytest("-p", "no:xdist", "-v")
-    _check_words(sweep, _words(result.stdout.str()))
-    result.stdout.fnmatch_lines(["*test_live.py::test_live[[]refund-r000[]] * [[]*[]]*"])
-
-
-@pytest.mark.slow
-def test_each_verbose_line_shows_its_outcome_under_xdist(sweep: pytest.Pytester) -> None:
-    result = sweep.runpytest("-n", "2", "-v")
-    _check_words(sweep, _words(result.stdout.str()))
-
-
 def test_a_block_of_replicates_counts_its_outcomes() -> None:
     properties = [("prove_replicate", 0), ("prove_outcome", "resolved"),
                   ("prove_replicate", 1), ("prove_outcome", "resolved"),
@@ -210,6 +192,9 @@ def test_auto_on_a_terminal_shows_it_and_quiet_hides_it(sweep: pytest.Pytester) 
 
 def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
     result = sweep.runpytest("-p", "no:xdist", "-v", "-rA")
+    # Each item's verbose line shows its outcome without the live view too (was
+    # test_each_verbose_line_shows_its_outcome's session: the same, without -rA).
+    _check_words(sweep, _words(result.stdout.str()))
     summary = result.stdout.str().split("short test summary info")[1]
     assert re.search(r"^FAILED test_live\.py::test_live\[\w+-r\d+\] - RuntimeError", summary,
                      re.MULTILINE), summary
@@ -222,6 +207,14 @@ def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
                                                                   "one-v"])
 def test_every_line_is_a_line_of_its_own(sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                          args: list[str]) -> None:
+    """Each live line on a line of its own, and the end line's counts the store's (under
+    -n 2: was test_the_end_line_shows_the_stores_counts_under_xdist, a session of its own at
+    the default interval).  With -v, the same sessions also show each item's outcome on its
+    verbose line (were test_each_verbose_line_shows_its_outcome and its _under_xdist twin,
+    sessions of their own without the live view; in one process without it:
+    test_the_short_summary_keeps_pytests_word) and each live line counts the items
+    reported above it (was test_each_line_counts_the_items_reported_above_it[one-v] and
+    [xdist-v], the very same sessions)."""
     monkeypatch.setattr(live, "INTERVAL", 0.0)  # a line after every episode
     result = sweep.runpytest(*args, "--prove-live=on")
     output = result.stdout.str()
@@ -239,6 +232,11 @@ def test_every_line_is_a_line_of_its_own(sweep: pytest.Pytester, monkeypatch: py
     assert len(shown) >= 10, output
     assert shown == sorted(shown) and shown[-1] <= 60
     _end_equals_store(sweep, output)
+    if "-v" in args:
+        _check_words(sweep, _words(output))
+        _each_line_counts_the_items_reported_above_it(output)
+        if "-n" not in args:
+            result.stdout.fnmatch_lines(["*test_live.py::test_live[[]refund-r000[]] * [[]*[]]*"])
 
 
 def test_the_store_counts_each_rollouts_episodes() -> None:
@@ -279,25 +277,20 @@ def test_an_outcome_reaches_the_terminal_as_text() -> None:
     assert outcome_tag([("prove_outcome", "bad\x1b[31m\u202e")]) == "bad\\x1b[31m\\u202e"
 
 
-@pytest.mark.parametrize("args", [["-n", "2", "-v"], ["-p", "no:xdist", "-v"]],
-                         ids=["xdist-v", "one-v"])
-def test_each_line_counts_the_items_reported_above_it(
-        sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+def _each_line_counts_the_items_reported_above_it(output: str) -> None:
     """The session reads a report's episodes before pytest (and the live line) log it: a
     line counts every item whose outcome pytest wrote above it, its own included (read
-    after them, the counts were one report late)."""
-    monkeypatch.setattr(live, "INTERVAL", 0.0)  # a line after every episode
-    result = sweep.runpytest(*args, "--prove-live=on")
+    after them, the counts were one report late).  ``output``: a -v session's, a live line
+    after every episode."""
     reported = failed = 0
     checked = 0
-    for line in result.stdout.str().splitlines():
+    for line in output.splitlines():
         if re.search(r"test_live\.py::test_live\[\w+-r\d+\]", line) and \
                 re.search(r" (PASSED|FAILED) ", line):
             reported += 1
             failed += " FAILED " in line
         found = re.match(r"^prove: ([\d,]+)/60 episodes, ([\d,]+) errored", line)
         if found:
-            assert (_number(found[1]), _number(found[2])) == (reported, failed), \
-                result.stdout.str()
+            assert (_number(found[1]), _number(found[2])) == (reported, failed), output
             checked += 1
-    assert failed > 0 and checked >= 10, result.stdout.str()
+    assert failed > 0 and checked >= 10, output

@@ -72,7 +72,13 @@ def agent(pytester: pytest.Pytester) -> pytest.Pytester:
                                      pytest.param(["-n", "2"], id="xdist",
                                                   marks=pytest.mark.slow)])
 def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], workers: list[str]) -> None:
+    """Its baseline and its run after the change (named 'paired') are also those of
+    _the_plan_prints_each_metric_rows_limit (in one process) and
+    _the_command_line_reads_metric_rows_paired_and_unpaired (under xdist, whose variant is
+    marked slow: the command line reads the store the same way whoever wrote it); they were
+    tests of their own, which ran the same sessions again."""
     # A fixed salt: refund's relative shift, about 0.3, read 0.4003 on one salt (a clean-clone
     # run failed the 0.2-0.4 bound below).
     assert agent.runpytest("--prove-save-baseline=main", "--prove-salt=metrics-gate-1",
@@ -80,6 +86,8 @@ def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
     # The baseline (compact) keeps each episode's metrics.
     baseline = Store(agent.path / ".prove").open("baseline:main")
     assert all(set(e["metrics"]) == {"judge", "latency_s"} for e in baseline.episodes)
+    if not workers:
+        _the_plan_prints_each_metric_rows_limit(agent)
 
     # Under xdist the unchanged run goes through one worker (-n 1: the workers' metrics
     # reach the controller the same way, one worker start less); the runs before and after
@@ -90,7 +98,7 @@ def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
 
     monkeypatch.setenv("SLOW", "1")
     result = agent.runpytest("-rf", "--junitxml=j.xml", "--prove-report=r.json",
-                             "--prove-baseline=main", *workers)
+                             "--prove-baseline=main", "--prove-name=paired", *workers)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "FAILED test_agent.py::test_agent::prove-gate?ticket=refund? - metrics worse i*",
@@ -124,6 +132,8 @@ def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
     assert rows[("ticket=refund", "judge")]["verdict"] == "no significant change"
     assert document["metrics"]["worse"] == [{"condition": "ticket=refund",
                                              "metric": "latency_s"}]
+    if workers:
+        _the_command_line_reads_metric_rows_paired_and_unpaired(agent, capsys)
 
 
 def test_markdown_shows_the_metric_rows(agent: pytest.Pytester,
@@ -140,8 +150,8 @@ def test_markdown_shows_the_metric_rows(agent: pytest.Pytester,
     assert "**worse**" in row
 
 
-def test_the_plan_prints_each_metric_rows_limit(agent: pytest.Pytester) -> None:
-    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
+def _the_plan_prints_each_metric_rows_limit(agent: pytest.Pytester) -> None:
+    """Was a test of its own: the baseline 'main' is saved, the store holds its run alone."""
     result = agent.runpytest("--prove-plan", "--prove-baseline=main")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines_random([
@@ -371,15 +381,12 @@ def test_cost_is_a_built_in_metric_priced_at_the_declared_prices(
         "declare it in ini prove_prices)*"])
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-def test_the_command_line_reads_metric_rows_paired_and_unpaired(
-        agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+def _the_command_line_reads_metric_rows_paired_and_unpaired(
+        agent: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was a test of its own: SLOW=1, the baseline 'main' is saved and the run 'paired'
+    against it failed its gate."""
     from pytest_prove.cli import main
 
-    assert agent.runpytest("--prove-save-baseline=main").ret == pytest.ExitCode.OK
-    monkeypatch.setenv("SLOW", "1")
-    assert agent.runpytest("--prove-baseline=main", "--prove-name=paired").ret == 1
     assert agent.runpytest("--prove-name=unpaired").ret == pytest.ExitCode.OK  # a new salt
     store = str(agent.path / ".prove")
     capsys.readouterr()

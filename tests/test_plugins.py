@@ -48,13 +48,14 @@ ASYNC = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode", ["auto", "strict"])
-@pytest.mark.parametrize("workers", [
-    pytest.param([], id="one-process"),
+@pytest.mark.parametrize(("workers", "mode"), [
+    pytest.param([], "auto", id="one-process-auto"),
+    pytest.param([], "strict", id="one-process-strict"),
     # One worker: the rollout's loop is one process's, and -n 1 runs it in a worker as
     # -n 2 does, with one process less (two workers: the xdist-blocks-pytest-asyncio
-    # variant of the pytest-timeout test below); under a second of CPU.
-    pytest.param(["-n", "1"], id="xdist")])
+    # variant of the pytest-timeout test below); under a second of CPU.  Strict mode
+    # under xdist: test_async_rollouts_of_pytest_asyncio_and_anyio_under_xdist.
+    pytest.param(["-n", "1"], "auto", id="xdist-auto")])
 def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: str,
                                              workers: list[str]) -> None:
     pytester.makeini(f"[pytest]\nprove_allow_underpowered = true\nasyncio_mode = {mode}\n")
@@ -132,6 +133,9 @@ XDIST_IS_SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("args", [
+    # These two sessions also run SYNC_BLOCK_STOPPED (was
+    # test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored[one-process] and
+    # [xdist], the same options in sessions of their own).
     pytest.param([], id="one-process"),
     pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks"),
@@ -146,22 +150,27 @@ def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
     loop's shutdown cancelled the replicates, the block took that for Ctrl-C, and the
     timed-out replicate (with its block) was not stored ("unhandled exception during
     asyncio.run() shutdown ... Stopped(KeyboardInterrupt())"). It is an episode_timeout, as
-    for a sync rollout."""
-    result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args)
+    for a sync rollout.  In one process and under -n 1, a sync rollout's block is stopped in
+    the same session: the signal lands in the thread that waits for a block's threads, and
+    the whole block was lost, the replicate that had finished with it."""
+    also = {"test_sync_block": SYNC_BLOCK_STOPPED} if args in ([], ["-n", "1"]) else {}
+    result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args, also)
     text = result.stdout.str()
     assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
     assert timed["duration"] >= 0.9
 
 
-def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
-                             args: list[str]) -> tuple[pytest.RunResult, dict[str, Any]]:
+def _replicate_one_timed_out(pytester: pytest.Pytester, source: str, args: list[str],
+                             also: dict[str, str] | None = None,
+                             ) -> tuple[pytest.RunResult, dict[str, Any]]:
     """Run ``source`` (4 replicates, the second outlasting it) under pytest-timeout's 1 s:
     the session fails, the run is complete, only replicate 1 timed out (after its first
     step); that session's result and replicate 1's record.  (1 s, not less: the other
     replicates must end within their item's alarm, with room for a loaded machine; each
-    takes milliseconds.)"""
+    takes milliseconds.)  Test files ``also`` (module name: source) run in the same session,
+    and each rollout's replicates are checked so."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
-    pytester.makepyfile(test_stopped=source)
+    pytester.makepyfile(test_stopped=source, **(also or {}))
     pytester.makeconftest(RELEASE_AT_END)
     # In process, as test_pytest_timeout_and_skip_inside_a_rollout (the comment there).
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=1",
@@ -170,11 +179,18 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str,
     result.stdout.fnmatch_lines(["*Timeout (>1.0s) from pytest-timeout*"])
     run = load(pytester)
     assert run.manifest["status"] == "complete"
-    ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
-                   for r in run.episodes)
-    assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"), (3, "outcome")]
-    timed = next(r for r in run.episodes if r["replicate"] == 1)
-    assert [s["name"] for s in timed["steps"]] == ["start"]
+    assert {r["rollout"] for r in run.episodes} == {
+        f"{name}.py::test_stopped" for name in ("test_stopped", *(also or {}))}
+    for rollout in {r["rollout"] for r in run.episodes}:
+        episodes = [r for r in run.episodes if r["rollout"] == rollout]
+        ended = sorted((r["replicate"], (r["error"] or {}).get("kind", "outcome"))
+                       for r in episodes)
+        assert ended == [(0, "outcome"), (1, "episode_timeout"), (2, "outcome"),
+                         (3, "outcome")], rollout
+        timed = next(r for r in episodes if r["replicate"] == 1)
+        assert [s["name"] for s in timed["steps"]] == ["start"]
+    timed = next(r for r in run.episodes
+                 if r["replicate"] == 1 and r["rollout"] == "test_stopped.py::test_stopped")
     return result, dict(timed)
 
 
@@ -214,15 +230,6 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("args", [pytest.param([], id="one-process"),
-                                  pytest.param(["-n", "1"], id="xdist")])
-def test_pytest_timeout_stops_a_sync_block_and_every_replicate_is_stored(
-        pytester: pytest.Pytester, args: list[str]) -> None:
-    """The signal lands in the thread that waits for a block's threads: the whole block was
-    lost, the replicate that had finished with it."""
-    _replicate_one_timed_out(pytester, SYNC_BLOCK_STOPPED, args)
-
-
 ANYIO = textwrap.dedent(
     """
     import asyncio
@@ -255,12 +262,8 @@ ASYNCIO_ONLY = '@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
     pytest.param("default", [], id="one-process-default"),
     pytest.param("fixture", [], id="one-process-fixture"),
     pytest.param("default", ["--prove-concurrency=2"], id="blocks-default"),
-    pytest.param("fixture", ["--prove-concurrency=2"], id="blocks-fixture"),
-    # a second or more of CPU (bench/suite_time.py)
-    pytest.param("default", ["-n", "2"], id="xdist-default", marks=pytest.mark.slow),
-    # One worker: the runner and its loop are one process's; -n 1 goes through a worker
-    # as -n 2 does, with one process less (under a second of CPU).
-    pytest.param("fixture", ["-n", "1"], id="xdist-fixture")])
+    # Under xdist: test_async_rollouts_of_pytest_asyncio_and_anyio_under_xdist.
+    pytest.param("fixture", ["--prove-concurrency=2"], id="blocks-fixture")])
 def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: str,
                                            args: list[str]) -> None:
     """anyio's own pytest_pyfunc_call ran the rollout and dropped its Episode: every item
@@ -279,6 +282,39 @@ def test_async_rollouts_under_anyio_marker(pytester: pytest.Pytester, backend: s
     expected = {"ticket": "refund"} if backend == "fixture" else {
         "anyio_backend": "asyncio", "ticket": "refund"}
     assert all(r["condition"] == expected for r in run.episodes)
+
+
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
+def test_async_rollouts_of_pytest_asyncio_and_anyio_under_xdist(
+        pytester: pytest.Pytester) -> None:
+    """Under two workers, in one session (they were three, each starting its workers:
+    test_async_rollouts_under_pytest_asyncio[xdist-strict] and
+    test_async_rollouts_under_anyio_marker[xdist-default] and [xdist-fixture]): a rollout
+    marked for pytest-asyncio in strict mode (pytest-asyncio's default, as in the anyio
+    variants' sessions), and anyio's marker with its default backend fixture and with one
+    of the module's own; each rollout checked as its test did."""
+    pytest.importorskip("anyio")
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\nasyncio_mode = strict\n")
+    pytester.makepyfile(test_async=ASYNC.replace("{marker}", "@pytest.mark.asyncio"),
+                        test_anyio_default=ANYIO.replace("{backend}", ""),
+                        test_anyio_fixture=ANYIO.replace("{backend}", ASYNCIO_ONLY))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    run = load(pytester)
+    assert run.manifest["status"] == "complete"
+    by_rollout: dict[str, list[Any]] = {}
+    for record in run.episodes:
+        by_rollout.setdefault(record["rollout"], []).append(record)
+    assert sorted(by_rollout) == ["test_anyio_default.py::test_anyio",
+                                  "test_anyio_fixture.py::test_anyio", "test_async.py::test_async"]
+    assert [r["outcome"] for r in by_rollout["test_async.py::test_async"]] == ["resolved"] * 6
+    for backend in ("default", "fixture"):
+        records = by_rollout[f"test_anyio_{backend}.py::test_anyio"]
+        assert [r["outcome"] for r in records] == ["resolved"] * 4
+        # As test_async_rollouts_under_anyio_marker says of the condition.
+        expected = {"ticket": "refund"} if backend == "fixture" else {
+            "anyio_backend": "asyncio", "ticket": "refund"}
+        assert all(r["condition"] == expected for r in records)
 
 
 def test_anyio_rollout_on_another_backend_is_refused(pytester: pytest.Pytester) -> None:
@@ -331,8 +367,9 @@ FLAKY = textwrap.dedent(
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="one-process"),
-    # a second or more of CPU (bench/suite_time.py)
-    pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),
+    # One worker: an item's attempts all run in the worker that has it, whatever the
+    # number of workers, and reach the controller as with two (a worker's start less).
+    pytest.param(["-n", "1"], id="xdist"),
     pytest.param(["--prove-concurrency=2"], id="blocks")])
 def test_rerunfailures_stores_each_replicate_once(pytester: pytest.Pytester,
                                                   capsys: pytest.CaptureFixture[str],
@@ -446,6 +483,9 @@ def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester
     else:
         bot.makeconftest(SHUFFLE)
         first, second = ["-p", "no:randomly"], ["-p", "no:randomly", "-n", "2"]
+    # 10 replicates a condition, 20 items (the bot's 40 showed nothing more: the pairing is
+    # each twin's, whatever their number).
+    monkeypatch.setenv("BOT_REPLICATES", "10")
     monkeypatch.setenv("SHUFFLE", "1")
     result = bot.runpytest("-p", "no:cacheprovider", *first, "--prove-save-baseline=b")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -461,7 +501,7 @@ def test_a_shuffled_order_pairs_every_episode_with_its_twin(bot: pytest.Pytester
     assert after.run_id != before.run_id
     twins = {(r["condition_key"], r["replicate"]): (r["seed"], r["outcome"], r["t"])
              for r in before.episodes}
-    assert len(twins) == 80
+    assert len(twins) == 20
     assert {(r["condition_key"], r["replicate"]): (r["seed"], r["outcome"], r["t"])
             for r in after.episodes} == twins
 
@@ -514,9 +554,11 @@ def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> 
     crashed worker's, and the sweep goes on."""
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     pytester.makepyfile(test_hangs=HANGS_ONCE)
-    # In process: the thread method ends the worker it fires in, a process of its own.
+    # In process: the thread method ends the worker it fires in, a process of its own.  One
+    # worker: it is replaced as one of two is, and its replacement runs the rest (two cost
+    # a worker's start more and showed nothing else).
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly",
-                                "--timeout=1", "--timeout-method=thread", "-n", "2")
+                                "--timeout=1", "--timeout-method=thread", "-n", "1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.no_fnmatch_line("pytest-prove: pytest-timeout's thread method*")
     result.stdout.fnmatch_lines(["*(complete): 4 episodes, 3 with an outcome, 0 with none, "

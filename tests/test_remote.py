@@ -153,26 +153,35 @@ def project(pytester: pytest.Pytester) -> Callable[[str], None]:
 
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@pytest.mark.parametrize("workers", ["socket", "popen"], indirect=True)
+@pytest.mark.parametrize("workers", ["socket"], indirect=True)
 def test_every_episode_lands_once_in_the_controllers_store(
         pytester: pytest.Pytester, project: Callable[[str], None],
         workers: list[Worker]) -> None:
+    """Through socket servers (popen workers in folders of their own:
+    test_the_verdict_equals_the_local_runs' remote run, which was this test's [popen]
+    variant, a session of its own)."""
     project("0.1")
     result = run_remote(pytester, workers, "--prove-replicates=20")
     result.assert_outcomes(passed=40)
+    _landed_once(pytester, workers, result, 40)
+    _a_socket_server_used_again_is_refused(pytester, project, workers)
+
+
+def _landed_once(pytester: pytest.Pytester, workers: list[Worker], result: pytest.RunResult,
+                 episodes: int, name: str = "latest") -> None:
+    """The remote session ``result`` stored each of its ``episodes`` once in the
+    controller's store, as the run ``name``, and nowhere else."""
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    run = stored(pytester)
+    run = stored(pytester, name)
     keys = Counter((r["condition_key"], r["replicate"]) for r in run.episodes)
-    assert len(keys) == 40 and set(keys.values()) == {1}
-    assert len((run.path / "episodes.jsonl").read_text().splitlines()) == 40
+    assert len(keys) == episodes and set(keys.values()) == {1}
+    assert len((run.path / "episodes.jsonl").read_text().splitlines()) == episodes
     assert run.status == "complete"
     # The plan came from the workers' first reports: the manifest knows the whole sweep.
     assert run.manifest["plan"]
     assert_ran_elsewhere(pytester, workers)
     # Nothing of the store in the controller's default place either: only where it was put.
     assert not (pytester.path / ".prove").exists()
-    if workers[0].tx.startswith("socket="):
-        _a_socket_server_used_again_is_refused(pytester, project, workers)
 
 
 def _a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
@@ -235,7 +244,8 @@ def test_the_verdict_equals_the_local_runs(pytester: pytest.Pytester,
                       for r in run.episodes)
 
     assert episodes(stored(pytester, "remote")) == episodes(stored(pytester, "local"))
-    assert_ran_elsewhere(pytester, workers)
+    # What test_every_episode_lands_once_in_the_controllers_store[popen] checked.
+    _landed_once(pytester, workers, remote, 80, "remote")
 
 
 @pytest.mark.slow

@@ -97,9 +97,10 @@ def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def _check(root: Path, result: pytest.RunResult, took: float, after: int = 1) -> None:
+def _check(root: Path, result: pytest.RunResult, took: float, after: int = 1,
+           rollout: str | None = None) -> None:
     """What every session of the sleepy project in ``root`` must show, its timeout ``after``
-    seconds."""
+    seconds (of its rollout ``rollout`` only, if given: a session of several modes)."""
     # Not a speed check: a sleeper sleeps 600 s (a sync one blocked in C until the session's
     # end, at most 600 s), so a session that waited for any of them
     # (instead of storing it as timed out and going on) takes at least that long. The bound
@@ -108,17 +109,18 @@ def _check(root: Path, result: pytest.RunResult, took: float, after: int = 1) ->
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     run = Store(root / ".prove").load("latest")
     assert run.manifest["status"] == "complete"
-    assert len(run.episodes) == 10
-    timed = [r for r in run.episodes if (r["error"] or {}).get("kind") == "episode_timeout"]
+    episodes = [r for r in run.episodes if rollout is None or r["rollout"] == rollout]
+    assert len(episodes) == 10
+    timed = [r for r in episodes if (r["error"] or {}).get("kind") == "episode_timeout"]
     # Decided by the replicate, not the seed: with a random salt, a run whose seeds held no
     # sleeper had none, and passed.
-    sleeping = [r for r in run.episodes if r["replicate"] % 5 == 0]
+    sleeping = [r for r in episodes if r["replicate"] % 5 == 0]
     assert sorted(r["replicate"] for r in timed) == sorted(r["replicate"] for r in sleeping)
     assert timed, "some replicate should have slept"
     for record in timed:
         assert record["outcome"] is None and record["duration"] >= 0.9 * after
         assert [s["name"] for s in record["steps"]] == ["start"]
-    assert all(r["outcome"] == "resolved" for r in run.episodes if r not in timed)
+    assert all(r["outcome"] == "resolved" for r in episodes if r not in timed)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     assert f"{len(timed)} failed" in text or "failed" in text
@@ -134,11 +136,12 @@ class _Beside:
     in its thread until that session ends (RELEASE_AT_END), and the process ends with it."""
 
     def __init__(self, root: Path, env: Mapping[str, str], *args: str,
-                 ini: str = SLEEPY_INI) -> None:
+                 ini: str = SLEEPY_INI, files: Mapping[str, str] | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
         (root / "tox.ini").write_text(ini)
         (root / "conftest.py").write_text(RELEASE_AT_END)
-        (root / "test_sleepy.py").write_text(SLEEPER)
+        for name, text in (files or {"test_sleepy.py": SLEEPER}).items():
+            (root / name).write_text(text)
         environ = {**os.environ, **env}
         # As pytester's subprocesses: the project's directory first on the path.
         environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root),
@@ -179,42 +182,47 @@ def _scenario(name: str) -> Iterator[None]:
         raise
 
 
-#: The modes of the sleeper, and how a session runs it.  Sync sleepers with two workers,
-#: each left running in a worker's thread; async and busy ones with one (-n 1): the deadline
-#: is each worker's own, and a worker sends its timed-out episodes to the controller as with
-#: two, one process less.
-SCENARIOS = {f"{mode}-{how}": (mode, args)
-             for mode in ["sync", "async", "busy"]
-             for how, args in [
-                 ("one-process", []),
-                 ("xdist", ["-n", "2"] if mode == "sync" else ["-n", "1"]),
-                 ("blocks-of-5", ["--prove-concurrency=5"])]}
+#: The modes of the sleeper, each a test file of its own (its mode written in, not read from
+#: the environment), and the ways a session runs them: each session runs the three modes'
+#: rollouts, one after another (they were nine sessions, a mode and a way each, eight of
+#: them a subprocess's start-up of their own: 3.5 s of CPU).
+MODES = ("sync", "async", "busy")
+HOWS = {"one-process": [], "xdist": ["-n", "2"], "blocks-of-5": ["--prove-concurrency=5"]}
+
+
+def _sleeper(mode: str) -> str:
+    """SLEEPER in ``mode``."""
+    return (SLEEPER.replace('os.environ.get("ASYNC") == "1"', str(mode == "async"))
+            .replace('os.environ.get("BUSY") == "1"', str(mode == "busy")))
 
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
-        sleepy: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every scenario of SCENARIOS at once (they were nine tests, one after another, each
-    waiting out two timers of 1 s): sync-xdist in this process, the others in subprocesses
-    (_Beside) while it runs; each scenario's session checked on its own output and store."""
-    beside = {name: _Beside(tmp_path_factory.mktemp(name), _env(mode),
-                            "--prove-episode-timeout=1", *args)
-              for name, (mode, args) in SCENARIOS.items() if name != "sync-xdist"}
-    monkeypatch.setenv("ASYNC", "0")
-    monkeypatch.setenv("BUSY", "0")
+        pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every mode in every way (MODES, HOWS) at once: the xdist session in this process,
+    the others in subprocesses (_Beside) while it runs, each waiting out its timers (two
+    of 1 s a rollout, or fewer at once); each rollout of each session checked on that
+    session's output and store."""
+    files = {f"test_{mode}.py": _sleeper(mode) for mode in MODES}
+    beside = {how: _Beside(tmp_path_factory.mktemp(how), _env("sync"),
+                           "--prove-episode-timeout=1", *args, files=files)
+              for how, args in HOWS.items() if how != "xdist"}
+    pytester.makeini(SLEEPY_INI)
+    pytester.makeconftest(RELEASE_AT_END)
+    pytester.makepyfile(**{name.removesuffix(".py"): text for name, text in files.items()})
     start = time.monotonic()
     # In process: a sync sleeper blocked in C, left running in its thread, ends with the
     # session (it waits for the session's end, RELEASE_AT_END), not 600 s later in this one.
-    result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1",
-                              *SCENARIOS["sync-xdist"][1])
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1",
+                                *HOWS["xdist"])
     took = time.monotonic() - start
-    ended = {name: session.result() for name, session in beside.items()}
-    with _scenario("sync-xdist"):
-        _check(sleepy.path, result, took)
-    for name, (result, took) in ended.items():
-        with _scenario(name):
-            _check(beside[name].root, result, took)
+    ended = {how: session.result() for how, session in beside.items()}
+    ended["xdist"] = (result, took)
+    for how, (result, took) in ended.items():
+        root = pytester.path if how == "xdist" else beside[how].root
+        for mode in MODES:
+            with _scenario(f"{mode}-{how}"):
+                _check(root, result, took, rollout=f"test_{mode}.py::test_sleepy")
 
 
 def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,

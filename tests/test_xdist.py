@@ -7,6 +7,8 @@ from collections import Counter
 
 import pytest
 
+from pytest_prove.store import Run
+
 from .conftest import load
 
 #: Loaded into every process of the inner session: on an xdist worker, any use
@@ -29,15 +31,9 @@ NO_STORE_ON_WORKERS = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("workers", ["2", "4"])
-def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester, workers: str) -> None:
-    bot.makeconftest(NO_STORE_ON_WORKERS)
-    # 12 replicates, 24 items: several an item for each of 4 workers (a storage rule, no
-    # verdict: 30 showed nothing more).
-    result = bot.runpytest("-n", workers, "--prove-replicates", "12")
-    result.assert_outcomes(passed=24)
-    run = load(bot)
+def _stored_exactly_once(run: Run) -> None:
+    """Each of the 24 episodes (12 replicates of two conditions) stored once, in a complete
+    run."""
     keys = Counter((r["condition_key"], r["replicate"]) for r in run.episodes)
     assert len(keys) == 24
     assert set(keys.values()) == {1}
@@ -45,6 +41,18 @@ def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester, workers: st
     lines = (run.path / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 24
     assert run.status == "complete"
+
+
+@pytest.mark.slow
+def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester) -> None:
+    """With four workers (two: test_without_xdist_the_run_is_the_same's run under -n 2,
+    which was this test's [2] variant, a session of its own)."""
+    bot.makeconftest(NO_STORE_ON_WORKERS)
+    # 12 replicates, 24 items: several an item for each of 4 workers (a storage rule, no
+    # verdict: 30 showed nothing more).
+    result = bot.runpytest("-n", "4", "--prove-replicates", "12")
+    result.assert_outcomes(passed=24)
+    _stored_exactly_once(load(bot))
 
 
 #: Written by each process at its session's end: how many reports its terminal keeps
@@ -85,6 +93,10 @@ def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) ->
 
 @pytest.mark.slow
 def test_without_xdist_the_run_is_the_same(bot: pytest.Pytester) -> None:
+    # The workers may not touch the store, and the run under -n 2 stores each replicate
+    # once (what test_each_replicate_is_stored_exactly_once[2] checked, in a session of its
+    # own).
+    bot.makeconftest(NO_STORE_ON_WORKERS)
     # 12 replicates: the runs are compared episode by episode, not by a verdict's power.
     bot.runpytest("-p", "no:xdist", "--prove-replicates", "12",
                   "--prove-save-baseline", "solo").assert_outcomes(passed=24)
@@ -92,6 +104,7 @@ def test_without_xdist_the_run_is_the_same(bot: pytest.Pytester) -> None:
     bot.runpytest("-n", "2", "--prove-baseline", "solo", "--prove-name", "dist",
                   "--prove-replicates", "12").assert_outcomes(passed=24)
     dist = load(bot, "dist")
+    _stored_exactly_once(dist)
     strip = lambda run: sorted(  # noqa: E731
         (r["condition_key"], r["replicate"], r["seed"], r["outcome"], r["t"])
         for r in run.episodes)
@@ -115,7 +128,9 @@ def test_a_crashed_worker_stores_its_episode_as_errored(pytester: pytest.Pyteste
                 os._exit(3)
             return prove.Episode("good")
         """))
-    result = pytester.runpytest("-n", "2")
+    # One worker: it is replaced as one of two is, and its replacement runs the rest (two
+    # cost a worker's start more and showed nothing else).
+    result = pytester.runpytest("-n", "1")
     result.assert_outcomes(passed=3, failed=1)
     run = load(pytester)
     crashed = [r for r in run.episodes if r["error"]]
