@@ -442,7 +442,7 @@ def decide(config: pytest.Config, items: list[pytest.Item], sweep: list[pytest.I
     if settings.plan_only and any(plan.declaration.metrics for plan, _ in selected.values()):
         design.lines.extend(_metric_limits(config, selected, settings))
     if settings.sequential and design.sequential_refusal is None:
-        _sequential(design, items, selected, kept, settings, cells)
+        _sequential(config, design, items, selected, kept, settings, cells)
     if settings.shard is not None:
         design.lines.append(shards.plan_line(settings.shard, items, sweep))
     return design
@@ -464,18 +464,68 @@ def _metric_limits(config: pytest.Config, selected: Selected,
     return words.metric_limit_lines(found, baseline.name, sequential=settings.sequential)
 
 
-def _sequential(design: Design, items: list[pytest.Item], selected: Selected,
-                kept: Mapping[str, Mapping[str, list[int]]], settings: Settings,
-                cells: int) -> None:
+def _sequential_plan(config: pytest.Config, replicates: int, m: int,
+                     settings: Settings) -> tuple[Any, float | None]:
+    """The sequential design (paired) and, with a margin, the replicates a condition is
+    expected to run until shown within it, remembered in pytest's cache as the design check
+    is: every xdist worker collects the same items and would compute the same design (about
+    2 s of CPU each at 16 tests), so the first to take the lock computes it and the others
+    read it.  What a worker reads only words the plan, orders the items and refuses an
+    underpowered design; the controller decides the looks on a design it computes itself."""
+    from ..stats import design_from_dict, sequential_design
+
+    margin = settings.margin
+    key = (f"prove/sequential-design/{replicates}-{m}-{settings.q}-{settings.max_mde}-"
+           f"{'' if margin is None else margin}")
+
+    def cached() -> tuple[Any, float | None] | None:
+        cache = getattr(config, "cache", None)
+        found = None if cache is None else cache.get(key, None)
+        if not isinstance(found, dict):
+            return None
+        try:
+            plan = design_from_dict(found.get("design"))
+        except ValueError:
+            return None  # damaged, or written by another version: computed again
+        within = found.get("within")
+        if (plan.replicates, plan.m, plan.q, plan.max_mde, plan.paired) != (
+                replicates, m, settings.q, settings.max_mde, True):
+            return None
+        if margin is None:
+            return plan, None
+        if not isinstance(within, (int, float)) or not 0 < within <= plan.replicates:
+            return None
+        return plan, float(within)
+
+    found = cached()
+    if found is not None:
+        return found
+    with _one_worker(config, settings):
+        found = cached()
+        if found is not None:
+            return found
+        plan = sequential_design(replicates, m, paired=True, q=settings.q,
+                                 max_mde=settings.max_mde)
+        within: float | None = None
+        if margin is not None:
+            # A condition stops once shown within the margin, not for futility.
+            from ..stats import sequential_margin_expected
+
+            within = sequential_margin_expected(plan.looks, margin, settings.q,
+                                                paired=True, nuisance=0.24)
+        _remember(config, key, {"design": plan.to_dict(), "within": within})
+        return plan, within
+
+
+def _sequential(config: pytest.Config, design: Design, items: list[pytest.Item],
+                selected: Selected, kept: Mapping[str, Mapping[str, list[int]]],
+                settings: Settings, cells: int) -> None:
     """--prove-sequential: the plan's line (the maximum and expected episodes), why the run
     is refused (or None), the replicates a condition is expected to run when nothing
     changed, and the items put in the order of the looks."""
-    from ..stats import sequential_design
-
     replicates = design.replicates
     sizes = sorted({plan.total for plan, _ in selected.values()})
-    sequential = sequential_design(replicates, design.m, paired=True, q=settings.q,
-                                   max_mde=settings.max_mde)
+    sequential, within = _sequential_plan(config, replicates, design.m, settings)
     if len(sizes) > 1:
         design.sequential_refusal = words.sequential_sizes(sizes)
     elif not sequential.ok and not settings.allow_underpowered:
@@ -490,18 +540,11 @@ def _sequential(design: Design, items: list[pytest.Item], selected: Selected,
     _in_looks(items, sequential.looks)
     design.lines.append(words.sequential_line(sequential, replicates, cells, settings.max_mde))
     expected = round(sequential.expected_unchanged)
-    if settings.margin is not None:
-        # A condition stops once shown within the margin, not for futility.
-        from ..stats import (
-            sequential_margin_expected,
-            sequential_margin_looks,
-            sequential_margin_shares,
-        )
+    if settings.margin is not None and within is not None:
+        from ..stats import sequential_margin_looks, sequential_margin_shares
 
         chosen = sequential_margin_looks(sequential.looks)
         shares = sequential_margin_shares(sequential.looks)
-        within = sequential_margin_expected(sequential.looks, settings.margin, settings.q,
-                                            paired=True, nuisance=0.24)
         design.lines.append(words.sequential_margin_line(
             [sequential.looks[i] for i in chosen], [shares[i] for i in chosen], settings.q,
             settings.margin, within, cells))

@@ -1,0 +1,101 @@
+"""--prove-sequential's design, computed by one xdist worker and read by the other from
+pytest's cache (as the design check is); a damaged entry is computed again, never read."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .test_sequential import SWEEP
+
+#: Each process that computes a sequential design writes a line to computed-<worker>.txt
+#: (the sessions below run in a subprocess: this replaces a function of the package for the
+#: whole process).
+COUNTING = textwrap.dedent(
+    """
+    import os
+    import pytest_prove.stats as stats
+
+    _design = stats.sequential_design
+
+
+    def _counted(*args, **kwargs):
+        name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(f"computed-{name}.txt", "a") as fh:
+            fh.write("design\\n")
+        return _design(*args, **kwargs)
+
+
+    stats.sequential_design = _counted
+    """
+)
+
+
+def _computed(root: Path) -> dict[str, int]:
+    return {path.stem.split("-", 1)[1]: len(path.read_text().split())
+            for path in root.glob("computed-*.txt")}
+
+
+@pytest.fixture
+def sweep(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The sweep at 12 replicates a condition (its design is underpowered, and allowed: the
+    design is computed all the same), its baseline saved."""
+    monkeypatch.setenv("REPLICATES", "12")
+    # The sessions' controller is "main" even when this test runs in a worker of an outer
+    # xdist session (whose worker name the subprocess would inherit).
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("RATE_A", raising=False)
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makepyfile(test_sweep=SWEEP)
+    saved = pytester.runpytest("-p", "no:xdist", "--prove-save-baseline=base", "-q")
+    assert saved.ret == 0, saved.stdout.str()
+    pytester.makeconftest(COUNTING)
+    return pytester
+
+
+def _entry(root: Path) -> Path:
+    found = list((root / ".pytest_cache" / "v" / "prove" / "sequential-design").iterdir())
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.slow  # sessions in a subprocess (the counting replaces a package function)
+def test_one_worker_computes_the_sequential_design_and_the_other_reads_it(
+        sweep: pytest.Pytester) -> None:
+    # (--prove-plan runs in one process: a run it is.)
+    run = sweep.runpytest_subprocess("-n", "2", "--prove-sequential", "--prove-baseline=base",
+                                     timeout=120)
+    assert run.ret == 0, run.stdout.str()
+    workers = {k: v for k, v in _computed(sweep.path).items() if k.startswith("gw")}
+    assert sum(workers.values()) == 1, workers  # one worker computed it, the other read it
+    stored = json.loads(_entry(sweep.path).read_text())
+    assert stored["design"]["replicates"] == 12 and stored["design"]["looks"][-1] == 12
+
+
+@pytest.mark.slow
+def test_a_damaged_entry_is_computed_again(sweep: pytest.Pytester) -> None:
+    first = sweep.runpytest_subprocess("-p", "no:xdist", "--prove-plan",
+                                       "--prove-sequential", "--prove-baseline=base",
+                                       timeout=120)
+    assert first.ret == 0, first.stdout.str()
+    line = [x for x in first.outlines if "sequential: at most" in x]
+    assert len(line) == 1, first.outlines
+    (sweep.path / "computed-main.txt").unlink()
+    entry = _entry(sweep.path)
+    good = json.loads(entry.read_text())
+    for damage in ({"design": {**good["design"], "looks": [4, 2]}},
+                   {"design": {**good["design"], "version": 1}},
+                   {"design": "garbage"}, ["not", "a", "mapping"]):
+        entry.write_text(json.dumps(damage))
+        again = sweep.runpytest_subprocess("-p", "no:xdist", "--prove-plan",
+                                           "--prove-sequential", "--prove-baseline=base",
+                                           timeout=120)
+        assert again.ret == 0, again.stdout.str()
+        assert [x for x in again.outlines if "sequential: at most" in x] == line, damage
+        assert _computed(sweep.path).get("main", 0) >= 1  # computed again
+        (sweep.path / "computed-main.txt").unlink()
+        assert json.loads(entry.read_text()) == good  # and wrote it back whole
