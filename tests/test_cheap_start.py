@@ -8,6 +8,7 @@ the point, and an in-process session shares this process's modules, scipy.stats 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -168,3 +169,28 @@ def test_beside_a_rollout_plain_tests_keep_the_plugins_hooks(pytester: pytest.Py
                  "pytest_runtest_makereport prove_rollout_reports",
                  "pytest_runtest_logreport prove_session_reports"):
         assert hook in seen, hook
+
+
+def test_a_session_without_rollouts_reads_no_provenance(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What made a run (a git process, each package's metadata) is read only by a session
+    that may store one: plain tests, and rollouts all deselected, pay nothing for it; a
+    sweep reads it once and keeps it in its manifest (in-process sessions: the call is
+    counted in this process's module)."""
+    from pytest_prove.store import recorder
+
+    calls: list[object] = []
+    real = recorder.provenance
+    monkeypatch.setattr(recorder, "provenance",
+                        lambda root: calls.append(root) or real(root))
+    pytester.makepyfile(test_plain=PLAIN, test_agent=ROLLOUT)
+    pytester.runpytest("-p", "no:xdist", "test_plain.py").assert_outcomes(passed=4)
+    pytester.runpytest("-p", "no:xdist", "-k", "not agent").assert_outcomes(passed=4)
+    assert calls == []
+    swept = pytester.runpytest("-p", "no:xdist", "--prove-allow-underpowered")
+    swept.assert_outcomes(passed=36)
+    assert calls == [pytester.path]
+    manifest = next((pytester.path / ".prove" / "runs").glob("*/manifest.json"))
+    recorded = json.loads(manifest.read_text())
+    assert recorded["packages"]["pytest"] == pytest.__version__
+    assert "git_commit" in recorded

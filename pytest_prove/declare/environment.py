@@ -21,6 +21,7 @@ the plugin (which reads the names) all import this module.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -110,7 +111,11 @@ def _variable(name: str, environ: Mapping[str, str]) -> dict[str, Any]:
     return {"value": value.encode("utf-8", "backslashreplace").decode("utf-8")}
 
 
+@functools.lru_cache(maxsize=256)
 def _version(name: str) -> str | None:
+    """The installed version of ``name``, read once a process (each read parses the
+    package's metadata file, about a millisecond): what a process imported does not change
+    when a package is upgraded under it."""
     try:
         return metadata.version(name)
     except (metadata.PackageNotFoundError, ValueError):

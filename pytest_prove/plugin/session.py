@@ -36,7 +36,7 @@ from .gate import GateReports
 from .report_files import write_reports
 from .salts import remember_failed
 from .settings import Settings
-from .state import DESIGN_NOTE_KEY, PLAN_FAILS_KEY, own, plan_data
+from .state import DESIGN_NOTE_KEY, PLAN_FAILS_KEY, SELECTED_KEY, own, plan_data
 
 if TYPE_CHECKING:
     from ..review import Review
@@ -132,12 +132,23 @@ class ProveSession:
                                                 self.settings, self.asked)
             own(self.config, self.sequential, "prove_sequential")
 
+    def stamp(self) -> None:
+        """Record what made the run, once (the recorder keeps the first)."""
+        self.run.stamp(self.config.rootpath, *self.recorded)
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.pytest_session = session
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        self.run.stamp(self.config.rootpath, *self.recorded)
+        if (self.config.stash.get(SELECTED_KEY, None) or self.run.writer.existing
+                or self.config.pluginmanager.has_plugin("dsession")):
+            # What made the run (a git process, each package's metadata), before any test
+            # can change it, in a session that may store episodes: one that selected
+            # rollouts, a resumed run, an xdist controller (its workers collect).  A session
+            # without a rollout, most of a large repository's, does not pay for it; should
+            # one store an episode all the same, it stamps then (see _store).
+            self.stamp()
         # In one process the plan is known now (under xdist it comes with each worker's
         # first report): in the manifest from the first episode on, a killed run keeps it.
         self.run.merge_plan(plan_data(self.config))
@@ -154,6 +165,7 @@ class ProveSession:
             self.replayed.extend(records)
             return
         records = list(records)  # read twice: priced, then stored
+        self.stamp()  # once: at the loop's start unless the session selected no rollout
         price_metrics(records, self.run.rollouts, self.budget.prices)
         stored = self.run.store(records)
         if stored and self.budget.watch is not None:
