@@ -132,8 +132,7 @@ class ProveSession:
                                                 self.settings, self.asked)
             own(self.config, self.sequential, "prove_sequential")
 
-    def stamp(self) -> None:
-        """Record what made the run, once (the recorder keeps the first)."""
+    def stamp(self) -> None:  # once: the recorder keeps the first
         self.run.stamp(self.config.rootpath, *self.recorded)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -143,11 +142,8 @@ class ProveSession:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if (self.config.stash.get(SELECTED_KEY, None) or self.run.writer.existing
                 or self.config.pluginmanager.has_plugin("dsession")):
-            # What made the run (a git process, each package's metadata), before any test
-            # can change it, in a session that may store episodes: one that selected
-            # rollouts, a resumed run, an xdist controller (its workers collect).  A session
-            # without a rollout, most of a large repository's, does not pay for it; should
-            # one store an episode all the same, it stamps then (see _store).
+            # Before any test can change it, what made the run (git, package metadata) in
+            # a session that may store episodes; one without rollouts pays nothing for it.
             self.stamp()
         # In one process the plan is known now (under xdist it comes with each worker's
         # first report): in the manifest from the first episode on, a killed run keeps it.
