@@ -14,7 +14,7 @@ import pytest
 
 from pytest_prove.cli import main
 
-from .conftest import CHROMIUM, INI, needs_chromium
+from .conftest import INI, needs_chromium
 
 SCRIPT = "\"'><script>window.__pwned = 1</script>"
 
@@ -122,41 +122,39 @@ def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
 
 @needs_chromium
 @pytest.mark.slow  # a browser and two inner sessions
-def test_the_target_grid_renders_and_the_keyboard_reaches_it(pages: tuple[str, str]) -> None:
+def test_the_target_grid_renders_and_the_keyboard_reaches_it(pages: tuple[str, str],
+                                                             chromium: Any) -> None:
     """In headless Chromium: the grid shows its three cells with their words, Tab reaches
     its first cell and the arrow keys move along it; the <script> value never runs."""
     from pathlib import Path
 
-    from .test_report_html import ARGS
+    # The suite's Chromium (tests/conftest.py): a Playwright driver and a browser started
+    # for this test alone cost about a second.
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(Path(pages[0]).as_uri())
+        cells = page.locator("section.targets table.grid td.cell")
+        assert [t.split("\n")[0] for t in cells.all_inner_texts()] == [
+            "✗ misses", "✓ meets", "? too small"]
+        assert all(cells.nth(i).is_visible() for i in range(3))
+        # Tab from the last cell of the event grids above reaches the target grid's first.
+        page.locator("main > section.event td.cell[tabindex='0']").last.focus()
+        page.keyboard.press("Tab")
 
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(Path(pages[0]).as_uri())
-            cells = page.locator("section.targets table.grid td.cell")
-            assert [t.split("\n")[0] for t in cells.all_inner_texts()] == [
-                "✗ misses", "✓ meets", "? too small"]
-            assert all(cells.nth(i).is_visible() for i in range(3))
-            # Tab from the last cell of the event grids above reaches the target grid's first.
-            page.locator("main > section.event td.cell[tabindex='0']").last.focus()
-            page.keyboard.press("Tab")
+        def focused() -> str:
+            return str(page.evaluate("document.activeElement.getAttribute('aria-label')"))
 
-            def focused() -> str:
-                return str(page.evaluate("document.activeElement.getAttribute('aria-label')"))
-
-            assert focused().startswith("ticket=refund, target unresolved at most 0.3: misses")
-            page.keyboard.press("ArrowRight")
-            assert focused().startswith("ticket=password, target unresolved at most 0.3: meets")
-            page.keyboard.press("End")
-            assert focused().startswith(f"ticket={SCRIPT}, target unresolved at most 0.3: too")
-            assert page.evaluate("window.__pwned") is None
-            assert not errors
-        finally:
-            browser.close()
+        assert focused().startswith("ticket=refund, target unresolved at most 0.3: misses")
+        page.keyboard.press("ArrowRight")
+        assert focused().startswith("ticket=password, target unresolved at most 0.3: meets")
+        page.keyboard.press("End")
+        assert focused().startswith(f"ticket={SCRIPT}, target unresolved at most 0.3: too")
+        assert page.evaluate("window.__pwned") is None
+        assert not errors
+    finally:
+        page.close()
 
 
 def _row(condition: str, word: str, estimate: float, low: float, high: float,
