@@ -71,10 +71,12 @@ def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: st
 #: pytest-timeout's timeout (--timeout) in these sessions, in seconds.  What it stops
 #: outlasts it whatever the load (a sleep of 30 s, or an Event set only at the session's
 #: end); what it must not stop does no work: a replicate's item (setup, call, the record
-#: stored, teardown) takes under 10 ms on a quiet machine (--durations), so the alarm leaves
-#: it fifty times that, which a load of 10 on two cores (a runnable thread waits tens of
-#: milliseconds at most) cannot use up.  It was 1 s: each of these sessions waits it out once
-#: a rollout, one after the other.
+#: stored, teardown) takes under 10 ms (--durations), the first of a rollout an fsync of the
+#: run's manifest more (50 ms at worst seen on a busy shared disk), so the alarm leaves it
+#: ten times the worst, which a load of 10 on two cores (a runnable thread waits tens of
+#: milliseconds at most) cannot use up.  Not shorter: the fsync is the disk's, not the
+#: CPU's.  It was 1 s: each of these sessions waits it out once a rollout, one after the
+#: other.
 ALARM = 0.5
 
 STOPPED = textwrap.dedent(
