@@ -406,7 +406,8 @@ def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Py
 
 
 def test_a_rollout_that_catches_the_timeout_is_still_timed_out(pytester: pytest.Pytester) -> None:
-    result = _hostile(pytester, "swallow", 3, "--prove-episode-timeout=0.5",
+    # TIMEOUT, not 0.5 s: the three spin until it, each catching it (a core spun meanwhile).
+    result = _hostile(pytester, "swallow", 3, f"--prove-episode-timeout={TIMEOUT}",
                       "--prove-concurrency=3", subprocess=False)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _kinds(pytester) == ["episode_timeout"] * 3
