@@ -192,8 +192,11 @@ class InBrowserThread:
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     """Headless Chromium (Debian's), launched once per process (once per xdist worker) for
-    every test that opens a page in it, each in a page or context of its own: a launch (and
-    Playwright's driver) costs about a second.  Used through :class:`InBrowserThread`.
+    every test that opens a page in it, in a page or context of its own or one its module's
+    tests share (a page costs a few tenths of a second): a launch (and Playwright's driver)
+    costs about a second; no module launches one of its own.  Its CPU is counted
+    (bench/suite_time.py) in the test it is closed after, the session's last.  Used through
+    :class:`InBrowserThread`.
     Without Chromium or Playwright: a skip outside CI, a failure in CI (``missing_in_ci``)."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(NO_CHROMIUM)

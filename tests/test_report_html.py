@@ -19,7 +19,7 @@ from pytest_prove.cli import main
 
 from .conftest import CHROMIUM_ARGS, needs_chromium
 
-#: Chromium's switches, for the modules that launch it themselves.
+#: Chromium's switches, for bench/report_html.py, which launches it itself.
 ARGS = CHROMIUM_ARGS
 
 # Skipped without Chromium outside CI; in CI a failure (tests/conftest.py).
