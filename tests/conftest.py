@@ -147,6 +147,11 @@ needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=NO_CHRO
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-quic"]
+#: A name of another site that the suite's Chromium resolves to 127.0.0.1, as a DNS
+#: rebinding attack has it (test_serve_browser.py's test_dns_rebinding_is_refused).  A switch
+#: of the launch, the only place it can be set: a second browser launched for that one test
+#: cost a second or two.  No page of the suite asks for the name otherwise.
+REBOUND_HOST = "evil.example"
 
 
 class InBrowserThread:
@@ -187,8 +192,11 @@ class InBrowserThread:
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     """Headless Chromium (Debian's), launched once per process (once per xdist worker) for
-    every test that opens a page in it, each in a page or context of its own: a launch (and
-    Playwright's driver) costs about a second.  Used through :class:`InBrowserThread`.
+    every test that opens a page in it, in a page or context of its own or one its module's
+    tests share (a page costs a few tenths of a second): a launch (and Playwright's driver)
+    costs about a second; no module launches one of its own.  Its CPU is counted
+    (bench/suite_time.py) in the test it is closed after, the session's last.  Used through
+    :class:`InBrowserThread`.
     Without Chromium or Playwright: a skip outside CI, a failure in CI (``missing_in_ci``)."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(NO_CHROMIUM)
@@ -202,7 +210,9 @@ def chromium() -> Iterator[Any]:
         playwright = run(lambda: sync_api.sync_playwright().start())
         try:
             browser = run(playwright.chromium.launch, executable_path=CHROMIUM,
-                          args=CHROMIUM_ARGS, headless=True)
+                          args=[*CHROMIUM_ARGS,
+                                f"--host-resolver-rules=MAP {REBOUND_HOST} 127.0.0.1"],
+                          headless=True)
             try:
                 yield InBrowserThread(browser, run)
             finally:

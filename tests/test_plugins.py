@@ -68,6 +68,17 @@ def test_async_rollouts_under_pytest_asyncio(pytester: pytest.Pytester, mode: st
     assert [r["outcome"] for r in run.episodes] == ["resolved"] * 6
 
 
+#: pytest-timeout's timeout (--timeout) in these sessions, in seconds.  What it stops
+#: outlasts it whatever the load (a sleep of 30 s, or an Event set only at the session's
+#: end); what it must not stop does no work: a replicate's item (setup, call, the record
+#: stored, teardown) takes under 10 ms (--durations), the first of a rollout an fsync of the
+#: run's manifest more (50 ms at worst seen on a busy shared disk), so the alarm leaves it
+#: ten times the worst, which a load of 10 on two cores (a runnable thread waits tens of
+#: milliseconds at most) cannot use up.  Not shorter: the fsync is the disk's, not the
+#: CPU's.  It was 1 s: each of these sessions waits it out once a rollout, one after the
+#: other.
+ALARM = 0.5
+
 STOPPED = textwrap.dedent(
     """
     import time
@@ -94,7 +105,7 @@ def test_pytest_timeout_and_skip_inside_a_rollout(pytester: pytest.Pytester) -> 
     # In process: pytest-timeout's signal method sets its SIGALRM handler around each item
     # and puts the old one back, and this session sets none (tests run in the main thread,
     # under xdist too).
-    result = pytester.runpytest("-p", "no:cacheprovider", "--timeout=1")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--timeout={ALARM}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
     run = load(pytester)
@@ -126,7 +137,7 @@ ASYNC_STOPPED = textwrap.dedent(
 
 #: The slow marker for the variant with two xdist workers (a second or more of CPU,
 #: bench/suite_time.py); the others take a tenth of that, or under a second with one worker,
-#: and wait 1 s for pytest-timeout's alarm.  The xdist variants run one worker (-n 1: the
+#: and wait ALARM for pytest-timeout's alarm.  The xdist variants run one worker (-n 1: the
 #: alarm and the replicate it stops are one process's, and a worker sends what it stored to
 #: the controller as with two), except xdist-blocks-pytest-asyncio, which keeps two.
 XDIST_IS_SLOW = pytest.mark.slow
@@ -157,15 +168,15 @@ def test_pytest_timeout_stops_an_async_replicate_and_it_is_stored(
     result, timed = _replicate_one_timed_out(pytester, ASYNC_STOPPED, args, also)
     text = result.stdout.str()
     assert "asyncio.run() shutdown" not in text and "Stopped" not in text, text
-    assert timed["duration"] >= 0.9
+    assert timed["duration"] >= 0.9 * ALARM
 
 
 def _replicate_one_timed_out(pytester: pytest.Pytester, source: str, args: list[str],
                              also: dict[str, str] | None = None,
                              ) -> tuple[pytest.RunResult, dict[str, Any]]:
-    """Run ``source`` (4 replicates, the second outlasting it) under pytest-timeout's 1 s:
+    """Run ``source`` (4 replicates, the second outlasting it) under pytest-timeout's ALARM:
     the session fails, the run is complete, only replicate 1 timed out (after its first
-    step); that session's result and replicate 1's record.  (1 s, not less: the other
+    step); that session's result and replicate 1's record.  (ALARM, not less: the other
     replicates must end within their item's alarm, with room for a loaded machine; each
     takes milliseconds.)  Test files ``also`` (module name: source) run in the same session,
     and each rollout's replicates are checked so."""
@@ -173,10 +184,10 @@ def _replicate_one_timed_out(pytester: pytest.Pytester, source: str, args: list[
     pytester.makepyfile(test_stopped=source, **(also or {}))
     pytester.makeconftest(RELEASE_AT_END)
     # In process, as test_pytest_timeout_and_skip_inside_a_rollout (the comment there).
-    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=1",
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", f"--timeout={ALARM}",
                                 *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    result.stdout.fnmatch_lines(["*Timeout (>1.0s) from pytest-timeout*"])
+    result.stdout.fnmatch_lines([f"*Timeout (>{ALARM}s) from pytest-timeout*"])
     run = load(pytester)
     assert run.manifest["status"] == "complete"
     assert {r["rollout"] for r in run.episodes} == {
@@ -222,7 +233,7 @@ SYNC_BLOCK_STOPPED = textwrap.dedent(
         with prove.step("start"):
             pass
         if prove_replicate == 1:
-            # Outlasts the 1 s alarm (the conftest's comment); bounded, so that a session
+            # Outlasts pytest-timeout's alarm (the conftest's comment); bounded, so that a session
             # that waited for the block would end, late, rather than hang.
             SESSION_OVER.wait(120)
         return prove.Episode("resolved")
@@ -533,7 +544,7 @@ def test_pytest_timeout_thread_method_in_one_process(pytester: pytest.Pytester) 
     pytester.makepyfile(test_hangs=HANGS_ONCE)
     # A subprocess: the thread method ends the process it runs in (os._exit).
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           "--timeout=1", "--timeout-method=thread")
+                                           f"--timeout={ALARM}", "--timeout-method=thread")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["pytest-prove: pytest-timeout's thread method ends this "
                                  "process at its first timeout*--prove-resume=latest*"])
@@ -558,7 +569,7 @@ def test_pytest_timeout_thread_method_under_xdist(pytester: pytest.Pytester) -> 
     # worker: it is replaced as one of two is, and its replacement runs the rest (two cost
     # a worker's start more and showed nothing else).
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly",
-                                "--timeout=1", "--timeout-method=thread", "-n", "1")
+                                f"--timeout={ALARM}", "--timeout-method=thread", "-n", "1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.no_fnmatch_line("pytest-prove: pytest-timeout's thread method*")
     result.stdout.fnmatch_lines(["*(complete): 4 episodes, 3 with an outcome, 0 with none, "

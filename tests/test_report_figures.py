@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,31 @@ def _open(chromium: Any, path: Path, scheme: str = "light") -> tuple[Any, list[s
     return page, trouble
 
 
+class Opened:
+    """The module's report, each colour scheme opened once (a page costs a few tenths of a
+    second to open and load) and shared by the tests that only read it; a test that presses
+    keys or clicks opens one of its own.  Each page's ``trouble`` is all it has had."""
+
+    def __init__(self, chromium: Any, path: Path) -> None:
+        self.chromium, self.path = chromium, path
+        self.pages: dict[str, tuple[Any, list[str]]] = {}
+
+    def __call__(self, scheme: str = "light") -> tuple[Any, list[str]]:
+        if scheme not in self.pages:
+            self.pages[scheme] = _open(self.chromium, self.path, scheme)
+        return self.pages[scheme]
+
+
+@pytest.fixture(scope="module")
+def report(project: Project, chromium: Any) -> Iterator[Opened]:
+    opened = Opened(chromium, project.page)
+    try:
+        yield opened
+    finally:
+        for page, _ in opened.pages.values():
+            page.close()
+
+
 #: Each tick's (x, value) and the geometry of every mark of an SVG, read in the page.
 READ_FOREST = """svg => ({
   ticks: Array.from(svg.querySelectorAll('.axis .tick')).map(t => [
@@ -184,65 +210,71 @@ def _inverse(ticks: list[list[Any]]) -> Any:
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_forest_plot_draws_every_row_where_its_numbers_say(project: Project,
-                                                           chromium: Any) -> None:
+                                                           report: Opened) -> None:
     rows = project.cli("diff", "baseline:base", "worse")["comparison"]["rows"]
-    page, trouble = _open(chromium, project.page)
-    try:
-        svgs = page.locator("svg.forest-svg")
-        events = list(dict.fromkeys(r["event"] for r in rows))
-        assert svgs.count() == len(events) == 3
-        orders: list[list[str]] = []
-        for k, event in enumerate(events):
-            svg = svgs.nth(k)
-            assert svg.get_attribute("data-event") == event
-            drawn = svg.evaluate(READ_FOREST)
-            mine = {i for i, r in enumerate(rows) if r["event"] == event}
-            # One mark per row of the event, each row once.
-            assert sorted(m["i"] for m in drawn["rows"]) == sorted(mine)
-            value = _inverse(drawn["ticks"])
-            for mark in drawn["rows"]:
-                row = rows[mark["i"]]
-                assert value(mark["lo"]) == pytest.approx(row["interval"]["low"], abs=1e-3)
-                assert value(mark["hi"]) == pytest.approx(row["interval"]["high"], abs=1e-3)
-                assert value(mark["point"]) == pytest.approx(row["change"], abs=1e-3)
-                for way, sign in (("rise", 1), ("fall", -1)):
-                    limit = row[way]["value"]
-                    if limit is None:
-                        assert mark[way] is None
-                    else:
-                        assert value(mark[way]) == pytest.approx(sign * limit, abs=1e-3)
-                # Counted rows, and only those, carry the diamond.
-                assert mark["counted"] == mark["diamond"] == row["counted"]
-            # In the grid's order, one for every event: a condition is at the same height
-            # in each plot (tests/test_polish.py checks the order against the grid's).
-            orders.append([rows[m["i"]]["condition"] for m in drawn["rows"]])
-        assert all(order == orders[0] for order in orders)
-        counted = [i for i, r in enumerate(rows) if r["counted"]]
-        assert counted, "the worse run should have a counted row"
-        assert page.locator("g.fr.counted").count() == len(counted)
-        # Screen readers: every figure is an image with a title and a description; the
-        # legend's swatches (a stretch of each curve) are hidden from them.
-        assert page.locator("svg[aria-hidden=true]").count() == page.locator(
-            "svg.sw-line").count()
-        for svg in page.locator("svg:not([aria-hidden=true])").all():
-            assert svg.get_attribute("role") == "img"
-            ids = (svg.get_attribute("aria-labelledby") or "").split()
-            assert len(ids) == 2
-            assert all((page.locator(f"[id='{i}']").text_content() or "").strip() for i in ids)
-        assert trouble == []
-    finally:
-        page.close()
+    page, trouble = report()
+    svgs = page.locator("svg.forest-svg")
+    events = list(dict.fromkeys(r["event"] for r in rows))
+    assert svgs.count() == len(events) == 3
+    orders: list[list[str]] = []
+    for k, event in enumerate(events):
+        svg = svgs.nth(k)
+        assert svg.get_attribute("data-event") == event
+        drawn = svg.evaluate(READ_FOREST)
+        mine = {i for i, r in enumerate(rows) if r["event"] == event}
+        # One mark per row of the event, each row once.
+        assert sorted(m["i"] for m in drawn["rows"]) == sorted(mine)
+        value = _inverse(drawn["ticks"])
+        for mark in drawn["rows"]:
+            row = rows[mark["i"]]
+            assert value(mark["lo"]) == pytest.approx(row["interval"]["low"], abs=1e-3)
+            assert value(mark["hi"]) == pytest.approx(row["interval"]["high"], abs=1e-3)
+            assert value(mark["point"]) == pytest.approx(row["change"], abs=1e-3)
+            for way, sign in (("rise", 1), ("fall", -1)):
+                limit = row[way]["value"]
+                if limit is None:
+                    assert mark[way] is None
+                else:
+                    assert value(mark[way]) == pytest.approx(sign * limit, abs=1e-3)
+            # Counted rows, and only those, carry the diamond.
+            assert mark["counted"] == mark["diamond"] == row["counted"]
+        # In the grid's order, one for every event: a condition is at the same height
+        # in each plot (tests/test_polish.py checks the order against the grid's).
+        orders.append([rows[m["i"]]["condition"] for m in drawn["rows"]])
+    assert all(order == orders[0] for order in orders)
+    counted = [i for i, r in enumerate(rows) if r["counted"]]
+    assert counted, "the worse run should have a counted row"
+    assert page.locator("g.fr.counted").count() == len(counted)
+    # Screen readers: every figure is an image with a title and a description; the
+    # legend's swatches (a stretch of each curve) are hidden from them.
+    assert page.locator("svg[aria-hidden=true]").count() == page.locator(
+        "svg.sw-line").count()
+    for svg in page.locator("svg:not([aria-hidden=true])").all():
+        assert svg.get_attribute("role") == "img"
+        ids = (svg.get_attribute("aria-labelledby") or "").split()
+        assert len(ids) == 2
+        assert all((page.locator(f"[id='{i}']").text_content() or "").strip() for i in ids)
+    assert trouble == []
 
 
 def _selected(page: Any) -> dict[str, Any]:
-    section = page.locator("section.event").first
-    cells = section.locator("td.cell.sel")
-    marks = section.locator("g.fr.sel")
-    assert cells.count() == marks.count() == 1
-    return {"cell": cells.first.get_attribute("data-i"),
-            "mark": marks.first.get_attribute("data-i"),
-            "focusable": section.locator('td.cell[tabindex="0"]').first.get_attribute("data-i"),
-            "details": section.locator(".details dd[data-field=condition]").inner_text()}
+    """The first event's selected cell and mark (one each), its focusable cell and its
+    details' condition: read in one call (a locator's call each was five round trips to
+    the browser, after every key)."""
+    found = dict(page.evaluate("""() => {
+        const s = document.querySelector('section.event');
+        const cells = s.querySelectorAll('td.cell.sel'), marks = s.querySelectorAll('g.fr.sel');
+        const focusable = s.querySelector('td.cell[tabindex="0"]');
+        const details = s.querySelectorAll('.details dd[data-field=condition]');
+        return {cells: cells.length, marks: marks.length,
+                cell: cells.length ? cells[0].getAttribute('data-i') : null,
+                mark: marks.length ? marks[0].getAttribute('data-i') : null,
+                focusable: focusable ? focusable.getAttribute('data-i') : null,
+                said: details.length, details: details.length ? details[0].innerText : null};
+      }"""))
+    # One of each (the details' one as a locator's inner_text() asked: it refuses two).
+    assert found.pop("cells") == found.pop("marks") == found.pop("said") == 1
+    return found
 
 
 def test_arrow_keys_move_one_selection_in_grid_and_plot(project: Project,
@@ -345,43 +377,40 @@ def _check_curves(svg: Any, documents: dict[str, dict[str, Any]]) -> None:
             assert shares[step] == pytest.approx(share, abs=2e-3), (run, step)
 
 
-def test_step_curves_match_where_at_every_step(project: Project, chromium: Any) -> None:
-    page, trouble = _open(chromium, project.page)
-    try:
-        sections = page.locator("section.steps")
-        assert [s.get_attribute("data-event") for s in sections.all()] == ["unresolved",
-                                                                            "timeout"]
-        for section in sections.all():
-            event = section.get_attribute("data-event")
-            where = {run: project.cli("where", run, "--event", event)
-                     for run in ("baseline:base", "worse")}
-            _check_curves(section.locator("figure.pooled svg.steps-svg"), where)
-            # Beside them: the log-rank result `compare` prints.
-            said = project.cli("compare", "baseline:base", "worse", "--event", event)
-            beside = section.locator(".logrank").text_content() or ""
-            assert beside.startswith(said["word"])
-            assert f"chi2 = {said['logrank']['statistic']:.3f}" in beside
-            # Per condition: where on that condition's episodes alone.
-            smalls = section.locator("figure.small")
-            assert smalls.count() == 6
-            store = Store(project.store)
-            for small in smalls.all()[:2]:
-                condition = small.get_attribute("data-condition")
-                ticket, tone = (p.split("=")[1] for p in condition.split(" "))
-                documents = {}
-                for run in ("baseline:base", "worse"):
-                    whole = store.open(run)
-                    alone = dataclasses.replace(whole, episodes=tuple(
-                        r for r in whole.episodes
-                        if r["condition"] == {"ticket": ticket, "tone": tone}))
-                    documents[run] = where_document(where_of(alone, event))
-                _check_curves(small.locator("svg"), documents)
-        # The worst condition is drawn first.
-        first = page.locator("section.steps").first.locator("figure.small").first
-        assert first.get_attribute("data-condition") == "ticket=refund tone=terse"
-        assert trouble == []
-    finally:
-        page.close()
+def test_step_curves_match_where_at_every_step(project: Project, report: Opened) -> None:
+    page, trouble = report()
+    sections = page.locator("section.steps")
+    assert [s.get_attribute("data-event") for s in sections.all()] == ["unresolved",
+                                                                        "timeout"]
+    for section in sections.all():
+        event = section.get_attribute("data-event")
+        where = {run: project.cli("where", run, "--event", event)
+                 for run in ("baseline:base", "worse")}
+        _check_curves(section.locator("figure.pooled svg.steps-svg"), where)
+        # Beside them: the log-rank result `compare` prints.
+        said = project.cli("compare", "baseline:base", "worse", "--event", event)
+        beside = section.locator(".logrank").text_content() or ""
+        assert beside.startswith(said["word"])
+        assert f"chi2 = {said['logrank']['statistic']:.3f}" in beside
+        # Per condition: where on that condition's episodes alone.
+        smalls = section.locator("figure.small")
+        assert smalls.count() == 6
+        store = Store(project.store)
+        for small in smalls.all()[:2]:
+            condition = small.get_attribute("data-condition")
+            ticket, tone = (p.split("=")[1] for p in condition.split(" "))
+            documents = {}
+            for run in ("baseline:base", "worse"):
+                whole = store.open(run)
+                alone = dataclasses.replace(whole, episodes=tuple(
+                    r for r in whole.episodes
+                    if r["condition"] == {"ticket": ticket, "tone": tone}))
+                documents[run] = where_document(where_of(alone, event))
+            _check_curves(small.locator("svg"), documents)
+    # The worst condition is drawn first.
+    first = page.locator("section.steps").first.locator("figure.small").first
+    assert first.get_attribute("data-condition") == "ticket=refund tone=terse"
+    assert trouble == []
 
 
 READ_BARS = """svg => ({
@@ -398,60 +427,54 @@ READ_BARS = """svg => ({
 })"""
 
 
-def test_cost_bars_match_cost(project: Project, chromium: Any) -> None:
+def test_cost_bars_match_cost(project: Project, report: Opened) -> None:
     said = project.cli("cost", "baseline:base", "worse")
-    page, trouble = _open(chromium, project.page)
-    try:
-        head = page.locator("section.cost p").all_text_contents()
-        assert head[0].startswith(f"'worse' uses {said['median_ratio']:.2f}x the tokens")
-        for metric in ("tokens", "price"):
-            drawn = page.locator(f"svg.cost-svg[data-metric={metric}]").evaluate(READ_BARS)
-            value = _inverse(drawn["ticks"])
-            assert len(drawn["groups"]) == 6
-            for group in drawn["groups"]:
-                per_run = {}
-                for bar in group["bars"]:
-                    document = next(r for r in said["runs"] if r["run"] == bar["run"])
-                    condition = next(c for c in document["conditions"]
-                                     if c["condition"] == group["condition"])
-                    n = condition["episodes"]
-                    models = {m["model"]: m for m in condition["models"]}
-                    assert [s[0] for s in bar["segments"]] == sorted(models)
-                    for model, x, width in bar["segments"]:
-                        m = models[model]
-                        want = ((m["input"] + m["output"]) / n if metric == "tokens"
-                                else m["price"] / n)
-                        # Both ends are written to 0.01 of a unit.
-                        assert value(x + width) - value(x) == pytest.approx(
-                            want, rel=1e-3, abs=0.02 * value.pixel)
-                    assert value(bar["segments"][0][1]) == pytest.approx(0, abs=1e-9)
-                    total = ((condition["input"] + condition["output"]) / n
-                             if metric == "tokens" else condition["price"] / n)
-                    end = bar["segments"][-1][1] + bar["segments"][-1][2]
-                    assert value(end) == pytest.approx(total, rel=1e-3,
-                                                       abs=0.01 * len(models) * value.pixel)
-                    per_run[bar["run"]] = total
-                assert group["ratio"] == f"×{per_run['worse'] / per_run['baseline:base']:.2f}"
-        assert trouble == []
-    finally:
-        page.close()
+    page, trouble = report()
+    head = page.locator("section.cost p").all_text_contents()
+    assert head[0].startswith(f"'worse' uses {said['median_ratio']:.2f}x the tokens")
+    for metric in ("tokens", "price"):
+        drawn = page.locator(f"svg.cost-svg[data-metric={metric}]").evaluate(READ_BARS)
+        value = _inverse(drawn["ticks"])
+        assert len(drawn["groups"]) == 6
+        for group in drawn["groups"]:
+            per_run = {}
+            for bar in group["bars"]:
+                document = next(r for r in said["runs"] if r["run"] == bar["run"])
+                condition = next(c for c in document["conditions"]
+                                 if c["condition"] == group["condition"])
+                n = condition["episodes"]
+                models = {m["model"]: m for m in condition["models"]}
+                assert [s[0] for s in bar["segments"]] == sorted(models)
+                for model, x, width in bar["segments"]:
+                    m = models[model]
+                    want = ((m["input"] + m["output"]) / n if metric == "tokens"
+                            else m["price"] / n)
+                    # Both ends are written to 0.01 of a unit.
+                    assert value(x + width) - value(x) == pytest.approx(
+                        want, rel=1e-3, abs=0.02 * value.pixel)
+                assert value(bar["segments"][0][1]) == pytest.approx(0, abs=1e-9)
+                total = ((condition["input"] + condition["output"]) / n
+                         if metric == "tokens" else condition["price"] / n)
+                end = bar["segments"][-1][1] + bar["segments"][-1][2]
+                assert value(end) == pytest.approx(total, rel=1e-3,
+                                                   abs=0.01 * len(models) * value.pixel)
+                per_run[bar["run"]] = total
+            assert group["ratio"] == f"×{per_run['worse'] / per_run['baseline:base']:.2f}"
+    assert trouble == []
 
 
-def test_dark_scheme_and_nothing_loaded(project: Project, chromium: Any) -> None:
+def test_dark_scheme_and_nothing_loaded(project: Project, report: Opened) -> None:
     html = project.page.read_text()
     assert ('content="default-src \'none\'; style-src \'unsafe-inline\'; script-src '
             "'unsafe-inline'\"") in html
     colours = {}
     for scheme in ("light", "dark"):
-        page, trouble = _open(chromium, project.page, scheme)
-        try:
-            colours[scheme] = page.evaluate(
-                "[getComputedStyle(document.body).backgroundColor,"
-                " getComputedStyle(document.querySelector('path.cv.after')).stroke,"
-                " getComputedStyle(document.querySelector('svg text')).fill]")
-            assert trouble == []
-        finally:
-            page.close()
+        page, trouble = report(scheme)
+        colours[scheme] = page.evaluate(
+            "[getComputedStyle(document.body).backgroundColor,"
+            " getComputedStyle(document.querySelector('path.cv.after')).stroke,"
+            " getComputedStyle(document.querySelector('svg text')).fill]")
+        assert trouble == []
     assert colours["light"][0] == "rgb(255, 255, 255)"
     assert all(a != b for a, b in zip(colours["light"], colours["dark"], strict=True))
 
@@ -466,24 +489,20 @@ READ_STROKES = """() => Array.from(document.querySelectorAll('section.steps figu
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_legend_draws_each_run_as_its_curve(project: Project, chromium: Any,
-                                                scheme: str) -> None:
+def test_the_legend_draws_each_run_as_its_curve(report: Opened, scheme: str) -> None:
     """The swatch beside each run's name has its curve's colour, width and dashes (the
     earlier run's was a dashed CSS border 2 px high, which Chromium drew solid)."""
-    page, trouble = _open(chromium, project.page, scheme)
-    try:
-        figures = page.evaluate(READ_STROKES)
-        assert len(figures) == 2
-        for drawn in figures:
-            for name, seen in drawn.items():
-                assert seen["swatch"][:3] == seen["curve"][:3], (scheme, name)
-                assert seen["swatch"][3] > 10  # a stretch long enough to show its dashes
-            assert drawn["before"]["curve"][1] not in ("none", "")
-            assert drawn["after"]["curve"][1] in ("none", "")
-            assert drawn["before"]["curve"][0] != drawn["after"]["curve"][0]
-        assert trouble == []
-    finally:
-        page.close()
+    page, trouble = report(scheme)
+    figures = page.evaluate(READ_STROKES)
+    assert len(figures) == 2
+    for drawn in figures:
+        for name, seen in drawn.items():
+            assert seen["swatch"][:3] == seen["curve"][:3], (scheme, name)
+            assert seen["swatch"][3] > 10  # a stretch long enough to show its dashes
+        assert drawn["before"]["curve"][1] not in ("none", "")
+        assert drawn["after"]["curve"][1] in ("none", "")
+        assert drawn["before"]["curve"][0] != drawn["after"]["curve"][0]
+    assert trouble == []
 
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)

@@ -25,10 +25,9 @@ from pytest_prove.review.metrics import MetricReview, MetricRow
 from pytest_prove.stats import metric_limit, metric_test
 from pytest_prove.store import Store
 
-from .conftest import CHROMIUM, INI, needs_chromium
+from .conftest import INI, needs_chromium
 from .test_metrics_gate import AGENT
 from .test_report_figures import _inverse
-from .test_report_html import ARGS
 
 MARGINS = {"latency_s": (0.1, True), "judge": (0.5, False)}
 
@@ -71,8 +70,7 @@ def pages(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[P
 
 @needs_chromium
 def test_metric_plot_draws_every_row_where_its_numbers_say(
-        pages: tuple[Path, Any]) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
+        pages: tuple[Path, Any], chromium: Any) -> None:
     path, done = pages
     metrics = done.metrics
     assert metrics is not None and metrics.m == 4
@@ -80,79 +78,79 @@ def test_metric_plot_draws_every_row_where_its_numbers_say(
     assert [(r.metric, r.condition) for r in metrics.worse] == [
         ("latency_s", "ticket=refund")]
     trouble: list[str] = []
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("request", lambda r: None if r.url.startswith(("file://", "data:"))
-                    else trouble.append(f"request {r.url}"))
-            page.on("pageerror", lambda exc: trouble.append(f"error {exc}"))
-            page.goto(path.as_uri())
-            # The outcome rows keep their plot (unresolved; resolved is its complement); the
-            # metric rows come beside them, a plot per metric.
-            assert page.locator("svg.forest-svg").count() == 1
-            svgs = page.locator("section.metrics svg.metric-svg")
-            assert svgs.count() == 2
-            seen: set[tuple[str, str]] = set()
-            colours: dict[str, set[str]] = {}
-            for k in range(svgs.count()):
-                drawn = svgs.nth(k).evaluate(READ_METRIC)
-                value = _inverse(drawn["ticks"])
-                tolerance = 0.75 * value.pixel  # coordinates are written to 0.01 px
-                assert value(drawn["zero"]) == pytest.approx(0.0, abs=tolerance)
-                metric = drawn["metric"]
-                # Worst first: a row that got worse heads its plot.
-                words = [m["word"] for m in drawn["rows"]]
-                assert "worse" not in words[1:]
-                for mark in drawn["rows"]:
-                    row: MetricRow = rows[(metric, mark["condition"])]
-                    seen.add((metric, mark["condition"]))
-                    test = row.test
-                    assert value(mark["point"]) == pytest.approx(test.shift, abs=tolerance)
-                    assert value(mark["lo"]) == pytest.approx(test.low, abs=tolerance)
-                    assert value(mark["hi"]) == pytest.approx(test.high, abs=tolerance)
-                    assert row.limit is not None and row.limit.value is not None
-                    assert value(mark["limit"]) == pytest.approx(row.limit.value,
-                                                                 abs=tolerance)
-                    # The limit lies the worse way: up for latency, down for the judge.
-                    assert (row.limit.value > 0) == (metric == "latency_s")
-                    assert row.margin is not None
-                    want = row.margin if row.better == "lower" else -row.margin
-                    assert value(mark["margin"]) == pytest.approx(want, abs=tolerance)
-                    # The verdict in words, with the shift as a share of the median.
-                    assert mark["word"] == row.word
-                    assert mark["said"].startswith(row.word)
-                    share = test.relative
-                    assert share is not None and f"{share:+.0%}" in mark["said"]
-                    # ... and in colour: worse (and safer) carry the diamond the verdict
-                    # counts, and their word is coloured as the outcome cells' are.
-                    moved = row.word in ("worse", "safer")
-                    assert mark["counted"] == mark["diamond"] == moved
-                    assert mark["tone"] == (row.word if moved else "plain")
-                    colours.setdefault(mark["tone"], set()).add(mark["colour"])
-            assert seen == set(rows)
-            assert len(colours) == 2 and colours["worse"].isdisjoint(colours["plain"])
-            # A text alternative: each plot an image with a title and a description that
-            # names the row that got worse, and a table of every metric row.
-            for svg in svgs.all():
-                assert svg.get_attribute("role") == "img"
-                ids = (svg.get_attribute("aria-labelledby") or "").split()
-                assert len(ids) == 2
-                texts = [page.locator(f"[id='{i}']").text_content() or "" for i in ids]
-                assert all(t.strip() for t in texts)
-                if svg.get_attribute("data-metric") == "latency_s":
-                    shift = rows[("latency_s", "ticket=refund")].test.shift
-                    assert f"ticket=refund worse {number(shift, True)}" in texts[1]
-            table = page.locator("table.metric-rows tbody tr")
-            assert table.count() == 4
-            refund = [t for t in table.all_inner_texts() if "latency_s" in t and "refund" in t]
-            assert len(refund) == 1 and "worse" in refund[0] and "beyond margin" in refund[0]
-            assert table.all_inner_texts()[0] == refund[0]  # worse first, as the terminal
-            # The verdict first: the metric rows' answer in the header.
-            assert "metrics: worse: latency_s in ticket=refund" in page.locator(
-                "header").inner_text()
-        finally:
-            browser.close()
+    # The suite's Chromium (tests/conftest.py): a Playwright driver and a browser started
+    # for this test alone cost about a second.
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.on("request", lambda r: None if r.url.startswith(("file://", "data:"))
+                else trouble.append(f"request {r.url}"))
+        page.on("pageerror", lambda exc: trouble.append(f"error {exc}"))
+        page.goto(path.as_uri())
+        # The outcome rows keep their plot (unresolved; resolved is its complement); the
+        # metric rows come beside them, a plot per metric.
+        assert page.locator("svg.forest-svg").count() == 1
+        svgs = page.locator("section.metrics svg.metric-svg")
+        assert svgs.count() == 2
+        seen: set[tuple[str, str]] = set()
+        colours: dict[str, set[str]] = {}
+        for k in range(svgs.count()):
+            drawn = svgs.nth(k).evaluate(READ_METRIC)
+            value = _inverse(drawn["ticks"])
+            tolerance = 0.75 * value.pixel  # coordinates are written to 0.01 px
+            assert value(drawn["zero"]) == pytest.approx(0.0, abs=tolerance)
+            metric = drawn["metric"]
+            # Worst first: a row that got worse heads its plot.
+            words = [m["word"] for m in drawn["rows"]]
+            assert "worse" not in words[1:]
+            for mark in drawn["rows"]:
+                row: MetricRow = rows[(metric, mark["condition"])]
+                seen.add((metric, mark["condition"]))
+                test = row.test
+                assert value(mark["point"]) == pytest.approx(test.shift, abs=tolerance)
+                assert value(mark["lo"]) == pytest.approx(test.low, abs=tolerance)
+                assert value(mark["hi"]) == pytest.approx(test.high, abs=tolerance)
+                assert row.limit is not None and row.limit.value is not None
+                assert value(mark["limit"]) == pytest.approx(row.limit.value,
+                                                             abs=tolerance)
+                # The limit lies the worse way: up for latency, down for the judge.
+                assert (row.limit.value > 0) == (metric == "latency_s")
+                assert row.margin is not None
+                want = row.margin if row.better == "lower" else -row.margin
+                assert value(mark["margin"]) == pytest.approx(want, abs=tolerance)
+                # The verdict in words, with the shift as a share of the median.
+                assert mark["word"] == row.word
+                assert mark["said"].startswith(row.word)
+                share = test.relative
+                assert share is not None and f"{share:+.0%}" in mark["said"]
+                # ... and in colour: worse (and safer) carry the diamond the verdict
+                # counts, and their word is coloured as the outcome cells' are.
+                moved = row.word in ("worse", "safer")
+                assert mark["counted"] == mark["diamond"] == moved
+                assert mark["tone"] == (row.word if moved else "plain")
+                colours.setdefault(mark["tone"], set()).add(mark["colour"])
+        assert seen == set(rows)
+        assert len(colours) == 2 and colours["worse"].isdisjoint(colours["plain"])
+        # A text alternative: each plot an image with a title and a description that
+        # names the row that got worse, and a table of every metric row.
+        for svg in svgs.all():
+            assert svg.get_attribute("role") == "img"
+            ids = (svg.get_attribute("aria-labelledby") or "").split()
+            assert len(ids) == 2
+            texts = [page.locator(f"[id='{i}']").text_content() or "" for i in ids]
+            assert all(t.strip() for t in texts)
+            if svg.get_attribute("data-metric") == "latency_s":
+                shift = rows[("latency_s", "ticket=refund")].test.shift
+                assert f"ticket=refund worse {number(shift, True)}" in texts[1]
+        table = page.locator("table.metric-rows tbody tr")
+        assert table.count() == 4
+        refund = [t for t in table.all_inner_texts() if "latency_s" in t and "refund" in t]
+        assert len(refund) == 1 and "worse" in refund[0] and "beyond margin" in refund[0]
+        assert table.all_inner_texts()[0] == refund[0]  # worse first, as the terminal
+        # The verdict first: the metric rows' answer in the header.
+        assert "metrics: worse: latency_s in ticket=refund" in page.locator(
+            "header").inner_text()
+    finally:
+        page.close()
     assert trouble == []
 
 

@@ -5,6 +5,8 @@ saying it in words; on the one-run page and on the comparison's; every value esc
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import html
 import re
 import textwrap
@@ -14,7 +16,7 @@ import pytest
 
 from pytest_prove.cli import main
 
-from .conftest import CHROMIUM, INI, needs_chromium
+from .conftest import INI, inline_session, needs_chromium
 
 SCRIPT = "\"'><script>window.__pwned = 1</script>"
 
@@ -88,22 +90,25 @@ def _check_page(page: str) -> None:
     assert targets.count("<tr class=\"target-") == 3
 
 
-@pytest.fixture
-def pages(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """The one-run page and the comparison's (against a baseline of the same agent), of a
     run whose target unresolved<=0.3 one condition misses, one meets and one is too small to
-    tell."""
-    pytester.makeini(INI)
-    pytester.makepyfile(test_agent=AGENT)
-    assert pytester.runpytest("--prove-salt=fixed", "--prove-save-baseline=main"
-                              ).ret == pytest.ExitCode.OK
-    result = pytester.runpytest("--prove-target=unresolved<=0.3", "--prove-salt=fixed",
-                                "--prove-report=run.html")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED  # refund misses its target
-    result.stdout.fnmatch_lines(["targets: misses target: 1 row*1 meet, 1 miss, 1 too small*"])
-    monkeypatch.chdir(pytester.path)
-    assert main(["report", "baseline:main", "latest", "--out", "cmp.html"]) == 0
-    return str(pytester.path / "run.html"), str(pytester.path / "cmp.html")
+    tell.  Made once for the module's two tests that read them (in this process:
+    ``inline_session``)."""
+    root = tmp_path_factory.mktemp("targets")
+    (root / "pytest.ini").write_text(INI)
+    (root / "test_agent.py").write_text(AGENT)
+    code, out = inline_session(root, "--prove-salt=fixed", "--prove-save-baseline=main")
+    assert code == pytest.ExitCode.OK, out
+    code, out = inline_session(root, "--prove-target=unresolved<=0.3", "--prove-salt=fixed",
+                               "--prove-report=run.html")
+    assert code == pytest.ExitCode.TESTS_FAILED, out  # refund misses its target
+    assert any(fnmatch.fnmatch(line, "targets: misses target: 1 row*1 meet, 1 miss, "
+                                     "1 too small*") for line in out.splitlines()), out
+    with contextlib.chdir(root):
+        assert main(["report", "baseline:main", "latest", "--out", "cmp.html"]) == 0
+    return str(root / "run.html"), str(root / "cmp.html")
 
 
 def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
@@ -122,41 +127,39 @@ def test_the_target_grid_on_the_one_run_page_and_the_comparisons(
 
 @needs_chromium
 @pytest.mark.slow  # a browser and two inner sessions
-def test_the_target_grid_renders_and_the_keyboard_reaches_it(pages: tuple[str, str]) -> None:
+def test_the_target_grid_renders_and_the_keyboard_reaches_it(pages: tuple[str, str],
+                                                             chromium: Any) -> None:
     """In headless Chromium: the grid shows its three cells with their words, Tab reaches
     its first cell and the arrow keys move along it; the <script> value never runs."""
     from pathlib import Path
 
-    from .test_report_html import ARGS
+    # The suite's Chromium (tests/conftest.py): a Playwright driver and a browser started
+    # for this test alone cost about a second.
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(Path(pages[0]).as_uri())
+        cells = page.locator("section.targets table.grid td.cell")
+        assert [t.split("\n")[0] for t in cells.all_inner_texts()] == [
+            "✗ misses", "✓ meets", "? too small"]
+        assert all(cells.nth(i).is_visible() for i in range(3))
+        # Tab from the last cell of the event grids above reaches the target grid's first.
+        page.locator("main > section.event td.cell[tabindex='0']").last.focus()
+        page.keyboard.press("Tab")
 
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(Path(pages[0]).as_uri())
-            cells = page.locator("section.targets table.grid td.cell")
-            assert [t.split("\n")[0] for t in cells.all_inner_texts()] == [
-                "✗ misses", "✓ meets", "? too small"]
-            assert all(cells.nth(i).is_visible() for i in range(3))
-            # Tab from the last cell of the event grids above reaches the target grid's first.
-            page.locator("main > section.event td.cell[tabindex='0']").last.focus()
-            page.keyboard.press("Tab")
+        def focused() -> str:
+            return str(page.evaluate("document.activeElement.getAttribute('aria-label')"))
 
-            def focused() -> str:
-                return str(page.evaluate("document.activeElement.getAttribute('aria-label')"))
-
-            assert focused().startswith("ticket=refund, target unresolved at most 0.3: misses")
-            page.keyboard.press("ArrowRight")
-            assert focused().startswith("ticket=password, target unresolved at most 0.3: meets")
-            page.keyboard.press("End")
-            assert focused().startswith(f"ticket={SCRIPT}, target unresolved at most 0.3: too")
-            assert page.evaluate("window.__pwned") is None
-            assert not errors
-        finally:
-            browser.close()
+        assert focused().startswith("ticket=refund, target unresolved at most 0.3: misses")
+        page.keyboard.press("ArrowRight")
+        assert focused().startswith("ticket=password, target unresolved at most 0.3: meets")
+        page.keyboard.press("End")
+        assert focused().startswith(f"ticket={SCRIPT}, target unresolved at most 0.3: too")
+        assert page.evaluate("window.__pwned") is None
+        assert not errors
+    finally:
+        page.close()
 
 
 def _row(condition: str, word: str, estimate: float, low: float, high: float,

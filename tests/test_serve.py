@@ -287,7 +287,8 @@ def test_another_host_is_refused(project: Path, capsys: pytest.CaptureFixture[st
 def test_the_server_stops_and_lets_its_port_go(project: Path) -> None:
     httpd = make_server(App(Store(project / ".prove")), "localhost", 0)
     port = int(httpd.server_address[1])
-    thread = threading.Thread(target=httpd.serve_forever)
+    # Polled every 10 ms for shutdown() (0.5 s by default: what shutdown() waited here).
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01})
     thread.start()
     assert raw(f"http://127.0.0.1:{port}", "/", host=f"localhost:{port}")[0] == 200
     httpd.shutdown()

@@ -5,8 +5,9 @@ foreign Host refused, and run names holding HTML or ``../``.
 
 The store is a copy of ``examples/support_bot`` (its committed baseline ``current``, 600
 episodes) and one run of the example against it: the terse prompt, 60 replicates a ticket
-(about a second).  Chromium is the suite's one per worker (``chromium``, tests/conftest.py);
-each test opens a context of its own and routes every request it makes.
+(about a second).  Chromium is the suite's one per worker (``chromium``, tests/conftest.py),
+and the module's tests share one page of it (``tab``: a page and its context cost a few tenths
+of a second each), every request of which is routed and kept by the test that made it.
 
 Each page state is saved as a PNG screenshot in the test's ``tmp_path``, or in the folder
 ``PROVE_SHOTS`` names, to look at::
@@ -35,8 +36,7 @@ from pytest_prove.store import Store, StoreError
 from pytest_prove.store.runs import check_run_name
 
 from .conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
+    REBOUND_HOST,
     copy_example,
     inline_session,
     needs_chromium,
@@ -102,8 +102,8 @@ def shot(page: Any, folder: Path, name: str) -> Path:
 
 @dataclass
 class Browsing:
-    """A page in a context of its own, every request of which is routed: those to the
-    server go on, any other is stopped and kept in ``leaving``."""
+    """A test's use of the module's page (:class:`Tab`): every request it made, those to the
+    server let through, any other stopped and kept in ``leaving``."""
 
     page: Any
     server: str
@@ -116,32 +116,71 @@ class Browsing:
         return [urlsplit(url).path for url in self.seen]
 
 
-@contextmanager
-def browsing(chromium: Any, server: str, *, refused: bool = False) -> Iterator[Browsing]:
-    """A :class:`Browsing` of ``server``; ``refused``: its refusals (404) are expected, and
-    the console's line for each is not an error."""
+@dataclass
+class Tab:
+    """The module's one page, in a context of its own whose every request is routed: to the
+    test using it (``current``, a :class:`Browsing`), or stopped between tests."""
+
+    page: Any = None
+    current: Browsing | None = None
+    between: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def tab(chromium: Any) -> Iterator[Tab]:
+    """One page for every test of the module, each a :func:`browsing` of it: a context and a
+    page of their own cost each test a few tenths of a second of Chromium's start of them.
+    Routing turns Chromium's HTTP cache off, so each test's requests reach the server."""
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    found = Browsing(page=None, server=server)
+    found = Tab()
 
     def watch(route: Any) -> None:
-        url = route.request.url
-        found.seen.append(url)
+        url, using = route.request.url, found.current
+        if using is None:  # between tests nothing may ask anything
+            found.between.append(url)
+            route.abort()
+            return
+        using.seen.append(url)
         parts = urlsplit(url)
-        if f"{parts.scheme}://{parts.netloc}" == server and parts.hostname == "127.0.0.1":
+        if f"{parts.scheme}://{parts.netloc}" == using.server and parts.hostname == "127.0.0.1":
             route.continue_()
         else:
-            found.leaving.append(url)
+            using.leaving.append(url)
             route.abort()
+
+    def error(text: str) -> None:
+        (found.current.errors if found.current is not None else found.between).append(text)
 
     try:
         context.route("**/*", watch)
         found.page = context.new_page()
-        found.page.on("pageerror", lambda exc: found.errors.append(str(exc)))
-        found.page.on("console", lambda message: found.errors.append(message.text)
+        found.page.on("pageerror", lambda exc: error(str(exc)))
+        found.page.on("console", lambda message: error(message.text)
                       if message.type == "error" else None)
         yield found
     finally:
         context.close()
+
+
+@contextmanager
+def browsing(tab: Tab, server: str, *, refused: bool = False) -> Iterator[Browsing]:
+    """A :class:`Browsing` of ``server`` in the module's page, as a new page would start it
+    (its size and colour scheme put back); ``refused``: its refusals (404) are expected, and
+    the console's line for each is not an error.  At its end the page is left blank (a page
+    that reloads itself asks nothing more)."""
+    page = tab.page
+    assert tab.between == [], tab.between
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.emulate_media(color_scheme="light")  # Playwright's default, as a new context's
+    found = Browsing(page=page, server=server)
+    tab.current = found
+    try:
+        yield found
+    finally:
+        try:
+            page.goto("about:blank")
+        finally:
+            tab.current = None
     # Every page visited asked this server only, and none broke its CSP or its script.
     assert found.seen, "no request was routed"
     assert found.leaving == []
@@ -184,11 +223,11 @@ def details(page: Any, event: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- the tests
 
 
-def test_list_compare_worst_cell_and_a_flipped_twin(chromium: Any, server: str, example: Path,
+def test_list_compare_worst_cell_and_a_flipped_twin(tab: Tab, server: str, example: Path,
                                                      shots: Path) -> None:
     store = Store(example / ".prove")
     terse, baseline = store.open(RUN), store.open("baseline:current")
-    with browsing(chromium, server) as b:
+    with browsing(tab, server) as b:
         page = b.page
         page.goto(server + "/")
         assert page.locator("h1").inner_text() == "1 run(s) and 1 baseline(s)"
@@ -249,8 +288,8 @@ def test_list_compare_worst_cell_and_a_flipped_twin(chromium: Any, server: str, 
 
 
 def test_the_keyboard_alone_reaches_compare_the_worst_cell_and_a_twin(
-        chromium: Any, server: str, shots: Path) -> None:
-    with browsing(chromium, server) as b:
+        tab: Tab, server: str, shots: Path) -> None:
+    with browsing(tab, server) as b:
         page = b.page
         page.goto(server + "/")
         keys = page.keyboard
@@ -318,18 +357,20 @@ def test_the_keyboard_alone_reaches_compare_the_worst_cell_and_a_twin(
     assert "/compare" in b.visited()
 
 
-def test_every_focusable_element_shows_its_focus(chromium: Any, server: str) -> None:
+def test_every_focusable_element_shows_its_focus(tab: Tab, server: str) -> None:
     # A keyboard user sees where they are: each element Tab reaches draws a ring of the
     # page's focus colour, 2 px or wider, in light and dark (Chromium's own ring is 1 px of
     # near-black: hard to see, and lost on the dark page).
     twin = "/episode/terse/" + quote("test_support.py::test_support[refund-r005]", safe="")
-    with browsing(chromium, server) as b:
+    with browsing(tab, server) as b:
         page = b.page
-        for scheme in ("light", "dark"):
-            page.emulate_media(color_scheme=scheme)
-            for path in ("/", "/compare?a=baseline:current&b=terse",
-                         twin + "?twin=baseline:current"):
-                page.goto(server + path)
+        for path in ("/", "/compare?a=baseline:current&b=terse",
+                     twin + "?twin=baseline:current"):
+            page.goto(server + path)
+            # Each scheme on the page loaded once (the page's media queries follow
+            # emulate_media as it is): a load each cost a few tenths of a second.
+            for scheme in ("light", "dark"):
+                page.emulate_media(color_scheme=scheme)
                 page.evaluate("""() => {
                     document.querySelector('details.flips')?.setAttribute('open', '');
                     document.activeElement?.blur(); }""")
@@ -362,11 +403,11 @@ def rgb(hex_colour: str) -> str:
     return "rgb({}, {}, {})".format(*(int(text[i:i + 2], 16) for i in (0, 2, 4)))
 
 
-def test_no_line_of_an_episode_page_is_cut(chromium: Any, server: str) -> None:
+def test_no_line_of_an_episode_page_is_cut(tab: Tab, server: str) -> None:
     # The twins' text holds lines longer than the page is wide (where they first went apart):
     # each is wrapped in its box, none cut at its edge.
     twin = "/episode/terse/" + quote("test_support.py::test_support[refund-r005]", safe="")
-    with browsing(chromium, server) as b:
+    with browsing(tab, server) as b:
         for width in (1280, 800):
             b.page.set_viewport_size({"width": width, "height": 900})
             b.page.goto(server + twin + "?twin=baseline:current")
@@ -377,12 +418,12 @@ def test_no_line_of_an_episode_page_is_cut(chromium: Any, server: str) -> None:
                      e => e.scrollWidth <= e.clientWidth)"""), width
 
 
-def test_each_page_s_title_is_its_largest_heading(chromium: Any, server: str,
+def test_each_page_s_title_is_its_largest_heading(tab: Tab, server: str,
                                                   shots: Path) -> None:
     # A page's sections were headed larger than its title ("Runs" over "1 run(s) and 1
     # baseline(s)", "Every row" over "worse"), and the run's page said "run terse" twice,
     # the first (show's) the larger.
-    with browsing(chromium, server) as b:
+    with browsing(tab, server) as b:
         for path, title in (("/", "1 run(s) and 1 baseline(s)"),
                             ("/compare?a=baseline:current&b=terse", "worse"),
                             (f"/run/{RUN}", f"run {RUN}")):
@@ -399,7 +440,7 @@ def test_each_page_s_title_is_its_largest_heading(chromium: Any, server: str,
 
 
 def test_a_run_being_written_is_followed_as_its_counts_rise(
-        chromium: Any, tmp_path: Path, shots: Path) -> None:
+        tab: Tab, tmp_path: Path, shots: Path) -> None:
     root = copy_example(tmp_path / "live")
     (root / "turnstile.py").write_text(TURNSTILE)
     store = Store(root / ".prove")
@@ -427,7 +468,7 @@ def test_a_run_being_written_is_followed_as_its_counts_rise(
                 page.wait_for_load_state()
         raise AssertionError("the runs page never held still for a reading")
 
-    with serving(root) as base, browsing(chromium, base) as b:
+    with serving(root) as base, browsing(tab, base) as b:
         b.page.goto(base + "/")
         assert "live" not in runs_table(b.page)  # the sweep has not started
         told_r, told_w = os.pipe()
@@ -509,7 +550,7 @@ HOSTILE = ['<img src=x onerror="document.title=1">', "../../../etc/passwd"]
 
 
 def test_a_hostile_run_name_is_refused_or_shown_escaped_and_reaches_nothing(
-        chromium: Any, example: Path, tmp_path: Path, shots: Path) -> None:
+        tab: Tab, example: Path, tmp_path: Path, shots: Path) -> None:
     # The store refuses such a name for a new run (--prove-name, merge --name) ...
     for name in HOSTILE:
         with pytest.raises(StoreError, match=r"names are plain words|is not allowed"):
@@ -527,7 +568,7 @@ def test_a_hostile_run_name_is_refused_or_shown_escaped_and_reaches_nothing(
         manifest = manifest.replace(f'"run_id": "{source.name}"',
                                     f'"run_id": "{target.name}"', 1)
         (target / "manifest.json").write_text(manifest)
-    with serving(root) as base, browsing(chromium, base, refused=True) as b:
+    with serving(root) as base, browsing(tab, base, refused=True) as b:
         page = b.page
         page.goto(base + "/")
         names = runs_table(page)
@@ -557,9 +598,9 @@ def test_a_hostile_run_name_is_refused_or_shown_escaped_and_reaches_nothing(
             assert "root:" not in answer.text() and "404 Not Found" in answer.text(), path
 
 
-def test_a_foreign_host_header_is_refused_from_the_browser(chromium: Any, server: str) -> None:
+def test_a_foreign_host_header_is_refused_from_the_browser(tab: Tab, server: str) -> None:
     port = urlsplit(server).port
-    with browsing(chromium, server) as b:
+    with browsing(tab, server) as b:
         for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}"):
             answer = b.page.request.get(server + "/", headers={"Host": host})
             assert answer.status == 421, host
@@ -571,17 +612,15 @@ def test_a_foreign_host_header_is_refused_from_the_browser(chromium: Any, server
 
 
 def test_dns_rebinding_is_refused(chromium: Any, server: str) -> None:
-    # The attack itself: a name of another site that resolves to 127.0.0.1, opened in a
-    # browser. The page it gets is the refusal, none of the store.
+    # The attack itself: a name of another site that resolves to 127.0.0.1 (REBOUND_HOST, in
+    # the suite's Chromium), opened in a browser. The page it gets is the refusal, none of the
+    # store.  A page of its own, unrouted: the name is what the browser asks for.
     port = urlsplit(server).port
-    rebound = chromium.browser_type.launch(
-        executable_path=CHROMIUM, headless=True,
-        args=[*CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"])
+    page = chromium.new_page()
     try:
-        page = rebound.new_page()
-        answer = page.goto(f"http://evil.example:{port}/run/terse")
+        answer = page.goto(f"http://{REBOUND_HOST}:{port}/run/terse")
         assert answer is not None and answer.status == 421
         assert page.locator("h1").inner_text() == "421 Misdirected Request"
         assert page.locator("table").count() == 0  # nothing of the store
     finally:
-        rebound.close()
+        page.close()

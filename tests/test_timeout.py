@@ -88,6 +88,15 @@ RELEASE_AT_END = textwrap.dedent(
 #: The sleepy project's ini: the design check relaxed for a sweep of ten.
 SLEEPY_INI = "[pytest]\nprove_allow_underpowered = true\n"
 
+#: The episode timeout of the sleepy sessions, in seconds.  Short, and safe on a loaded
+#: machine: what it stops blocks on an Event that is set only at the session's end (or
+#: spins, or sleeps 600 s), so it cannot end in time; what it must not stop does no work (a
+#: step and a return: tens of microseconds, read from their records) in a thread woken by a
+#: lock, so only the scheduler could keep it past the deadline, and at a load of 10 on two
+#: cores a runnable thread waits tens of milliseconds at most (the GIL is handed over every
+#: 5 ms, a spinner's too).  Each sync sleeper blocked in C costs it plus GRACE (0.25 s).
+TIMEOUT = 0.25
+
 
 @pytest.fixture
 def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
@@ -97,7 +106,7 @@ def sleepy(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def _check(root: Path, result: pytest.RunResult, took: float, after: int = 1,
+def _check(root: Path, result: pytest.RunResult, took: float, after: float = TIMEOUT,
            rollout: str | None = None) -> None:
     """What every session of the sleepy project in ``root`` must show, its timeout ``after``
     seconds (of its rollout ``rollout`` only, if given: a session of several modes)."""
@@ -201,11 +210,11 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
         pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every mode in every way (MODES, HOWS) at once: the xdist session in this process,
     the others in subprocesses (_Beside) while it runs, each waiting out its timers (two
-    of 1 s a rollout, or fewer at once); each rollout of each session checked on that
+    of TIMEOUT a rollout, or fewer at once); each rollout of each session checked on that
     session's output and store."""
     files = {f"test_{mode}.py": _sleeper(mode) for mode in MODES}
     beside = {how: _Beside(tmp_path_factory.mktemp(how), _env("sync"),
-                           "--prove-episode-timeout=1", *args, files=files)
+                           f"--prove-episode-timeout={TIMEOUT}", *args, files=files)
               for how, args in HOWS.items() if how != "xdist"}
     pytester.makeini(SLEEPY_INI)
     pytester.makeconftest(RELEASE_AT_END)
@@ -213,8 +222,8 @@ def test_sleeping_replicates_time_out_and_the_sweep_goes_on(
     start = time.monotonic()
     # In process: a sync sleeper blocked in C, left running in its thread, ends with the
     # session (it waits for the session's end, RELEASE_AT_END), not 600 s later in this one.
-    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=1",
-                                *HOWS["xdist"])
+    result = pytester.runpytest("-p", "no:cacheprovider",
+                                f"--prove-episode-timeout={TIMEOUT}", *HOWS["xdist"])
     took = time.monotonic() - start
     ended = {how: session.result() for how, session in beside.items()}
     ended["xdist"] = (result, took)
@@ -235,25 +244,26 @@ def test_timeout_from_the_decorator_and_the_ini(sleepy: pytest.Pytester,
     until the session's end; one block of ten, so the sleepers time out together.  The
     command line's session in a subprocess (_Beside) while the other two run in this process,
     one after the other (a subprocess each would cost more CPU than the second they save)."""
-    # The command line beats both: 1 s where the decorator and the ini say 2.
+    # The command line beats both: TIMEOUT where the decorator and the ini say 2 s.
     command_line = _Beside(tmp_path_factory.mktemp("command-line"),
-                           _env("sync", decorator_timeout="2"), "--prove-episode-timeout=1",
+                           _env("sync", decorator_timeout="2"),
+                           f"--prove-episode-timeout={TIMEOUT}",
                            "--prove-concurrency=10",
                            ini=SLEEPY_INI + "prove_episode_timeout = 2\n")
-    monkeypatch.setenv("DECORATOR_TIMEOUT", "1")
+    monkeypatch.setenv("DECORATOR_TIMEOUT", str(TIMEOUT))
     start = time.monotonic()
     result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
     with _scenario("the decorator's"):
         _check(sleepy.path, result, time.monotonic() - start)
     monkeypatch.delenv("DECORATOR_TIMEOUT")
-    sleepy.makeini(SLEEPY_INI + "prove_episode_timeout = 1\n")
+    sleepy.makeini(SLEEPY_INI + f"prove_episode_timeout = {TIMEOUT}\n")
     start = time.monotonic()
     result = sleepy.runpytest("-p", "no:cacheprovider", "--prove-concurrency=10")
     with _scenario("the ini's"):
         _check(sleepy.path, result, time.monotonic() - start)
     result, took = command_line.result()
     with _scenario("the command line's"):
-        result.stdout.fnmatch_lines(["*still running after 1 s*"])
+        result.stdout.fnmatch_lines([f"*still running after {TIMEOUT} s*"])
         result.stdout.no_fnmatch_line("*still running after 2 s*")
         _check(command_line.root, result, took)
 
@@ -298,8 +308,6 @@ HOSTILE = textwrap.dedent(
                     pass
             except BaseException:
                 return prove.Episode("resolved")
-        if MODE == "sleep":
-            time.sleep(30)
         return prove.Episode("resolved")
     """
 )
@@ -398,7 +406,8 @@ def test_a_rollout_stopped_while_logging_leaves_no_lock_held(pytester: pytest.Py
 
 
 def test_a_rollout_that_catches_the_timeout_is_still_timed_out(pytester: pytest.Pytester) -> None:
-    result = _hostile(pytester, "swallow", 3, "--prove-episode-timeout=0.5",
+    # TIMEOUT, not 0.5 s: the three spin until it, each catching it (a core spun meanwhile).
+    result = _hostile(pytester, "swallow", 3, f"--prove-episode-timeout={TIMEOUT}",
                       "--prove-concurrency=3", subprocess=False)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _kinds(pytester) == ["episode_timeout"] * 3
@@ -411,28 +420,69 @@ def test_a_huge_timeout_is_no_timeout_in_effect(pytester: pytest.Pytester) -> No
     assert _kinds(pytester) == ["outcome"] * 4
 
 
-def test_another_plugins_timeout_keeps_every_episode(pytester: pytest.Pytester) -> None:
-    """A SIGALRM timeout of another plugin (pytest-timeout's signal method does this) lands
-    in the thread that waits: the replicates it stops are stored as it ended them."""
-    pytester.makeconftest("""
-        import signal
-        import pytest
+#: A project whose conftest stands for another plugin with a SIGALRM timeout (pytest-timeout's
+#: signal method does this): its handler is set around each item's call and fails the test.
+#: The replicate arms the alarm itself, once it runs, so that it lands while the replicate
+#: runs and the thread that waits for it waits, whatever the load (an alarm armed before the
+#: call had to outlast the item's start, so it was a whole second); the replicate then blocks
+#: on an Event set only at the session's end, so it cannot end before the alarm either.
+ALARMED_CONFTEST = textwrap.dedent(
+    """
+    import signal
+    import threading
 
-        @pytest.hookimpl(wrapper=True)
-        def pytest_runtest_call(item):
-            def alarm(signum, frame):
-                pytest.fail("Timeout (another plugin)")
-            signal.signal(signal.SIGALRM, alarm)
-            signal.alarm(1)
-            try:
-                return (yield)
-            finally:
-                signal.alarm(0)
-    """)
-    # A subprocess: the alarm is a real signal to the process, and the replicates it stops
-    # sleep on in their threads (30 s) in the process that ran them.
-    result = _hostile(pytester, "sleep", 2, "--prove-episode-timeout=5")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    import pytest
+
+    SESSION_OVER = threading.Event()
+
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(item):
+        def alarm(signum, frame):
+            pytest.fail("Timeout (another plugin)")
+        previous = signal.signal(signal.SIGALRM, alarm)
+        try:
+            return (yield)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+    def pytest_unconfigure(config):
+        SESSION_OVER.set()
+    """
+)
+
+ALARMED = textwrap.dedent(
+    """
+    import signal
+
+    import pytest_prove as prove
+    from conftest import SESSION_OVER
+
+
+    @prove.rollout(replicates=2, failures=["unresolved"], successes=["resolved"],
+                   outcomes=["resolved", "unresolved", "escalated"])
+    def test_alarmed(prove_replicate):
+        signal.setitimer(signal.ITIMER_REAL, 0.05)  # delivered to the main thread
+        SESSION_OVER.wait(600)
+        return prove.Episode("resolved")
+    """
+)
+
+
+def test_another_plugins_timeout_keeps_every_episode(pytester: pytest.Pytester) -> None:
+    """A SIGALRM timeout of another plugin (ALARMED_CONFTEST) lands in the thread that
+    waits: the replicates it stops are stored as it ended them."""
+    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makeconftest(ALARMED_CONFTEST)
+    pytester.makepyfile(test_alarmed=ALARMED)
+    # In process: the handler runs in the main thread, which runs this session (as
+    # test_plugins.py's pytest-timeout sessions); each replicate stopped is left blocked in
+    # its thread until the session's end (SESSION_OVER).  The episode timeout (5 s) puts
+    # the replicate in a thread of its own with this one waiting; it is never reached.
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-episode-timeout=5")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     run = load(pytester)
     assert run.manifest["status"] == "complete"
     assert [(r["error"] or {}).get("type") for r in run.episodes] == ["Failed", "Failed"]

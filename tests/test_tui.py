@@ -91,8 +91,13 @@ def drive(store: Path, steps: Callable[[Pilot[Any]], Awaitable[None]]) -> None:
 
 
 async def keys(pilot: Pilot[Any], *pressed: str) -> None:
+    """Press ``pressed``, then wait until the screen has handled what they queued and drawn
+    it.  ``pilot.press`` already waits, after each key, for the app to go idle (twice) and
+    for the screen's messages; ``pause(0)`` waits for the screen's messages again (those the
+    last key's handlers queued) and refreshes it, without ``pause()``'s wait for the process
+    to look idle (20 ms at least, a keypress, and a guess from CPU time)."""
     await pilot.press(*pressed)
-    await pilot.pause()
+    await pilot.pause(0)
 
 
 def test_the_runs_list_shows_every_run_and_baseline(store: Path) -> None:
