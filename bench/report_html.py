@@ -37,8 +37,9 @@ from pytest_prove.report.files import write_report
 from pytest_prove.review import review
 from pytest_prove.store import Run, Store
 from pytest_prove.store.episodes import plain
+from tests.conftest import CHROMIUM
 from tests.test_report_figures import AGENT, INI
-from tests.test_report_html import ARGS, CHROMIUM
+from tests.test_report_html import ARGS
 
 TICKETS, TONES, REPLICATES, WORSE = 50, 20, 60, 40
 #: Steps an episode takes, drawn evenly from 1 to this (``--steps N``); an episode that takes

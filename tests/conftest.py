@@ -399,7 +399,9 @@ def serving(root: Path) -> Iterator[str]:
     """``pytest-prove serve``'s app over ``root``'s store, in a thread on a free port: its
     base URL (test_serve.py, test_serve_browser.py)."""
     httpd = make_server(App(Store(root / ".prove"), prices_from=root), "127.0.0.1", 0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A 10 ms poll (the default is 0.5 s): shutdown() waits for the loop to see it.
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
     thread.start()  # make_server returns a listening socket
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -470,7 +472,9 @@ def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTT
     the length of the block; the requests it saw are in its ``calls`` list."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.calls = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A 10 ms poll (the default is 0.5 s): shutdown() waits for the loop to see it.
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
     thread.start()
     try:
         yield httpd
