@@ -389,6 +389,9 @@ def test_a_condition_whose_episodes_erred_cannot_be_vouched_for_and_fails_closed
 # and the verdict is read from them the same way; two workers' episodes read against a
 # target are test_a_target_met_passes_and_one_missed_fails_naming_its_condition[xdist]'s.
 # A second worker cost 2.6 s of CPU a test (bench/suite_time.py: 7.7 s with -n 2, 5.0 s).
+# Under xdist only the terse prompt's run: a run meeting its targets through a worker is
+# test_a_target_met_passes_and_one_missed_fails_naming_its_condition[xdist]'s (-n 1), and
+# the example's careful run under xdist was 1.8 s of CPU for a verdict read the same way.
 @pytest.mark.parametrize("workers", [pytest.param([], id="one-process"),
                                      pytest.param(["-n", "1"], id="xdist")])
 def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_refund(
@@ -398,9 +401,10 @@ def test_the_bundled_example_meets_its_target_and_the_terse_prompt_misses_it_on_
     allowed). On a fixed salt: at 200 replicates the terse refunds are shown to miss about
     98 times in 100, and the careful ones (18.3%) shown to meet about 1 time in 2."""
     args = ["-p", "no:randomly", "--prove-target=unresolved<=0.25", "--prove-salt=s2"]
-    careful = example.runpytest(*args, *workers)
-    assert careful.ret == pytest.ExitCode.OK, careful.stdout.str()
-    careful.stdout.fnmatch_lines(["targets: *; * meet, 0 miss, *"])
+    if not workers:
+        careful = example.runpytest(*args)
+        assert careful.ret == pytest.ExitCode.OK, careful.stdout.str()
+        careful.stdout.fnmatch_lines(["targets: *; * meet, 0 miss, *"])
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
     terse = example.runpytest(*args, *workers)
     assert terse.ret == pytest.ExitCode.TESTS_FAILED
