@@ -149,7 +149,7 @@ class _GridSums:
     after).z(0.0)`` gives, bit for bit (every term and sum is an integer or a half far below
     2**53, exact in any order), the before sample counted once rather than at every step."""
 
-    __slots__ = ("_beaten", "_before", "_before_codes", "_grid", "_n1")
+    __slots__ = ("_beaten", "_before", "_before_codes", "_grid", "_n1", "_offsets")
 
     def __init__(self, grid: FloatArray, before: npt.NDArray[np.int64]) -> None:
         self._grid = grid
@@ -158,10 +158,11 @@ class _GridSums:
         below = np.cumsum(self._before, axis=1) - self._before
         self._beaten = below + 0.5 * self._before
         self._n1 = before.shape[1]
+        self._offsets = len(grid) * np.arange(before.shape[0])[:, None]
 
     def z(self, after: npt.NDArray[np.int64]) -> FloatArray:
         """Each run's z, its after values' codes ``after`` (runs by values)."""
-        counts = _counts(after, len(self._grid))
+        counts = _counts(after, len(self._grid), self._offsets)
         u = np.einsum("rk,rk->r", counts, self._beaten)
         ties = _cubes(self._before + counts)
         n1, n2 = self._n1, after.shape[1]
@@ -241,10 +242,14 @@ def _pooled_groups(values: FloatArray, shifted: FloatArray, before: FloatArray,
     return result
 
 
-def _counts(codes: npt.NDArray[np.int64], size: int) -> FloatArray:
-    """Per row of ``codes`` (indices into ``size`` values), how often each value occurs."""
+def _counts(codes: npt.NDArray[np.int64], size: int,
+            offsets: npt.NDArray[np.int64] | None = None) -> FloatArray:
+    """Per row of ``codes`` (indices into ``size`` values), how often each value occurs
+    (``offsets``: ``size`` times each row's number, as a column, when the caller keeps it)."""
     runs = codes.shape[0]
-    flat = (codes + size * np.arange(runs)[:, None]).ravel()
+    if offsets is None:
+        offsets = size * np.arange(runs)[:, None]
+    flat = (codes + offsets).ravel()
     return np.bincount(flat, minlength=runs * size).reshape(runs, size).astype(np.float64)
 
 
@@ -416,7 +421,8 @@ def _grid_limit(x: FloatArray, grid: FloatArray, drawn: npt.NDArray[np.int64], p
 
     def moved(codes_now: npt.NDArray[np.int64], t: float,
               extra: npt.NDArray[np.bool_] | bool) -> npt.NDArray[np.int64]:
-        return np.clip(codes_now + towards * (math.floor(t) + extra), 0, last)
+        shifted = codes_now + towards * (math.floor(t) + extra)  # a new array: clipped in place
+        return np.minimum(np.maximum(shifted, 0, out=shifted), last, out=shifted)
 
     def reaches(t: float) -> bool:
         after = moved(after_codes, t, chance < t - math.floor(t))
