@@ -80,18 +80,20 @@ def test_a_metric_that_got_worse_fails_the_gate_naming_its_condition_and_metric(
     marked slow: the command line reads the store the same way whoever wrote it); they were
     tests of their own, which ran the same sessions again."""
     # A fixed salt: refund's relative shift, about 0.3, read 0.4003 on one salt (a clean-clone
-    # run failed the 0.2-0.4 bound below).
+    # run failed the 0.2-0.4 bound below). Under xdist the baseline is saved through one
+    # worker (-n 1: the controller stores a worker's episodes and their metrics the same way
+    # whatever the number of workers, one worker start less); the run after the change
+    # splits every condition's replicates between two.
     assert agent.runpytest("--prove-save-baseline=main", "--prove-salt=metrics-gate-1",
-                           *workers).ret == pytest.ExitCode.OK
+                           *(["-n", "1"] if workers else [])).ret == pytest.ExitCode.OK
     # The baseline (compact) keeps each episode's metrics.
     baseline = Store(agent.path / ".prove").open("baseline:main")
     assert all(set(e["metrics"]) == {"judge", "latency_s"} for e in baseline.episodes)
     if not workers:
         _the_plan_prints_each_metric_rows_limit(agent)
 
-    # Under xdist the unchanged run goes through one worker (-n 1: the workers' metrics
-    # reach the controller the same way, one worker start less); the runs before and after
-    # split every condition's replicates between two.
+    # Under xdist the unchanged run goes through one worker too (-n 1: the workers' metrics
+    # reach the controller the same way, one worker start less).
     same = agent.runpytest("--prove-baseline=main", *(["-n", "1"] if workers else []))
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     same.stdout.fnmatch_lines(["metrics: no significant change in 4 metric row(s) *"])
