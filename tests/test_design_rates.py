@@ -189,7 +189,7 @@ def test_the_rates_inside_the_intervals_are_those_found_one_interval_at_a_time()
     from pytest_prove.stats._design_rates import _rates_in
 
     rng = np.random.default_rng(12)
-    for _ in range(300):
+    for _ in range(150):
         rows, size = int(rng.integers(0, 20)), int(rng.integers(0, 300))
         intervals = list(baseline_intervals([(int(rng.integers(0, size + 1)), size)
                                              for _ in range(rows)]))

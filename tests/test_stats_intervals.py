@@ -64,7 +64,10 @@ def _brute_force_tango(b: int, c: int, n: int, level: float) -> tuple[float, flo
         variance = n * (2 * qb + delta * (1 - delta))
         return abs((c - b - n * delta) / np.sqrt(max(variance, 1e-300))) - z
 
-    grid = np.linspace(-1 + 1e-9, 1 - 1e-9, 2001)
+    # The scan only brackets the outermost sign changes, which brentq then places to 1e-12:
+    # 401 points (a step of 0.005, finer than any interval of these tables, whose narrowest
+    # is 0.12 wide) bracket the same roots as the 2,001 it had (a fifth of the optimisations).
+    grid = np.linspace(-1 + 1e-9, 1 - 1e-9, 401)
     values = np.array([excess(float(d)) for d in grid])
     inside = np.flatnonzero(values <= 0)
     first, last = int(inside.min()), int(inside.max())
