@@ -4,8 +4,10 @@ the tests themselves are in :mod:`._metrics`).
 
 The simulation runs in every review, so its statistics are computed for many simulated runs
 at once: the signed-rank z from sorted integer keys, the rank sums from counts of each
-distinct value (:class:`_RankSums`), runs in blocks that stop once the answer is known; each
-gives the z that ranking the runs afresh gives, bit for bit (tests/test_stats_metrics.py).
+distinct value (:class:`_RankSums`), runs in blocks that stop once the answer is known; for
+a metric on a grid, both statistics from counts of each grid value and difference
+(:class:`_GridSums`, :class:`_GridPairs`); each gives the z that ranking the runs afresh
+gives, bit for bit (tests/test_stats_metrics.py).
 """
 
 from __future__ import annotations
