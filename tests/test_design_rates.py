@@ -173,6 +173,37 @@ def test_bad_intervals_are_refused(bad: list[tuple[float, float]]) -> None:
         rates_design_check(20, 1, bad, paired=False)
 
 
+def _rates_one_interval_at_a_time(n: int, intervals: list[tuple[float, float]]) -> np.ndarray:
+    found = [np.array([lo, hi], dtype=np.float64) for lo, hi in intervals]
+    for lo, hi in intervals:
+        k = np.arange(int(np.ceil(lo * n - 1e-9)), int(np.floor(hi * n + 1e-9)) + 1)
+        found.append(k[(k >= 0) & (k <= n)] / n)
+    rates = np.concatenate(found) if found else np.zeros(0)
+    return np.unique(np.clip(rates, 0.0, 1.0))
+
+
+def test_the_rates_inside_the_intervals_are_those_found_one_interval_at_a_time() -> None:
+    """The design checks' base rates (every k/n inside the rows' intervals, and their ends),
+    found for every interval at once, are those found one interval at a time, bit for bit:
+    baselines' intervals, a new row's [0, 1], arbitrary ones, none, n = 1 and large n."""
+    from pytest_prove.stats._design_rates import _rates_in
+
+    rng = np.random.default_rng(12)
+    for _ in range(150):
+        rows, size = int(rng.integers(0, 20)), int(rng.integers(0, 300))
+        intervals = list(baseline_intervals([(int(rng.integers(0, size + 1)), size)
+                                             for _ in range(rows)]))
+        if rng.random() < 0.2:
+            intervals.append((0.0, 1.0))
+        if rng.random() < 0.2:
+            intervals = [(float(a), float(b)) for a, b in np.sort(rng.random((rows, 2)), axis=1)]
+        for n in (1, 2, int(rng.integers(1, 2000))):
+            ours = _rates_in(n, intervals)
+            assert ours.tobytes() == _rates_one_interval_at_a_time(n, intervals).tobytes(), (
+                n, intervals)
+            assert ours.dtype == np.float64
+
+
 def _bench() -> Any:
     """bench/design_rates.py, the simulation this test runs a small version of."""
     path = Path(__file__).resolve().parent.parent / "bench" / "design_rates.py"

@@ -1,7 +1,10 @@
 """Exact tests and multiplicity adjustments against scipy and statsmodels.
 
-Property tests: 1,000 tables or p-value families each, derandomized (a fixed seed and no
-example database), so a failure reproduces exactly.
+Checks over many inputs: 1,000 tables, pairs or p-value families each, drawn by numpy from a
+fixed seed with the edges written in (an empty arm, all failures, n = 1, the largest n; ties,
+zeros, ones and the levels themselves among p-values), so a failure reproduces exactly. They
+were hypothesis properties of 1,000 examples each, derandomized: hypothesis' drawing, not the
+comparisons, was most of their cost (4 s of the p-value families' 5).
 """
 
 from __future__ import annotations
@@ -12,8 +15,6 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
@@ -26,70 +27,92 @@ from pytest_prove.stats import (
     mcnemar_midp,
 )
 
-PROPERTY = settings(max_examples=1000, derandomize=True, database=None, deadline=None)
+
+def _two_arms(count: int, largest: int) -> list[tuple[int, int, int, int]]:
+    """``count`` tables (x1, n1, x2, n2), each n from 1 to ``largest``, the edges first."""
+    rng = np.random.default_rng(40)
+    edges = [(0, 1, 0, 1), (1, 1, 1, 1), (0, 1, 1, 1), (1, 1, 0, 1),
+             (0, largest, 0, largest), (largest, largest, largest, largest),
+             (0, largest, largest, largest), (largest, largest, 0, 1), (0, 1, 0, largest),
+             (3, 7, 0, largest), (0, 5, 5, 5)]
+    n1 = rng.integers(1, largest + 1, count - len(edges))
+    n2 = rng.integers(1, largest + 1, count - len(edges))
+    x1 = rng.integers(0, n1 + 1)
+    x2 = rng.integers(0, n2 + 1)
+    return edges + [(int(a), int(m), int(b), int(k))
+                    for a, m, b, k in zip(x1, n1, x2, n2, strict=True)]
 
 
-@st.composite
-def two_arms(draw: st.DrawFn) -> tuple[int, int, int, int]:
-    n1 = draw(st.integers(1, 250))
-    n2 = draw(st.integers(1, 250))
-    return draw(st.integers(0, n1)), n1, draw(st.integers(0, n2)), n2
+def test_fisher_matches_scipy() -> None:
+    for x1, n1, x2, n2 in _two_arms(1000, 250):
+        expected = stats.fisher_exact([[x1, n1 - x1], [x2, n2 - x2]]).pvalue
+        assert fisher_exact_p(x1, n1, x2, n2) == pytest.approx(expected, abs=1e-9), (
+            x1, n1, x2, n2)
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(two_arms())
-def test_fisher_matches_scipy(table: tuple[int, int, int, int]) -> None:
-    x1, n1, x2, n2 = table
-    expected = stats.fisher_exact([[x1, n1 - x1], [x2, n2 - x2]]).pvalue
-    assert fisher_exact_p(x1, n1, x2, n2) == pytest.approx(expected, abs=1e-9)
+def _discordant_pairs(count: int, largest: int) -> list[tuple[int, int]]:
+    """``count`` pairs (b, c) from 0 to ``largest``, the edges first."""
+    rng = np.random.default_rng(41)
+    edges = [(0, 0), (0, 1), (1, 0), (1, 1), (0, largest), (largest, 0), (largest, largest),
+             (5, 5), (largest - 1, largest)]
+    drawn = rng.integers(0, largest + 1, (count - len(edges), 2))
+    return edges + [(int(b), int(c)) for b, c in drawn]
 
 
-@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-@PROPERTY
-@given(st.integers(0, 300), st.integers(0, 300))
-def test_mcnemar_exact_and_midp_match_statsmodels_and_their_definition(b: int, c: int) -> None:
-    # One property run for the two McNemar p-values (they were two tests of the same pairs
-    # (b, c), each drawing its own 1,000): the exact one is statsmodels', ...
-    expected = mcnemar([[10, b], [c, 10]], exact=True).pvalue
-    assert mcnemar_exact_p(b, c) == pytest.approx(expected, abs=1e-12)
-    # ... and mid-p = exact conditional p - P(X = min(b, c)), X ~ Binomial(b + c, 1/2)
-    # (Fagerland, Lydersen & Laake 2013, BMC Med Res Methodol 13:91).
-    d = b + c
-    if d == 0:
-        assert mcnemar_midp(b, c) == 1.0
-        return
-    k = min(b, c)
-    exact = 2 * stats.binom.cdf(k, d, 0.5)  # uncapped, so that b == c gives exactly 1
-    expected = min(1.0, exact - stats.binom.pmf(k, d, 0.5))
-    assert mcnemar_midp(b, c) == pytest.approx(expected, abs=1e-12)
-    assert mcnemar_midp(b, c) <= mcnemar_exact_p(b, c) + 1e-15
+def test_mcnemar_exact_and_midp_match_statsmodels_and_their_definition() -> None:
+    # One check of the two McNemar p-values on the same pairs (b, c): the exact one is
+    # statsmodels', ...
+    for b, c in _discordant_pairs(1000, 300):
+        expected = mcnemar([[10, b], [c, 10]], exact=True).pvalue
+        assert mcnemar_exact_p(b, c) == pytest.approx(expected, abs=1e-12), (b, c)
+        # ... and mid-p = exact conditional p - P(X = min(b, c)), X ~ Binomial(b + c, 1/2)
+        # (Fagerland, Lydersen & Laake 2013, BMC Med Res Methodol 13:91).
+        d = b + c
+        if d == 0:
+            assert mcnemar_midp(b, c) == 1.0
+            continue
+        k = min(b, c)
+        exact = 2 * stats.binom.cdf(k, d, 0.5)  # uncapped, so that b == c gives exactly 1
+        expected = min(1.0, exact - stats.binom.pmf(k, d, 0.5))
+        assert mcnemar_midp(b, c) == pytest.approx(expected, abs=1e-12), (b, c)
+        assert mcnemar_midp(b, c) <= mcnemar_exact_p(b, c) + 1e-15, (b, c)
 
 
-pvalue_lists = st.lists(
-    st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1e-6, 0.01, 0.05, 1.0])),
-    min_size=1,
-    max_size=60,
-)
+def _pvalue_families(count: int) -> list[list[float]]:
+    """``count`` families of 1 to 60 p-values: uniform ones mixed with the values where the
+    adjustments turn (0, 1e-6, the levels 0.01, 0.05 and 0.1, 1; the smallest float, the
+    largest below 1, values a hair either side of 0.05) and with ties, the edges first."""
+    rng = np.random.default_rng(42)
+    special = np.array([0.0, 1e-6, 0.01, 0.05, 0.1, 1.0, 5e-324, 1.0 - 2.0 ** -53,
+                        np.nextafter(0.05, 0.0), np.nextafter(0.05, 1.0)])
+    families: list[list[float]] = [[0.0], [1.0], [0.05], [0.5] * 60, [0.0] * 60, [1.0] * 60,
+                                   [0.01, 0.05, 0.1], list(special)]
+    while len(families) < count:
+        size = int(rng.integers(1, 61))
+        values = rng.random(size)
+        pick = rng.random(size)
+        values = np.where(pick < 0.3, special[rng.integers(0, len(special), size)], values)
+        if size > 1 and rng.random() < 0.3:  # a tie
+            values[rng.integers(0, size)] = values[rng.integers(0, size)]
+        families.append([float(v) for v in values])
+    return families
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(pvalue_lists, st.sampled_from([0.01, 0.05, 0.1]))
-def test_holm_and_benjamini_hochberg_match_statsmodels(pvalues: list[float], q: float) -> None:
-    # One property run for both adjustments (they were two tests of the same strategy, each
-    # drawing its own 1,000 families; hypothesis' drawing was most of their cost).
+def test_holm_and_benjamini_hochberg_match_statsmodels() -> None:
+    # One check of both adjustments on the same families, each at a level of its own.
     # statsmodels' holm branch calls gc.collect() on every call (40 ms here); it computes
-    # nothing, so it is stubbed to keep 1,000 examples fast.
-    with mock.patch.object(gc, "collect", lambda *args: 0):
-        reject, adjusted, _, _ = multipletests(pvalues, alpha=q, method="holm")
-    ours = holm(pvalues)
-    np.testing.assert_allclose(ours, adjusted, rtol=1e-12, atol=1e-15)
-    np.testing.assert_array_equal(ours <= q, reject)
-    reject, adjusted, _, _ = multipletests(pvalues, alpha=q, method="fdr_bh")
-    ours = benjamini_hochberg(pvalues)
-    np.testing.assert_allclose(ours, adjusted, rtol=1e-12, atol=1e-15)
-    np.testing.assert_array_equal(ours <= q, reject)
+    # nothing, so it is stubbed to keep 1,000 families fast.
+    levels = np.random.default_rng(43).choice([0.01, 0.05, 0.1], 1000)
+    for pvalues, q in zip(_pvalue_families(1000), levels, strict=True):
+        with mock.patch.object(gc, "collect", lambda *args: 0):
+            reject, adjusted, _, _ = multipletests(pvalues, alpha=q, method="holm")
+        ours = holm(pvalues)
+        np.testing.assert_allclose(ours, adjusted, rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(ours <= q, reject)
+        reject, adjusted, _, _ = multipletests(pvalues, alpha=q, method="fdr_bh")
+        ours = benjamini_hochberg(pvalues)
+        np.testing.assert_allclose(ours, adjusted, rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(ours <= q, reject)
 
 
 def test_fisher_known_value() -> None:

@@ -24,7 +24,7 @@ from pytest_prove.stats import (
     signed_rank_null,
     signed_rank_test,
 )
-from pytest_prove.stats._metric_limits import _RankSums
+from pytest_prove.stats._metric_limits import _GridPairs, _GridSums, _RankSums
 from pytest_prove.stats._metrics import _rank_sum_null
 
 
@@ -265,9 +265,7 @@ def test_a_constant_baseline_has_no_limit() -> None:
     assert limit.value is None and limit.relative is None
 
 
-@pytest.mark.parametrize("paired", [
-    pytest.param(True, marks=pytest.mark.slow),  # 1.4-1.5 s of CPU (bench/suite_time.py)
-    False], ids=["paired", "unpaired"])
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
 def test_a_judge_scores_limit_is_a_move_on_its_scale_not_a_tie_broken(paired: bool) -> None:
     """A judge's 1-5 scores: the limit was found by adding a shift to every value, which
     breaks each tie of after with before the same way, so at 500 twins it printed -0.002
@@ -445,14 +443,46 @@ def test_fast_limits_are_the_straightforward_limits_bit_for_bit(
     fast = [metric_limit(x, n, paired=paired, better=better, alpha=0.05 / 8)
             for x, n in _baselines() for better in ("lower", "higher")]
     # The straightforward computation: scipy's ranking, every run's z at every shift tried
-    # (one block of all the runs), the tie correction summed afresh.
+    # (one block of all the runs), the tie correction summed afresh, the before runs
+    # counted afresh against each after sample.
     monkeypatch.setattr(_metric_limits, "_signed_rank_z", _signed_rank_z_by_ranking)
     monkeypatch.setattr(_metric_limits, "_RUNS_BLOCK", 10 ** 9)
     monkeypatch.setattr(_RankSums, "z", _rank_sums_z_afresh)
+    monkeypatch.setattr(_GridSums, "z", lambda self, after: _RankSums(
+        self._grid, self._before_codes, after).z(0.0))
+    monkeypatch.setattr(_GridPairs, "z", lambda self, after: _signed_rank_z_by_ranking(
+        self._grid[after] - self._grid[self._twins]))
     plain = [metric_limit(x, n, paired=paired, better=better, alpha=0.05 / 8)
              for x, n in _baselines() for better in ("lower", "higher")]
     assert [(f.value, f.relative) for f in fast] == [(p.value, p.relative) for p in plain]
     assert sum(f.value is not None for f in fast) >= 6  # the limits compared were found
+
+
+@pytest.mark.parametrize("grid", [[1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 1e-3, 2.5e-3, 0.1],
+                                  [-2.0, -0.5, 0.0, 0.25, 7.0], [3.0],
+                                  [0.1, 0.2, 0.30000000000000004, 0.3]])
+def test_a_grids_rank_statistics_from_counts_are_the_ranked_ones_bit_for_bit(
+        grid: list[float]) -> None:
+    """A grid limit's z from counts (_GridPairs paired, _GridSums unpaired) is the one
+    ranking gives (_signed_rank_z and scipy's ranking; _RankSums at no shift, its tie
+    correction summed afresh), ties, zeros and runs of one value and all."""
+    values = np.unique(grid)  # sorted and distinct, as a grid limit has them
+    rng = np.random.default_rng(len(grid))
+    for runs, pairs in ((200, 30), (5, 1), (40, 400)):
+        twins = rng.integers(0, len(values), (runs, pairs))
+        after = rng.integers(0, len(values), (runs, pairs))
+        after[:2] = twins[:2]  # every difference zero
+        after[2] = 0  # one value throughout
+        ours = _GridPairs(values, twins).z(after)
+        assert ours.tobytes() == _metric_limits._signed_rank_z(
+            values[after] - values[twins]).tobytes()
+        assert ours.tobytes() == _signed_rank_z_by_ranking(
+            values[after] - values[twins]).tobytes()
+        before = rng.integers(0, len(values), (runs, pairs + 3))
+        before[2] = 0
+        sums = _RankSums(values, before, after)
+        assert _GridSums(values, before).z(after).tobytes() == _rank_sums_z_afresh(
+            sums, 0.0).tobytes() == sums.z(0.0).tobytes()
 
 
 @pytest.mark.parametrize("runs", [1, 7, 100, 1000, 1001])

@@ -56,12 +56,16 @@ def baseline_intervals(counts: Sequence[tuple[int, int]],
 
 
 def _rates_in(n: int, intervals: Sequence[Interval]) -> FloatArray:
-    """Every k/n inside the intervals, and their ends."""
-    found = [np.array([lo, hi], dtype=np.float64) for lo, hi in intervals]
-    for lo, hi in intervals:
-        k = np.arange(int(np.ceil(lo * n - 1e-9)), int(np.floor(hi * n + 1e-9)) + 1)
-        found.append(k[(k >= 0) & (k <= n)] / n)
-    rates = np.concatenate(found) if found else np.zeros(0)
+    """Every k/n inside the intervals, and their ends (every interval at once: each k from
+    0 to n is kept when it lies in one, the k/n the same floats as one interval at a time)."""
+    if not intervals:
+        return np.zeros(0)
+    ends = np.array(intervals, dtype=np.float64).reshape(-1, 2)
+    first = np.ceil(ends[:, 0] * n - 1e-9)[:, None]
+    last = np.floor(ends[:, 1] * n + 1e-9)[:, None]
+    k = np.arange(n + 1)
+    inside = ((k >= first) & (k <= last)).any(axis=0)
+    rates = np.concatenate((ends.ravel(), k[inside] / n))
     return np.asarray(np.unique(np.clip(rates, 0.0, 1.0)), dtype=np.float64)
 
 

@@ -4,8 +4,10 @@ the tests themselves are in :mod:`._metrics`).
 
 The simulation runs in every review, so its statistics are computed for many simulated runs
 at once: the signed-rank z from sorted integer keys, the rank sums from counts of each
-distinct value (:class:`_RankSums`), runs in blocks that stop once the answer is known; each
-gives the z that ranking the runs afresh gives, bit for bit (tests/test_stats_metrics.py).
+distinct value (:class:`_RankSums`), runs in blocks that stop once the answer is known; for
+a metric on a grid, both statistics from counts of each grid value and difference
+(:class:`_GridSums`, :class:`_GridPairs`); each gives the z that ranking the runs afresh
+gives, bit for bit (tests/test_stats_metrics.py).
 """
 
 from __future__ import annotations
@@ -139,6 +141,86 @@ class _RankSums:
         return np.where(var > 0.0, z, 0.0)
 
 
+class _GridSums:
+    """:class:`_RankSums` at no shift, for a metric on a grid: one before sample (``before``:
+    codes into ``grid``, runs by values) against each after sample a grid limit tries.
+
+    Unshifted, every after value ties the before values equal to it, so a run's U is the sum
+    over the values of its after count times its before values below plus half those equal,
+    and the tie correction is t**3 - t of the pooled counts: what ``_RankSums(grid, before,
+    after).z(0.0)`` gives, bit for bit (every term and sum is an integer or a half far below
+    2**53, exact in any order), the before sample counted once rather than at every step."""
+
+    __slots__ = ("_beaten", "_before", "_before_codes", "_grid", "_n1", "_offsets")
+
+    def __init__(self, grid: FloatArray, before: npt.NDArray[np.int64]) -> None:
+        self._grid = grid
+        self._before_codes = before
+        self._before = _counts(before, len(grid))
+        below = np.cumsum(self._before, axis=1) - self._before
+        self._beaten = below + 0.5 * self._before
+        self._n1 = before.shape[1]
+        self._offsets = len(grid) * np.arange(before.shape[0])[:, None]
+
+    def z(self, after: npt.NDArray[np.int64]) -> FloatArray:
+        """Each run's z, its after values' codes ``after`` (runs by values)."""
+        counts = _counts(after, len(self._grid), self._offsets)
+        u = np.einsum("rk,rk->r", counts, self._beaten)
+        ties = _cubes(self._before + counts)
+        n1, n2 = self._n1, after.shape[1]
+        n = n1 + n2
+        var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = (u - n1 * n2 / 2.0) / np.sqrt(var)
+        return np.where(var > 0.0, z, 0.0)
+
+
+class _GridPairs:
+    """The signed-rank z of many simulated paired runs of a metric on a grid, from counts.
+
+    A run's differences are after minus twin, both grid values (``twins``: the twins' codes
+    into ``grid``, runs by pairs), so each is one of the few differences of two grid values:
+    a run is its count of each size of difference and, of those, how many are positive. A
+    group of equal sizes holds consecutive ranks, whose mean is its midrank: what
+    :func:`_signed_rank_z` gives for ``grid[after] - grid[twins]``, bit for bit (its sums
+    are of halves and quarters far below 2**53, exact in any order, and so are these)."""
+
+    __slots__ = ("_grid", "_group", "_groups", "_offsets", "_positive", "_size", "_twins")
+
+    def __init__(self, grid: FloatArray, twins: npt.NDArray[np.int64]) -> None:
+        size = len(grid)
+        differences = (grid[:, None] - grid[None, :]).ravel()  # [after code * size + twin]
+        sizes, group = np.unique(np.abs(differences), return_inverse=True)
+        # group 0 is the size 0 when a difference is zero (always: a value less itself)
+        self._groups = len(sizes)
+        self._group = group.reshape(-1)  # (numpy 2.0 and 2.1 shape it as the input)
+        self._positive = (differences > 0.0).astype(np.float64)
+        self._twins = twins
+        self._offsets = self._groups * np.arange(twins.shape[0])[:, None]
+        self._size = size
+        self._grid = grid
+
+    def z(self, after: npt.NDArray[np.int64]) -> FloatArray:
+        """Each run's z, its after values' codes ``after`` (runs by pairs)."""
+        runs, groups = self._twins.shape[0], self._groups
+        pair = after * self._size + self._twins
+        flat = (self._group[pair] + self._offsets).ravel()
+        counts = np.bincount(flat, minlength=runs * groups).reshape(runs, groups)
+        ups = np.bincount(flat, weights=self._positive[pair].ravel(),
+                          minlength=runs * groups).reshape(runs, groups)
+        counts = counts.astype(np.float64)
+        nonzero, ups = counts[:, 1:], ups[:, 1:]
+        through = np.cumsum(nonzero, axis=1)  # ranks up to each group's last, among nonzero
+        midranks = (2.0 * through - nonzero + 1.0) / 2.0
+        plus = (ups * midranks).sum(axis=1)
+        total = (nonzero * midranks).sum(axis=1)
+        squares = (nonzero * midranks ** 2).sum(axis=1)
+        var = squares / 4.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = (plus - total / 2.0) / np.sqrt(var)
+        return np.where(var > 0.0, z, 0.0)
+
+
 def _cubed(t: FloatArray) -> FloatArray:
     """t**3 - t of each entry (integers: exact while below 2**53)."""
     cubed: FloatArray = t * t * t - t
@@ -162,10 +244,14 @@ def _pooled_groups(values: FloatArray, shifted: FloatArray, before: FloatArray,
     return result
 
 
-def _counts(codes: npt.NDArray[np.int64], size: int) -> FloatArray:
-    """Per row of ``codes`` (indices into ``size`` values), how often each value occurs."""
+def _counts(codes: npt.NDArray[np.int64], size: int,
+            offsets: npt.NDArray[np.int64] | None = None) -> FloatArray:
+    """Per row of ``codes`` (indices into ``size`` values), how often each value occurs
+    (``offsets``: ``size`` times each row's number, as a column, when the caller keeps it)."""
     runs = codes.shape[0]
-    flat = (codes + size * np.arange(runs)[:, None]).ravel()
+    if offsets is None:
+        offsets = size * np.arange(runs)[:, None]
+    flat = (codes + offsets).ravel()
     return np.bincount(flat, minlength=runs * size).reshape(runs, size).astype(np.float64)
 
 
@@ -331,18 +417,18 @@ def _grid_limit(x: FloatArray, grid: FloatArray, drawn: npt.NDArray[np.int64], p
     towards = 1 if sign > 0 else -1  # lower is better: worse is up the grid
     last = len(grid) - 1
     if paired:
-        twins = x[rng.integers(0, len(x), size=(runs, n_after))]
+        pairs = _GridPairs(grid, codes[rng.integers(0, len(x), size=(runs, n_after))])
     else:
-        before = codes[rng.integers(0, len(x), size=(runs, len(x)))]
+        sums = _GridSums(grid, codes[rng.integers(0, len(x), size=(runs, len(x)))])
 
     def moved(codes_now: npt.NDArray[np.int64], t: float,
               extra: npt.NDArray[np.bool_] | bool) -> npt.NDArray[np.int64]:
-        return np.clip(codes_now + towards * (math.floor(t) + extra), 0, last)
+        shifted = codes_now + towards * (math.floor(t) + extra)  # a new array: clipped in place
+        return np.minimum(np.maximum(shifted, 0, out=shifted), last, out=shifted)
 
     def reaches(t: float) -> bool:
         after = moved(after_codes, t, chance < t - math.floor(t))
-        z = (_signed_rank_z(grid[after] - twins) if paired
-             else _RankSums(grid, before, after).z(0.0))
+        z = pairs.z(after) if paired else sums.z(after)
         return int(np.count_nonzero(sign * z >= z_needed)) >= needed
 
     if not reaches(float(last)):
