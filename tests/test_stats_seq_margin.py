@@ -120,7 +120,6 @@ def _unpaired_paths(looks: tuple[int, ...], n_a: int, margin: float, p_a: float,
     return total
 
 
-@pytest.mark.slow  # every path of 8 twins and of 8 + 8 episodes, at six settings each
 def test_within_chance_equals_every_path() -> None:
     looks, margin = (2, 4, 6, 8), 0.3
     for p10, worse in ((0.1, None), (0.2, None), (0.05, 0.3)):
