@@ -174,12 +174,15 @@ def _paired_coverage(n: int, levels: tuple[float, ...]) -> list[float]:
     log_coef = (special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1)
                 - special.gammaln(rest + 1))
     worst = [1.0] * len(levels)
+    with np.errstate(divide="ignore", invalid="ignore"):  # each rate's terms computed once
+        log_b = {rate: special.xlogy(b, rate) for rate in _RATES}
+        log_c = {rate: special.xlogy(c, rate) for rate in _RATES}
     for pb in _RATES:
         for pc in _RATES:
             if pb + pc > 1.0 + 1e-12:
                 continue
             with np.errstate(divide="ignore", invalid="ignore"):
-                pmf = np.exp(log_coef + special.xlogy(b, pb) + special.xlogy(c, pc)
+                pmf = np.exp(log_coef + log_b[pb] + log_c[pc]
                              + special.xlogy(rest, max(0.0, 1.0 - pb - pc)))
             change = pc - pb
             for at, (low, high) in enumerate(bounds):
