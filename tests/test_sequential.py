@@ -100,6 +100,14 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     a condition after the look that decided it, whatever the load.  (Each episode slept
     50 ms, as an agent's takes seconds, and the counts below held only while the controller
     kept up: 6 s of two workers' waiting a run.)"""
+    # The plan (in this process) leaves the design in pytest's cache, where the workers
+    # read it instead of one computing it again (test_sequential_design_cache.py shows a
+    # worker computing it); this process's controller has it in memory.
+    plan = sweep.runpytest("-p", "no:xdist", "--prove-plan", "--prove-baseline=base",
+                           "--prove-sequential")
+    assert plan.ret == 0, plan.stdout.str()
+    plan.stdout.fnmatch_lines(["sequential: at most 880 episodes (220 a condition, a look "
+                               "every 4 replicates)*"])
     monkeypatch.setenv("RATE_A", "0.6")
     pace = sweep.path / "pace"
     pace.mkdir()
@@ -335,6 +343,11 @@ def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None
         "run: this run saves baseline 'base', and a baseline must hold every replicate*"])
     assert _stored(pytester) == Counter({t: 220 for t in "abcd"})
 
+    # The declarations make the plan sequential too; it leaves the design in pytest's cache
+    # for the worker below (which would compute it again otherwise).
+    plan = pytester.runpytest(*one, "--prove-plan", "--prove-baseline=base")
+    assert plan.ret == 0, plan.stdout.str()
+    plan.stdout.fnmatch_lines(["sequential: at most 880 episodes*"])
     # -n 1: the declarations reach the controller from a worker as they do from two (one
     # worker start less; stopping conditions across two workers is the test above's).
     gated = pytester.runpytest("-n", "1", "-p", "no:randomly", "--prove-baseline=base")
