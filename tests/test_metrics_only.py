@@ -137,15 +137,17 @@ def test_a_metrics_only_rollout_is_gated_on_its_metric_rows(
     _the_command_line_reads_a_metrics_only_run (under xdist, whose variant is marked slow:
     the command line reads the store the same way whoever wrote it); they were tests of
     their own, each running the same sessions again."""
-    saved = scored.runpytest("--prove-save-baseline=main", *workers)
+    # The baseline is saved in one process (a worker's episodes are stored as "measured"
+    # too: the run after the change, under -n 2, checks it below).
+    saved = scored.runpytest("--prove-save-baseline=main", "-p", "no:xdist")
     assert saved.ret == pytest.ExitCode.OK, saved.stdout.str()
     baseline = Store(scored.path / ".prove").open("baseline:main")
     assert {e["outcome"] for e in baseline.episodes} == {"measured"}
     if not workers:
         _the_plan_prints_the_limits_and_refuses_what_needs_outcomes(scored)
     # Under xdist the unchanged run goes through one worker (-n 1: the worker's metric rows
-    # reach the controller the same way, one worker start less); the baseline's run and the
-    # one after the change split every condition's replicates between two.  In one process
+    # reach the controller the same way, one worker start less); the one after the change
+    # splits every condition's replicates between two.  In one process
     # it runs without the ini's allowance: the design check runs before every session, and
     # refuses none here.
     same = scored.runpytest("--prove-baseline=main", *(
@@ -170,6 +172,9 @@ def test_a_metrics_only_rollout_is_gated_on_its_metric_rows(
     assert document["metrics"]["worse"] == [{"condition": "ticket=refund", "metric": "judge"}]
     suite = ET.parse(scored.path / "j.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == "1"
+    changed = Store(scored.path / ".prove").open("latest")
+    assert {e["outcome"] for e in changed.episodes} == {"measured"}
+    assert len(changed.episodes) == 60
     if workers:
         _the_command_line_reads_a_metrics_only_run(scored, monkeypatch, capsys)
 

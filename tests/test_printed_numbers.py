@@ -145,9 +145,7 @@ def _unpaired_coverage(n: int, levels: tuple[float, ...]) -> list[float]:
     on a row of two arms of n at each level: every outcome enumerated (each pair's
     probabilities computed once for every level)."""
     x0, x1 = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    rows = [RowInput("c", "e", "rise", int(a), n, int(b), n)
-            for a, b in zip(x0.ravel(), x1.ravel(), strict=True)]
-    bounds = [_bounds(rows, level) for level in levels]
+    bounds = [_bounds(False, x0.ravel(), x1.ravel(), n, level) for level in levels]
     bounds = [(low.reshape(x0.shape), high.reshape(x0.shape)) for low, high in bounds]
     worst = [1.0] * len(levels)
     for p0 in _RATES:
@@ -167,19 +165,20 @@ def _paired_coverage(n: int, levels: tuple[float, ...]) -> list[float]:
     b, c = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     keep = b + c <= n
     b, c = b[keep], c[keep]
-    rows = [RowInput("c", "e", "rise", int(i), n, int(j), n, pairs=Pairs(n, 0, int(i), int(j)))
-            for i, j in zip(b, c, strict=True)]
-    bounds = [_bounds(rows, level) for level in levels]
+    bounds = [_bounds(True, b, c, n, level) for level in levels]
     rest = n - b - c
     log_coef = (special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1)
                 - special.gammaln(rest + 1))
     worst = [1.0] * len(levels)
+    with np.errstate(divide="ignore", invalid="ignore"):  # each rate's terms computed once
+        log_b = {rate: special.xlogy(b, rate) for rate in _RATES}
+        log_c = {rate: special.xlogy(c, rate) for rate in _RATES}
     for pb in _RATES:
         for pc in _RATES:
             if pb + pc > 1.0 + 1e-12:
                 continue
             with np.errstate(divide="ignore", invalid="ignore"):
-                pmf = np.exp(log_coef + special.xlogy(b, pb) + special.xlogy(c, pc)
+                pmf = np.exp(log_coef + log_b[pb] + log_c[pc]
                              + special.xlogy(rest, max(0.0, 1.0 - pb - pc)))
             change = pc - pb
             for at, (low, high) in enumerate(bounds):
@@ -188,12 +187,28 @@ def _paired_coverage(n: int, levels: tuple[float, ...]) -> list[float]:
     return worst
 
 
-def _bounds(rows: list[RowInput], level: float) -> tuple[np.ndarray, np.ndarray]:
-    """The engine's simultaneous intervals on these rows, at ``level`` each (the bounds
-    ``compare`` makes its intervals of)."""
+def _bounds(paired: bool, first: np.ndarray, second: np.ndarray, n: int,
+            level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's simultaneous intervals at ``level`` each on rows of n twins (b, c) or of
+    two arms of n (x0, x1): the exact intervals ``compare`` makes its intervals of, for all
+    the outcomes at once.  On a spread of the outcomes (every outcome up to n = 10), the
+    same bounds as ``simultaneous_bounds`` gives those rows (what ``compare`` calls):
+    building a row object for each of the 251,001 outcomes at n = 500 was half this
+    enumeration's CPU."""
     from pytest_prove.stats._compare import simultaneous_bounds
+    from pytest_prove.stats._intervals import exact_intervals, exact_paired_intervals
 
-    return simultaneous_bounds(rows, level)
+    x, y, size = (first.astype(np.float64), second.astype(np.float64),
+                  np.full(first.size, float(n)))
+    low, high = (exact_paired_intervals(x, y, size, level) if paired
+                 else exact_intervals(x, size, y, size, level))
+    some = np.unique(np.linspace(0, first.size - 1, 150).astype(np.int64))
+    rows = [RowInput("c", "e", "rise", int(first[i]), n, int(second[i]), n,
+                     pairs=Pairs(n, 0, int(first[i]), int(second[i])) if paired else None)
+            for i in some]
+    expected = simultaneous_bounds(rows, level)
+    assert np.array_equal(expected[0], low[some]) and np.array_equal(expected[1], high[some])
+    return low, high
 
 
 def _check_coverage(sizes: tuple[int, ...]) -> None:

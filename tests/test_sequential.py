@@ -100,6 +100,14 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     a condition after the look that decided it, whatever the load.  (Each episode slept
     50 ms, as an agent's takes seconds, and the counts below held only while the controller
     kept up: 6 s of two workers' waiting a run.)"""
+    # The plan (in this process) leaves the design in pytest's cache, where the workers
+    # read it instead of one computing it again (test_sequential_design_cache.py shows a
+    # worker computing it); this process's controller has it in memory.
+    plan = sweep.runpytest("-p", "no:xdist", "--prove-plan", "--prove-baseline=base",
+                           "--prove-sequential")
+    assert plan.ret == 0, plan.stdout.str()
+    plan.stdout.fnmatch_lines(["sequential: at most 880 episodes (220 a condition, a look "
+                               "every 4 replicates)*"])
     monkeypatch.setenv("RATE_A", "0.6")
     pace = sweep.path / "pace"
     pace.mkdir()
@@ -165,7 +173,7 @@ def test_under_xdist_a_moved_condition_stops_early_and_fails_the_gate(
     assert checked["sequential"] == document["sequential"]
 
 
-@pytest.mark.slow  # two sessions under -n 2
+@pytest.mark.slow  # a session under -n 2
 def test_under_xdist_a_margin_on_the_looks_stops_conditions_shown_within(
         sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -174,9 +182,9 @@ def test_under_xdist_a_margin_on_the_looks_stops_conditions_shown_within(
     56, 84, .. of 220 replicates). Twins that replay their seed are never discordant when
     nothing changed, so each unchanged condition is shown within at 84 replicates (0.9^84 =
     0.00014 under its look's share of q, 0.0018; 0.9^56 = 0.0028 is not), stops there and
-    is gated as the fixed margin verdict is; a condition that moved stops as worse. The
-    command line gives the same margin verdict from the stored looks. Paced as the test
-    above, so that the counts read do not depend on the load."""
+    is gated as the fixed margin verdict is; a condition that moved stops as worse (in one
+    process). The command line gives the same margin verdict from the stored looks. Paced as
+    the test above, so that the counts read do not depend on the load."""
     plan = sweep.runpytest("-p", "no:xdist", "--prove-plan", "--prove-sequential",
                            "--prove-baseline=base", "--prove-margin=0.1")
     assert plan.ret == 4  # 220 replicates are too few for the claim at 0.1 (576 would do)
@@ -217,10 +225,12 @@ def test_under_xdist_a_margin_on_the_looks_stops_conditions_shown_within(
     assert code == 0, checked
     assert checked["comparison"]["margin"]["word"] == "within margin"
 
-    for path in pace.iterdir():
-        path.unlink()
+    # A condition that moved, in one process (no workers to start): the looks and their
+    # margin are the controller's under xdist too, as the session above shows.  Not paced:
+    # in one process each look is read before the next item starts.
+    monkeypatch.delenv("PACE")
     monkeypatch.setenv("RATE_A", "0.6")
-    moved = sweep.runpytest(*asked)
+    moved = sweep.runpytest("-p", "no:xdist", *asked[2:])
     assert moved.ret == 1, moved.stdout.str()
     # The baseline's salt, and so every twin's seed, is new in each test: ticket=a stops as
     # worse at some early look, before its first margin look (no claim: the data support a
@@ -333,6 +343,11 @@ def test_sequential_declared_on_the_decorator(pytester: pytest.Pytester) -> None
         "run: this run saves baseline 'base', and a baseline must hold every replicate*"])
     assert _stored(pytester) == Counter({t: 220 for t in "abcd"})
 
+    # The declarations make the plan sequential too; it leaves the design in pytest's cache
+    # for the worker below (which would compute it again otherwise).
+    plan = pytester.runpytest(*one, "--prove-plan", "--prove-baseline=base")
+    assert plan.ret == 0, plan.stdout.str()
+    plan.stdout.fnmatch_lines(["sequential: at most 880 episodes*"])
     # -n 1: the declarations reach the controller from a worker as they do from two (one
     # worker start less; stopping conditions across two workers is the test above's).
     gated = pytester.runpytest("-n", "1", "-p", "no:randomly", "--prove-baseline=base")

@@ -6,30 +6,31 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .test_sequential import SWEEP
 
-#: Each process that computes a sequential design writes a line to computed-<worker>.txt
-#: (the sessions below run in a subprocess: this replaces a function of the package for the
-#: whole process).
+#: Each xdist worker that computes a sequential design writes a line to computed-<worker>.txt.
+#: Only on a worker: the sessions below run their controller in this process, which imports
+#: this conftest too, and a replaced package function must not outlive the test here (this
+#: process's own count is kept by ``counted`` below, undone by monkeypatch).
 COUNTING = textwrap.dedent(
     """
     import os
     import pytest_prove.stats as stats
 
-    _design = stats.sequential_design
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _design = stats.sequential_design
 
+        def _counted(*args, **kwargs):
+            name = os.environ["PYTEST_XDIST_WORKER"]
+            with open(f"computed-{name}.txt", "a") as fh:
+                fh.write("design\\n")
+            return _design(*args, **kwargs)
 
-    def _counted(*args, **kwargs):
-        name = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        with open(f"computed-{name}.txt", "a") as fh:
-            fh.write("design\\n")
-        return _design(*args, **kwargs)
-
-
-    stats.sequential_design = _counted
+        stats.sequential_design = _counted
     """
 )
 
@@ -44,8 +45,8 @@ def sweep(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     """The sweep at 12 replicates a condition (its design is underpowered, and allowed: the
     design is computed all the same), its baseline saved."""
     monkeypatch.setenv("REPLICATES", "12")
-    # The sessions' controller is "main" even when this test runs in a worker of an outer
-    # xdist session (whose worker name the subprocess would inherit).
+    # The sessions' controller is this process, never a worker, even when this test runs in
+    # a worker of an outer xdist session (whose worker name the inner workers would inherit).
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("RATE_A", raising=False)
@@ -57,18 +58,35 @@ def sweep(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times this process computes a sequential design (the plugin looks
+    ``pytest_prove.stats.sequential_design`` up when it computes one)."""
+    import pytest_prove.stats as stats
+
+    calls: list[int] = []
+    design = stats.sequential_design
+
+    def _counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return design(*args, **kwargs)
+
+    monkeypatch.setattr(stats, "sequential_design", _counted)
+    return calls
+
+
 def _entry(root: Path) -> Path:
     found = list((root / ".pytest_cache" / "v" / "prove" / "sequential-design").iterdir())
     assert len(found) == 1, found
     return found[0]
 
 
-@pytest.mark.slow  # sessions in a subprocess (the counting replaces a package function)
+@pytest.mark.slow  # two xdist workers start
 def test_one_worker_computes_the_sequential_design_and_the_other_reads_it(
         sweep: pytest.Pytester) -> None:
-    # (--prove-plan runs in one process: a run it is.)
-    run = sweep.runpytest_subprocess("-n", "2", "--prove-sequential", "--prove-baseline=base",
-                                     timeout=120)
+    # Two workers: the point is that one computes and the other reads.  (--prove-plan runs
+    # in one process: a run it is.)
+    run = sweep.runpytest("-n", "2", "--prove-sequential", "--prove-baseline=base")
     assert run.ret == 0, run.stdout.str()
     workers = {k: v for k, v in _computed(sweep.path).items() if k.startswith("gw")}
     assert sum(workers.values()) == 1, workers  # one worker computed it, the other read it
@@ -76,26 +94,26 @@ def test_one_worker_computes_the_sequential_design_and_the_other_reads_it(
     assert stored["design"]["replicates"] == 12 and stored["design"]["looks"][-1] == 12
 
 
-@pytest.mark.slow
-def test_a_damaged_entry_is_computed_again(sweep: pytest.Pytester) -> None:
-    first = sweep.runpytest_subprocess("-p", "no:xdist", "--prove-plan",
-                                       "--prove-sequential", "--prove-baseline=base",
-                                       timeout=120)
+def test_a_damaged_entry_is_computed_again(sweep: pytest.Pytester, counted: list[int]) -> None:
+    plan = ("-p", "no:xdist", "--prove-plan", "--prove-sequential", "--prove-baseline=base")
+    first = sweep.runpytest(*plan)
     assert first.ret == 0, first.stdout.str()
     line = [x for x in first.outlines if "sequential: at most" in x]
     assert len(line) == 1, first.outlines
-    (sweep.path / "computed-main.txt").unlink()
+    assert counted, "the first plan computed no design"
     entry = _entry(sweep.path)
     good = json.loads(entry.read_text())
     for damage in ({"design": {**good["design"], "looks": [4, 2]}},
                    {"design": {**good["design"], "version": 1}},
                    {"design": "garbage"}, ["not", "a", "mapping"]):
         entry.write_text(json.dumps(damage))
-        again = sweep.runpytest_subprocess("-p", "no:xdist", "--prove-plan",
-                                           "--prove-sequential", "--prove-baseline=base",
-                                           timeout=120)
+        counted.clear()
+        again = sweep.runpytest(*plan)
         assert again.ret == 0, again.stdout.str()
         assert [x for x in again.outlines if "sequential: at most" in x] == line, damage
-        assert _computed(sweep.path).get("main", 0) >= 1  # computed again
-        (sweep.path / "computed-main.txt").unlink()
+        assert len(counted) >= 1, damage  # computed again
         assert json.loads(entry.read_text()) == good  # and wrote it back whole
+    counted.clear()
+    read = sweep.runpytest(*plan)  # a whole entry is read, not computed
+    assert [x for x in read.outlines if "sequential: at most" in x] == line
+    assert counted == []

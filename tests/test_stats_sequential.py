@@ -4,6 +4,7 @@ version of bench/sequential.py's simulation."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import itertools
 import math
@@ -94,7 +95,9 @@ def test_walk_crossing_equals_enumeration() -> None:
 def _paired_paths(looks: tuple[int, ...], p01: float, p10: float, stop: Callable[
         [int, int, int, bool], str | None]) -> tuple[float, float, float]:
     """(P(worse), P(safer), expected replicates) by listing every sequence of twins (after-
-    only, before-only, concordant) up to the last look."""
+    only, before-only, concordant) up to the last look (``stop`` asked once per counts: the
+    rules are functions of them)."""
+    stop = functools.cache(stop)
     worse = safer = spent = 0.0
     for seq in itertools.product((0, 1, 2), repeat=looks[-1]):
         chance = math.prod((p01, p10, 1 - p01 - p10)[x] for x in seq)
@@ -111,7 +114,6 @@ def _paired_paths(looks: tuple[int, ...], p01: float, p10: float, stop: Callable
     return worse, safer, spent
 
 
-@pytest.mark.slow  # seconds of exact recursions
 def test_paired_error_and_power_equal_enumeration() -> None:
     """The exact recursion (run) against every path of 8 twins, looks at 2, 4, 6, 8: the
     error under no change never exceeds G_8(c), whatever the discordance (equal to it when
@@ -146,7 +148,6 @@ def test_paired_error_and_power_equal_enumeration() -> None:
         crossing(8, c), abs=1e-12)
 
 
-@pytest.mark.slow  # seconds of exact recursions
 def test_unpaired_crossing_equals_enumeration_and_holds_between_grid_points() -> None:
     """The unpaired recursion (rate-free, by exchangeability) against every baseline count
     and every run of 6 replicates (looks at 2, 4, 6), with and without futility; the
@@ -154,6 +155,8 @@ def test_unpaired_crossing_equals_enumeration_and_holds_between_grid_points() ->
     proven bound over all rates holds."""
     from pytest_prove.stats._seq_unpaired import crossing, futile, level, look_p, run, worst
 
+    # Asked once per counts (each path asks the same counts again and again).
+    look_p, futile = functools.cache(look_p), functools.cache(futile)
     looks, n_a, c = (2, 4, 6), 8, 0.2
     for p in (0.1, 0.35, 0.5):
         total = 0.0
