@@ -202,13 +202,15 @@ def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
     assert "[none (exception)]" not in summary
 
 
-@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "2", "-v"], ["-p", "no:xdist"],
+# [xdist] on one worker: the lines are the controller's, as with two (a worker start less);
+# [xdist-v] on two, whose reports interleave above the lines that count them.
+@pytest.mark.parametrize("args", [["-n", "1"], ["-n", "2", "-v"], ["-p", "no:xdist"],
                                   ["-p", "no:xdist", "-v"]], ids=["xdist", "xdist-v", "one",
                                                                   "one-v"])
 def test_every_line_is_a_line_of_its_own(sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                          args: list[str]) -> None:
     """Each live line on a line of its own, and the end line's counts the store's (under
-    -n 2: was test_the_end_line_shows_the_stores_counts_under_xdist, a session of its own at
+    xdist: was test_the_end_line_shows_the_stores_counts_under_xdist, a session of its own at
     the default interval).  With -v, the same sessions also show each item's outcome on its
     verbose line (were test_each_verbose_line_shows_its_outcome and its _under_xdist twin,
     sessions of their own without the live view; in one process without it:
