@@ -17,7 +17,6 @@ from pytest_prove.cli import main
 from pytest_prove.store import Store
 
 from .conftest import JSONHandler, local_server
-from .test_capture_global import require
 
 pytest.importorskip("httpx")
 pytest.importorskip("requests")
@@ -279,7 +278,7 @@ def test_a_real_openai_client_replays_under_xdist_with_concurrency(
     to the controller as -n 2 did, with two processes less that each imported openai (one
     file per episode, written under a temporary name and renamed: two workers never write
     one file)."""
-    require("openai")  # used by the worker only: not imported in this process
+    pytest.importorskip("openai")
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\nasyncio_mode = auto\n"
                      "asyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_openai_agent=OPENAI_AGENT.replace('"MODEL_URL"', '"OPENAI_URL"'),

@@ -9,7 +9,6 @@ per process, and this test process must not keep one.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -85,22 +84,6 @@ AGENT = textwrap.dedent(
         return prove.Episode("resolved")
     """
 )
-
-
-def require(*names: str) -> None:
-    """Skip (the whole module, called at its top) as ``pytest.importorskip`` does when one
-    of ``names`` cannot be imported, in its words (conftest.missing_in_ci reads them: in CI
-    a declared extra that is missing fails), without importing it in this process: the
-    sessions that use pydantic-ai, openai and the openai instrumentor run in a subprocess or
-    in xdist's workers, never here, and importing them as the modules were collected cost
-    every worker of the suite about 1.3 s of CPU."""
-    for name in names:
-        try:
-            found, why = importlib.util.find_spec(name), f"No module named {name!r}"
-        except ImportError as exc:  # a package above it is missing
-            found, why = None, str(exc)
-        if found is None:
-            pytest.skip(f"could not import {name!r}: {why}", allow_module_level=True)
 
 
 def _agent(pytester: pytest.Pytester, capture: str = "capture={}", ini: str = "") -> None:

@@ -17,9 +17,10 @@ import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-proc
 from pytest_prove.store import Run
 
 from .conftest import INI, JSONHandler, load, local_server
-from .test_capture_global import Session, require, sessions_in_one_process
+from .test_capture_global import Session, sessions_in_one_process
 
-require("openai", "opentelemetry.instrumentation.openai_v2")  # used by the inner sessions only
+pytest.importorskip("openai")
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 
 #: What the server says every call used.
 INPUT, OUTPUT = 123, 45

@@ -20,10 +20,11 @@ import pytest_prove.stats  # noqa: F401 - loaded once, before pytester's in-proc
 from pytest_prove.store import Run
 
 from .conftest import INI, JSONHandler, capture_session, load, local_server
-from .test_capture_global import Session, require, sessions_in_one_process
+from .test_capture_global import Session, sessions_in_one_process
 
-# Used by the inner sessions only (a subprocess, xdist's workers): not imported here.
-require("pydantic_ai", "openai", "opentelemetry.instrumentation.openai_v2")
+pytest.importorskip("pydantic_ai")
+pytest.importorskip("openai")
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 
 SECRET = "SECRET-PROMPT-c41d"
 
