@@ -226,9 +226,10 @@ def _a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
 #: Workers xdist starts itself in folders of their own (popen//chdir=), for tests whose
 #: point is not the socket gateway: a socket server is a process more for each worker, and
 #: the cap reaches its workers by another way (the command on xdist's channel, where popen
-#: workers also see the controller's flag file).  The socket gateway itself: test_every_episode_lands_once_in_the_controllers_store
-#: [socket] (which also uses a server again: test_a_socket_server_used_again_is_refused was a
-#: test of its own) and test_the_cap_stops_remote_workers[items].
+#: workers also see the controller's flag file).  The socket gateway itself:
+#: test_every_episode_lands_once_in_the_controllers_store[socket] (which also uses a server
+#: again: test_a_socket_server_used_again_is_refused was a test of its own) and
+#: test_the_cap_stops_remote_workers[items].
 POPEN = pytest.mark.parametrize("workers", ["popen"], indirect=True)
 
 
