@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,8 +99,9 @@ def _expected(seed: int) -> dict[str, object]:
 
 
 #: Runs pytest sessions one after another in one process, each in its own project (the
-#: first argument: a JSON list of {"root", "args", "env"}, an env value of null unsets it),
-#: what each printed in out.txt in its project; then prints their exit codes.  Each project's
+#: first argument: a JSON list of {"root", "args", "env", "reset"}, an env value of null
+#: unsets it; "reset": the process's global tracer provider is unset first), what each
+#: printed in out.txt in its project; then prints their exit codes.  Each project's
 #: modules are dropped from sys.modules after its session (two projects may both hold a
 #: test_agent.py or a conftest.py), and its environment is restored.
 DRIVER = textwrap.dedent(
@@ -116,6 +117,15 @@ DRIVER = textwrap.dedent(
         sessions = json.load(fh)
     codes = []
     for session in sessions:
+        if session["reset"]:
+            # No tracer provider set, as in a fresh process: OpenTelemetry's own tests
+            # reset these globals so (opentelemetry-test-utils' reset_trace_globals).
+            from opentelemetry import trace
+            from opentelemetry.util._once import Once
+
+            trace._TRACER_PROVIDER_SET_ONCE = Once()
+            trace._TRACER_PROVIDER = None
+            trace._PROXY_TRACER_PROVIDER = trace.ProxyTracerProvider()
         root = session["root"]
         saved, modules, path = dict(os.environ), set(sys.modules), list(sys.path)
         sys.path.insert(0, root)  # as `python -m pytest` run in the project puts it first
@@ -158,6 +168,7 @@ def sessions_in_one_process(base: Path, projects: Mapping[str, Mapping[str, str]
                             args: Mapping[str, Sequence[str]],
                             env: Mapping[str, Mapping[str, str | None]] | None = None,
                             process_env: Mapping[str, str] | None = None,
+                            reset: Collection[str] = (),
                             ) -> dict[str, Session]:
     """Each project (name: {file name: text}) written under ``base`` and run by a pytest
     session of its own, in the order given, all in ONE subprocess: the sessions of a
@@ -165,7 +176,10 @@ def sessions_in_one_process(base: Path, projects: Mapping[str, Mapping[str, str]
     in this test process: OpenTelemetry has no public way to), so each scenario that starts
     from no provider set, or from the one an earlier session installed, can share one
     interpreter's start-up and one import of the SDK and the instrumented libraries, the cost
-    of these tests.  The subprocess gets the environment pytester gives its sessions
+    of these tests.  A session named in ``reset`` starts with the global provider unset, as
+    OpenTelemetry's own tests unset it (its private globals: in the subprocess only), so
+    that its conftest can set a provider of the user's as in a process of its own.  The
+    subprocess gets the environment pytester gives its sessions
     (:data:`conftest.INNER_PLUGINS`, no colour), then ``process_env``; each session also
     ``env[name]``."""
     for name, files in projects.items():
@@ -174,7 +188,8 @@ def sessions_in_one_process(base: Path, projects: Mapping[str, Mapping[str, str]
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     plan = [{"root": str(base / name), "args": list(args.get(name, ())),
-             "env": dict((env or {}).get(name, {}))} for name in projects]
+             "env": dict((env or {}).get(name, {})), "reset": name in reset}
+            for name in projects]
     (base / "sessions.json").write_text(json.dumps(plan))
     (base / "driver.py").write_text(DRIVER)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
@@ -196,7 +211,14 @@ def sessions_in_one_process(base: Path, projects: Mapping[str, Mapping[str, str]
 #: the SDK imported), then spans through the global API, then spans no episode took.  All
 #: with OTEL_TRACES_SAMPLER=always_off, for the user's exporters: it is not for the provider
 #: pytest-prove installs (in the ini's session) to feed episodes.
-ONE_PROCESS = ("without-capture", "ini", "spans", "usage")
+#: Then, in the same process, each from no provider set (:data:`FRESH`: the global provider
+#: unset before it, as in a process of its own, where each was before) and without
+#: OTEL_TRACES_SAMPLER: a provider of the user's own that takes the processor, one that takes
+#: none, one whose processors run in threads, one whose sampler drops spans, and the SDK
+#: switched off (last: it asks for the openai instrumentor).
+ONE_PROCESS = ("without-capture", "ini", "spans", "usage",
+               "users-provider", "vendor", "threads", "sampler", "sdk-off")
+FRESH = ONE_PROCESS[4:]
 
 
 @pytest.fixture(scope="module")
@@ -209,19 +231,32 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
         def test_agent(prove_seed):
             return prove.Episode("resolved")
     """)
+    captured = AGENT.replace("CAPTURE", "capture={}")
     projects = {
         "without-capture": {"pytest.ini": INI, "test_agent.py": without,
                             "conftest.py": SDK_PROBE},
         "ini": {"pytest.ini": INI + "prove_capture = true\n",
                 "test_agent.py": AGENT.replace("CAPTURE", "id=None"), "conftest.py": SDK_PROBE},
-        "spans": {"pytest.ini": INI, "test_agent.py": AGENT.replace("CAPTURE", "capture={}")},
+        "spans": {"pytest.ini": INI, "test_agent.py": captured},
         "usage": {"pytest.ini": INI, "test_pooled.py": POOL},
+        "users-provider": {"pytest.ini": INI, "test_agent.py": captured,
+                           "conftest.py": USER_PROVIDER},
+        "vendor": {"pytest.ini": INI, "test_agent.py": captured, "conftest.py": VENDOR_PROVIDER},
+        "threads": {"pytest.ini": INI, "test_agent.py": captured,
+                    "conftest.py": THREADED_PROVIDER},
+        "sampler": {"pytest.ini": INI, "test_agent.py": captured,
+                    "conftest.py": SAMPLING_PROVIDER},
+        "sdk-off": {"pytest.ini": INI, "test_agent.py": AGENT.replace(
+            "CAPTURE", 'capture={"instrument": ["openai"]}')},
     }
     assert tuple(projects) == ONE_PROCESS
+    env: dict[str, dict[str, str | None]] = {
+        name: {"OTEL_TRACES_SAMPLER": None} for name in FRESH}
+    env["sdk-off"]["OTEL_SDK_DISABLED"] = "true"
     return sessions_in_one_process(
         tmp_path_factory.mktemp("one-process"), projects,
-        dict.fromkeys(ONE_PROCESS, ("-p", "no:xdist")),
-        process_env={"OTEL_TRACES_SAMPLER": "always_off"})
+        dict.fromkeys(ONE_PROCESS, ("-p", "no:xdist")), env,
+        process_env={"OTEL_TRACES_SAMPLER": "always_off"}, reset=FRESH)
 
 
 def _check(where: pytest.Pytester | Session, how: str = "installed") -> None:
@@ -310,39 +345,43 @@ USER_PROVIDER = textwrap.dedent(
 
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
-def test_the_users_provider_gets_the_processor(pytester: pytest.Pytester) -> None:
-    _agent(pytester)
-    pytester.makeconftest(USER_PROVIDER)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    _check(pytester, how="added")
+def test_the_users_provider_gets_the_processor(one_process: dict[str, Session]) -> None:
+    """One of :data:`FRESH` (was a subprocess of its own)."""
+    result = one_process["users-provider"]
+    assert result.ret == pytest.ExitCode.OK, result.out
+    _check(result, how="added")
     result.stdout.fnmatch_lines(["pytest-prove capture: spans through the global OpenTelemetry "
                                  "API stored with each episode (added to your tracer provider)"])
     # The user's exporter saw every span too: 3 an episode, 26 episodes.
-    assert (pytester.path / "exported.txt").read_text() == str(3 * 26)
+    assert (result.root / "exported.txt").read_text() == str(3 * 26)
+
+
+#: A provider of another kind, set as conftest.py is imported.
+VENDOR_PROVIDER = textwrap.dedent(
+    """
+    from opentelemetry import trace
+
+    class VendorProvider(trace.NoOpTracerProvider):
+        pass
+
+    trace.set_tracer_provider(VendorProvider())
+    """
+)
 
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_provider_that_takes_no_processor_is_said_and_the_run_goes_on(
-        pytester: pytest.Pytester) -> None:
-    _agent(pytester)
-    pytester.makeconftest("""
-        from opentelemetry import trace
-
-        class VendorProvider(trace.NoOpTracerProvider):
-            pass
-
-        trace.set_tracer_provider(VendorProvider())
-    """)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        one_process: dict[str, Session]) -> None:
+    """One of :data:`FRESH` (was a subprocess of its own)."""
+    result = one_process["vendor"]
+    assert result.ret == pytest.ExitCode.OK, result.out
     result.stdout.fnmatch_lines([
         "pytest-prove capture: spans through the global OpenTelemetry API are not captured: the "
         "global tracer provider is conftest.VendorProvider, which takes no span processor *; "
         "the run goes on without them",
         "capture: spans through the global OpenTelemetry API were not captured; see the "
         "manifest's capture.global"])
-    run = load(pytester)
+    run = result.run()
     assert all(r["tokens"] is None for r in run.episodes)
     assert "conftest.VendorProvider" in run.manifest["capture"]["global"]
 
@@ -492,14 +531,13 @@ def test_bad_capture_ini_values_stop_the_session_before_it_runs(
 
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
-def test_the_sdk_switched_off_is_said(pytester: pytest.Pytester,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sdk_switched_off_is_said(one_process: dict[str, Session]) -> None:
     """OTEL_SDK_DISABLED=true: no provider records a span (before: pytest-prove installed
-    one anyway and said spans were stored with each episode; none was)."""
-    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
-    _agent(pytester, capture='capture={"instrument": ["openai"]}')
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    one anyway and said spans were stored with each episode; none was).  The last of
+    :data:`FRESH` (was a subprocess of its own)."""
+    result = one_process["sdk-off"]
+    assert 'capture={"instrument": ["openai"]}' in (result.root / "test_agent.py").read_text()
+    assert result.ret == pytest.ExitCode.OK, result.out
     result.stdout.fnmatch_lines([
         "pytest-prove capture: spans through the global OpenTelemetry API are not captured: "
         "OTEL_SDK_DISABLED is true, so the OpenTelemetry SDK records no span; unset it to "
@@ -507,48 +545,58 @@ def test_the_sdk_switched_off_is_said(pytester: pytest.Pytester,
         "pytest-prove capture: instrumentor 'openai' is not recording: OTEL_SDK_DISABLED is "
         "true*"])
     result.stdout.no_fnmatch_line("*stored with each episode*")
-    capture = load(pytester).manifest["capture"]
+    capture = result.run().manifest["capture"]
     assert capture["global"].startswith("OTEL_SDK_DISABLED is true")
     assert capture["missing"]["openai"].startswith("not recording: OTEL_SDK_DISABLED")
 
 
+#: The SDK's provider with its processors called in threads of its own.
+THREADED_PROVIDER = textwrap.dedent(
+    """
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ConcurrentMultiSpanProcessor, TracerProvider
+
+    trace.set_tracer_provider(
+        TracerProvider(active_span_processor=ConcurrentMultiSpanProcessor()))
+    """
+)
+
+
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_provider_whose_processors_run_in_threads_is_said(
-        pytester: pytest.Pytester) -> None:
+        one_process: dict[str, Session]) -> None:
     """The SDK's ConcurrentMultiSpanProcessor calls processors in threads of its own, where
     no episode's context is (before: the processor was added, every span was lost, and the
-    first line said spans were stored)."""
-    _agent(pytester)
-    pytester.makeconftest("""
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import ConcurrentMultiSpanProcessor, TracerProvider
-
-        trace.set_tracer_provider(
-            TracerProvider(active_span_processor=ConcurrentMultiSpanProcessor()))
-    """)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    first line said spans were stored).  One of :data:`FRESH` (was a subprocess of its
+    own)."""
+    result = one_process["threads"]
+    assert result.ret == pytest.ExitCode.OK, result.out
     result.stdout.fnmatch_lines([
         "pytest-prove capture: spans through the global OpenTelemetry API are not captured: the "
         "global tracer provider opentelemetry.sdk.trace.TracerProvider runs its span "
         "processors in threads of its own (active_span_processor=ConcurrentMultiSpanProcessor)"
         "*; the run goes on without them"])
-    assert "ConcurrentMultiSpanProcessor" in load(pytester).manifest["capture"]["global"]
+    assert "ConcurrentMultiSpanProcessor" in result.run().manifest["capture"]["global"]
+
+
+#: The SDK's provider with a sampler that records a quarter of the traces.
+SAMPLING_PROVIDER = textwrap.dedent(
+    """
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    trace.set_tracer_provider(TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.25))))
+    """
+)
 
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_a_sampler_of_the_users_provider_that_drops_spans_is_said(
-        pytester: pytest.Pytester) -> None:
-    _agent(pytester)
-    pytester.makeconftest("""
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-
-        trace.set_tracer_provider(TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.25))))
-    """)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        one_process: dict[str, Session]) -> None:
+    """One of :data:`FRESH` (was a subprocess of its own)."""
+    result = one_process["sampler"]
+    assert result.ret == pytest.ExitCode.OK, result.out
     result.stdout.fnmatch_lines([
         "pytest-prove capture: spans through the global OpenTelemetry API stored with each "
         "episode (added to your tracer provider)",
@@ -556,7 +604,7 @@ def test_a_sampler_of_the_users_provider_that_drops_spans_is_said(
         "Based{0.25}*) may leave spans unrecorded; their usage is not counted*",
         "capture: your tracer provider's sampler (ParentBased*) may have left spans "
         "unrecorded, and their usage uncounted"])
-    assert load(pytester).manifest["capture"]["sampler"].startswith(
+    assert result.run().manifest["capture"]["sampler"].startswith(
         "ParentBased{root:TraceIdRatioBased{0.25}")
 
 

@@ -52,12 +52,16 @@ def server() -> Iterator[ThreadingHTTPServer]:
 AGENT = textwrap.dedent(
     """
     import os
+    import ssl
 
     import openai
     import pytest
     import pytest_prove as prove
 
     BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+    # One TLS context for every client: building one loads the system's CA certificates,
+    # 20 ms of CPU that each episode's client spent again otherwise (none is used: http).
+    TLS = ssl.create_default_context()
 
 
     def calls_of(seed):
@@ -67,7 +71,8 @@ AGENT = textwrap.dedent(
     @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"])
     @pytest.mark.parametrize("ticket", ["refund", "password"])
     def test_agent(ticket, prove_seed):
-        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10,
+                               http_client=openai.DefaultHttpxClient(verify=TLS))
         for _ in range(calls_of(prove_seed)):
             reply = client.chat.completions.create(
                 model="gpt-test",
@@ -81,7 +86,8 @@ AGENT = textwrap.dedent(
     @prove.rollout(replicates=8, failures=["unresolved"], successes=["resolved"])
     @pytest.mark.parametrize("ticket", ["shipping"])
     async def test_async_agent(ticket, prove_seed):
-        client = openai.AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        client = openai.AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10,
+                                    http_client=openai.DefaultAsyncHttpxClient(verify=TLS))
         for _ in range(calls_of(prove_seed)):
             reply = await client.chat.completions.create(
                 model="gpt-test",
@@ -194,21 +200,15 @@ def _seeds(where: pytest.Pytester | Session) -> list[int]:
 
 @pytest.mark.slow  # a subprocess: the global tracer provider is set once a process
 def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor(
-        pytester: pytest.Pytester, server: ThreadingHTTPServer) -> None:
+        one_process: dict[str, tuple[Session, list[str]]]) -> None:
     """A global provider of another kind: the instrumentor's spans go to a provider of the
-    session's own, and are stored as before."""
-    _project(pytester, server, "openai")
-    pytester.makeconftest("""
-        from opentelemetry import trace
-
-        class VendorProvider(trace.NoOpTracerProvider):
-            pass
-
-        trace.set_tracer_provider(VendorProvider())
-    """)
-    result = pytester.runpytest_subprocess("-p", "no:xdist", timeout=120)
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    _check_store(pytester, how="the global tracer provider is conftest.VendorProvider")
+    session's own, and are stored as before.  The last session of :data:`ONE_PROCESS`,
+    after the global provider is unset as in a process of its own (it was one)."""
+    result, calls = one_process["vendor"]
+    assert (result.root / "conftest.py").read_text() == VENDOR_PROVIDER
+    assert result.ret == pytest.ExitCode.OK, result.out
+    assert len(calls) == sum(int(r["meta"]["calls"]) for r in result.run().episodes)
+    _check_store(result, how="the global tracer provider is conftest.VendorProvider")
     result.stdout.fnmatch_lines(["pytest-prove capture: spans of openai stored with each episode",
                                  "pytest-prove capture: spans through the global OpenTelemetry "
                                  "API are not captured: *"])
@@ -217,15 +217,18 @@ def test_instrumentors_still_capture_when_the_global_provider_takes_no_processor
 SPEC_AGENT = textwrap.dedent(
     """
     import os
+    import ssl
 
     import openai
     import pytest_prove as prove
 
     BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+    TLS = ssl.create_default_context()  # one for every client, as AGENT's
 
 
     def rollout(cfg, seed):
-        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        client = openai.OpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10,
+                               http_client=openai.DefaultHttpxClient(verify=TLS))
         calls = seed % 3 + 1
         for _ in range(calls):
             reply = client.chat.completions.create(
@@ -258,8 +261,23 @@ SPEC = textwrap.dedent("""
 #: instrumentor is most of what each cost.  Each instruments openai afresh (the instrumentor
 #: is switched off at the end of a session) and calls a server of its own.  In order: the
 #: one-process session of test_openai_tokens_are_the_servers (content false), the spec's,
-#: then test_content_is_kept_only_when_asked's (content true).
-ONE_PROCESS = ("tokens", "spec", "content-true")
+#: then test_content_is_kept_only_when_asked's (content true); last, with the global
+#: provider unset first (as in a process of its own), a conftest that sets a provider that
+#: takes no processor (test_instrumentors_still_capture_when_the_global_provider_takes_no_
+#: processor's, a subprocess of its own before).
+ONE_PROCESS = ("tokens", "spec", "content-true", "vendor")
+
+#: A global provider of another kind, set as conftest.py is imported.
+VENDOR_PROVIDER = textwrap.dedent(
+    """
+    from opentelemetry import trace
+
+    class VendorProvider(trace.NoOpTracerProvider):
+        pass
+
+    trace.set_tracer_provider(VendorProvider())
+    """
+)
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +290,8 @@ def one_process(tmp_path_factory: pytest.TempPathFactory
         "content-true": {"pytest.ini": INI + "prove_capture_instrument = openai\n"
                                              "prove_capture_content = true\n",
                          "test_agent.py": AGENT},
+        "vendor": {"pytest.ini": _ini("openai"), "test_agent.py": AGENT,
+                   "conftest.py": VENDOR_PROVIDER},
     }
     assert tuple(projects) == ONE_PROCESS
     with contextlib.ExitStack() as stack:
@@ -281,7 +301,8 @@ def one_process(tmp_path_factory: pytest.TempPathFactory
                    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": None}
             for name, httpd in servers.items()}
         found = sessions_in_one_process(tmp_path_factory.mktemp("openai"), projects,
-                                        dict.fromkeys(projects, ("-p", "no:xdist")), env)
+                                        dict.fromkeys(projects, ("-p", "no:xdist")), env,
+                                        reset=("vendor",))
     return {name: (found[name], servers[name].calls)  # type: ignore[attr-defined]
             for name in projects}
 

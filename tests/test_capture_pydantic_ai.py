@@ -71,16 +71,20 @@ def server() -> Iterator[ThreadingHTTPServer]:
 AGENT = textwrap.dedent(
     """
     import os
+    import ssl
 
     import pytest
     import pytest_prove as prove
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
     from pydantic_ai import Agent
     from pydantic_ai.models.instrumented import InstrumentationSettings
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     BASE = "http://127.0.0.1:" + os.environ["FAKE_OPENAI_PORT"] + "/v1"
+    # One TLS context for every client: building one loads the system's CA certificates,
+    # 20 ms of CPU that each episode's client spent again otherwise (none is used: http).
+    TLS = ssl.create_default_context()
     # True: pydantic-ai's agent span also carries the sum of its calls as gen_ai.usage.*
     # (a setting of each agent: one session can hold both kinds, an axis of the rollout)
     SUMMED = [value == "1" for value in os.environ["AGENT_SPAN_USAGE"].split(",")]
@@ -96,7 +100,8 @@ AGENT = textwrap.dedent(
     @pytest.mark.parametrize("summed", SUMMED)
     @pytest.mark.parametrize("ticket", ["refund", "password"])
     async def test_agent(ticket, summed, prove_seed):
-        client = AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10)
+        client = AsyncOpenAI(base_url=BASE, api_key="none", max_retries=0, timeout=10,
+                             http_client=DefaultAsyncHttpxClient(verify=TLS))
         model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
         agent = Agent(model, tools=[lookup])
         agent.instrument = InstrumentationSettings(

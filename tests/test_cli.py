@@ -134,12 +134,26 @@ def test_every_command_is_registered_in_one_table() -> None:
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 def test_the_command_line_never_imports_pytest(project: Path) -> None:
+    """Also ``python -m pytest_prove`` (test_python_dash_m_and_the_console_script's, an
+    interpreter of its own before): its ``__main__`` run as ``-m`` runs it (runpy), in the
+    same interpreter, after diff and where; nothing it imports is pytest either."""
     # A fresh interpreter: this one has pytest loaded already.
+    store = str(project / ".prove")
     code = textwrap.dedent(f"""
+        import contextlib
+        import io
+        import runpy
         import sys
         from pytest_prove.cli import main
-        status = main(["--store", {str(project / '.prove')!r}, "diff", "base", "worse"])
-        status += main(["--store", {str(project / '.prove')!r}, "where", "worse"])
+        with contextlib.redirect_stdout(io.StringIO()):
+            status = main(["--store", {store!r}, "diff", "base", "worse"])
+            status += main(["--store", {store!r}, "where", "worse"])
+        sys.argv = ["pytest_prove", "check", "base", "worse", "--store", {store!r},
+                    *{WIDE!r}]
+        try:
+            runpy.run_module("pytest_prove", run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            print(f"\\n-m exit status: {{exc.code}}")
         bad = sorted(m for m in sys.modules if m == "pytest" or m.startswith("_pytest"))
         assert not bad, bad
         assert "pytest_prove.plugin" not in sys.modules
@@ -148,6 +162,9 @@ def test_the_command_line_never_imports_pytest(project: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+    # What python -m pytest_prove check printed, and its exit status.
+    assert done.stdout.startswith("worse:"), done.stdout
+    assert done.stdout.rstrip().endswith("-m exit status: 4"), done.stdout
 
 
 def test_runs_lists_runs_and_baselines(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -399,12 +416,13 @@ def test_fix_check_over_cases(project: Path, capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
-def test_python_dash_m_and_the_console_script(project: Path) -> None:
-    # Subprocesses: the entry points themselves are under test.
+def test_the_console_script(project: Path) -> None:
+    """A subprocess: the entry point itself is under test.  (``python -m pytest_prove``, a
+    second interpreter here before: test_the_command_line_never_imports_pytest runs its
+    ``__main__`` in the interpreter it starts anyway.)"""
     script = Path(sys.executable).with_name("pytest-prove")
-    for argv in ([sys.executable, "-m", "pytest_prove"], [str(script)]):
-        done = subprocess.run([*argv, "check", "base", "worse", "--store",
-                               str(project / ".prove"), *WIDE], capture_output=True, text=True,
-                              timeout=60, check=False)
-        assert done.returncode == 4, done.stderr
-        assert done.stdout.startswith("worse:")
+    done = subprocess.run([str(script), "check", "base", "worse", "--store",
+                           str(project / ".prove"), *WIDE], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 4, done.stderr
+    assert done.stdout.startswith("worse:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -153,17 +154,43 @@ def test_a_block_of_replicates_counts_its_outcomes() -> None:
     assert outcome_tag([]) is None
 
 
-def _on_a_terminal(pytester: pytest.Pytester, *args: str) -> str:
-    """What pytest prints when its output is a pseudo-terminal: a subprocess, since only
-    then is the output a terminal (pytester's in-process runs write to a buffer)."""
+#: Runs pytest once for each argument list of RUNS (a JSON list) in this one process, a
+#: line MARK between their outputs, the project's modules dropped after each (as an IDE's
+#: runner calling pytest.main does).
+TERMINAL_RUNS = textwrap.dedent(
+    """
+    import json
+    import os
+    import sys
+
+    import pytest
+
+    for i, args in enumerate(json.loads(sys.argv[1])):
+        if i:
+            print(sys.argv[2], flush=True)
+        modules = set(sys.modules)
+        pytest.main(["-p", "no:xdist", "-p", "no:cacheprovider", *args])
+        for name in set(sys.modules) - modules:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(os.getcwd()):
+                del sys.modules[name]
+    """
+)
+
+
+def _on_a_terminal(pytester: pytest.Pytester, *runs: list[str]) -> list[str]:
+    """What pytest prints when its output is a pseudo-terminal, for each list of arguments:
+    a subprocess, since only then is the output a terminal (pytester's in-process runs write
+    to a buffer); the sessions one after another in that one process (a process each cost
+    an interpreter's and the plugin's start-up more)."""
     pty = pytest.importorskip("pty")  # POSIX only
+    mark = "=== next session ==="
     leader, follower = pty.openpty()
     env = dict(os.environ, COLUMNS="200")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
-             *args], cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=follower,
-            stderr=follower, env=env)
+            [sys.executable, "-c", TERMINAL_RUNS, json.dumps(list(runs)), mark],
+            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+            env=env)
         os.close(follower)
         chunks = []
         while True:
@@ -177,14 +204,16 @@ def _on_a_terminal(pytester: pytest.Pytester, *args: str) -> str:
         process.wait()
     finally:
         os.close(leader)
-    return re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode("utf-8", "replace"))
+    text = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode("utf-8", "replace"))
+    outputs = text.split(mark)
+    assert len(outputs) == len(runs), text
+    return outputs
 
 
 @pytest.mark.slow
 def test_auto_on_a_terminal_shows_it_and_quiet_hides_it(sweep: pytest.Pytester) -> None:
-    shown = _on_a_terminal(sweep)
+    shown, quiet = _on_a_terminal(sweep, [], ["-q"])
     assert re.search(r"^prove \(end\): 60/60 episodes", shown, re.MULTILINE), shown
-    quiet = _on_a_terminal(sweep, "-q")
     assert "passed" in quiet  # the session ran and said so
     assert "prove (end)" not in quiet
     assert "prove: " not in quiet
@@ -202,13 +231,15 @@ def test_the_short_summary_keeps_pytests_word(sweep: pytest.Pytester) -> None:
     assert "[none (exception)]" not in summary
 
 
-@pytest.mark.parametrize("args", [["-n", "2"], ["-n", "2", "-v"], ["-p", "no:xdist"],
+# [xdist] on one worker: the lines are the controller's, as with two (a worker start less);
+# [xdist-v] on two, whose reports interleave above the lines that count them.
+@pytest.mark.parametrize("args", [["-n", "1"], ["-n", "2", "-v"], ["-p", "no:xdist"],
                                   ["-p", "no:xdist", "-v"]], ids=["xdist", "xdist-v", "one",
                                                                   "one-v"])
 def test_every_line_is_a_line_of_its_own(sweep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                          args: list[str]) -> None:
     """Each live line on a line of its own, and the end line's counts the store's (under
-    -n 2: was test_the_end_line_shows_the_stores_counts_under_xdist, a session of its own at
+    xdist: was test_the_end_line_shows_the_stores_counts_under_xdist, a session of its own at
     the default interval).  With -v, the same sessions also show each item's outcome on its
     verbose line (were test_each_verbose_line_shows_its_outcome and its _under_xdist twin,
     sessions of their own without the live view; in one process without it:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -19,8 +20,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from execnet import gateway_socket
 
 from pytest_prove.store import Run, Store
 
@@ -113,14 +116,28 @@ def copy_project(pytester: pytest.Pytester, workers: list[Worker]) -> None:
 
 def run_remote(pytester: pytest.Pytester, workers: list[Worker],
                *args: str) -> pytest.RunResult:
+    """The session in this process.  execnet leaves the controller's end of each socket
+    gateway open when the gateway ends (to the garbage collector: an unraisable
+    ResourceWarning in this session), so the sockets it opens here are noted and closed
+    once the session is over (it ran in a subprocess of its own for that: a controller's
+    start-up, about 0.8 s of CPU a session)."""
     copy_project(pytester, workers)
-    # Through socket servers, in a process of its own: execnet leaves the controller's
-    # sockets to the collector, which would be an unraisable warning in this session.
-    # Workers xdist starts itself (popen) talk through pipes: in process.
-    sockets = any(w.tx.startswith("socket=") for w in workers)
-    run = pytester.runpytest_subprocess if sockets else pytester.runpytest
-    return run("--dist=load", *(f"--tx={w.tx}" for w in workers), f"--prove-store={STORE}",
-               *args)
+    opened: list[socket.socket] = []
+    create_io = gateway_socket.create_io
+
+    def noting(*a: Any, **k: Any) -> Any:
+        io = create_io(*a, **k)
+        opened.append(io.sock)
+        return io
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gateway_socket, "create_io", noting)
+        try:
+            return pytester.runpytest("--dist=load", *(f"--tx={w.tx}" for w in workers),
+                                      f"--prove-store={STORE}", *args)
+        finally:
+            for sock in opened:
+                sock.close()
 
 
 def stored(pytester: pytest.Pytester, name: str = "latest") -> Run:
@@ -206,12 +223,13 @@ def _a_socket_server_used_again_is_refused(pytester: pytest.Pytester,
     assert len(Store(pytester.path / STORE).runs()) == 1  # the first run's, nothing more
 
 
-#: Workers xdist starts itself in folders of their own (popen//chdir=), which the session
-#: drives in this process, for tests whose point is not the socket gateway: each one's
-#: socket servers cost a process of their own for the controller (see run_remote), 1-1.5 s
-#: of CPU.  The socket gateway itself: test_every_episode_lands_once_in_the_controllers_store
-#: [socket] (which also uses a server again: test_a_socket_server_used_again_is_refused was a
-#: test of its own) and test_the_cap_stops_remote_workers[items].
+#: Workers xdist starts itself in folders of their own (popen//chdir=), for tests whose
+#: point is not the socket gateway: a socket server is a process more for each worker, and
+#: the cap reaches its workers by another way (the command on xdist's channel, where popen
+#: workers also see the controller's flag file).  The socket gateway itself:
+#: test_every_episode_lands_once_in_the_controllers_store[socket] (which also uses a server
+#: again: test_a_socket_server_used_again_is_refused was a test of its own) and
+#: test_the_cap_stops_remote_workers[items].
 POPEN = pytest.mark.parametrize("workers", ["popen"], indirect=True)
 
 

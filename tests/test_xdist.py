@@ -43,18 +43,6 @@ def _stored_exactly_once(run: Run) -> None:
     assert run.status == "complete"
 
 
-@pytest.mark.slow
-def test_each_replicate_is_stored_exactly_once(bot: pytest.Pytester) -> None:
-    """With four workers (two: test_without_xdist_the_run_is_the_same's run under -n 2,
-    which was this test's [2] variant, a session of its own)."""
-    bot.makeconftest(NO_STORE_ON_WORKERS)
-    # 12 replicates, 24 items: several an item for each of 4 workers (a storage rule, no
-    # verdict: 30 showed nothing more).
-    result = bot.runpytest("-n", "4", "--prove-replicates", "12")
-    result.assert_outcomes(passed=24)
-    _stored_exactly_once(load(bot))
-
-
 #: Written by each process at its session's end: how many reports its terminal keeps
 #: that still hold episodes (a worker's report is sent to the controller, then freed).
 COUNT_HELD_REPORTS = textwrap.dedent(
@@ -93,15 +81,16 @@ def test_reports_let_go_of_their_episodes(bot: pytest.Pytester, workers: str) ->
 
 @pytest.mark.slow
 def test_without_xdist_the_run_is_the_same(bot: pytest.Pytester) -> None:
-    # The workers may not touch the store, and the run under -n 2 stores each replicate
-    # once (what test_each_replicate_is_stored_exactly_once[2] checked, in a session of its
-    # own).
+    # The workers may not touch the store, and the run under -n 4 stores each replicate
+    # once: what test_each_replicate_is_stored_exactly_once checked, with four workers, in a
+    # session of its own (and its [2] variant, this run under -n 2 before, in another).
     bot.makeconftest(NO_STORE_ON_WORKERS)
-    # 12 replicates: the runs are compared episode by episode, not by a verdict's power.
+    # 12 replicates, 24 items: several an item for each of 4 workers (a storage rule, no
+    # verdict: the runs are compared episode by episode, not by a verdict's power).
     bot.runpytest("-p", "no:xdist", "--prove-replicates", "12",
                   "--prove-save-baseline", "solo").assert_outcomes(passed=24)
     solo = load(bot)
-    bot.runpytest("-n", "2", "--prove-baseline", "solo", "--prove-name", "dist",
+    bot.runpytest("-n", "4", "--prove-baseline", "solo", "--prove-name", "dist",
                   "--prove-replicates", "12").assert_outcomes(passed=24)
     dist = load(bot, "dist")
     _stored_exactly_once(dist)
