@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -351,3 +352,32 @@ def test_the_window_starts_items_ahead_while_pytest_is_busy_between_items(
     result.stdout.fnmatch_lines(["*all ahead started: True*"])
     stored = Counter(r["replicate"] for r in load(pytester).episodes)
     assert stored == Counter(range(20))
+
+
+def test_the_items_ahead_are_queued_when_an_items_own_replicates_end_before_it_waits(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An item's replicates can all end before its thread reaches the window's wait (its
+    thread descheduled on a loaded machine): the items ahead were queued only from inside
+    that wait, so nothing was, and the window ran dry while pytest was busy between items
+    (the test above then waited its 60 s and printed False).  Here the wait is entered only
+    once the item's own replicates have ended, every time (in-process session: the class
+    is this process's)."""
+    from pytest_prove.running import window as running_window
+
+    real = running_window.Window.wait
+
+    def late(self: Any, tickets: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            while any(t.state in (running_window.QUEUED, running_window.RUNNING)
+                      for t in tickets):
+                self.lock.wait(0.05)  # an ending wakes only the waiting item: polled
+        return real(self, tickets, **kwargs)
+
+    monkeypatch.setattr(running_window.Window, "wait", late)
+    pytester.makeini(INI)
+    pytester.makeconftest(AHEAD_CONFTEST.replace("wait(60)", "wait(30)"))
+    pytester.makepyfile(test_ahead=AHEAD_WHILE_BUSY)
+    result = pytester.runpytest("--prove-concurrency", "2", "-p", "no:randomly", "-s")
+    result.assert_outcomes(passed=10)
+    result.stdout.fnmatch_lines(["*all ahead started: True*"])
+    assert Counter(r["replicate"] for r in load(pytester).episodes) == Counter(range(20))

@@ -128,6 +128,10 @@ class Windowing:
         self.tickets[item] = tickets
         try:
             self.window.add([t for t in tickets if t.state == QUEUED], first=True)
+            # The items ahead are queued now, not only while this item waits: its own
+            # replicates may all end before its thread reaches the wait (a loaded machine),
+            # and then nothing ran ahead while pytest was busy between items.
+            self._topup(item, size)
             return self.window.wait(tickets, topup=lambda: self._topup(item, size))
         finally:
             self.tickets.pop(item, None)
