@@ -9,6 +9,7 @@ out of a comparison that ignores missing outcomes.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,11 @@ def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
     result.stdout.fnmatch_lines(["*gate failed: condition case=a: * of the 200 episodes of "
                                  "'hidden' ended without an outcome (0.*, more than 0.25)*"
                                  "--prove-missing=ignore leaves them out*"])
+    # The share hidden is case=a's 'bad' episodes on the baseline's seeds, whose salt is new
+    # each time the module saves it: about 0.5, and 0.625 in one run (over the 0.6 this test
+    # once raised the bound to, on purpose, so that check still failed).
+    hidden = int(re.search(r"case=a: (\d+) of the 200 episodes of 'hidden'",
+                           result.stdout.str()).group(1))  # type: ignore[union-attr]
     # A sequential run stops case=a at its first look, on what was left of it: the same.
     result = agent.runpytest("--prove-baseline=current", "--prove-missing=ignore",
                              "--prove-sequential")
@@ -94,7 +100,9 @@ def test_missing_outcomes_ignored_do_not_hide_a_worse_run(
     assert main(["--store", str(agent.path / ".prove"), "check", "baseline:current", "hidden",
                  "--missing=ignore"]) == 4
     assert main(["--store", str(agent.path / ".prove"), "check", "baseline:current", "hidden",
-                 "--missing=ignore", "--max-errored=0.6"]) == 0
+                 "--missing=ignore", f"--max-errored={(hidden + 1) / 200}"]) == 0
+    assert main(["--store", str(agent.path / ".prove"), "check", "baseline:current", "hidden",
+                 "--missing=ignore", f"--max-errored={(hidden - 1) / 200}"]) == 4
 
 
 def test_errored_episodes_ignored_by_check_do_not_hide_a_worse_run(
