@@ -204,6 +204,7 @@ def episodes(draw: st.DrawFn) -> dict[str, Any]:
 # The records are drawn once and read in both kinds of run (their drawing costs as much as
 # their checks): the test takes ``planned`` itself instead of the module's fixture running it
 # once per kind, each drawing its own 60.
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
 @pytest.mark.parametrize("planned", ["both"])
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
