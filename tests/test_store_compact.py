@@ -9,10 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import hypothesis
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from pytest_prove.cli import main
 from pytest_prove.record import steps_of
@@ -424,25 +422,34 @@ _EARLIER = ["", "", "", "", "", " ^0", " ^!4", "", " x", " ^", " ^9"]
 _REPLICATE = ["{}", "{}", "{}", "000{}", "00{}", "0{}", "{}", "{}", "+{}", "{}_0", "x", ""]
 
 
-def _fields(good: bool) -> st.SearchStrategy[tuple[str, ...]]:
-    return st.tuples(
-        *(st.sampled_from(v[:_GOOD] if good else v) for v in _FIELD_VALUES.values()),
-        st.sampled_from(_EARLIER[:_GOOD] if good else _EARLIER),
-        st.sampled_from(_REPLICATE[:_GOOD] if good else _REPLICATE))
+def _row(rng: np.random.Generator, good: bool) -> tuple[str, ...]:
+    """A line's fields (the values before ``_GOOD`` if ``good``, else any), its earlier
+    endings and its replicate's pattern."""
+    columns = [*_FIELD_VALUES.values(), _EARLIER, _REPLICATE]
+    return tuple(str(rng.choice(v[:_GOOD] if good else v)) for v in columns)
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.one_of(*[_fields(True)] * 15, _fields(False)),
-                     min_size=1, max_size=40))
-@hypothesis.example(rows=[("0", "3", "13", "5", "10,5,5:1", "3:9", "8*", "", "{}"),
-               ("1", "12", "3", "-", "-", "-", "-", "", "{}")])
-@hypothesis.example(rows=[("0", "-", "-", "-", "-", "-", "-", "", "+{}")])
-@hypothesis.example(rows=[("0", "-", "-", "-", "-", "-", "-", "", "{}_0")])
-@hypothesis.example(rows=[("0", "-", "-", "-", "-", "-", "8*", "", "000{}"),
-               ("1", "-", "-", "-", "10,5,5:4:5:1,6:6:0:1", "-", "8*", "", "00{}")])
-def test_common_lines_are_read_as_fast_reads_them(tmp_path_factory: pytest.TempPathFactory,
-                                                  rows: list[tuple[str, ...]]) -> None:
+_EXAMPLES = [  # lines a search once found wrong, kept
+    [("0", "3", "13", "5", "10,5,5:1", "3:9", "8*", "", "{}"),
+     ("1", "12", "3", "-", "-", "-", "-", "", "{}")],
+    [("0", "-", "-", "-", "-", "-", "-", "", "+{}")],
+    [("0", "-", "-", "-", "-", "-", "-", "", "{}_0")],
+    [("0", "-", "-", "-", "-", "-", "8*", "", "000{}"),
+     ("1", "-", "-", "-", "10,5,5:4:5:1,6:6:0:1", "-", "8*", "", "00{}")],
+]
+
+
+def _drawn_rows() -> list[list[tuple[str, ...]]]:
+    """150 lists of lines, drawn with numpy from a fixed seed (they were a hypothesis
+    property of 150 examples, whose drawing cost twice the checks): 1 to 40 lines (6 on
+    average, as hypothesis drew them; one of each end), each line good 15 times in 16."""
+    rng = np.random.default_rng(434)
+    sizes = [1, 40, *(int(min(40, rng.geometric(1 / 6))) for _ in range(148))]
+    return [[_row(rng, good=bool(rng.random() >= 1 / 16)) for _ in range(size)]
+            for size in sizes]
+
+
+def test_common_lines_are_read_as_fast_reads_them(tmp_path: Path) -> None:
     """The lines the reader reads inline give the records, the types and the errors of
     the general path (compact_reader._fast, then _diagnose), each line alone."""
     from pytest_prove.declare.seeds import derive_seed
@@ -455,21 +462,23 @@ def test_common_lines_are_read_as_fast_reads_them(tmp_path_factory: pytest.TempP
                              table], ensure_ascii=False, separators=(",", ":"))
     # First each good value alone, so that the lines after find them in the block's tables.
     default = ["0", "-", "-", "-", "-", "-", "-"]
-    lines = [" ".join((str(1000 + 10 * field + n), *default[:field], value,
+    alone = [" ".join((str(1000 + 10 * field + n), *default[:field], value,
                        *default[field + 1:]))
              for field, values in enumerate(_FIELD_VALUES.values())
              for n, value in enumerate(values[:_GOOD])]
-    lines += [" ".join((row[8].format(index), *row[:7])) + row[7]
-              for index, row in enumerate(rows)]
-    text = "\n".join(['{"pytest_prove_baseline":2}', head, *lines]) + "\n"
-    path = tmp_path_factory.mktemp("compact") / "b.baseline"
-    data = text.encode("utf-8")
-    want = _by_fast(path, data, salt)
-    try:
-        got: list[Any] | str = [_typed(r) for r in read_compact(path, data, salt, FIX)[0]]
-    except StoreError as exc:
-        got = str(exc)
-    if isinstance(want, str) and "repeats line" in want:
-        assert isinstance(got, str) and "is also on line" in got
-    else:
-        assert got == want
+    path = tmp_path / "b.baseline"
+    for rows in _EXAMPLES + _drawn_rows():
+        lines = alone + [" ".join((row[8].format(index), *row[:7])) + row[7]
+                         for index, row in enumerate(rows)]
+        text = "\n".join(['{"pytest_prove_baseline":2}', head, *lines]) + "\n"
+        data = text.encode("utf-8")
+        want = _by_fast(path, data, salt)
+        try:
+            got: list[Any] | str = [_typed(r)
+                                    for r in read_compact(path, data, salt, FIX)[0]]
+        except StoreError as exc:
+            got = str(exc)
+        if isinstance(want, str) and "repeats line" in want:
+            assert isinstance(got, str) and "is also on line" in got, (rows, got)
+        else:
+            assert got == want, rows

@@ -108,11 +108,13 @@ def plan_of(text: str, keep: Callable[[str], bool] = lambda key: True
 
 
 def write_run(root: Path, text: str, salt: str = SALT,
-              keep: Callable[[str], bool] | None = None) -> Path:
+              keep: Callable[[str], bool] | None = None, planned: bool | None = None) -> Path:
+    """The run ``r1`` of these lines; its manifest names their plan if the module's
+    ``planned`` fixture (or ``planned``, given) or ``keep`` says so."""
     run = root / "runs" / "r1"
     run.mkdir(parents=True, exist_ok=True)
     manifest = {"format": 1, "run_id": "r1", "name": "r1", "salt": salt, "status": "complete"}
-    if PLANNED or keep is not None:
+    if (PLANNED if planned is None else planned) or keep is not None:
         manifest.update(plan_of(text.encode("utf-8", "surrogatepass").decode(
             "utf-8", "replace"), keep or (lambda key: True)))
     (run / "manifest.json").write_text(json.dumps(manifest))
@@ -199,30 +201,36 @@ def episodes(draw: st.DrawFn) -> dict[str, Any]:
     return record
 
 
+# The records are drawn once and read in both kinds of run (their drawing costs as much as
+# their checks): the test takes ``planned`` itself instead of the module's fixture running it
+# once per kind, each drawing its own 60.
+@pytest.mark.slow  # a second or more of CPU (bench/suite_time.py)
+@pytest.mark.parametrize("planned", ["both"])
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(records=st.lists(episodes(), min_size=1, max_size=8), ascii_only=st.booleans(),
        lean=st.booleans())
 def test_the_same_records_as_json_loads(tmp_path_factory: pytest.TempPathFactory,
-                                        records: list[dict[str, Any]],
+                                        planned: str, records: list[dict[str, Any]],
                                         ascii_only: bool, lean: bool) -> None:
-    root = tmp_path_factory.mktemp("fast")
     written = [lean_record(r) for r in records] if lean else records  # format 2, or 1
     lines = [json.dumps(r, ensure_ascii=ascii_only, separators=(",", ":"))
              if ascii_only else dump_line(r) for r in written]
-    write_run(root, "".join(line + "\n" for line in lines))
-    got, error = read(root)
-    want, want_error = expected(root)
-    assert error == want_error
-    assert got is not None and want is not None
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        assert same(a, b), (plain(a), b)
-        assert a == b and b == a
-        # What the store writes of a record read back is what it wrote of the line.
-        assert json.loads(dump_line(a)) == b
-    # Episodes as the runner writes them come back byte for byte.
-    assert [dump_line(a) for a in got] == [dump_line(b) for b in want]
+    for plan in (False, True):
+        root = tmp_path_factory.mktemp("fast")
+        write_run(root, "".join(line + "\n" for line in lines), planned=plan)
+        got, error = read(root)
+        want, want_error = expected(root)
+        assert error == want_error
+        assert got is not None and want is not None
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert same(a, b), (plain(a), b)
+            assert a == b and b == a
+            # What the store writes of a record read back is what it wrote of the line.
+            assert json.loads(dump_line(a)) == b
+        # Episodes as the runner writes them come back byte for byte.
+        assert [dump_line(a) for a in got] == [dump_line(b) for b in want]
 
 
 def _line(**changes: Any) -> str:
@@ -459,11 +467,13 @@ def _ends_line_by_line(data: bytes, start: int, end: int) -> list[int] | None:
     return ends
 
 
+# No run is written: once, not once per kind of run (the test takes ``planned`` itself).
+@pytest.mark.parametrize("planned", ["no run"])
 @given(lines=st.lists(st.text("{}x \r", max_size=6), max_size=8),
        before=st.text("{}x\n", max_size=4), after=st.text("{}x\n", max_size=4))
 @settings(max_examples=400, deadline=None)
 def test_line_ends_are_found_as_one_line_at_a_time_finds_them(
-        lines: list[str], before: str, after: str) -> None:
+        planned: str, lines: list[str], before: str, after: str) -> None:
     """The reader finds the lines of a buffer, and whether each is one object, as a loop
     over its lines would: inside a larger buffer, whatever comes before and after."""
     from pytest_prove.store.decoding import _ends
@@ -475,9 +485,12 @@ def test_line_ends_are_found_as_one_line_at_a_time_finds_them(
         bytes(data), start, start + len(body))
 
 
+# The run's plan is the one ``keep`` gives it, whatever the module's ``planned``: once, not
+# once per kind of run (the test takes ``planned`` itself).
+@pytest.mark.parametrize("planned", ["kept"])
 @pytest.mark.parametrize("first", [0, 1, 150, 299])
 def test_a_run_past_its_plan_is_read_as_a_run_without_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: int) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: int, planned: str) -> None:
     """A run whose lines go past what its manifest names (another condition from line
     ``first + 1``, an outcome not declared) is read from there as a run without a plan,
     every record the one json.loads reads, across chunks and groups."""

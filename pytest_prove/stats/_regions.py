@@ -59,16 +59,20 @@ def _fisher_region_by_margin(n1: int, n2: int, alpha: float) -> _FisherRegion:
     """Every margin's two-sided p-values enumerated: O(n^2 log n), for unequal arms."""
     up_mask = np.zeros((n1 + 1, n2 + 1), dtype=bool)
     down_mask = np.zeros((n1 + 1, n2 + 1), dtype=bool)
+    # Every margin's p-values, then every table's direction at once.
+    x1_parts, x2_parts, p_parts = [], [], []
     for total in range(n1 + n2 + 1):
         lo, p = fisher_margin_pvalues(n1, n2, total)
-        x1 = np.arange(lo, lo + p.size)
-        x2 = total - x1
-        rejected = p <= alpha
-        # A rise: the after rate x2/n2 above the before rate x1/n1.
-        rise = rejected & (x2 * n1 > x1 * n2)
-        fall = rejected & (x2 * n1 < x1 * n2)
-        up_mask[x1[rise], x2[rise]] = True
-        down_mask[x1[fall], x2[fall]] = True
+        x1_parts.append(np.arange(lo, lo + p.size))
+        x2_parts.append(total - x1_parts[-1])
+        p_parts.append(p)
+    x1, x2 = np.concatenate(x1_parts), np.concatenate(x2_parts)
+    rejected = np.concatenate(p_parts) <= alpha
+    # A rise: the after rate x2/n2 above the before rate x1/n1.
+    rise = rejected & (x2 * n1 > x1 * n2)
+    fall = rejected & (x2 * n1 < x1 * n2)
+    up_mask[x1[rise], x2[rise]] = True
+    down_mask[x1[fall], x2[fall]] = True
     any_up = up_mask.any(axis=1)
     up = np.where(any_up, np.argmax(up_mask, axis=1), n2 + 1).astype(np.int64)
     any_down = down_mask.any(axis=1)
