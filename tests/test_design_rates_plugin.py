@@ -33,13 +33,17 @@ AGENT = textwrap.dedent(
 )
 
 
+#: The design check is not relaxed; the 80 replicates run as one block (1 item a session,
+#: not 80: the same replicates, seeds and episodes; the design check reads none of that).
+INI = "[pytest]\naddopts = --prove-concurrency=80\n"
+
 #: The design from the baseline's rates is asked for (the default reads every rate).
 RATES = "--prove-design-rates=baseline"
 
 
 @pytest.fixture
 def agent(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeini("[pytest]\n")  # the design check is not relaxed
+    pytester.makeini(INI)
     pytester.makepyfile(test_agent=AGENT)
     return pytester
 
@@ -60,7 +64,7 @@ def _saved_every_20(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for the module's three tests that read it (each works on a copy): the same session
     _baseline runs."""
     root = tmp_path_factory.mktemp("rates20")
-    (root / "tox.ini").write_text("[pytest]\n")
+    (root / "tox.ini").write_text(INI)
     (root / "test_agent.py").write_text(AGENT)
     code, out = inline_session(root, *SAVE, env={"EVERY": "20"})
     assert code == pytest.ExitCode.OK, out
