@@ -27,6 +27,11 @@ from pytest_prove.stats import Flip, Fragility, RowInput, compare
 from ._helpers_speed import copy_project, saved_project
 from .conftest import BOT, INI
 
+#: conftest.py's ini, each condition's replicates (40 by default) run as one block: 2 items a
+#: session, not 80; the same replicates, seeds and episodes, and what is checked here is
+#: what the outputs say.
+BLOCKS_INI = INI + "addopts = --prove-concurrency=40\n"
+
 
 @pytest.fixture
 def usual_umask() -> Iterator[None]:
@@ -45,7 +50,7 @@ def _base(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for name in ("BOT_REPLICATES", "REFUND_FAIL"):
             patch.delenv(name, raising=False)
         return saved_project(tmp_path_factory.mktemp("base"),
-                             {"tox.ini": INI, "test_bot.py": BOT},
+                             {"tox.ini": BLOCKS_INI, "test_bot.py": BOT},
                              "-p", "no:randomly", "--prove-save-baseline=base")
 
 
@@ -66,7 +71,7 @@ def _cli(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
 def test_reports_are_readable_as_any_file_written(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
         usual_umask: None) -> None:
-    pytester.makeini(INI)
+    pytester.makeini(BLOCKS_INI)
     pytester.makepyfile(test_bot=BOT)
     assert pytester.runpytest("-p", "no:randomly", "--prove-name=first",
                               "--prove-report=session.html").ret == 0
@@ -81,7 +86,7 @@ def test_reports_are_readable_as_any_file_written(
 
 def test_show_prints_the_command_as_a_shell_reads_it(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
-    pytester.makeini(INI)
+    pytester.makeini(BLOCKS_INI)
     pytester.makepyfile(test_bot=BOT)
     assert pytester.runpytest("-p", "no:randomly", "--prove-name=first").ret == 0
     # What the run records is the process's argv (here the outer pytest's, in-process):
