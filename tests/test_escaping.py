@@ -99,8 +99,12 @@ def _assert_safe_terminal(text: str) -> None:
     assert not long, long
 
 
-#: The hostile agent's project, its design check relaxed.
-_PROJECT = {"tox.ini": "[pytest]\nprove_allow_underpowered = true\n", "test_bot.py": HOSTILE_BOT}
+#: The hostile agent's ini: its design check relaxed.
+_INI = "[pytest]\nprove_allow_underpowered = true\n"
+#: The project of the module's saved baseline: each condition's 20 replicates run as one block
+#: (5 items a session, not 100; the same replicates, seeds and episodes: what is checked is
+#: how their text is shown).  _sweeps, whose episodes may raise, runs them an item each.
+_PROJECT = {"tox.ini": _INI + "addopts = --prove-concurrency=20\n", "test_bot.py": HOSTILE_BOT}
 _KNOBS = ("FAIL", "ERRORS")
 
 
@@ -120,7 +124,7 @@ def _sweeps(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     and on a fresh salt about one baseline in 18 had a condition past --prove-max-errored
     (6 or more of 20), was not saved, and the worse run found no baseline (seen in a loaded
     run of the suite)."""
-    pytester.makeini(_PROJECT["tox.ini"])
+    pytester.makeini(_INI)
     pytester.makepyfile(test_bot=HOSTILE_BOT)
     saved = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=escaping",
                                "--prove-save-baseline", "base")
