@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import fnmatch
 import importlib
 import pkgutil
 import re
@@ -16,7 +17,7 @@ import pytest_prove
 from pytest_prove.errors import NOT_ERRORS, USER_ERRORS, ProveError
 from pytest_prove.store import Store, StoreError, StoreWarning
 
-from .conftest import INI, load
+from .conftest import INI, inline_session, load
 
 
 def _rollout(pytester: pytest.Pytester, body: str, **decl: str) -> None:
@@ -248,8 +249,10 @@ def test_a_sweep_too_large_to_collect_is_refused_by_name(pytester: pytest.Pytest
 SPEC_HEAD = 'target = "agent:rollout"\nreplicates = 2\n'
 SPEC_DECLARE = '\n[declare]\nfailures = ["unresolved"]\nsuccesses = ["resolved"]\n'
 
-
-@pytest.mark.parametrize(("spec", "message"), [
+IDS = ["t_unit", "concurrency", "timeout", "outcome-named-timeout", "capture"]
+#: Each bad spec value, by id: the spec, and how its refusal names the line (in a file
+#: prove_x.toml, where the session below writes each as prove_<id>.toml).
+BAD_SPECS = dict(zip(IDS, [
     # t_unit was not checked: a number was stored as the rollout's unit.
     (SPEC_HEAD + "t_unit = 5\n" + SPEC_DECLARE,
      'prove_x.toml:3: t_unit must be a word naming what t counts, e.g. "steps", got 5'),
@@ -267,20 +270,36 @@ SPEC_DECLARE = '\n[declare]\nfailures = ["unresolved"]\nsuccesses = ["resolved"]
     (SPEC_HEAD + SPEC_DECLARE + '\n[capture]\ninstruments = ["openai_v2"]\n',
      "prove_x.toml:8: [[]capture[]]: unknown capture key 'instruments'; known keys: instrument, "
      "content, max_observation_bytes"),
-], ids=["t_unit", "concurrency", "timeout", "outcome-named-timeout", "capture"])
-def test_spec_values_are_checked_at_collection_by_line(pytester: pytest.Pytester, spec: str,
-                                                       message: str) -> None:
-    pytester.makepyfile(agent="""
+], strict=True))
+
+
+@pytest.fixture(scope="module")
+def _bad_specs_session(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One session, in this process, collecting every spec of BAD_SPECS (a file each): what
+    it printed.  Each spec's collection error is its own, as in a session of its own (was a
+    session a spec)."""
+    root = tmp_path_factory.mktemp("bad_specs")
+    (root / "agent.py").write_text(textwrap.dedent("""
         import pytest_prove as prove
 
         def rollout(cfg, seed):
             return prove.Episode("resolved")
-    """)
-    pytester.path.joinpath("prove_x.toml").write_text(spec)
-    result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the session
-    result.stdout.fnmatch_lines([f"*{message}*"])
-    result.stdout.no_fnmatch_line("*Traceback*")
+    """))
+    for name, (spec, _) in BAD_SPECS.items():
+        (root / f"prove_{name}.toml").write_text(spec)
+    code, out = inline_session(root)
+    assert code == pytest.ExitCode.INTERRUPTED, out  # a collection error stops the session
+    assert f"{len(BAD_SPECS)} errors" in out, out
+    return out
+
+
+@pytest.mark.parametrize("name", list(BAD_SPECS))
+def test_spec_values_are_checked_at_collection_by_line(_bad_specs_session: str,
+                                                       name: str) -> None:
+    message = BAD_SPECS[name][1].replace("prove_x.toml", f"prove_{name}.toml")
+    lines = _bad_specs_session.splitlines()
+    assert any(fnmatch.fnmatch(line, f"*{message}*") for line in lines), _bad_specs_session
+    assert "Traceback" not in _bad_specs_session
 
 
 # One base, listed in one place (pytest_prove/errors.py).
