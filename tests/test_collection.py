@@ -274,8 +274,11 @@ def test_a_warm_session_that_compares_nothing_never_imports_the_engine(
     """)
     # A subprocess each: whether a module was imported is a question about a fresh process.
     monkeypatch.setenv("BOT_REPLICATES", "400")  # a design that passes the check
+    # Each condition's 400 replicates as one block: 2 items to collect, not 800 (the design
+    # check reads the replicates, not the items).
     for _ in range(2):
-        assert pytester.runpytest_subprocess("-p", "no:xdist", "--prove-plan").ret == 0
+        assert pytester.runpytest_subprocess("-p", "no:xdist", "--prove-concurrency=400",
+                                             "--prove-plan").ret == 0
     pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
     monkeypatch.setenv("BOT_REPLICATES", "3")
     assert pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider").ret == 0

@@ -14,6 +14,10 @@ from pytest_prove.config.project import project_settings
 
 from .conftest import BOT
 
+#: Each condition's 30 replicates in one block (2 items a session, not 60): the same
+#: replicates, seeds and episodes; what is checked is which settings were read.
+BLOCKS = "--prove-concurrency=30"
+
 
 def _verdict(text: str) -> str:
     for word in ("worse", "safer", "no significant change", "too small to tell"):
@@ -38,9 +42,9 @@ def test_the_session_and_the_command_line_give_one_answer(
     monkeypatch.setenv("BOT_REPLICATES", "30")
     # A fixed salt: at 30 replicates whether every row can see 0.40 depends on the rates the
     # seeds give (a random salt made it "too small to tell" in one run of a few).
-    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=config",
+    assert pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=config", BLOCKS,
                               "--prove-save-baseline=base").ret == 0
-    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=base",
+    result = pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline=base", BLOCKS,
                                 "--prove-name=again")
     session_word = _verdict(result.stdout.str())
     # At 30 replicates a change of 0.20 is out of sight, one of 0.40 is not: the session
@@ -70,8 +74,9 @@ def test_addopts_in_either_form_give_one_answer_at_both_doors(
                      f"--prove-store{form}agent-runs\n")
     pytester.makepyfile(test_bot=BOT)
     monkeypatch.setenv("BOT_REPLICATES", "30")
-    assert pytester.runpytest("--prove-salt=config", "--prove-save-baseline=base").ret == 0
-    result = pytester.runpytest("--prove-baseline=base", "--prove-name=again")
+    assert pytester.runpytest("--prove-salt=config", "--prove-save-baseline=base",
+                              BLOCKS).ret == 0
+    result = pytester.runpytest("--prove-baseline=base", "--prove-name=again", BLOCKS)
     # At 30 replicates a change of 0.20 is out of sight, one of 0.40 is not.
     session_word = _verdict(result.stdout.str())
     assert session_word == "no significant change", result.stdout.str()

@@ -72,7 +72,10 @@ def _cli(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args: s
 @pytest.mark.slow
 def test_cost_of_a_sweep_by_model_and_condition(agent: pytest.Pytester,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    result = agent.runpytest("-n", "2", "--prove-name", "both")
+    # Under xdist, ONE worker: each episode's tokens reach the controller with its report
+    # (a worker sends no totals of its own, wire.py), so one worker takes the path two would,
+    # with one interpreter start less.
+    result = agent.runpytest("-n", "1", "--prove-name", "both")
     assert result.ret == 0
     # 10 refund episodes: 6,000 in / 600 out of big-model = $0.06 + $0.018;
     # 10 password episodes: 1,000 in / 100 out of small-model = $0.001 + $0.0002.
@@ -146,13 +149,19 @@ NOISY_AGENT = textwrap.dedent(
 )
 
 
+#: Each condition's 30 replicates as one block (2 items a session, not 60): the same
+#: replicates, seeds and episodes, each with its own tokens; what is checked is the test of cost.
+NOISY_BLOCKS = "--prove-concurrency=30"
+
+
 @pytest.fixture
 def noisy(pytester: pytest.Pytester) -> pytest.Pytester:
     """The noisy agent's baseline 'before', on a fixed salt; then refund made 30% longer."""
     pytester.makeini(INI + PRICES)
     pytester.makepyfile(test_agent=NOISY_AGENT)
-    assert pytester.runpytest("-p", "no:xdist", "--prove-salt=cost", "--prove-name", "before",
-                              "--prove-save-baseline", "before").ret == 0
+    assert pytester.runpytest(NOISY_BLOCKS, "-p", "no:xdist", "--prove-salt=cost",
+                              "--prove-name", "before", "--prove-save-baseline",
+                              "before").ret == 0
     pytester._monkeypatch.setenv("LONGER", "1.3")
     return pytester
 
@@ -170,7 +179,7 @@ def test_cost_of_twins_says_which_condition_got_costlier(noisy: pytest.Pytester,
                                                         ) -> None:
     """Paired (the second run takes the baseline's salt): refund's 30 twins each cost 30%
     more, password's the same: one condition costlier, named, with its share and interval."""
-    assert noisy.runpytest("-p", "no:xdist", "--prove-name", "after",
+    assert noisy.runpytest(NOISY_BLOCKS, "-p", "no:xdist", "--prove-name", "after",
                            "--prove-baseline", "before").ret == 0
     out = _cli(noisy, capsys, "cost", "baseline:before", "after")
     assert out.splitlines()[0] == ("cost per episode changed significantly: costlier in 1 of 2 "
@@ -202,7 +211,7 @@ def test_cost_of_runs_on_other_seeds_is_tested_unpaired(noisy: pytest.Pytester,
                                                         ) -> None:
     """Another salt: no twins, so each condition's episodes are compared as two samples; a
     stricter --alpha is the family's; without prices, tokens are tested and it says why."""
-    assert noisy.runpytest("-p", "no:xdist", "--prove-salt=elsewhere",
+    assert noisy.runpytest(NOISY_BLOCKS, "-p", "no:xdist", "--prove-salt=elsewhere",
                            "--prove-name", "after").ret == 0
     out = _cli(noisy, capsys, "cost", "baseline:before", "after", "--alpha", "0.01")
     assert out.splitlines()[0] == ("cost per episode changed significantly: costlier in 1 of 2 "
@@ -220,10 +229,10 @@ def test_cost_without_prices_tests_tokens_per_episode(pytester: pytest.Pytester,
                                                       ) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_agent=NOISY_AGENT)
-    assert pytester.runpytest("-p", "no:xdist", "--prove-salt=cost", "--prove-name",
+    assert pytester.runpytest(NOISY_BLOCKS, "-p", "no:xdist", "--prove-salt=cost", "--prove-name",
                               "before").ret == 0
     pytester._monkeypatch.setenv("LONGER", "1.3")
-    assert pytester.runpytest("-p", "no:xdist", "--prove-salt=cost", "--prove-name",
+    assert pytester.runpytest(NOISY_BLOCKS, "-p", "no:xdist", "--prove-salt=cost", "--prove-name",
                               "after").ret == 0
     out = _cli(pytester, capsys, "cost", "before", "after")
     assert out.splitlines()[0] == ("tokens per episode changed significantly: costlier in 1 "

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import fnmatch
 import importlib
 import pkgutil
+import re
 import textwrap
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest_prove
 from pytest_prove.errors import NOT_ERRORS, USER_ERRORS, ProveError
 from pytest_prove.store import Store, StoreError, StoreWarning
 
-from .conftest import INI, load
+from .conftest import INI, inline_session, load
 
 
 def _rollout(pytester: pytest.Pytester, body: str, **decl: str) -> None:
@@ -247,8 +249,10 @@ def test_a_sweep_too_large_to_collect_is_refused_by_name(pytester: pytest.Pytest
 SPEC_HEAD = 'target = "agent:rollout"\nreplicates = 2\n'
 SPEC_DECLARE = '\n[declare]\nfailures = ["unresolved"]\nsuccesses = ["resolved"]\n'
 
-
-@pytest.mark.parametrize(("spec", "message"), [
+IDS = ["t_unit", "concurrency", "timeout", "outcome-named-timeout", "capture"]
+#: Each bad spec value, by id: the spec, and how its refusal names the line (in a file
+#: prove_x.toml, where the session below writes each as prove_<id>.toml).
+BAD_SPECS = dict(zip(IDS, [
     # t_unit was not checked: a number was stored as the rollout's unit.
     (SPEC_HEAD + "t_unit = 5\n" + SPEC_DECLARE,
      'prove_x.toml:3: t_unit must be a word naming what t counts, e.g. "steps", got 5'),
@@ -266,20 +270,36 @@ SPEC_DECLARE = '\n[declare]\nfailures = ["unresolved"]\nsuccesses = ["resolved"]
     (SPEC_HEAD + SPEC_DECLARE + '\n[capture]\ninstruments = ["openai_v2"]\n',
      "prove_x.toml:8: [[]capture[]]: unknown capture key 'instruments'; known keys: instrument, "
      "content, max_observation_bytes"),
-], ids=["t_unit", "concurrency", "timeout", "outcome-named-timeout", "capture"])
-def test_spec_values_are_checked_at_collection_by_line(pytester: pytest.Pytester, spec: str,
-                                                       message: str) -> None:
-    pytester.makepyfile(agent="""
+], strict=True))
+
+
+@pytest.fixture(scope="module")
+def _bad_specs_session(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One session, in this process, collecting every spec of BAD_SPECS (a file each): what
+    it printed.  Each spec's collection error is its own, as in a session of its own (was a
+    session a spec)."""
+    root = tmp_path_factory.mktemp("bad_specs")
+    (root / "agent.py").write_text(textwrap.dedent("""
         import pytest_prove as prove
 
         def rollout(cfg, seed):
             return prove.Episode("resolved")
-    """)
-    pytester.path.joinpath("prove_x.toml").write_text(spec)
-    result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the session
-    result.stdout.fnmatch_lines([f"*{message}*"])
-    result.stdout.no_fnmatch_line("*Traceback*")
+    """))
+    for name, (spec, _) in BAD_SPECS.items():
+        (root / f"prove_{name}.toml").write_text(spec)
+    code, out = inline_session(root)
+    assert code == pytest.ExitCode.INTERRUPTED, out  # a collection error stops the session
+    assert f"{len(BAD_SPECS)} errors" in out, out
+    return out
+
+
+@pytest.mark.parametrize("name", list(BAD_SPECS))
+def test_spec_values_are_checked_at_collection_by_line(_bad_specs_session: str,
+                                                       name: str) -> None:
+    message = BAD_SPECS[name][1].replace("prove_x.toml", f"prove_{name}.toml")
+    lines = _bad_specs_session.splitlines()
+    assert any(fnmatch.fnmatch(line, f"*{message}*") for line in lines), _bad_specs_session
+    assert "Traceback" not in _bad_specs_session
 
 
 # One base, listed in one place (pytest_prove/errors.py).
@@ -342,21 +362,50 @@ def test_no_other_exception_class_derives_from_prove_error() -> None:
     assert not inside, f"{inside} derive from ProveError: list them in USER_ERRORS instead"
 
 
+#: A class statement inside a function, a class or any other block starts its own line,
+#: indented: a compound statement never follows a colon or a semicolon on one line.
+_INDENTED_CLASS = re.compile(r"^[ \t]+class\s", re.MULTILINE)
+
+
+def _nested_exception_classes(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """The classes of ``source`` below its top level whose bases name an exception."""
+    if not _INDENTED_CLASS.search(source):
+        return []  # no nested class at all: the parse and the walk (0.6 s of CPU) spared
+    tree = ast.parse(source)
+    top = {id(node) for node in tree.body}
+    nested = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and id(node) not in top:
+            bases = {base.attr if isinstance(base, ast.Attribute) else
+                     base.id if isinstance(base, ast.Name) else "" for base in node.bases}
+            if bases & names or any(b.endswith(("Error", "Exception")) for b in bases):
+                nested.append((node.lineno, node.name))
+    return nested
+
+
 def test_no_exception_class_is_hidden_inside_a_function_or_class() -> None:
     """The walk above sees a module's top-level classes only: a class nested in a function or
     another class, whose bases name an exception, is read from the source instead."""
     names = set(_exception_classes()) | {name for name, value in vars(builtins).items()
                                          if isinstance(value, type)
                                          and issubclass(value, BaseException)}
+    # The reading finds each way of nesting one (and a top-level class is not nested).
+    sample = textwrap.dedent("""
+        class Top(ValueError):
+            class InClass(errors.ProveError):
+                pass
+        def f():
+            @dataclass
+            class InFunction(KeyError): pass
+        if TYPE_CHECKING:
+          class InBlock(SomeError):
+              pass
+        """)
+    assert _nested_exception_classes(sample, names | {"ProveError"}) == [
+        (3, "InClass"), (7, "InFunction"), (9, "InBlock")]
     package = Path(pytest_prove.__file__).parent
-    nested = []
-    for path in sorted(package.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        top = {id(node) for node in tree.body}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and id(node) not in top:
-                bases = {base.attr if isinstance(base, ast.Attribute) else
-                         base.id if isinstance(base, ast.Name) else "" for base in node.bases}
-                if bases & names or any(b.endswith(("Error", "Exception")) for b in bases):
-                    nested.append(f"{path.relative_to(package)}:{node.lineno} {node.name}")
+    nested = [f"{path.relative_to(package)}:{line} {name}"
+              for path in sorted(package.rglob("*.py"))
+              for line, name in _nested_exception_classes(path.read_text(encoding="utf-8"),
+                                                          names)]
     assert not nested, f"exception classes nested where the walk cannot list them: {nested}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +24,7 @@ from pytest_prove.report.terminal import format_comparison
 from pytest_prove.review import Labels
 from pytest_prove.stats import RowInput, compare
 
+from ._helpers_speed import copy_project, saved_project
 from .conftest import reviewed
 
 IMAGE = "![px](http://127.0.0.1:9/p.png)"
@@ -96,6 +99,23 @@ def _assert_safe_terminal(text: str) -> None:
     assert not long, long
 
 
+#: The hostile agent's ini: its design check relaxed.
+_INI = "[pytest]\nprove_allow_underpowered = true\n"
+#: The project of the module's saved baseline: each condition's 20 replicates run as one block
+#: (5 items a session, not 100; the same replicates, seeds and episodes: what is checked is
+#: how their text is shown).  _sweeps, whose episodes may raise, runs them an item each.
+_PROJECT = {"tox.ini": _INI + "addopts = --prove-concurrency=20\n", "test_bot.py": HOSTILE_BOT}
+_KNOBS = ("FAIL", "ERRORS")
+
+
+def _worse(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+           *worse_args: str) -> pytest.RunResult:
+    """The hostile agent's worse run against baseline 'base': its result."""
+    monkeypatch.setenv("FAIL", "0.9")
+    return pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
+                              "--prove-name", "worse", *worse_args)
+
+
 def _sweeps(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
             *worse_args: str) -> pytest.RunResult:
     """A baseline, then a worse run of the hostile agent; the worse run's result.
@@ -104,21 +124,43 @@ def _sweeps(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     and on a fresh salt about one baseline in 18 had a condition past --prove-max-errored
     (6 or more of 20), was not saved, and the worse run found no baseline (seen in a loaded
     run of the suite)."""
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
+    pytester.makeini(_INI)
     pytester.makepyfile(test_bot=HOSTILE_BOT)
     saved = pytester.runpytest("-p", "no:cacheprovider", "--prove-salt=escaping",
                                "--prove-save-baseline", "base")
     assert "not saved" not in saved.stdout.str(), saved.stdout.str()
-    monkeypatch.setenv("FAIL", "0.9")
-    return pytester.runpytest("-p", "no:cacheprovider", "--prove-baseline", "base",
-                              "--prove-name", "worse", *worse_args)
+    return _worse(pytester, monkeypatch, *worse_args)
+
+
+@pytest.fixture(scope="module")
+def _saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The hostile agent's project after saving baseline 'base' on the fixed salt, without
+    errors (FAIL and ERRORS unset): the baseline _sweeps saves, saved once for the module in
+    this process; each test that reads it works on a copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _KNOBS:
+            patch.delenv(name, raising=False)
+        yield saved_project(tmp_path_factory.mktemp("hostile"), _PROJECT,
+                            "--prove-salt=escaping", "--prove-save-baseline", "base")
+
+
+@pytest.fixture
+def hostile(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+            _saved: Path) -> pytest.Pytester:
+    """The hostile agent's project with baseline 'base' saved (a copy of :func:`_saved`)."""
+    for name in _KNOBS:
+        monkeypatch.delenv(name, raising=False)
+    copy_project(_saved, pytester.path)
+    assert (pytester.path / ".prove" / "baselines" / "base.baseline").is_file()
+    return pytester
 
 
 def test_session_report_summary_and_terminal_show_rollout_text_as_text(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        hostile: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester = hostile
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = _sweeps(pytester, monkeypatch, "--prove-report=r.md")
+    result = _worse(pytester, monkeypatch, "--prove-report=r.md")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = "\n".join(result.outlines)
     _assert_safe_terminal(out)
@@ -164,13 +206,12 @@ def test_command_line_shows_rollout_text_as_text_and_json_keeps_it_whole(
 
 
 def test_gate_reasons_show_rollout_text_as_text(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+        hostile: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """The gate's reasons name conditions (those no longer collected, those a baseline would
     lose): the summary, -q, the gate's failed report and `check` printed them raw, ESC
-    sequences, line breaks and 100,000 characters included."""
-    pytester.makeini("[pytest]\nprove_allow_underpowered = true\n")
-    pytester.makepyfile(test_bot=HOSTILE_BOT)
-    pytester.runpytest("-p", "no:cacheprovider", "--prove-save-baseline", "base")
+    sequences, line breaks and 100,000 characters included.  (Baseline 'base' of the five
+    conditions is the module's, saved on a fixed salt; it was saved here on a fresh one.)"""
+    pytester = hostile
     pytester.makepyfile(test_bot=HOSTILE_BOT.replace(
         '("ticket", VALUES, ids=["image", "breaks", "ansi", "bidi", "long"])',
         '("ticket", VALUES[:1], ids=["image"])'))

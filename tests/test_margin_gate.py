@@ -11,13 +11,17 @@ import pytest
 
 from pytest_prove.stats import margin_design_check
 
+#: In blocks of 50 replicates (4 items a condition, not 200): the same replicates, seeds and
+#: episodes; what is checked is the margin's verdict and how it is said.
+BLOCKS = "--prove-concurrency=50"
+
 
 @pytest.mark.slow
 def test_terse_prompt_is_beyond_the_margin(example: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUPPORT_BOT_PROMPT", "terse")
     result = example.runpytest(
-        "-q", "-p", "no:randomly", "-k", "refund", "--prove-baseline=current",
+        BLOCKS, "-q", "-p", "no:randomly", "-k", "refund", "--prove-baseline=current",
         "--prove-margin=0.05", "--prove-allow-underpowered", "--prove-fail-on=not-within",
         "--prove-report=r.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -62,7 +66,7 @@ def test_the_same_prompt_is_shown_within_the_margin(example: pytest.Pytester,
     source = test_file.read_text()
     assert '["refund", "password", "shipping"]' in source
     test_file.write_text(source.replace('["refund", "password", "shipping"]', '["password"]'))
-    chosen = ["-p", "no:randomly", "--prove-max-mde=0.35"]
+    chosen = [BLOCKS, "-p", "no:randomly", "--prove-max-mde=0.35"]
     needed = margin_design_check(10, 3, paired=True, margin=0.2).replicates_needed
     assert needed is not None and needed > 10
     saved = example.runpytest(*chosen, f"--prove-replicates={needed}",

@@ -27,6 +27,11 @@ from pytest_prove.stats import Flip, Fragility, RowInput, compare
 from ._helpers_speed import copy_project, saved_project
 from .conftest import BOT, INI
 
+#: conftest.py's ini, each condition's replicates (40 by default) run as one block: 2 items a
+#: session, not 80; the same replicates, seeds and episodes, and what is checked here is
+#: what the outputs say.
+BLOCKS_INI = INI + "addopts = --prove-concurrency=40\n"
+
 
 @pytest.fixture
 def usual_umask() -> Iterator[None]:
@@ -45,7 +50,7 @@ def _base(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for name in ("BOT_REPLICATES", "REFUND_FAIL"):
             patch.delenv(name, raising=False)
         return saved_project(tmp_path_factory.mktemp("base"),
-                             {"tox.ini": INI, "test_bot.py": BOT},
+                             {"tox.ini": BLOCKS_INI, "test_bot.py": BOT},
                              "-p", "no:randomly", "--prove-save-baseline=base")
 
 
@@ -66,7 +71,7 @@ def _cli(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
 def test_reports_are_readable_as_any_file_written(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
         usual_umask: None) -> None:
-    pytester.makeini(INI)
+    pytester.makeini(BLOCKS_INI)
     pytester.makepyfile(test_bot=BOT)
     assert pytester.runpytest("-p", "no:randomly", "--prove-name=first",
                               "--prove-report=session.html").ret == 0
@@ -81,7 +86,7 @@ def test_reports_are_readable_as_any_file_written(
 
 def test_show_prints_the_command_as_a_shell_reads_it(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
-    pytester.makeini(INI)
+    pytester.makeini(BLOCKS_INI)
     pytester.makepyfile(test_bot=BOT)
     assert pytester.runpytest("-p", "no:randomly", "--prove-name=first").ret == 0
     # What the run records is the process's argv (here the outer pytest's, in-process):
@@ -245,15 +250,21 @@ TWO_WORSE = BOT.replace('RATES = {"refund": float(os.environ.get("REFUND_FAIL", 
                         'float(os.environ.get("FAIL", "0.1")))')
 
 
+#: Each condition's replicates (30 or 40) in one block: 2 or 4 items a session, not 80 or 120;
+#: the same replicates, seeds and episodes, and what is checked is what the report says.
+WHOLE_BLOCKS = "--prove-concurrency=40"
+
+
 def test_each_failing_condition_says_its_own_rows_not_the_verdict_again(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     assert TWO_WORSE != BOT
     pytester.makeini(INI)
     pytester.makepyfile(test_bot=TWO_WORSE)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base",
+                              WHOLE_BLOCKS).ret == 0
     monkeypatch.setenv("FAIL", "0.8")
     result = pytester.runpytest("-p", "no:randomly", "--prove-baseline=base", "-rf",
-                                "--junitxml=j.xml")
+                                "--junitxml=j.xml", WHOLE_BLOCKS)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     verdict = next(x for x in _section(result.stdout.str()) if x.startswith("worse: "))
     assert verdict.startswith("worse: 2 conditions got worse")
@@ -301,10 +312,11 @@ def test_a_condition_of_two_axes_reads_as_one_unit_in_a_list(
         monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_bot=TWO_AXES)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base",
+                              WHOLE_BLOCKS).ret == 0
     monkeypatch.setenv("FAIL", "0.9")
     result = pytester.runpytest("-p", "no:randomly", "--prove-baseline=base", "-rf",
-                                "--junitxml=j.xml", "--prove-report=session.md")
+                                "--junitxml=j.xml", "--prove-report=session.md", WHOLE_BLOCKS)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     terminal = result.stdout.str()
     verdict = next(x for x in _section(terminal) if x.startswith("worse: "))
@@ -413,9 +425,11 @@ def test_every_forest_plot_draws_its_rows_in_the_grids_order(
         'draw = rng.random()\n'
         '    return prove.Episode("unresolved" if draw < rate else "timeout" '
         'if draw > 1 - rate / 2 else "resolved")'))
-    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base").ret == 0
+    assert pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=base",
+                              WHOLE_BLOCKS).ret == 0
     monkeypatch.setenv("FAIL", "0.6")
-    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base").ret == 1
+    assert pytester.runpytest("-p", "no:randomly", "--prove-baseline=base",
+                              WHOLE_BLOCKS).ret == 1
     code, _ = _cli(pytester, capsys, "report", "base", "latest", "--out", "r.html",
                    "--x", "ticket", "--y", "tone")
     assert code == 0

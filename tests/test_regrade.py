@@ -7,6 +7,7 @@ import json
 import random
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ import pytest_prove as prove
 from pytest_prove.cli import main
 from pytest_prove.declare.spec import SpecError
 from pytest_prove.store import Store
+
+from ._helpers_speed import copy_project, saved_project
 
 #: Each answer says the seed's draw; the lenient grader resolves every answer that is not an
 #: apology, the strict one only a refund that was issued.
@@ -98,6 +101,24 @@ def _project(pytester: pytest.Pytester, grading: str = 'grader="graders:lenient"
     return pytester
 
 
+@pytest.fixture(scope="module")
+def _first(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project _project makes (the lenient grader), after its run 'first': made once for
+    the module, in this process, for the tests that regrade it (each works on a copy)."""
+    return saved_project(tmp_path_factory.mktemp("first"), {
+        "tox.ini": "[pytest]\nprove_allow_underpowered = true\n", "graders.py": GRADERS,
+        "test_bot.py": AGENT.replace("GRADING", 'grader="graders:lenient"')},
+        "--prove-name=first")
+
+
+@pytest.fixture
+def first(pytester: pytest.Pytester, _first: Path) -> pytest.Pytester:
+    """This test's copy of the project with run 'first' (the same as _project then a session
+    with --prove-name=first)."""
+    copy_project(_first, pytester.path)
+    return pytester
+
+
 def _cli(project: pytest.Pytester, capsys: pytest.CaptureFixture[str],
          *args: str) -> tuple[int, str, str]:
     capsys.readouterr()
@@ -125,7 +146,10 @@ def _answer(ticket: str, seed: int) -> str:
     return f"{'refund issued' if ticket == 'refund' else 'password reset'} {seed % 10}"
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+#: Under xdist ONE worker: what it checks (the grader imported and called where the rollout
+#: runs, the answer and its outcome sent to the controller) is one worker's, and -n 1 takes
+#: the same worker hooks and channel as -n 2 with one interpreter start less.
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one-process", "xdist"])
 def test_a_declared_grader_grades_each_answer_and_the_answers_are_kept(
         pytester: pytest.Pytester, workers: list[str]) -> None:
     _project(pytester)
@@ -156,9 +180,8 @@ def test_a_grader_that_fails_is_the_episodes_named_error_and_its_answer_is_kept(
 
 
 def test_regrade_with_a_stricter_grader_turns_the_expected_episodes_and_diff_names_them(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
-    _project(pytester)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-name=first").ret == 0
+        first: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    pytester = first
     code, out, err = _cli(pytester, capsys, "regrade", "first", "--grader", "graders:strict",
                           "--name", "strict")
     assert code == 0, err
@@ -211,10 +234,9 @@ def test_a_noisy_judge_graded_three_times_reports_its_agreement_with_itself(
                         "rollout does not declare"),
 ])
 def test_a_grader_that_raises_or_returns_no_outcome_is_a_named_error_per_episode(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        first: pytest.Pytester, capsys: pytest.CaptureFixture[str],
         grader: str, said: str) -> None:
-    _project(pytester)
-    assert pytester.runpytest("-p", "no:randomly", "--prove-name=first").ret == 0
+    pytester = first
     code, out, _ = _cli(pytester, capsys, "regrade", "first", "--grader", grader,
                         "--name", "new")
     assert f"first episode not graded: {said}" in out
