@@ -16,7 +16,9 @@ Run: python bench/intervals.py [--quick]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -86,14 +88,15 @@ def widths() -> None:
 
 
 def coverage(sizes: tuple[int, ...]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
     from tests.test_printed_numbers import _paired_coverage, _unpaired_coverage
 
     print("least coverage over the grid of true rates (every outcome enumerated)")
     for m in (16, 64):
         level = 1.0 - Q / m
         for n in sizes:
-            for name, found in (("unpaired", _unpaired_coverage(n, level)),
-                                ("paired", _paired_coverage(n, level))):
+            for name, (found,) in (("unpaired", _unpaired_coverage(n, (level,))),
+                                   ("paired", _paired_coverage(n, (level,)))):
                 together = max(0.0, 1.0 - m * (1.0 - found))
                 print(f"  m {m:2d} n {n:3d} {name:8s}: a row {found:.5f} (asked {level:.5f}), "
                       f"{m} rows together at least {together:.4f} (asked {1 - Q:.2f})  "
