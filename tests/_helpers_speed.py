@@ -30,3 +30,15 @@ def copy_project(source: Path, target: Path) -> Path:
     shutil.copytree(source, target, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     return target
+
+
+def copy_with_baseline(source: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                       baseline: str, knobs: tuple[str, ...] = ()) -> pytest.Pytester:
+    """``pytester``'s project made a copy of ``source`` (a project saved once for a module,
+    :func:`saved_project`), with the environment variables ``knobs`` unset and baseline
+    ``baseline`` there."""
+    for name in knobs:
+        monkeypatch.delenv(name, raising=False)
+    copy_project(source, pytester.path)
+    assert (pytester.path / ".prove" / "baselines" / f"{baseline}.baseline").is_file()
+    return pytester

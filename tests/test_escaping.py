@@ -24,7 +24,7 @@ from pytest_prove.report.terminal import format_comparison
 from pytest_prove.review import Labels
 from pytest_prove.stats import RowInput, compare
 
-from ._helpers_speed import copy_project, saved_project
+from ._helpers_speed import copy_with_baseline, saved_project
 from .conftest import reviewed
 
 IMAGE = "![px](http://127.0.0.1:9/p.png)"
@@ -148,11 +148,7 @@ def _saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def hostile(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
             _saved: Path) -> pytest.Pytester:
     """The hostile agent's project with baseline 'base' saved (a copy of :func:`_saved`)."""
-    for name in _KNOBS:
-        monkeypatch.delenv(name, raising=False)
-    copy_project(_saved, pytester.path)
-    assert (pytester.path / ".prove" / "baselines" / "base.baseline").is_file()
-    return pytester
+    return copy_with_baseline(_saved, pytester, monkeypatch, "base", _KNOBS)
 
 
 def test_session_report_summary_and_terminal_show_rollout_text_as_text(

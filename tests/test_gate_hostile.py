@@ -18,7 +18,7 @@ import pytest
 
 from pytest_prove.cli import main
 
-from ._helpers_speed import copy_project, saved_project
+from ._helpers_speed import copy_with_baseline, saved_project
 
 AGENT = textwrap.dedent(
     """
@@ -66,11 +66,7 @@ def _saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture
 def agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
           _saved: Path) -> pytest.Pytester:
-    for name in _KNOBS:
-        monkeypatch.delenv(name, raising=False)
-    copy_project(_saved, pytester.path)
-    assert (pytester.path / ".prove" / "baselines" / "current.baseline").is_file()
-    return pytester
+    return copy_with_baseline(_saved, pytester, monkeypatch, "current", _KNOBS)
 
 
 def test_missing_outcomes_ignored_do_not_hide_a_worse_run(

@@ -133,12 +133,7 @@ class _RankSums:
                         + _cubed(before[:, where] + after[:, tied]).sum(axis=1))
         else:  # the shift made two values one float: group the pooled values as they are
             ties = _cubes(_pooled_groups(values, shifted, before, after))
-        n1, n2 = self._n1, self._n2
-        n = n1 + n2
-        var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            z = (u - n1 * n2 / 2.0) / np.sqrt(var)
-        return np.where(var > 0.0, z, 0.0)
+        return _rank_sum_z(u, ties, self._n1, self._n2)
 
 
 class _GridSums:
@@ -167,12 +162,7 @@ class _GridSums:
         counts = _counts(after, len(self._grid), self._offsets)
         u = np.einsum("rk,rk->r", counts, self._beaten)
         ties = _cubes(self._before + counts)
-        n1, n2 = self._n1, after.shape[1]
-        n = n1 + n2
-        var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            z = (u - n1 * n2 / 2.0) / np.sqrt(var)
-        return np.where(var > 0.0, z, 0.0)
+        return _rank_sum_z(u, ties, self._n1, after.shape[1])
 
 
 class _GridPairs:
@@ -219,6 +209,17 @@ class _GridPairs:
         with np.errstate(invalid="ignore", divide="ignore"):
             z = (plus - total / 2.0) / np.sqrt(var)
         return np.where(var > 0.0, z, 0.0)
+
+
+def _rank_sum_z(u: FloatArray, ties: FloatArray, n1: int, n2: int) -> FloatArray:
+    """Each run's rank-sum z from its U and its tie sum (t**3 - t over the pooled groups),
+    samples of ``n1`` and ``n2``: 0 where the pooled values are all one."""
+    n = n1 + n2
+    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (u - n1 * n2 / 2.0) / np.sqrt(var)
+    found: FloatArray = np.where(var > 0.0, z, 0.0)
+    return found
 
 
 def _cubed(t: FloatArray) -> FloatArray:
