@@ -221,7 +221,7 @@ def within_by_look(design_looks: Sequence[int], margin: float, q: float, *, pair
 
 def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: float, q: float,
                    p10: float, p01: float, worse_level: float | None) -> tuple[float, ...]:
-    from ._seq_paired import _efficacy_top
+    from ._seq_paired import _efficacy_top, advance
 
     top = looks[-1]
     need = _efficacy_top(top, worse_level) if worse_level is not None else None
@@ -231,13 +231,7 @@ def _paired_chance(looks: tuple[int, ...], shares: tuple[float, ...], margin: fl
     within = [0.0] * len(looks)
     n = 0
     for k, size in enumerate(looks):
-        while n < size:
-            s = n + 1
-            new = stay * grid[:s + 1, :s + 1]
-            new[1:, :] += p10 * grid[:s, :s + 1]
-            new[:, 1:] += p01 * grid[:s + 1, :s]
-            grid[:s + 1, :s + 1] = new
-            n = s
+        n = advance(grid, n, size, stay, p10, p01)  # rows: before-only
         view = grid[:size + 1, :size + 1]
         if shares[k] > 0.0:
             hit = _region(True, size, size, margin, shares[k] * q)

@@ -179,6 +179,22 @@ def _masks(looks: tuple[int, ...], c: float, mde: float,
     return tuple(out)
 
 
+def advance(grid: FloatArray, n: int, size: int, stay: float, row: float,
+            column: float) -> int:
+    """Take the twin-pair walk in ``grid`` (entry [i, j]: the chance of i discordant pairs of
+    one kind and j of the other after ``n`` pairs) on to ``size`` pairs, in place: each pair
+    adds one to the row's count with chance ``row``, to the column's with ``column``, and to
+    neither with ``stay``; returns ``size``."""
+    while n < size:
+        s = n + 1
+        new = stay * grid[:s + 1, :s + 1]
+        new[1:, :] += row * grid[:s, :s + 1]
+        new[:, 1:] += column * grid[:s + 1, :s]
+        grid[:s + 1, :s + 1] = new
+        n = s
+    return n
+
+
 @functools.lru_cache(maxsize=1024)
 def run(looks: tuple[int, ...], c: float, mde: float, h: float, p01: float,
         p10: float) -> tuple[float, float, float]:
@@ -192,13 +208,7 @@ def run(looks: tuple[int, ...], c: float, mde: float, h: float, p01: float,
     masks = _masks(looks, c, mde, h)
     n = 0
     for k, size in enumerate(looks):
-        while n < size:
-            s = n + 1
-            new = stay * grid[:s + 1, :s + 1]
-            new[1:, :] += p01 * grid[:s, :s + 1]
-            new[:, 1:] += p10 * grid[:s + 1, :s]
-            grid[:s + 1, :s + 1] = new
-            n = s
+        n = advance(grid, n, size, stay, p01, p10)
         up, down, stop = masks[k]
         view = grid[:size + 1, :size + 1]
         hit_up, hit_down = float(view[up].sum()), float(view[down].sum())
