@@ -199,11 +199,40 @@ def test_unpaired_crossing_equals_enumeration_and_holds_between_grid_points() ->
     assert 0.5 < up <= 1 and down < 1e-3 and 4 <= spent <= 40
 
 
-def test_unpaired_futility_is_the_profile_likelihood_ratio() -> None:
-    """The constrained rates are the likelihood's maximum with the change fixed (against a
-    search), and a run with no event in 8 against a baseline with none is not taken as
-    ruling out a rise of 0.2 (likelihood ratio 1.25^8 = e^1.79 < e^2): the z rule before
-    stopped it, and lost a fifth of the power at a base rate of 0."""
+def test_unpaired_futility_rules_out_a_worsening_by_the_likelihood_ratio() -> None:
+    """The unpaired rule: the run's likelihood at the baseline's smoothed rate over the rate
+    worse by max_mde, at least e^h, against the binomial log-likelihoods computed here; a
+    row worse when it falls is the mirror of one worse when it rises; a fall alone is not
+    ruled out (one-sided), and a run with no event in 8 against a baseline with none is not
+    taken as ruling out a rise of 0.2 at e^2 (e^1.79)."""
+    from pytest_prove.stats._seq_unpaired import futile
+
+    def log_lr(y: int, t: int, x_a: int, n_a: int, mde: float) -> float:
+        p0 = min((x_a + 0.5) / (n_a + 1), 1 - mde)
+        return float(sps.binom.logpmf(y, t, p0) - sps.binom.logpmf(y, t, p0 + mde))
+
+    for y, t, x_a, n_a, mde, h in ((0, 8, 0, 225, 0.2, 2.0), (30, 80, 90, 225, 0.2, 1.5),
+                                   (9, 13, 12, 50, 0.35, 0.5), (20, 40, 100, 200, 0.1, 1.0),
+                                   (3, 40, 1, 200, 0.2, 1.5)):
+        assert futile(y, t, x_a, n_a, mde, h) == (log_lr(y, t, x_a, n_a, mde) >= h)
+        assert futile(t - y, t, n_a - x_a, n_a, mde, h, "fall") == futile(
+            y, t, x_a, n_a, mde, h)
+    assert not futile(0, 8, 0, 225, 0.2, 2.0)
+    assert futile(0, 12, 0, 225, 0.2, 2.0)
+    assert futile(90, 225, 90, 225, 0.2, 2.0)
+    assert not futile(0, 12, 0, 225, 0.2, 3.0)
+    # A run far below its baseline has ruled out a rise, not a fall: a row worse when it
+    # falls is not stopped by it.
+    assert futile(10, 100, 90, 225, 0.2, 1.5)
+    assert not futile(10, 100, 90, 225, 0.2, 1.5, "fall")
+    # Where a rise has no room (a baseline at 1), a run at 1 cannot rule out 0.8 -> 1.
+    assert not futile(40, 40, 225, 225, 0.2, 1.5)
+
+
+def test_unpaired_profile_rule_of_version_2_designs() -> None:
+    """Designs recorded by version 2 ruled out both +-max_mde by the two binomials' profile
+    likelihood ratio: their constrained rates are the likelihood's maximum with the change
+    fixed (against a search), and a stored version-2 design decides with that rule again."""
     from pytest_prove.stats._seq_unpaired import _constrained, _loglik, futile
 
     for x_a, n_a, y, t, d in ((0, 225, 0, 8, 0.2), (90, 225, 30, 40, -0.2),
@@ -215,10 +244,23 @@ def test_unpaired_futility_is_the_profile_likelihood_ratio() -> None:
             np.full(grid.size, float(y)), t, grid + d)
         best = _loglik(np.array(float(x_a)), n_a, base) + _loglik(np.array(float(y)), t, new)
         assert float(best) >= float(search.max()) - 1e-9
-    assert not futile(0, 8, 0, 225, 0.2, 2.0)
-    assert futile(0, 12, 0, 225, 0.2, 2.0)  # 1.25^12 = e^2.68
-    assert futile(90, 225, 90, 225, 0.2, 2.0)
-    assert not futile(0, 12, 0, 225, 0.2, 3.0)
+    assert not futile(0, 8, 0, 225, 0.2, 2.0, rule="profile")
+    assert futile(0, 12, 0, 225, 0.2, 2.0, rule="profile")  # 1.25^12 = e^2.68
+    # Far below the baseline: the new rule rules out the rise, the old one not the fall.
+    assert not futile(10, 100, 90, 225, 0.2, 2.0, rule="profile")
+    design = dataclasses.replace(
+        sequential_design(12, 1, paired=False, max_mde=0.4), futility=2.0)
+    old = design_from_dict({**design.to_dict(), "version": 2})
+    assert old.version == 2
+    n_a = 12
+    row = SequentialRow("c", "fail", "rise", tuple(
+        RowInput("c", "fail", "rise", 6, n_a, 0, t) for t in design.looks[:1]))
+    # 0 of 4 against 6 of 12: a rise of 0.4 is ruled out (e^6.4 by the new rule, e^5.8 by
+    # the profile), a fall of 0.4 is not by the profile rule (e^0.24): version 3 stops,
+    # version 2 runs on.
+    assert decide(design, [row])[1][0].state == "no change of max_mde"
+    assert "no worsening of max_mde possible" in decide(design, [row])[1][0].reason
+    assert decide(old, [row])[1][0].state == "open"
 
 
 def test_unpaired_design_reaches_its_power() -> None:
@@ -236,6 +278,35 @@ def test_unpaired_design_reaches_its_power() -> None:
     assert design.expected_unchanged < 0.4 * design.fixed
     assert not sequential_design(plan.replicates_needed - 1, 16, paired=False,
                                  max_mde=0.4).ok
+
+
+@pytest.mark.slow  # about 10 s of CPU: the 16-test unpaired design's search
+def test_unpaired_design_spends_under_a_seventh_of_the_fixed_design_at_every_base_rate() -> None:
+    """Sixteen unpaired tests at max_mde 0.2: with nothing changed a condition spends at most
+    0.15 of the fixed design's replicates at every base rate from 0.05 to 0.75 (exact), and
+    the maximum keeps power 0.8 for a worsening of 0.2 at every base rate the design checks.
+    Until the futility rule was one-sided (the run's likelihood ratio at the baseline's rate
+    against a worsening), a condition at 0.40 spent 0.31 of the fixed design (56.6 of 188
+    replicates) and 0.32 at 0.50: both directions had to be ruled out, by the two binomials'
+    profile likelihood ratio."""
+    from pytest_prove.stats._seq_unpaired import level, run
+
+    plan = sequential_design(2, 16, paired=False)
+    assert plan.fixed == 188 and plan.replicates_needed is not None
+    design = sequential_design(plan.replicates_needed, 16, paired=False)
+    assert design.ok and design.power_at_max_mde >= 0.8
+    assert design.expected_unchanged <= 0.15 * design.fixed
+    c = level(design.looks, design.replicates, 0.05 / 16)
+    assert c == design.efficacy
+    for rate in (0.05, 0.15, 0.25, 0.35, 0.45, 0.5, 0.55, 0.65, 0.75):
+        up, down, spent = run(design.looks, design.replicates, c, 0.2, design.futility,
+                              rate, rate)
+        assert spent <= 0.15 * design.fixed, rate
+        assert up + down <= 0.05 / 16, rate
+    # A worsening of 0.2 at a base rate between the design's grid points is caught too.
+    for rate in (0.35, 0.45):
+        assert run(design.looks, design.replicates, c, 0.2, design.futility, rate,
+                   rate + 0.2)[0] >= 0.8
 
 
 @pytest.mark.slow  # seconds of exact recursions

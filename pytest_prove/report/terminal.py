@@ -85,7 +85,10 @@ def verdict_line(comparison: Comparison) -> str:
                 f"({_listed(verdict.safer)}) and none got worse; {tail}")
     mde = rate(comparison.max_mde)
     if verdict.word == "no significant change":
-        could = (f"the sequential design could have shown a change of {mde} in every "
+        # An unpaired sequential design stops a condition once a worsening is ruled out:
+        # its power is for a worsening, not a change either way.
+        change = "change" if comparison.design == "paired" else "worsening"
+        could = (f"the sequential design could have shown a {change} of {mde} in every "
                  f"condition (its check of the power at {mde} passed, or the condition ruled "
                  f"it out)" if is_sequential
                  else f"every condition could have shown a change of {mde}")
@@ -251,7 +254,8 @@ def format_comparison(
     lines.extend(beside)
     sequential = comparison.method.startswith("group-sequential")
     legend = ("rise/fall: 'sequential', a row of a sequential run has no limit of its own "
-              "(the design's power at max_mde holds for every row)"
+              "(the design's power at max_mde holds for every row"
+              + ("" if comparison.design == "paired" else ", for a worsening") + ")"
               if sequential else
               f"rise/fall: the smallest change each row alone would be flagged for, 4 times "
               f"in 5, from its rate in {before}")

@@ -106,6 +106,7 @@ def _method(design: str, m: int, q: float, power: float, level: float,
         f"bounds, union bound), each covering at least {100 * level:.3f}%, so all "
         f"{m} together at least {100 * (1.0 - q):g}% (Bonferroni); "
         + ("limits: none per row, the sequential design's power at max_mde instead"
+           + ("" if design == "paired" else " (a worsening of max_mde, unpaired)")
            if sequential else f"limits: power {power:g} at level q/m, exact")
         + mirrors
     )

@@ -23,12 +23,16 @@ grid's largest chance, then lowered in steps of 1% until the bound holds); Holm
 across rows compares each row's smallest p with the level of Holm's step (:func:`level` at
 q/(m - j + 1)), so Holm decides exactly.
 
-Futility (non-binding) rules out a change of +-max_mde when the observed change lies
-between them and the profile likelihood ratio of the two binomials against each (the
-constrained rates in closed form, Farrington and Manning 1990) is at least e^h, a constant
-boundary like a sequential probability ratio test's; power and expected replicates are exact
-(:func:`run`, a recursion over the baseline's count and the run's), at the base rates the
-design checks.
+Futility (non-binding) rules out a **worsening** of max_mde: the likelihood ratio of the run's
+counts at the baseline's rate p_0 = (x_a + 1/2) / (n_a + 1) over the rate worse by max_mde
+(p_0 + max_mde for a row worse when it rises; mirrored for a fall) is at least e^h, the
+lower boundary of Wald's sequential probability ratio test with the baseline's rate put in
+for the unknown one (:func:`futile`). It never enters the error rate; its cost in power,
+which the baseline's own noise raises, is exact in :func:`run` (a recursion over the
+baseline's count and the run's), at the base rates the design checks. Designs recorded by
+version 2 ruled out both +-max_mde by the profile likelihood ratio of the two binomials
+(Farrington and Manning 1990's constrained rates), and are read again with that rule
+(:func:`futile`, ``rule="profile"``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,11 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["crossing", "futile", "level", "look_p", "run", "worst"]
+__all__ = ["RULES", "crossing", "futile", "level", "look_p", "run", "worst"]
+
+#: The futility rules: "worsening" (one-sided, this version) and "profile" (both
+#: directions, the rule of designs recorded by version 2).
+RULES = ("worsening", "profile")
 
 _TAIL = 1e-13  # baseline counts whose chance is below this (each side) are left out of run()
 _GRID = 8193  # starting points of the theta grid over 0 <= p <= 1
@@ -148,19 +156,38 @@ def _ruled(y: FloatArray, t: int, x_a: FloatArray, n_a: int, mde: float,
                       & (_log_lr(y, t, x_a, n_a, -mde) >= h))
 
 
-def futile(y: int, t: int, x_a: int, n_a: int, mde: float, h: float) -> bool:
-    return bool(_ruled(np.asarray(float(y)), t, np.asarray(float(x_a)), n_a, mde, h))
+def _worsening_ruled(y: FloatArray, t: int, x_a: FloatArray, n_a: int, mde: float,
+                     h: float) -> BoolArray:
+    """Whether a rise of mde is ruled out: log P(y | p_0) / P(y | p_0 + mde) >= h, with
+    p_0 = (x_a + 1/2) / (n_a + 1), at most 1 - mde (where the rise has no room, a run at
+    the baseline's rate still reads against a rate of 1)."""
+    p0 = np.minimum((x_a + 0.5) / (n_a + 1.0), 1.0 - mde)
+    p1 = p0 + mde
+    with np.errstate(divide="ignore"):
+        # p1 = 1 makes the last term +inf wherever the run saw a non-event: ruled out.
+        log_lr = (special.xlogy(y, p0) - special.xlogy(y, p1)
+                  + special.xlog1py(t - y, -p0) - special.xlog1py(t - y, -p1))
+    return np.asarray(log_lr >= h)
+
+
+def futile(y: int, t: int, x_a: int, n_a: int, mde: float, h: float,
+           worse_when: str = "rise", rule: str = "worsening") -> bool:
+    """The futility rule on a row's counts at a look (``rule`` "worsening": a worsening of
+    mde ruled out, a fall mirrored into a rise; "profile": both changes ruled out, the rule
+    of version 2's designs)."""
+    if rule == "profile":
+        return bool(_ruled(np.asarray(float(y)), t, np.asarray(float(x_a)), n_a, mde, h))
+    if worse_when == "fall":
+        y, x_a = t - y, n_a - x_a
+    return bool(_worsening_ruled(np.asarray(float(y)), t, np.asarray(float(x_a)), n_a,
+                                 mde, h))
 
 
 @functools.lru_cache(maxsize=192)  # 64 kB each at 250 replicates
 def _futile_mask(t: int, n_a: int, mde: float, h: float) -> BoolArray:
-    """Over every (x_a, y): both changes of +-mde ruled out."""
+    """Over every (x_a, y): a rise of mde ruled out (the row worse when it rises)."""
     x, y = np.meshgrid(np.arange(n_a + 1.0), np.arange(t + 1.0), indexing="ij")
-    change = y / t - x / n_a
-    near = (change < mde) & (change > -mde)
-    mask = np.zeros(x.shape, dtype=np.bool_)
-    mask[near] = _ruled(y[near], t, x[near], n_a, mde, h)
-    return mask
+    return _worsening_ruled(y, t, x, n_a, mde, h)
 
 
 # --------------------------------------------------------------------------- no change
@@ -339,7 +366,9 @@ def _support(n_a: int, p: float) -> IntArray:
 def run(looks: tuple[int, ...], n_a: int, c: float, mde: float, h: float, p_a: float,
         p_b: float) -> tuple[float, float, float]:
     """One row's procedure, exact: (P(crossed upwards), P(downwards), expected replicates)
-    with baseline rate p_a and run rate p_b, futility included."""
+    with baseline rate p_a and run rate p_b, futility included, for a row worse when it
+    rises (a row worse when it falls is this one with both rates mirrored, 1 - p: the
+    conditional test and the rule are symmetric)."""
     xs = _support(n_a, p_a)
     weights = binom_pmf(xs, n_a, p_a)
     top = looks[-1]

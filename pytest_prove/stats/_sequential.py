@@ -13,10 +13,12 @@ The design (docs/statistics.md, "Sequential runs"):
   calibrated by an exact rate-free recursion and proven at every rate (``_seq_unpaired``).
   Holm at q over the m rows; p* only falls as looks are added, so stopping conditions never
   adds a false verdict.
-* **Futility (no change of max_mde), non-binding.** The profile likelihood ratio of the
-  counts (paired: the twins' trinomial; unpaired: the two binomials) against a change of
-  +max_mde and of -max_mde both at least e^h. It never enters the error rate above; it
-  costs power, which the maximum makes up.
+* **Futility, non-binding.** Paired (no change of max_mde): the profile likelihood ratio
+  of the twins' trinomial against a change of +max_mde and of -max_mde both at least e^h.
+  Unpaired (no worsening of max_mde): the likelihood ratio of the run's counts at the
+  baseline's rate over the rate worse by max_mde at least e^h, one-sided (``_seq_unpaired``;
+  designs recorded by version 2 ruled out both directions, and are read with that rule).
+  It never enters the error rate above; it costs power, which the maximum makes up.
 * **The maximum** is the smallest N at which the exact power at max_mde (futility included)
   is at least ``power`` at every nuisance value checked: paired, every chance s of a
   before-only twin from 0 (identical twins but for the change) to ((1 - max_mde)/2)^2
@@ -64,10 +66,14 @@ __all__ = [
 
 #: Kept for the public API (it was the level of the interval an earlier margin seam read).
 FUTILITY_LEVEL = 0.90
-#: Futility thresholds: the log profile likelihood ratio against +-max_mde (paired: the
-#: twins' trinomial; unpaired: the two binomials).
-FUTILITY = {True: 2.0, False: 2.0}
-VERSION = 2
+#: Futility thresholds: paired, the log profile likelihood ratio of the twins' trinomial
+#: against +-max_mde; unpaired, the log likelihood ratio of the run's counts at the
+#: baseline's rate over the rate worse by max_mde (version 2's designs: 2.0, the profile
+#: likelihood ratio of the two binomials against +-max_mde).
+FUTILITY = {True: 2.0, False: 1.5}
+VERSION = 3
+#: The versions whose designs this one reads again (2: unpaired futility on both sides).
+READABLE = (2, 3)
 
 State = Literal["worse", "safer", "no change of max_mde", "within margin", "open",
                 "complete"]
@@ -146,7 +152,7 @@ def design_from_dict(data: object) -> SequentialDesign:
     method is refused: its looks were read with another test)."""
     if not isinstance(data, dict):
         raise ValueError(f"a sequential design is a mapping, got {type(data).__name__}")
-    if data.get("version") != VERSION:
+    if data.get("version") not in READABLE:
         raise ValueError(
             "the run's sequential design was recorded by an older pytest-prove (5 looks, "
             "O'Brien-Fleming spending), whose looks this version does not read again; "
@@ -163,7 +169,8 @@ def design_from_dict(data: object) -> SequentialDesign:
             else int(data["replicates_needed"]),
             ok=bool(data.get("ok")), power_at_max_mde=float(data["power_at_max_mde"]),
             expected_unchanged=float(data["expected_unchanged"]),
-            expected_moved=float(data["expected_moved"]), method=str(data["method"]))
+            expected_moved=float(data["expected_moved"]), method=str(data["method"]),
+            version=int(data["version"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the sequential design is damaged ({exc!r})") from None
     if (not looks or list(looks) != sorted(set(looks)) or looks[0] < 1
@@ -179,7 +186,8 @@ def _method(paired: bool, m: int, q: float, step: int, h: float) -> str:
             "of a fair walk" if paired else
             "Fisher's conditional test against the whole baseline, its level calibrated "
             "exactly over the looks and the base rate")
-    rule = f"likelihood ratio e^{h:g} against +-max_mde"
+    rule = (f"likelihood ratio e^{h:g} against +-max_mde" if paired else
+            f"likelihood ratio e^{h:g} against a worsening of max_mde from the baseline's rate")
     return (f"group-sequential, a look every {step} replicates: {test}; Holm q {q:g} over "
             f"{m} tests; futility when {rule} (non-binding)")
 
@@ -350,22 +358,24 @@ def _look_p(row: RowInput) -> float:
     return _seq_unpaired.look_p(row.x_after, row.n_after, row.x_before, row.n_before)
 
 
-def _futile(design: SequentialDesign, row: RowInput) -> bool:
+def _futile(design: SequentialDesign, row: RowInput, worse_when: str) -> bool:
     if row.pairs is not None:
         w, b = _paired_counts(row)
-        return _futile_counts(True, w, b, row.pairs.n, 0, design.max_mde, design.futility)
+        return _futile_counts(True, w, b, row.pairs.n, 0, design.max_mde, design.futility,
+                              worse_when, "profile")
+    rule = "profile" if design.version == 2 else "worsening"
     return _futile_counts(False, row.x_after, row.n_after, row.x_before, row.n_before,
-                          design.max_mde, design.futility)
+                          design.max_mde, design.futility, worse_when, rule)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _futile_counts(paired: bool, a: int, b: int, c: int, d: int, mde: float,
-                   h: float) -> bool:
+                   h: float, worse_when: str, rule: str) -> bool:
     """The futility rule on a row's counts (paired: after-only, before-only, twins; unpaired:
     the run's events and replicates, the baseline's), cached: looks repeat counts."""
     if paired:
         return _seq_paired.futile(a, b, c, mde, h)
-    return _seq_unpaired.futile(a, b, c, d, mde, h)
+    return _seq_unpaired.futile(a, b, c, d, mde, h, worse_when, rule)
 
 
 def _p_values(design: SequentialDesign, rows: Sequence[SequentialRow],
@@ -462,7 +472,8 @@ def decide(
             state = "no change of max_mde"  # nothing to test: no event to change
         elif tested is not None and tested.within:
             state = "within margin"
-        elif margin is None and at is not None and taken < last and _futile(design, at):
+        elif (margin is None and at is not None and taken < last
+              and _futile(design, at, row.worse_when)):
             state = "no change of max_mde"
         elif taken >= last:
             state = "complete"
@@ -525,13 +536,14 @@ def _conditions(
             state, look = "open", taken
         size = design.looks[look - 1] if look else 0
         out.append(ConditionDecision(condition, state, look, size,
-                                     _reason(state, look, last, size, members, margin)))
+                                     _reason(state, look, last, size, members, margin,
+                                             _ruled_out(design))))
     return tuple(out)
 
 
 def _reason(state: State, look: int, last: int, size: int,
             members: Sequence[tuple[SequentialRow, RowDecision]],
-            margin: float | None = None) -> str:
+            margin: float | None = None, ruled: str = "change") -> str:
     where = f"look {look} of {last} ({size} replicates)"
     if state == "within margin":
         return f"decided at {where}: within margin {margin:.3f} (every row)"
@@ -540,10 +552,16 @@ def _reason(state: State, look: int, last: int, size: int,
                           for r, d in members if d.state == state)
         return f"decided at {where}: {state} ({moved})"
     if state == "no change of max_mde":
-        return f"decided at {where}: no change of max_mde possible"
+        return f"decided at {where}: no {ruled} of max_mde possible"
     if state == "complete":
         return f"ran all {size} replicates: undecided until the last look"
     return f"open after {where}"
+
+
+def _ruled_out(design: SequentialDesign) -> str:
+    """What the design's futility rule rules out: "change" (both directions: paired, and
+    version 2's unpaired designs) or "worsening"."""
+    return "change" if design.paired or design.version == 2 else "worsening"
 
 
 def _moved(counts: RowInput | None, event: str) -> str:
