@@ -105,6 +105,8 @@ def test_a_damaged_entry_is_computed_again(sweep: pytest.Pytester, counted: list
     good = json.loads(entry.read_text())
     for damage in ({"design": {**good["design"], "looks": [4, 2]}},
                    {"design": {**good["design"], "version": 1}},
+                   # readable again by a stored run's review, but an older method's
+                   {"design": {**good["design"], "version": 2}},
                    {"design": "garbage"}, ["not", "a", "mapping"]):
         entry.write_text(json.dumps(damage))
         counted.clear()

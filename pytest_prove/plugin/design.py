@@ -472,7 +472,7 @@ def _sequential_plan(config: pytest.Config, replicates: int, m: int,
     2 s of CPU each at 16 tests), so the first to take the lock computes it and the others
     read it.  What a worker reads only words the plan, orders the items and refuses an
     underpowered design; the controller decides the looks on a design it computes itself."""
-    from ..stats import design_from_dict, sequential_design
+    from ..stats import SEQUENTIAL_VERSION, design_from_dict, sequential_design
 
     margin = settings.margin
     key = (f"prove/sequential-design/{replicates}-{m}-{settings.q}-{settings.max_mde}-"
@@ -488,9 +488,9 @@ def _sequential_plan(config: pytest.Config, replicates: int, m: int,
         except ValueError:
             return None  # damaged, or written by another version: computed again
         within = found.get("within")
-        if (plan.replicates, plan.m, plan.q, plan.max_mde, plan.paired) != (
-                replicates, m, settings.q, settings.max_mde, True):
-            return None
+        if (plan.replicates, plan.m, plan.q, plan.max_mde, plan.paired, plan.version) != (
+                replicates, m, settings.q, settings.max_mde, True, SEQUENTIAL_VERSION):
+            return None  # another design, or one an older method recorded
         if margin is None:
             return plan, None
         if not isinstance(within, (int, float)) or not 0 < within <= plan.replicates:

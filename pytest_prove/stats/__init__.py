@@ -76,6 +76,9 @@ from ._sequential import (
     sequential_p,
 )
 from ._sequential import (
+    VERSION as SEQUENTIAL_VERSION,
+)
+from ._sequential import (
     margin_level as sequential_margin_level,
 )
 from ._target_sequential import (
@@ -115,6 +118,7 @@ __all__ = [
     "PAIRED_MODEL",
     "RATES_LEVEL",
     "SCHEMA_VERSION",
+    "SEQUENTIAL_VERSION",
     "STOPPED",
     "TWIN_MODEL",
     "Agreement",
