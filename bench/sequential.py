@@ -24,6 +24,7 @@ engine's model, given the rates). Every look of every condition is decided by
 ``simulate`` is imported by tests/test_stats_sequential.py, which runs a small fixed-seed
 version.
 
+    python bench/sequential.py --futility     # the unpaired futility threshold's trade-off
     python bench/sequential.py --margin 0.1   # the margin on the looks, exact figures
 
 prints instead, for the margin claim on a sequential run's looks (16 tests, q 0.05): the
@@ -261,6 +262,54 @@ def margin_lines(margin: float, q: float = 0.05) -> list[str]:
     return lines
 
 
+def futility_lines(thresholds: tuple[float, ...] = (1.5, 1.75, 2.0),
+                   below: tuple[float, ...] = (1.25,), at: int = 400) -> list[str]:
+    """The unpaired futility threshold's trade-off, exact (16 tests, q 0.05, max_mde 0.2):
+    for each threshold e^h, the maximum the design search finds (the smallest whose power
+    at max_mde reaches 0.8 at base rates 0, 0.1, .., 0.8; none below 6 times the fixed
+    design when the rule's cost in power cannot be made up), its power, an unchanged
+    condition's expected replicates over the fixed design at four base rates, and a 0.40
+    move's (0.30 -> 0.70) over the maximum. Thresholds ``below`` are read at a maximum of
+    ``at`` instead of searched (their power stays short of 0.8 at any maximum, and the
+    search would try maxima up to 6 times the fixed design, minutes each)."""
+    from pytest_prove.stats import _seq_unpaired, _sequential
+
+    lines = [f"{'futility':>8} {'maximum':>8} {'power':>6} "
+             + " ".join(f"{'at ' + format(r, '.2f'):>8}" for r in (0.05, 0.2, 0.4, 0.5))
+             + f" {'0.40 move':>10}"]
+    print(lines[0], flush=True)
+    chosen = _sequential.FUTILITY[False]
+    try:
+        fixed = sequential_design(2, CONDITIONS, paired=False).fixed
+        assert fixed is not None
+        for h in (*below, *thresholds):
+            _sequential.FUTILITY[False] = h
+            for cached in (_sequential._evaluate, _sequential._reaches, _seq_unpaired.run):
+                cached.cache_clear()
+            if h in below:
+                design = sequential_design(at, CONDITIONS, paired=False)
+                note = "  (not reached)" if not design.ok else ""
+            else:
+                needed = sequential_design(2, CONDITIONS, paired=False).replicates_needed
+                assert needed is not None
+                design = sequential_design(needed, CONDITIONS, paired=False)
+                note = "  (chosen)" if h == chosen else ""
+            n = design.replicates
+            spent = [_seq_unpaired.run(design.looks, n, design.efficacy, 0.2, h, r, r)[2]
+                     / fixed for r in (0.05, 0.2, 0.4, 0.5)]
+            move = _seq_unpaired.run(design.looks, n, design.efficacy, 0.2, h, 0.3,
+                                     0.7)[2] / n
+            line = (f"{'e^' + format(h, 'g'):>8} {n:>8} {design.power_at_max_mde:6.3f} "
+                    + " ".join(f"{v:8.3f}" for v in spent) + f" {move:10.3f}" + note)
+            lines.append(line)
+            print(line, flush=True)
+    finally:
+        _sequential.FUTILITY[False] = chosen
+        for cached in (_sequential._evaluate, _sequential._reaches, _seq_unpaired.run):
+            cached.cache_clear()
+    return lines
+
+
 def by_rate(sweeps: int, seed: int, kinds: tuple[str, ...],
             rates: tuple[float, ...] = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50)) -> list[str]:
     """What an unchanged sweep spends, over the fixed design's episodes, at each base rate
@@ -294,10 +343,16 @@ def main() -> int:
                         help="which designs, comma-separated")
     parser.add_argument("--margin", type=float, default=None,
                         help="print the margin on the looks' exact figures instead")
+    parser.add_argument("--futility", action="store_true",
+                        help="print the unpaired futility threshold's exact trade-off instead")
     parser.add_argument("--by-rate", action="store_true",
                         help="print what an unchanged sweep spends at each base rate instead")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.futility:
+        futility_lines()
+        print(f"({time.perf_counter() - start:.0f} s)")
+        return 0
     if args.by_rate:
         by_rate(args.sweeps, args.seed, tuple(args.kinds.split(",")))
         print(f"({time.perf_counter() - start:.0f} s)")

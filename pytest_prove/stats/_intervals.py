@@ -8,8 +8,9 @@ whatever the rates and n, so rows at level 1 - q/m hold together at least 1 - q 
 rate of discordant twins and, given their number, the share of them worse after.
 
 Newcombe's hybrid score interval (method 10, from two Wilson intervals) and Tango's score
-interval (the inversion of the score test of a paired difference) are kept for the
-sequential design's futility rule and for callers: they are narrower, but their coverage
+interval (the inversion of the score test of a paired difference) are kept for callers
+(the sequential design's futility rule, which read them once, reads likelihood ratios
+now): they are narrower, but their coverage
 falls below the level asked at some rates (unchanged rows missed up to 1.37 times the
 nominal rate at 1 - q/m; 0 -> 0.995 covered 0.86 at 95%).
 """
