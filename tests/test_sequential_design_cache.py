@@ -119,3 +119,30 @@ def test_a_damaged_entry_is_computed_again(sweep: pytest.Pytester, counted: list
     read = sweep.runpytest(*plan)  # a whole entry is read, not computed
     assert [x for x in read.outlines if "sequential: at most" in x] == line
     assert counted == []
+
+
+def test_an_entry_another_version_wrote_is_computed_again(
+        sweep: pytest.Pytester, counted: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release may change a design's method or figures (the unpaired futility rule did):
+    the design check and the sequential design are remembered under the pytest-prove version
+    that computed them, so an upgraded pytest-prove never reads what the previous one wrote."""
+    import pytest_prove
+
+    plan = ("-p", "no:xdist", "--prove-plan", "--prove-sequential", "--prove-baseline=base")
+    monkeypatch.setattr(pytest_prove, "__version__", "0.0.1")
+    first = sweep.runpytest(*plan)
+    assert first.ret == 0, first.stdout.str()
+    assert counted, "the first plan computed no design"
+    counted.clear()
+    assert sweep.runpytest(*plan).ret == 0
+    assert counted == []  # the same version reads its entry
+    monkeypatch.setattr(pytest_prove, "__version__", "0.0.2")
+    again = sweep.runpytest(*plan)
+    assert again.ret == 0, again.stdout.str()
+    assert len(counted) >= 1  # another version's entry is not read
+    names = sorted(p.name for p in (sweep.path / ".pytest_cache" / "v" / "prove" /
+                                    "sequential-design").iterdir())
+    assert [n.split("-", 1)[0] for n in names] == ["0.0.1", "0.0.2"], names
+    checks = sorted(p.name.split("-", 1)[0] for p in (sweep.path / ".pytest_cache" / "v" /
+                                                       "prove" / "design").iterdir())
+    assert checks == ["0.0.1", "0.0.2"], checks

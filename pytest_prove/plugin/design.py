@@ -117,8 +117,8 @@ def _rates_check(config: pytest.Config, rates: Rates, replicates: int, settings:
     """The design check at the baseline's rates (each test's exact interval), remembered in
     pytest's cache under its sizes and the baseline's counts."""
     name, counts = rates
-    key = (f"prove/design-rates/{replicates}-{len(counts)}-{int(paired)}-{settings.q}-"
-           f"{settings.max_mde}-{kappa!r}-{_digest(rates)}")
+    key = _key("design-rates", f"{replicates}-{len(counts)}-{int(paired)}-{settings.q}-"
+                                f"{settings.max_mde}-{kappa!r}-{_digest(rates)}")
     found: _Check | None = _cached(config, key, _Check)
     if found is not None:
         return found
@@ -160,6 +160,15 @@ class _MarginCheck:
     note: str = ""  # the summary's, when only the baseline's rates let it pass
 
 
+def _key(kind: str, sizes: str) -> str:
+    """A check's key in pytest's cache: its kind, the pytest-prove version that computed it
+    (a release may change a check's figures or its method: an entry another version wrote
+    is never read, only computed again), and what it depends on."""
+    from .. import __version__
+
+    return f"prove/{kind}/{__version__}-{sizes}"
+
+
 def _cached(config: pytest.Config, key: str, kind: type[Any]) -> Any:
     """The check remembered under ``key`` in pytest's cache, or None."""
     cache = getattr(config, "cache", None)
@@ -197,7 +206,7 @@ def _remember(config: pytest.Config, key: str, value: dict[str, Any]) -> None:
 def _design_check(config: pytest.Config, replicates: int, m: int,
                   settings: Settings, paired: bool) -> _Check:
     """The engine's design check, remembered in pytest's cache: it depends on sizes alone."""
-    key = f"prove/design/{replicates}-{m}-{int(paired)}-{settings.q}-{settings.max_mde}"
+    key = _key("design", f"{replicates}-{m}-{int(paired)}-{settings.q}-{settings.max_mde}")
     found: _Check | None = _cached(config, key, _Check)
     if found is not None:
         return found
@@ -260,10 +269,10 @@ def _margin_check(config: pytest.Config, replicates: int, m: int,
     baseline's ``rates`` when given."""
     if settings.margin is None:
         return None
-    key = (f"prove/margin-design/{replicates}-{m}-{int(paired)}-{settings.q}-"
-           + ("seq-" if settings.sequential else "") +
-           f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}")
-           + ("" if rates is None else f"-rates{_digest(rates)}"))
+    key = _key("margin-design", f"{replicates}-{m}-{int(paired)}-{settings.q}-"
+               + ("seq-" if settings.sequential else "") +
+               f"{settings.margin}" + ("" if kappa == 1.0 else f"-kappa{kappa!r}")
+               + ("" if rates is None else f"-rates{_digest(rates)}"))
     found: _MarginCheck | None = _cached(config, key, _MarginCheck)
     if found is not None:
         return found
@@ -475,8 +484,8 @@ def _sequential_plan(config: pytest.Config, replicates: int, m: int,
     from ..stats import SEQUENTIAL_VERSION, design_from_dict, sequential_design
 
     margin = settings.margin
-    key = (f"prove/sequential-design/{replicates}-{m}-{settings.q}-{settings.max_mde}-"
-           f"{'' if margin is None else margin}")
+    key = _key("sequential-design", f"{replicates}-{m}-{settings.q}-{settings.max_mde}-"
+                                     f"{'' if margin is None else margin}")
 
     def cached() -> tuple[Any, float | None] | None:
         cache = getattr(config, "cache", None)
