@@ -229,6 +229,34 @@ def test_unpaired_futility_rules_out_a_worsening_by_the_likelihood_ratio() -> No
     assert not futile(40, 40, 225, 225, 0.2, 1.5)
 
 
+@pytest.mark.slow  # the 292 design's efficacy level (seconds)
+def test_unpaired_unchanged_condition_at_an_extreme_base_rate_stops_early() -> None:
+    """docs/reliability.md: an unchanged unpaired condition spends "at most 0.143 [of the
+    fixed design] at any base rate". Where a worsening has no room (a row worse when it
+    rises at a base rate near 1, or worse when it falls near 0: a task the agent never
+    solves) the one-sided rule compares the run with 0.8 -> 1, and a run at the baseline's
+    rate favours 1: it never stops. Exact spend of the 292 design (fixed 188): 0.511 at
+    0.99, 1.553 (all 292 replicates) at 1.0; version 2's profile rule stopped 0/292 vs 0/12
+    at look 3. Fails at 4d56230."""
+    from pytest_prove.stats._seq_unpaired import level, run
+
+    looks = (*range(4, 292, 4), 292)
+    c = level(looks, 292, 0.05 / 16)
+    for rate in (0.99, 1.0):
+        spent = run(looks, 292, c, 0.2, 1.5, rate, rate)[2]
+        assert spent <= 0.15 * 188, (rate, spent)
+    # Through the public API: a row worse when it falls, 0 of 292 before and 0 after.
+    design = design_from_dict({
+        "version": 3, "replicates": 292, "m": 16, "paired": False, "q": 0.05,
+        "max_mde": 0.2, "power": 0.8, "looks": list(looks), "efficacy": c,
+        "futility": 1.5, "fixed": 188, "replicates_needed": 292, "ok": True,
+        "power_at_max_mde": 0.8014, "expected_unchanged": 26.5, "expected_moved": 90.6,
+        "method": "unpaired"})
+    taken = tuple(RowInput("c", "pass", "fall", 0, 292, 0, t) for t in looks[:10])
+    rows, _ = decide(design, [SequentialRow("c", "pass", "fall", taken)])
+    assert rows[0].state == "no change of max_mde", rows[0].state
+
+
 def test_unpaired_profile_rule_of_version_2_designs() -> None:
     """Designs recorded by version 2 ruled out both +-max_mde by the two binomials' profile
     likelihood ratio: their constrained rates are the likelihood's maximum with the change
