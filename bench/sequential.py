@@ -263,15 +263,16 @@ def margin_lines(margin: float, q: float = 0.05) -> list[str]:
 
 
 def futility_lines(thresholds: tuple[float, ...] = (1.5, 1.75, 2.0),
-                   below: tuple[float, ...] = (1.25,), at: int = 400) -> list[str]:
+                   below: tuple[float, ...] = (1.25,),
+                   at: tuple[int, ...] = (400, 600)) -> list[str]:
     """The unpaired futility threshold's trade-off, exact (16 tests, q 0.05, max_mde 0.2):
     for each threshold e^h, the maximum the design search finds (the smallest whose power
     at max_mde reaches 0.8 at base rates 0, 0.1, .., 0.8; none below 6 times the fixed
     design when the rule's cost in power cannot be made up), its power, an unchanged
     condition's expected replicates over the fixed design at four base rates, and a 0.40
-    move's (0.30 -> 0.70) over the maximum. Thresholds ``below`` are read at a maximum of
-    ``at`` instead of searched (their power stays short of 0.8 at any maximum, and the
-    search would try maxima up to 6 times the fixed design, minutes each)."""
+    move's (0.30 -> 0.70) over the maximum. Thresholds ``below`` are read at the maxima
+    ``at`` instead of searched: the search would try maxima up to 6 times the fixed design,
+    minutes each, and their power is not monotone in the maximum (the look step grows)."""
     from pytest_prove.stats import _seq_unpaired, _sequential
 
     lines = [f"{'futility':>8} {'maximum':>8} {'power':>6} "
@@ -282,12 +283,13 @@ def futility_lines(thresholds: tuple[float, ...] = (1.5, 1.75, 2.0),
     try:
         fixed = sequential_design(2, CONDITIONS, paired=False).fixed
         assert fixed is not None
-        for h in (*below, *thresholds):
+        for h, maximum in (*((h, n) for h in below for n in at),
+                           *((h, None) for h in thresholds)):
             _sequential.FUTILITY[False] = h
             for cached in (_sequential._evaluate, _sequential._reaches, _seq_unpaired.run):
                 cached.cache_clear()
-            if h in below:
-                design = sequential_design(at, CONDITIONS, paired=False)
+            if maximum is not None:
+                design = sequential_design(maximum, CONDITIONS, paired=False)
                 note = "  (not reached)" if not design.ok else ""
             else:
                 needed = sequential_design(2, CONDITIONS, paired=False).replicates_needed

@@ -225,8 +225,14 @@ def test_unpaired_futility_rules_out_a_worsening_by_the_likelihood_ratio() -> No
     # falls is not stopped by it.
     assert futile(10, 100, 90, 225, 0.2, 1.5)
     assert not futile(10, 100, 90, 225, 0.2, 1.5, "fall")
-    # Where a rise has no room (a baseline at 1), a run at 1 cannot rule out 0.8 -> 1.
-    assert not futile(40, 40, 225, 225, 0.2, 1.5)
+    # Where a rise has no room (a baseline near 1), the two binomials' profile likelihood
+    # ratio against the rise (e^2) rules it out: a run at 1 stops, and a run of 4 of 4
+    # against 290 of 292 too; against 180 of 225 (0.80, room for 0.2) a run reads the
+    # likelihood ratio at 0.80 against 1.0: 4 of 4 favours 1.0, and 3 of 4 rules it out.
+    assert futile(40, 40, 225, 225, 0.2, 1.5)
+    assert futile(4, 4, 290, 292, 0.2, 1.5)
+    assert not futile(4, 4, 180, 225, 0.2, 1.5)
+    assert futile(3, 4, 180, 225, 0.2, 1.5)
 
 
 @pytest.mark.slow  # the 292 design's efficacy level (seconds)
@@ -254,7 +260,7 @@ def test_unpaired_unchanged_condition_at_an_extreme_base_rate_stops_early() -> N
         "method": "unpaired"})
     taken = tuple(RowInput("c", "pass", "fall", 0, 292, 0, t) for t in looks[:10])
     rows, _ = decide(design, [SequentialRow("c", "pass", "fall", taken)])
-    assert rows[0].state == "no change of max_mde", rows[0].state
+    assert rows[0].state == "no worsening of max_mde", rows[0].state
 
 
 def test_unpaired_profile_rule_of_version_2_designs() -> None:
@@ -286,9 +292,16 @@ def test_unpaired_profile_rule_of_version_2_designs() -> None:
     # 0 of 4 against 6 of 12: a rise of 0.4 is ruled out (e^6.4 by the new rule, e^5.8 by
     # the profile), a fall of 0.4 is not by the profile rule (e^0.24): version 3 stops,
     # version 2 runs on.
-    assert decide(design, [row])[1][0].state == "no change of max_mde"
-    assert "no worsening of max_mde possible" in decide(design, [row])[1][0].reason
+    rows, conditions = decide(design, [row])
+    assert rows[0].state == conditions[0].state == "no worsening of max_mde"
+    assert "no worsening of max_mde possible" in conditions[0].reason
     assert decide(old, [row])[1][0].state == "open"
+    # Every stopped state is one the run's coverage (which does not import the statistics)
+    # counts as stopped.
+    from pytest_prove.review.coverage import _STOPPED
+    from pytest_prove.stats import FUTILE, STOPPED
+
+    assert set(_STOPPED) == set(STOPPED) and set(FUTILE) < set(STOPPED)
 
 
 def test_unpaired_design_reaches_its_power() -> None:
@@ -326,7 +339,8 @@ def test_unpaired_design_spends_under_a_seventh_of_the_fixed_design_at_every_bas
     assert design.expected_unchanged <= 0.15 * design.fixed
     c = level(design.looks, design.replicates, 0.05 / 16)
     assert c == design.efficacy
-    for rate in (0.05, 0.15, 0.25, 0.35, 0.45, 0.5, 0.55, 0.65, 0.75):
+    for rate in (0.0, 0.05, 0.15, 0.25, 0.35, 0.45, 0.5, 0.55, 0.65, 0.75, 0.85, 0.95,
+                 0.99, 1.0):
         up, down, spent = run(design.looks, design.replicates, c, 0.2, design.futility,
                               rate, rate)
         assert spent <= 0.15 * design.fixed, rate
@@ -529,3 +543,37 @@ def test_holm_levels_multiplied_back_never_exceed_q() -> None:
         for k in range(1, 200):
             level = _holm_level(q, k)
             assert level * k <= q and level >= q / k * (1 - 1e-15), (q, k)
+
+
+def test_hostile_designs_and_rows_are_refused_by_name() -> None:
+    """What a hand-made design or row can hold that the engine cannot read: each refused
+    with a ValueError naming it (before: NaN or negative max_mde and futility thresholds
+    were taken, a negative max_mde stopped a rise of 7/8 against 117/292 as "no worsening
+    possible", a newer version was called older, and decide() raised ZeroDivisionError or
+    IndexError on rows without episodes or with more events than episodes)."""
+    design = sequential_design(12, 1, paired=False, max_mde=0.4)
+    good = design.to_dict()
+    for damage, words in (({"max_mde": float("nan")}, "max_mde"), ({"max_mde": -0.2}, "max_mde"),
+                          ({"futility": -1.0}, "futility"),
+                          ({"futility": float("nan")}, "futility"),
+                          ({"version": True}, "not a whole number"),
+                          ({"version": "3"}, "not a whole number"),
+                          ({"version": 3.0}, "not a whole number"),
+                          ({"version": 4}, "newer pytest-prove"),
+                          ({"version": 1}, "older pytest-prove")):
+        with pytest.raises(ValueError, match=words):
+            design_from_dict({**good, **damage})
+    assert design_from_dict(good) == design
+
+    def row(*counts: int, worse_when: str = "rise") -> SequentialRow:
+        x_before, n_before, x_after, n_after = counts
+        return SequentialRow("c", "fail", worse_when, (  # type: ignore[arg-type]
+            RowInput("c", "fail", "rise", x_before, n_before, x_after, n_after),))
+
+    for bad, words in ((row(6, 12, 0, 0), "at least one episode"),
+                       (row(0, 0, 0, 4), "at least one episode"),
+                       (row(6, 12, 5, 4), "x_after"), (row(6, 12, -1, 4), "x_after"),
+                       (row(13, 12, 1, 4), "x_before"),
+                       (row(6, 12, 1, 4, worse_when="sideways"), "worse_when")):
+        with pytest.raises(ValueError, match=words):
+            decide(design, [bad])

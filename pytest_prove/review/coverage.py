@@ -23,6 +23,11 @@ from ..store import Run
 from ..store.merging import missing_slices
 from .reading import RunIndex, read_run
 
+#: The states of a condition a sequential run stopped before its last look (stats' STOPPED,
+#: written out: this module does not import the statistics).
+_STOPPED = ("worse", "safer", "no change of max_mde", "no worsening of max_mde",
+            "within margin")
+
 __all__ = ["Coverage", "coverage", "node_is_within", "run_notes", "unfinished", "unfinished_reason"]
 
 #: Why a baseline condition was not compared, worded for a person; the first three are
@@ -258,8 +263,7 @@ def _stopped(sequential: object) -> set[tuple[str, str]]:
         if isinstance(keys, Mapping):
             found.update((str(rollout_id), str(key)) for key, info in keys.items()
                          if isinstance(info, Mapping)
-                         and info.get("state") in ("worse", "safer", "no change of max_mde",
-                                                   "within margin"))
+                         and info.get("state") in _STOPPED)
     return found
 
 

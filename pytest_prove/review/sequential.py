@@ -20,6 +20,7 @@ from typing import Any, final
 
 from ..declare.spec import condition_label
 from ..stats import (
+    FUTILE,
     STOPPED,
     Comparison,
     ConditionDecision,
@@ -205,7 +206,7 @@ def sequential_comparison(looks: Looks, *, max_mde: float,
         # A row sees max_mde when its condition ruled it out, or when the design's procedure
         # catches it 4 times in 5 (its check passed): a sequential row has no limit of its own.
         ruled_out.append(looks.design.ok
-                         or (stopped is not None and stopped.state == "no change of max_mde"))
+                         or (stopped is not None and stopped.state in FUTILE))
         if margin is not None:
             test = sequential_margin_test(row.looks, looks.design.looks, row.worse_when,
                                           margin, looks.design.q)

@@ -59,7 +59,11 @@ from ._seq_margin import final_level as final_margin_level
 from ._seq_margin import margin_looks as sequential_margin_looks
 from ._seq_margin import margin_shares as sequential_margin_shares
 from ._seq_margin import sequential_margin_test
+from ._seq_records import (
+    VERSION as SEQUENTIAL_VERSION,
+)
 from ._sequential import (
+    FUTILE,
     FUTILITY_LEVEL,
     LOOKS,
     STOPPED,
@@ -74,9 +78,6 @@ from ._sequential import (
     obf_spending,
     sequential_design,
     sequential_p,
-)
-from ._sequential import (
-    VERSION as SEQUENTIAL_VERSION,
 )
 from ._sequential import (
     margin_level as sequential_margin_level,
@@ -112,6 +113,7 @@ from ._twins import (
 
 __all__ = [
     "AGREEMENT_LEVEL",
+    "FUTILE",
     "FUTILITY_LEVEL",
     "LOOKS",
     "METRIC_LIMIT_RUNS",

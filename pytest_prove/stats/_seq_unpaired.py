@@ -27,12 +27,13 @@ Futility (non-binding) rules out a **worsening** of max_mde: the likelihood rati
 counts at the baseline's rate p_0 = (x_a + 1/2) / (n_a + 1) over the rate worse by max_mde
 (p_0 + max_mde for a row worse when it rises; mirrored for a fall) is at least e^h, the
 lower boundary of Wald's sequential probability ratio test with the baseline's rate put in
-for the unknown one (:func:`futile`). It never enters the error rate; its cost in power,
-which the baseline's own noise raises, is exact in :func:`run` (a recursion over the
-baseline's count and the run's), at the base rates the design checks. Designs recorded by
-version 2 ruled out both +-max_mde by the profile likelihood ratio of the two binomials
-(Farrington and Manning 1990's constrained rates), and are read again with that rule
-(:func:`futile`, ``rule="profile"``).
+for the unknown one (:func:`futile`); where p_0 + max_mde > 1, the two binomials' profile
+likelihood ratio against the rise is at least e^2 (the baseline's rate free). It never
+enters the error rate; its cost in power, which the baseline's own noise raises, is exact
+in :func:`run` (a recursion over the baseline's count and the run's), at the base rates
+the design checks. Designs recorded by version 2 ruled out both +-max_mde by the profile
+likelihood ratio of the two binomials (Farrington and Manning 1990's constrained rates), and
+are read again with that rule (:func:`futile`, ``rule="profile"``).
 """
 
 from __future__ import annotations
@@ -156,18 +157,31 @@ def _ruled(y: FloatArray, t: int, x_a: FloatArray, n_a: int, mde: float,
                       & (_log_lr(y, t, x_a, n_a, -mde) >= h))
 
 
+#: Where the baseline's rate leaves a rise of max_mde no room, the log profile likelihood
+#: ratio against that rise that rules it out (version 2's threshold).
+EDGE = 2.0
+
+
 def _worsening_ruled(y: FloatArray, t: int, x_a: FloatArray, n_a: int, mde: float,
                      h: float) -> BoolArray:
     """Whether a rise of mde is ruled out: log P(y | p_0) / P(y | p_0 + mde) >= h, with
-    p_0 = (x_a + 1/2) / (n_a + 1), at most 1 - mde (where the rise has no room, a run at
-    the baseline's rate still reads against a rate of 1)."""
-    p0 = np.minimum((x_a + 0.5) / (n_a + 1.0), 1.0 - mde)
+    p_0 = (x_a + 1/2) / (n_a + 1). Where p_0 > 1 - mde no rate p_0 + mde exists: there the
+    two binomials' profile likelihood ratio against a rise of mde (the baseline's rate free
+    below 1 - mde) is at least e^EDGE instead, so a run at a baseline's rate near 1 stops
+    once the baseline itself has shown the rise has no room."""
+    smooth = (x_a + 0.5) / (n_a + 1.0)
+    room = smooth <= 1.0 - mde
+    p0 = np.where(room, smooth, 0.5 * (1.0 - mde))
     p1 = p0 + mde
-    with np.errstate(divide="ignore"):
-        # p1 = 1 makes the last term +inf wherever the run saw a non-event: ruled out.
-        log_lr = (special.xlogy(y, p0) - special.xlogy(y, p1)
-                  + special.xlog1py(t - y, -p0) - special.xlog1py(t - y, -p1))
-    return np.asarray(log_lr >= h)
+    log_lr = (special.xlogy(y, p0) - special.xlogy(y, p1)
+              + special.xlog1py(t - y, -p0) - special.xlog1py(t - y, -p1))
+    ruled = np.asarray(room & (log_lr >= h))
+    edge = ~room
+    if edge.any():
+        yb, xb = np.broadcast_to(y, ruled.shape), np.broadcast_to(x_a, ruled.shape)
+        ye, xe = yb[edge], xb[edge]
+        ruled[edge] = (ye / t - xe / n_a < mde) & (_log_lr(ye, t, xe, n_a, mde) >= EDGE)
+    return ruled
 
 
 def futile(y: int, t: int, x_a: int, n_a: int, mde: float, h: float,

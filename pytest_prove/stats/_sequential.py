@@ -31,21 +31,30 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from . import _seq_paired, _seq_unpaired
 from ._check import check_count, check_power, check_q
+from ._compare import _check_row
 from ._design import design_check
-from ._margin import MarginTest
 from ._results import RowInput
 from ._roots import smallest
 from ._seq_margin import final_level, sequential_margin_test
+from ._seq_records import (
+    FUTILE,
+    STOPPED,
+    ConditionDecision,
+    RowDecision,
+    SequentialDesign,
+    SequentialRow,
+    State,
+    design_from_dict,
+)
 from ._spending import LOOKS, alpha_shares, look_schedule, obf_spending, sequential_p
 
 __all__ = [
+    "FUTILE",
     "FUTILITY_LEVEL",
     "LOOKS",
     "STOPPED",
@@ -71,16 +80,6 @@ FUTILITY_LEVEL = 0.90
 #: baseline's rate over the rate worse by max_mde (version 2's designs: 2.0, the profile
 #: likelihood ratio of the two binomials against +-max_mde).
 FUTILITY = {True: 2.0, False: 1.5}
-VERSION = 3
-#: The versions whose designs this one reads again (2: unpaired futility on both sides).
-READABLE = (2, 3)
-
-State = Literal["worse", "safer", "no change of max_mde", "within margin", "open",
-                "complete"]
-#: The states in which a condition stopped before its last look (decided).
-STOPPED: tuple[State, ...] = ("worse", "safer", "no change of max_mde", "within margin")
-
-
 def look_step(maximum: int) -> int:
     """Replicates between looks: 4, or maximum/80 rounded up for a large maximum."""
     return max(4, -(-maximum // 80))
@@ -99,86 +98,6 @@ def margin_level(replicates: int, q: float) -> float:
 
 
 # --------------------------------------------------------------------------- the design
-
-
-@dataclass(frozen=True, slots=True)
-class SequentialDesign:
-    """A sequential sweep's plan: its looks, its boundaries, and what it is expected to
-    cost (exact). Replicates are per condition."""
-
-    replicates: int  # the planned maximum (the run's replicates)
-    m: int
-    paired: bool
-    q: float
-    max_mde: float
-    power: float
-    looks: tuple[int, ...]  # replicates per condition at each look
-    efficacy: float  # the nominal level a row's smallest p must reach at q/m (Holm's first)
-    futility: float  # the futility threshold (log profile likelihood ratio)
-    fixed: int | None  # replicates of the fixed design that passes the design check
-    replicates_needed: int | None  # the smallest maximum keeping power at max_mde
-    ok: bool  # power_at_max_mde >= power
-    power_at_max_mde: float  # exact, the smallest over the nuisance values checked
-    expected_unchanged: float  # exact expected replicates of an unchanged condition at 0.40
-    expected_moved: float  # of a condition that moved by max_mde from 0.40
-    method: str
-    version: int = VERSION
-
-    @property
-    def power_asked(self) -> float:
-        """The power at max_mde the check asks: ``power`` (the figure is exact)."""
-        return self.power
-
-    def expected_episodes(self, conditions: int, moved: int = 0) -> float:
-        """Expected episodes of a sweep of ``conditions`` conditions, ``moved`` of them by
-        max_mde and the rest unchanged."""
-        return (conditions - moved) * self.expected_unchanged + moved * self.expected_moved
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "version": self.version, "replicates": self.replicates, "m": self.m,
-            "paired": self.paired, "q": self.q, "max_mde": self.max_mde, "power": self.power,
-            "looks": list(self.looks), "efficacy": self.efficacy, "futility": self.futility,
-            "fixed": self.fixed, "replicates_needed": self.replicates_needed, "ok": self.ok,
-            "power_at_max_mde": self.power_at_max_mde,
-            "expected_unchanged": self.expected_unchanged,
-            "expected_moved": self.expected_moved, "method": self.method,
-        }
-
-
-def design_from_dict(data: object) -> SequentialDesign:
-    """A design as :meth:`SequentialDesign.to_dict` stored it (a run's manifest); raises
-    ValueError naming what is wrong (a design stored by pytest-prove before version 2 of the
-    method is refused: its looks were read with another test)."""
-    if not isinstance(data, dict):
-        raise ValueError(f"a sequential design is a mapping, got {type(data).__name__}")
-    if data.get("version") not in READABLE:
-        raise ValueError(
-            "the run's sequential design was recorded by an older pytest-prove (5 looks, "
-            "O'Brien-Fleming spending), whose looks this version does not read again; "
-            "compare it with the pytest-prove that ran it, or run the sweep again")
-    try:
-        looks = tuple(int(n) for n in data["looks"])
-        m, q = int(data["m"]), float(data["q"])
-        design = SequentialDesign(
-            replicates=int(data["replicates"]), m=m, paired=bool(data["paired"]), q=q,
-            max_mde=float(data["max_mde"]), power=float(data["power"]), looks=looks,
-            efficacy=float(data["efficacy"]), futility=float(data["futility"]),
-            fixed=None if data.get("fixed") is None else int(data["fixed"]),
-            replicates_needed=None if data.get("replicates_needed") is None
-            else int(data["replicates_needed"]),
-            ok=bool(data.get("ok")), power_at_max_mde=float(data["power_at_max_mde"]),
-            expected_unchanged=float(data["expected_unchanged"]),
-            expected_moved=float(data["expected_moved"]), method=str(data["method"]),
-            version=int(data["version"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"the sequential design is damaged ({exc!r})") from None
-    if (not looks or list(looks) != sorted(set(looks)) or looks[0] < 1
-            or looks[-1] != design.replicates or m < 1 or not 0 < q < 1
-            or not 0 < design.efficacy <= 1):
-        raise ValueError("the sequential design is damaged (looks, m, q or its level out of "
-                         "range)")
-    return design
 
 
 def _method(paired: bool, m: int, q: float, step: int, h: float) -> str:
@@ -310,40 +229,6 @@ def sequential_design(
 # --------------------------------------------------------------------------- decisions
 
 
-@dataclass(frozen=True, slots=True)
-class SequentialRow:
-    """One (condition, event) at each look its condition has taken: ``looks[k]`` holds the
-    counts over the condition's first ``design.looks[k]`` replicates (paired: twins), or None
-    where the row had nothing to test at that look (a ``no outcome`` row before any episode
-    lacked one): its p-value there is 1."""
-
-    condition: str
-    event: str
-    worse_when: Literal["rise", "fall"]
-    looks: tuple[RowInput | None, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RowDecision:
-    condition: str
-    event: str
-    state: State
-    look: int  # 1-based look of the decision, or the last look taken
-    p_star: float  # the sequential p-value over the looks taken
-    p_holm: float  # Holm-adjusted p* over the m rows
-    change: float  # after - before at ``look``
-    margin: MarginTest | None = None  # with a margin: its test over the margin looks taken
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionDecision:
-    condition: str
-    state: State
-    look: int  # 1-based look at which it was decided (or the last taken)
-    replicates: int  # replicates per condition at that look
-    reason: str  # "decided at look 2 of 5: worse (unresolved 0.10 -> 0.60)"
-
-
 def _paired_counts(row: RowInput) -> tuple[int, int]:
     """(after-only, before-only) twins of a paired row."""
     assert row.pairs is not None
@@ -436,9 +321,11 @@ def decide(
 
     A row is **worse** or **safer** when Holm's procedure at q over the m rows' sequential
     p-values counts it (m = ``design.m``, at least the number of rows given). It has **no
-    change of max_mde** when, at a look before the last, its futility rule holds. A
-    condition is decided **worse** as soon as one of its rows is; otherwise when every row
-    is decided (safer if any row is, else no change of max_mde); otherwise it is
+    change of max_mde** (paired) or **no worsening of max_mde** (unpaired: the rule is
+    one-sided) when, at a look before the last, its futility rule holds; a row with no
+    event to test has no change. A condition is decided **worse** as soon as one of its
+    rows is; otherwise when every row is decided (safer if any row is, else no worsening
+    when a row has it, else no change of max_mde); otherwise it is
     **complete** once it has taken its last look, and **open** before.
 
     With a ``margin`` each row is also tested for "change toward worse >= margin" at its
@@ -448,6 +335,13 @@ def decide(
     or within (worse if any is; else within margin). Calling this again with more looks
     never undoes a worse, safer or within decision.
     """
+    for index, row in enumerate(rows):
+        if row.worse_when not in ("rise", "fall"):
+            raise ValueError(f"rows[{index}] ({row.condition!r}, {row.event!r}): worse_when "
+                             f"must be 'rise' or 'fall', got {row.worse_when!r}")
+        for look, counts in enumerate(row.looks, start=1):
+            if counts is not None:
+                _check_look(index, look, counts)
     m = max(design.m, len(rows))
     last = len(design.looks)
     p_star, p_holm = _p_values(design, rows, m)
@@ -474,13 +368,31 @@ def decide(
             state = "within margin"
         elif (margin is None and at is not None and taken < last
               and _futile(design, at, row.worse_when)):
-            state = "no change of max_mde"
+            state = _ruled_out(design)
         elif taken >= last:
             state = "complete"
         decisions.append(RowDecision(
             row.condition, row.event, state, look, float(p_star[i]), float(p_holm[i]),
             change, tested))
     return tuple(decisions), _conditions(design, rows, decisions, margin)
+
+
+def _check_look(index: int, look: int, counts: RowInput) -> None:
+    """A row's counts at a look, checked as :func:`compare` checks a row's (the message
+    names the look); counts already found good are not checked again (a session decides
+    every row's looks again at each new look)."""
+    problem = _problem(counts)
+    if problem is not None:
+        raise ValueError(f"look {look}: {problem.replace('rows[0]', f'rows[{index}]')}")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _problem(counts: RowInput) -> str | None:
+    try:
+        _check_row(0, counts)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _first_look(row: SequentialRow, design: SequentialDesign, p_star: float,
@@ -515,10 +427,9 @@ def _conditions(
         worse = [d for _, d in members if d.state == "worse"]
         safer = [d for _, d in members if d.state == "safer"]
         if margin is None:
-            decided = all(d.state in ("worse", "safer", "no change of max_mde")
-                          for _, d in members)
+            decided = all(d.state in ("worse", "safer", *FUTILE) for _, d in members)
         else:  # every row worse, within (safer ones too), or with nothing to test
-            decided = all(d.state in ("worse", "within margin", "no change of max_mde")
+            decided = all(d.state in ("worse", "within margin", *FUTILE)
                           or (d.margin is not None and d.margin.within) for _, d in members)
         within = any(d.state == "within margin" for _, d in members)
         state: State
@@ -528,22 +439,24 @@ def _conditions(
             state, look = "safer", taken
         elif decided and within:
             state, look = "within margin", taken
-        elif decided:
-            state, look = "no change of max_mde", taken
+        elif decided:  # "no worsening" when any row ruled out only a worsening
+            state = ("no worsening of max_mde" if any(
+                d.state == "no worsening of max_mde" for _, d in members)
+                else "no change of max_mde")
+            look = taken
         elif taken >= last:
             state, look = "complete", taken
         else:
             state, look = "open", taken
         size = design.looks[look - 1] if look else 0
         out.append(ConditionDecision(condition, state, look, size,
-                                     _reason(state, look, last, size, members, margin,
-                                             _ruled_out(design))))
+                                     _reason(state, look, last, size, members, margin)))
     return tuple(out)
 
 
 def _reason(state: State, look: int, last: int, size: int,
             members: Sequence[tuple[SequentialRow, RowDecision]],
-            margin: float | None = None, ruled: str = "change") -> str:
+            margin: float | None = None) -> str:
     where = f"look {look} of {last} ({size} replicates)"
     if state == "within margin":
         return f"decided at {where}: within margin {margin:.3f} (every row)"
@@ -551,17 +464,18 @@ def _reason(state: State, look: int, last: int, size: int,
         moved = ", ".join(_moved(r.looks[d.look - 1], d.event)
                           for r, d in members if d.state == state)
         return f"decided at {where}: {state} ({moved})"
-    if state == "no change of max_mde":
-        return f"decided at {where}: no {ruled} of max_mde possible"
+    if state in FUTILE:
+        return f"decided at {where}: {state} possible"
     if state == "complete":
         return f"ran all {size} replicates: undecided until the last look"
     return f"open after {where}"
 
 
-def _ruled_out(design: SequentialDesign) -> str:
-    """What the design's futility rule rules out: "change" (both directions: paired, and
-    version 2's unpaired designs) or "worsening"."""
-    return "change" if design.paired or design.version == 2 else "worsening"
+def _ruled_out(design: SequentialDesign) -> State:
+    """The state of a row the design's futility rule stops: no change (both directions:
+    paired, and version 2's unpaired designs) or no worsening of max_mde (unpaired)."""
+    return ("no change of max_mde" if design.paired or design.version == 2
+            else "no worsening of max_mde")
 
 
 def _moved(counts: RowInput | None, event: str) -> str:
