@@ -181,7 +181,9 @@ def sequential_comparison(looks: Looks, *, max_mde: float,
     have no limit of their own (``Limit`` status ``sequential``): a row is not counted as
     blind when its condition ruled max_mde out or the design's check passed (the procedure
     catches max_mde 4 times in 5 by design). With a ``margin``, each row's margin test is
-    the sequential one over every look its condition took (``stats.sequential_margin_test``)."""
+    the sequential one over every look its condition took (``stats.sequential_margin_test``).
+    Each row's interval is read at the look its condition stopped at, so it holds at every
+    look of the design at once (``compare``'s ``looks``)."""
     from ..stats import final_margin_level, sequential_margin_test
 
     by_row = {(d.condition, d.event): d for d in looks.rows}
@@ -218,7 +220,8 @@ def sequential_comparison(looks: Looks, *, max_mde: float,
                    sees=ruled_out, m=max(looks.design.m, len(inputs)),
                    sequential=looks.design.method, margin=margin,
                    margin_tests=tests if margin is not None else None,
-                   margin_level=final_margin_level(looks.design.looks, looks.design.q))
+                   margin_level=final_margin_level(looks.design.looks, looks.design.q),
+                   looks=len(looks.design.looks))
 
 
 

@@ -91,7 +91,7 @@ def _check_row(index: int, row: RowInput) -> None:
 
 
 def _method(design: str, m: int, q: float, power: float, level: float,
-            mirrored: Mapping[str, str], sequential: bool = False) -> str:
+            mirrored: Mapping[str, str], sequential: bool = False, looks: int = 1) -> str:
     tests = []
     if design in ("paired", "mixed"):
         tests.append("paired McNemar mid-p on discordant twins")
@@ -103,8 +103,11 @@ def _method(design: str, m: int, q: float, power: float, level: float,
     return (
         f"{'; '.join(tests)}; flag: Benjamini-Hochberg q {q:g} over {m} tests; "
         f"verdict: Holm q {q:g} over {m} tests; intervals: exact (Clopper-Pearson "
-        f"bounds, union bound), each covering at least {100 * level:.3f}%, so all "
-        f"{m} together at least {100 * (1.0 - q):g}% (Bonferroni); "
+        + (f"bounds, union bound), each covering at least {100 * level:.3f}%" if looks == 1
+           else f"bounds, union bound over the rates and the {looks} looks), each covering "
+           f"at least {100 * level:.3f}% at the look its condition stopped at, whatever "
+           "stopped it")
+        + f", so all {m} together at least {100 * (1.0 - q):g}% (Bonferroni); "
         + ("limits: none per row, the sequential design's power at max_mde instead"
            + ("" if design == "paired" else " (a worsening of max_mde, unpaired)")
            if sequential else f"limits: power {power:g} at level q/m, exact")
@@ -165,11 +168,12 @@ def interval_bounds(inputs: Sequence[RowInput], level: float) -> tuple[FloatArra
     return low, high
 
 
-def simultaneous_bounds(inputs: Sequence[RowInput],
-                        level: float) -> tuple[FloatArray, FloatArray]:
+def simultaneous_bounds(inputs: Sequence[RowInput], level: float,
+                        looks: int = 1) -> tuple[FloatArray, FloatArray]:
     """Every row's exact interval at ``level`` (each covers the change at least ``level`` of
     the time, whatever the rates): :func:`exact_paired_intervals` for paired rows and
-    :func:`exact_intervals` for the others, each kind for all its rows at once."""
+    :func:`exact_intervals` for the others, each kind for all its rows at once. ``looks``:
+    a sequential run's looks per condition, over which each interval holds at once."""
     low = np.empty(len(inputs))
     high = np.empty(len(inputs))
     paired = [i for i, row in enumerate(inputs) if row.pairs is not None]
@@ -179,19 +183,20 @@ def simultaneous_bounds(inputs: Sequence[RowInput],
         low[paired], high[paired] = exact_paired_intervals(
             np.array([t.before_only for t in twins], dtype=np.float64),
             np.array([t.after_only for t in twins], dtype=np.float64),
-            np.array([t.n for t in twins], dtype=np.float64), level)
+            np.array([t.n for t in twins], dtype=np.float64), level, looks)
     if unpaired:
         rows = [inputs[i] for i in unpaired]
         low[unpaired], high[unpaired] = exact_intervals(
             np.array([r.x_before for r in rows], dtype=np.float64),
             np.array([r.n_before for r in rows], dtype=np.float64),
             np.array([r.x_after for r in rows], dtype=np.float64),
-            np.array([r.n_after for r in rows], dtype=np.float64), level)
+            np.array([r.n_after for r in rows], dtype=np.float64), level, looks)
     return low, high
 
 
-def _intervals_for(inputs: Sequence[RowInput], level: float) -> list[Interval]:
-    low, high = simultaneous_bounds(inputs, level)
+def _intervals_for(inputs: Sequence[RowInput], level: float,
+                   looks: int = 1) -> list[Interval]:
+    low, high = simultaneous_bounds(inputs, level, looks)
     return [Interval(float(lo), float(hi), level) for lo, hi in zip(low, high, strict=True)]
 
 
@@ -223,6 +228,7 @@ def compare(
     sequential: str | None = None,
     margin_tests: Sequence[MarginTest] | None = None,
     margin_level: float | None = None,
+    looks: int = 1,
 ) -> Comparison:
     """Compare two runs row by row and give the verdict (SPEC section 4).
 
@@ -237,7 +243,10 @@ def compare(
     would change looks already taken. With a margin it passes each row's margin test over
     its looks as ``margin_tests`` (``_seq_margin``), and ``margin_level``, the level of the
     test at its last look, which the replicates advised for the claim are sized at; a
-    row is then beyond the margin only when it is also counted worse."""
+    row is then beyond the margin only when it is also counted worse. ``looks``: its
+    design's looks per condition; each row's interval is read at the look its condition
+    stopped at, a look its data chose, so it is built to hold at every look at once (union
+    bound, :func:`exact_intervals`) and covers at least 1 - q/m there."""
     q = check_q(q)
     if margin is not None:
         margin = check_q(margin, "margin")
@@ -282,7 +291,9 @@ def compare(
     # caught 0.19-0.72 of the time); the design's power at max_mde is (``sees`` carries it).
     limits = (_limits_for(inputs, alpha, power) if sequential is None
               else [(Limit(None, "sequential"), Limit(None, "sequential"))] * given)
-    intervals = _intervals_for(inputs, level)
+    if looks < 1:
+        raise ValueError(f"looks must be at least 1, got {looks}")
+    intervals = _intervals_for(inputs, level, looks)
 
     built: list[Row] = []
     for i, row in enumerate(inputs):
@@ -377,8 +388,8 @@ def compare(
         max_mde=max_mde,
         power=power,
         method=(_method(design, m, q, power, level, mirrored or {}) if sequential is None
-                else f"{sequential}; "
-                f"{_method(design, m, q, power, level, mirrored or {}, sequential=True)}"),
+                else f"{sequential}; " + _method(design, m, q, power, level, mirrored or {},
+                                                 sequential=True, looks=looks)),
         design=design,
         paired_model=PAIRED_MODEL if design != "unpaired" else None,
         level=level,

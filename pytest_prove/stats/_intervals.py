@@ -261,21 +261,36 @@ def _clopper_pearson_distinct(x: FloatArray, n: FloatArray,
             np.asarray(np.clip(high, 0.0, 1.0), dtype=np.float64))
 
 
+def _split(level: float, looks: int) -> float:
+    """The level of one of two Clopper-Pearson intervals at each of ``looks`` looks, so
+    that all of them hold together at least ``level`` of the time (union bound)."""
+    if looks < 1:
+        raise ValueError(f"looks must be at least 1, got {looks}")
+    return 1.0 - (1.0 - level) / (2.0 * looks)
+
+
 def exact_intervals(x_before: FloatArray, n_before: FloatArray, x_after: FloatArray,
-                    n_after: FloatArray, level: float) -> tuple[FloatArray, FloatArray]:
+                    n_after: FloatArray, level: float,
+                    looks: int = 1) -> tuple[FloatArray, FloatArray]:
     """Exact intervals on the change of two independent arms (all n positive): with
     Clopper-Pearson intervals (l0, u0) on the before rate and (l1, u1) on the after rate,
     each at level 1 - (1 - level)/2, the change lies in [l1 - u0, u1 - l0] whenever both
     rates lie in theirs, which fails at most (1 - level)/2 + (1 - level)/2 of the time:
-    coverage at least ``level`` for every pair of rates and every n."""
+    coverage at least ``level`` for every pair of rates and every n.
+
+    ``looks``: a sequential run's after arm read at up to that many looks against a complete
+    baseline, the interval printed at a look its data chose. The after rate's interval is
+    then at 1 - (1 - level)/(2 looks), so it holds at every look at once (union bound), and
+    the interval covers at least ``level`` at whichever look it is read, however that look
+    was chosen; the baseline's does not change across the looks and keeps its share."""
     each = 1.0 - (1.0 - level) / 2.0
     l0, u0 = _clopper_pearson_many(x_before, n_before, each)
-    l1, u1 = _clopper_pearson_many(x_after, n_after, each)
+    l1, u1 = _clopper_pearson_many(x_after, n_after, _split(level, looks))
     return np.maximum(-1.0, l1 - u0), np.minimum(1.0, u1 - l0)
 
 
 def exact_paired_intervals(before_only: FloatArray, after_only: FloatArray, n: FloatArray,
-                           level: float) -> tuple[FloatArray, FloatArray]:
+                           level: float, looks: int = 1) -> tuple[FloatArray, FloatArray]:
     """Exact intervals on the paired change (all n positive). Of n twins, d = b + c are
     discordant, d ~ Binomial(n, delta); given d, the c worse after ~ Binomial(d, pi); the
     change is pc - pb = delta (2 pi - 1). Clopper-Pearson intervals on delta (from d of n)
@@ -283,8 +298,15 @@ def exact_paired_intervals(before_only: FloatArray, after_only: FloatArray, n: F
     together at least ``level`` of the time (the one on pi holds given every d, so also
     unconditionally), and the change then lies between the least and the most of
     delta (2 pi - 1) over the two: coverage at least ``level`` for every pair of discordant
-    rates, however the twins agree."""
-    each = 1.0 - (1.0 - level) / 2.0
+    rates, however the twins agree.
+
+    ``looks``: a sequential run's twins read at up to that many looks, the interval printed
+    at a look its data chose (a crossing, futility, the last look). Both intervals are then
+    at 1 - (1 - level)/(2 looks), so they hold at every look at once (union bound) and the
+    interval covers at least ``level`` at whichever look it is read. At the fixed level
+    they did not: twins that never agree, 0.515 after-only and 0.485 before-only, stopped by
+    the 253-replicate design of 16 rows were missed 0.0042 of the time at 1 - 0.05/16."""
+    each = _split(level, looks)
     discordant = before_only + after_only
     d_low, d_high = _clopper_pearson_many(discordant, n, each)
     s_low, s_high = _clopper_pearson_many(after_only, discordant, each)
