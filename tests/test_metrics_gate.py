@@ -319,7 +319,10 @@ def test_the_scored_example_fails_on_the_terse_prompts_slower_refunds(
     through a worker were 1 s of CPU and 2 s of wall a run."""
     for name in ("pytest.ini", "scored_bot.py", "test_scored.py"):
         shutil.copy2(SCORED / name, pytester.path / name)
-    assert pytester.runpytest("--prove-save-baseline=main").ret == 0
+    # A fixed salt: the same seeds, so the same figures, every run (the shift is 1.3 times
+    # a lognormal latency; over new salts its estimate read +29% to +32%, and a new salt a
+    # run made the "+3?%" below fail now and then: +0.306 (+29%) in one CI run).
+    assert pytester.runpytest("--prove-save-baseline=main", "--prove-salt=scored").ret == 0
     same = pytester.runpytest("--prove-baseline=main")
     assert same.ret == pytest.ExitCode.OK, same.stdout.str()
     monkeypatch.setenv("PROMPT", "terse")
