@@ -105,10 +105,13 @@ def _project(pytester: pytest.Pytester, grading: str = 'grader="graders:lenient"
 def _first(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project _project makes (the lenient grader), after its run 'first': made once for
     the module, in this process, for the tests that regrade it (each works on a copy)."""
+    # A fixed salt: the tests that regrade it need an answer with a 7 in it (a seed ending
+    # in 7: none of 60 came 0.9^60 = 1.8e-3 of the time on a new salt) and a refund answer
+    # "I looked" (none of 30 came 0.65^30 = 2.4e-6 of the time); this salt has 6 and 11.
     return saved_project(tmp_path_factory.mktemp("first"), {
         "tox.ini": "[pytest]\nprove_allow_underpowered = true\n", "graders.py": GRADERS,
         "test_bot.py": AGENT.replace("GRADING", 'grader="graders:lenient"')},
-        "--prove-name=first")
+        "--prove-name=first", "--prove-salt=regrade")
 
 
 @pytest.fixture
@@ -168,7 +171,10 @@ def test_a_declared_grader_grades_each_answer_and_the_answers_are_kept(
 def test_a_grader_that_fails_is_the_episodes_named_error_and_its_answer_is_kept(
         pytester: pytest.Pytester) -> None:
     _project(pytester, 'grader="graders:raises"')
-    result = pytester.runpytest("-p", "no:randomly", "--prove-name=first")
+    # A fixed salt: the grader raises on an answer with a 7 in it (a seed ending in 7), and
+    # none of 60 came 0.9^60 = 1.8e-3 of the time on a new salt; this salt has 6.
+    result = pytester.runpytest("-p", "no:randomly", "--prove-name=first",
+                                "--prove-salt=regrade")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*grader graders:raises raised KeyError: 'no rubric for this "
                                  "answer'*"])
