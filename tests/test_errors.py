@@ -209,7 +209,11 @@ MIXED = textwrap.dedent(
 def test_mixed_case_ids_are_refused_by_name(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_mixed=MIXED)
-    pytester.runpytest("--prove-save-baseline", "mixed").assert_outcomes(passed=30)
+    # A fixed salt: the case is the seed mod 3, and the refusal names all three; on a new
+    # salt one of them was missing from the 30 replicates 1.6e-5 of the time. This salt
+    # gives each 8 or more.
+    pytester.runpytest("--prove-save-baseline", "mixed",
+                       "--prove-salt=mixed").assert_outcomes(passed=30)
     result = pytester.runpytest("--prove-baseline", "mixed")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([

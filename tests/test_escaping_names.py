@@ -70,7 +70,12 @@ def test_outcome_event_and_axis_names_reach_no_terminal_raw(
     pytester.makeini(INI)
     (pytester.path / "prove_hostile.toml").write_text(SPEC)
     (pytester.path / "agent.py").write_text(AGENT)
-    result = pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=b")
+    # A fixed salt: every run below must fail its gate, and FAIL 0.1 -> 0.7 takes about 12
+    # of a condition's 20 twins apart, all one way; the gate needs 6 in one of the two (mid-p
+    # 0.5^6 under Holm's 0.025), and on a new salt both had 5 or fewer 2.6e-6 of the time
+    # (0.0016 each). This salt takes 10 and 13 apart.
+    result = pytester.runpytest("-p", "no:randomly", "--prove-save-baseline=b",
+                                "--prove-salt=names")
     assert result.ret == 0, result.stdout.str()
     monkeypatch.setenv("FAIL", "0.7")
     shown = []
