@@ -210,6 +210,38 @@ def test_twin_review_counts_a_hand_built_comparison() -> None:
     assert twin_review(compare(unpaired, q=0.05, max_mde=0.2)) is None
 
 
+
+def test_a_sequential_runs_twins_print_no_limit_of_their_own() -> None:
+    """A sequential run's rows have no detection limit of their own (the fixed test's at the
+    look a condition stopped at is not what the procedure detects); their twins printed one
+    all the same: "sees a rise of 0.656" for 12 twins that all agree, and the summary's
+    "at this agreement the paired test sees a rise of 0.656". Now they say the design's
+    power stands instead, in every renderer."""
+    from pytest_prove.report.twins import twin_html, twin_lines, twin_markdown
+    from pytest_prove.stats import sequential_design
+
+    rows = [RowInput(condition=f"c{i}", event="fail", worse_when="rise", x_before=x,
+                     n_before=12, x_after=x, n_after=12,
+                     pairs=Pairs(n=12, both=x, before_only=0, after_only=0))
+            for i, x in enumerate((1, 2))]
+    method = sequential_design(220, 4, paired=True).method
+    sequential = compare(rows, pvalues=[1.0, 1.0], sees=[True, True], m=4, sequential=method)
+    twins = twin_review(sequential)
+    assert twins is not None
+    assert all(r.limit.status == "sequential" and r.limit.value is None for r in twins.rows)
+    assert twins.weakest is None
+    lines = twin_lines(twins, verbose=True)
+    assert not any("sees a rise" in line for line in lines), lines
+    assert sum("no limit of its own (a sequential run" in line for line in lines) == 2
+    markdown = "\n".join(twin_markdown(twins, str))
+    assert "| sequential |" in markdown and "rise sequential" not in markdown
+    assert "rise sequential" not in twin_html(twins)
+    # The same rows in a fixed comparison keep their limits at the agreement seen.
+    fixed = twin_review(compare(rows, q=0.05, max_mde=0.2, m=4))
+    assert fixed is not None and fixed.weakest is not None
+    assert all(r.limit.value is not None for r in fixed.rows)
+
+
 #: Fails on every odd call of the process: a replicate's first run fails, its twin (the next
 #: call, on the same seed) does not: the "same code" disagrees with itself on every seed.
 FLAKY = textwrap.dedent(

@@ -42,6 +42,18 @@ def _replicates(twins: TwinReview) -> str:
             f"{said(twins.replicates_independent)} with independent twins")
 
 
+def _sees(row: TwinRow) -> str:
+    """What the row's paired test sees at its twins' agreement, in words."""
+    if row.limit.status == "sequential":
+        return "no limit of its own (a sequential run: the design's power instead)"
+    return f"sees a {row.direction} of {row.limit} (independent twins: {row.independent})"
+
+
+def _limit_cell(row: TwinRow) -> str:
+    return ("sequential" if row.limit.status == "sequential"
+            else f"{row.direction} {row.limit}")
+
+
 def _summary(twins: TwinReview, text: Callable[[str], str]) -> list[str]:
     """The agreement's line and the power's line."""
     conditions = len({r.condition for r in twins.rows})
@@ -77,8 +89,7 @@ def twin_lines(twins: TwinReview | None, *, verbose: bool = False) -> list[str]:
             a = r.agreement
             lines.append(
                 f"twins {_row_name(r, terminal_text)}: alike {a.alike} of {a.n} "
-                f"({_percent(a.rate)}), b {a.before_only}, c {a.after_only}; sees a "
-                f"{r.direction} of {r.limit} (independent twins: {r.independent})")
+                f"({_percent(a.rate)}), b {a.before_only}, c {a.after_only}; {_sees(r)}")
     return lines
 
 
@@ -94,7 +105,7 @@ def twin_markdown(twins: TwinReview | None, escape: Callable[[str], str]) -> lis
         a = r.agreement
         lines.append(f"| {escape(r.condition)} | {escape(r.event)} | {a.alike} of {a.n} "
                      f"({_percent(a.rate)}) | {a.before_only} | {a.after_only} | "
-                     f"{r.direction} {r.limit} | {r.independent} |")
+                     f"{_limit_cell(r)} | {r.independent} |")
     return [*lines, ""]
 
 
@@ -115,7 +126,7 @@ def twin_html(twins: TwinReview | None) -> str:
         f"<td class='n'>{r.agreement.alike} of {r.agreement.n} "
         f"({_percent(r.agreement.rate)})</td><td class='n'>{r.agreement.before_only}</td>"
         f"<td class='n'>{r.agreement.after_only}</td>"
-        f"<td class='n'>{e(r.direction)} {e(str(r.limit))}</td>"
+        f"<td class='n'>{e(_limit_cell(r))}</td>"
         f"<td class='n'>{e(str(r.independent))}</td></tr>"
         for r in twins.rows)
     summary = _summary(twins, str)

@@ -109,8 +109,10 @@ def _twin_rows(rows: Sequence[Row], alpha: float, power: float) -> list[TwinRow]
     groups: dict[tuple[int, str], list[int]] = {}
     for i, (row, found) in enumerate(paired):
         # kappa None: the rates are 0 or 1 in both runs, where the model's discordance is 0
-        # at any kappa, so the limit is the independent one.
-        if found.kappa is not None:
+        # at any kappa, so the limit is the independent one. A sequential run's row has no
+        # limit of its own (the fixed test's at the look its condition stopped at is not
+        # what the procedure detects): none at its agreement either.
+        if found.kappa is not None and row.rise.status != "sequential":
             groups.setdefault((found.n, row.worse_when), []).append(i)
     for (n, worse_when), members in groups.items():
         p0 = [paired[i][0].before for i in members]
