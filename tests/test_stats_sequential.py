@@ -564,6 +564,11 @@ def test_hostile_designs_and_rows_are_refused_by_name() -> None:
         with pytest.raises(ValueError, match=words):
             design_from_dict({**good, **damage})
     assert design_from_dict(good) == design
+    assert design.one_sided and not design_from_dict({**good, "version": 2}).one_sided
+    from pytest_prove.stats._seq_unpaired import futile
+
+    with pytest.raises(ValueError, match="rule must be one of worsening, profile"):
+        futile(1, 4, 6, 12, 0.4, 1.5, rule="both")
 
     def row(*counts: int, worse_when: str = "rise") -> SequentialRow:
         x_before, n_before, x_after, n_after = counts

@@ -52,6 +52,12 @@ class SequentialDesign:
     version: int = VERSION
 
     @property
+    def one_sided(self) -> bool:
+        """Whether its futility rule rules out a worsening only (unpaired, from version 3),
+        not a change either way (paired, and version 2's unpaired designs)."""
+        return not self.paired and self.version >= 3
+
+    @property
     def power_asked(self) -> float:
         """The power at max_mde the check asks: ``power`` (the figure is exact)."""
         return self.power

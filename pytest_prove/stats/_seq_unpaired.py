@@ -189,6 +189,8 @@ def futile(y: int, t: int, x_a: int, n_a: int, mde: float, h: float,
     """The futility rule on a row's counts at a look (``rule`` "worsening": a worsening of
     mde ruled out, a fall mirrored into a rise; "profile": both changes ruled out, the rule
     of version 2's designs)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     if rule == "profile":
         return bool(_ruled(np.asarray(float(y)), t, np.asarray(float(x_a)), n_a, mde, h))
     if worse_when == "fall":

@@ -248,7 +248,7 @@ def _futile(design: SequentialDesign, row: RowInput, worse_when: str) -> bool:
         w, b = _paired_counts(row)
         return _futile_counts(True, w, b, row.pairs.n, 0, design.max_mde, design.futility,
                               worse_when, "profile")
-    rule = "profile" if design.version == 2 else "worsening"
+    rule = "worsening" if design.one_sided else "profile"
     return _futile_counts(False, row.x_after, row.n_after, row.x_before, row.n_before,
                           design.max_mde, design.futility, worse_when, rule)
 
@@ -474,8 +474,7 @@ def _reason(state: State, look: int, last: int, size: int,
 def _ruled_out(design: SequentialDesign) -> State:
     """The state of a row the design's futility rule stops: no change (both directions:
     paired, and version 2's unpaired designs) or no worsening of max_mde (unpaired)."""
-    return ("no change of max_mde" if design.paired or design.version == 2
-            else "no worsening of max_mde")
+    return "no worsening of max_mde" if design.one_sided else "no change of max_mde"
 
 
 def _moved(counts: RowInput | None, event: str) -> str:
